@@ -1,0 +1,22 @@
+"""rnngraph: a graph compiler for generalized LSTM-like recurrent networks.
+
+Declare a cell in Python (``@rg.cell``), stack cells with ``rg.Sequential``, and run the
+network with the NumPy reference (``rg.Reference``). See README.md and DESIGN.md.
+"""
+from . import cells, ir, ops
+from .errors import CycleError, DelayError, DtypeError, GraphError, ShapeError, StateError, UnusedWarning
+from .ir import Graph, Init, parse
+from .network import Embedding, Sequential, SoftmaxCrossEntropy
+from .reference import Reference, init_params, reset_streams, zero_states
+from .trace import State, Value, cell, concat, exp, layer_norm, linear, param, relu, sigmoid, slice, split, tanh
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "cells", "ir", "ops", "Graph", "Init", "parse",
+    "CycleError", "DelayError", "DtypeError", "GraphError", "ShapeError", "StateError", "UnusedWarning",
+    "Embedding", "Sequential", "SoftmaxCrossEntropy",
+    "Reference", "init_params", "reset_streams", "zero_states",
+    "State", "Value", "cell", "concat", "exp", "layer_norm", "linear", "param", "relu", "sigmoid", "slice",
+    "split", "tanh",
+]

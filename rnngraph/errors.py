@@ -1,0 +1,33 @@
+"""Errors and warnings raised by rnngraph.
+
+Every message names the offending node, op, shape or file, so a user can find it in the
+cell they wrote. All errors derive from :class:`GraphError` (a ``ValueError``).
+"""
+
+
+class GraphError(ValueError):
+    """A cell or network graph is malformed."""
+
+
+class ShapeError(GraphError):
+    """An op got operands whose sizes it cannot combine (message names the op and shapes)."""
+
+
+class CycleError(GraphError):
+    """A dependency cycle whose delays sum to 0 (message prints the cycle)."""
+
+
+class StateError(GraphError):
+    """A state is never updated, updated twice, or read with a bad delay."""
+
+
+class DelayError(GraphError):
+    """A delay is negative or not an integer."""
+
+
+class DtypeError(GraphError):
+    """An op got an operand of the wrong kind (token ids where floats are needed, ...)."""
+
+
+class UnusedWarning(UserWarning):
+    """An input or parameter of a graph is never read."""

@@ -1,0 +1,219 @@
+"""The NumPy reference executor: the executable specification of a graph over a window.
+
+Layouts: a float input is (T, S, n), token ids are (T, S) integers; every node's values over the
+window are (T, S, n); a state is (depth, S, n), oldest first (entry depth-k holds the node at
+t = -k), so the final states of one window are the initial states of the next. The training
+loss is the mean of the loss node over the T*S columns (PyTorch's CrossEntropyLoss 'mean').
+
+Backward is reverse-mode BPTT through the window: gradients of the loss (plus optional output
+and final-state gradients) with respect to every parameter, every initial state and every
+float input. Gradients stop at the window's start (truncated BPTT): carry the final states
+into the next window with :meth:`Reference.forward`'s ``states``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import ops
+from .errors import GraphError, ShapeError
+from .ir import INDEX, Graph
+
+DTYPES = {"float32": np.float32, "float64": np.float64}
+
+
+def init_params(g: Graph, seed: int = 0, dtype: str = "float64") -> dict[str, np.ndarray]:
+    """Sample every parameter from its initialiser with ``np.random.default_rng(seed)``, in graph order."""
+    rng = np.random.default_rng(seed)
+    return {p.name: p.init.sample(p.shape, rng).astype(_dtype(dtype)) for p in g.params}
+
+
+def zero_states(g: Graph, streams: int, dtype: str = "float64") -> dict[str, np.ndarray]:
+    """All-zero initial states: state name -> (depth, S, size)."""
+    return {s.name: np.zeros((s.depth, streams, g.by_name[s.node].size), _dtype(dtype)) for s in g.states}
+
+
+def reset_streams(states: dict[str, np.ndarray], streams) -> dict[str, np.ndarray]:
+    """A copy of ``states`` with the given stream columns (ints or a bool mask over S) set to zero,
+    as at the start of a new sequence in those streams."""
+    out = {k: v.copy() for k, v in states.items()}
+    for v in out.values():
+        v[:, streams] = 0
+    return out
+
+
+def _dtype(name: str):
+    try:
+        return DTYPES[name]
+    except KeyError:
+        raise ValueError(f"dtype {name!r} is not supported (float32, float64)") from None
+
+
+@dataclass
+class Forward:
+    """A forward pass: ``values`` node -> (T, S, n); ``states``/``final_states`` name -> (depth, S, n);
+    ``params`` as used; ``loss`` the mean loss (float) or None."""
+
+    values: dict[str, np.ndarray]
+    params: dict[str, np.ndarray]
+    states: dict[str, np.ndarray]
+    final_states: dict[str, np.ndarray]
+    loss: float | None
+
+    def outputs(self, g: Graph) -> dict[str, np.ndarray]:
+        """The graph's outputs over the window: name -> (T, S, n)."""
+        return {o: self.values[o] for o in g.outputs}
+
+
+@dataclass
+class Gradients:
+    """Gradients of a backward pass: ``params`` (param shapes), ``states`` ((depth, S, n) each),
+    ``inputs`` (float inputs, (T, S, n))."""
+
+    params: dict[str, np.ndarray]
+    states: dict[str, np.ndarray]
+    inputs: dict[str, np.ndarray]
+
+
+class Reference:
+    """Runs a validated Graph over windows of T timesteps for S streams with NumPy.
+
+    dtype: ``"float64"`` (default; used for gradient checks) or ``"float32"``.
+    """
+
+    def __init__(self, graph: Graph, dtype: str = "float64"):
+        self.graph = graph
+        self.dtype = _dtype(dtype)
+        self.order = graph.nodes
+
+    # ------------------------------------------------------------------ inputs
+    def _inputs(self, inputs: dict) -> tuple[dict, int, int]:
+        g = self.graph
+        vals, T, S = {}, None, None
+        for n in g.inputs:
+            if n.name not in inputs:
+                raise GraphError(f"input {n.name!r} of graph {g.name!r} is missing")
+            a = np.asarray(inputs[n.name])
+            if n.dtype == INDEX:
+                if a.ndim != 2 or not np.issubdtype(a.dtype, np.integer):
+                    raise ShapeError(f"input {n.name!r}: token ids must be an integer array of shape (T, S), "
+                                     f"got {a.dtype} {a.shape}")
+                a = a.astype(np.int64)[..., None]
+            else:
+                if a.ndim != 3 or a.shape[2] != n.size:
+                    raise ShapeError(f"input {n.name!r}: expected shape (T, S, {n.size}), got {a.shape}")
+                a = a.astype(self.dtype)
+            if T is None:
+                T, S = a.shape[:2]
+            elif a.shape[:2] != (T, S):
+                raise ShapeError(f"input {n.name!r} has (T, S) = {a.shape[:2]}, other inputs {(T, S)}")
+            vals[n.name] = a
+        unknown = sorted(set(inputs) - {n.name for n in g.inputs})
+        if unknown:
+            raise GraphError(f"graph {g.name!r} has no input(s) {unknown}")
+        if not T or not S:
+            raise ShapeError(f"a window needs T >= 1 and S >= 1, got T={T}, S={S}")
+        return vals, T, S
+
+    def _states(self, states: dict | None, S: int) -> dict:
+        g = self.graph
+        out = zero_states(g, S, self.dtype.__name__)
+        for name, a in (states or {}).items():
+            if name not in out:
+                raise GraphError(f"graph {g.name!r} has no state {name!r} (states: {sorted(out)})")
+            a = np.asarray(a, dtype=self.dtype)
+            if a.shape != out[name].shape:
+                raise ShapeError(f"state {name!r}: expected shape {out[name].shape} (depth, S, size), got {a.shape}")
+            out[name] = a.copy()
+        return out
+
+    def _param_arrays(self, params: dict) -> dict:
+        g, out = self.graph, {}
+        for p in g.params:
+            if p.name not in params:
+                raise GraphError(f"parameter {p.name!r} is missing")
+            a = np.asarray(params[p.name], dtype=self.dtype)
+            if a.shape != p.shape:
+                raise ShapeError(f"parameter {p.name!r}: expected shape {p.shape}, got {a.shape}")
+            out[p.name] = a
+        return out
+
+    def _read(self, values, hist, node: str, tau: int):
+        """Node ``node`` at timestep ``tau`` (from the initial history when tau < 0)."""
+        if tau >= 0:
+            return values[node][tau]
+        h = hist[node]
+        return h[h.shape[0] + tau]
+
+    # ------------------------------------------------------------------ forward
+    def forward(self, params: dict, inputs: dict, states: dict | None = None) -> Forward:
+        """Run the window. params: name -> array; inputs: name -> (T, S) ids or (T, S, n) floats;
+        states: name -> (depth, S, n), zeros where absent. Raises ShapeError/GraphError naming
+        the offending input, state or parameter."""
+        g = self.graph
+        vals, T, S = self._inputs(inputs)
+        st = self._states(states, S)
+        ps = self._param_arrays(params)
+        hist = {s.node: st[s.name] for s in g.states}
+        values = {n.name: vals.get(n.name) if n.op == "input" else np.zeros((T, S, n.size), self.dtype)
+                  for n in g.nodes}
+        for t in range(T):
+            for n in self.order:
+                if n.op == "input":
+                    continue
+                xs = [self._read(values, hist, r.node, t - r.delay) for r in n.args]
+                y = ops.REGISTRY[n.op].forward(xs, [ps[p] for p in n.params], n.attr)
+                values[n.name][t] = y
+        final = {s.name: np.stack([self._read(values, hist, s.node, T - k) for k in range(s.depth, 0, -1)])
+                 for s in g.states}
+        loss = float(values[g.loss].mean()) if g.loss else None
+        return Forward(values, ps, st, final, loss)
+
+    # ------------------------------------------------------------------ backward
+    def backward(self, fwd: Forward, d_outputs: dict | None = None, d_final_states: dict | None = None,
+                 loss_scale: float = 1.0) -> Gradients:
+        """Reverse-mode BPTT over the window of ``fwd``.
+
+        Seeds: ``loss_scale`` times the gradient of the mean loss (when the graph has a loss),
+        plus ``d_outputs`` (name -> (T, S, n)) and ``d_final_states`` (name -> (depth, S, n)).
+        """
+        g = self.graph
+        T, S = next(iter(fwd.values.values())).shape[:2]
+        hist = {s.node: s for s in g.states}
+        grads = {n.name: np.zeros((T, S, n.size), self.dtype) for n in g.nodes}
+        gstate = {s.name: np.zeros_like(fwd.states[s.name]) for s in g.states}
+        gparams = {k: np.zeros_like(v) for k, v in fwd.params.items()}
+        if g.loss:
+            grads[g.loss] += self.dtype(loss_scale / (T * S))
+        for name, d in (d_outputs or {}).items():
+            grads[g.node(name).name] += np.asarray(d, self.dtype).reshape(grads[name].shape)
+        for s in g.states:
+            d = (d_final_states or {}).get(s.name)
+            if d is not None:
+                for j, k in enumerate(range(s.depth, 0, -1)):
+                    self._accumulate(grads, gstate, hist, s.node, T - k, np.asarray(d[j], self.dtype))
+        hist_values = {s.node: fwd.states[s.name] for s in g.states}
+        for t in range(T - 1, -1, -1):
+            for n in reversed(self.order):
+                if n.op == "input":
+                    continue
+                gy = grads[n.name][t]
+                xs = [self._read(fwd.values, hist_values, r.node, t - r.delay) for r in n.args]
+                pa = [fwd.params[p] for p in n.params]
+                gxs, gps = ops.REGISTRY[n.op].vjp(gy, fwd.values[n.name][t], xs, pa, n.attr)
+                for p, gp in zip(n.params, gps):
+                    gparams[p] += gp
+                for r, gx in zip(n.args, gxs):
+                    if gx is not None:
+                        self._accumulate(grads, gstate, hist, r.node, t - r.delay, gx)
+        inputs = {n.name: grads[n.name] for n in g.inputs if n.dtype != INDEX}
+        return Gradients(gparams, gstate, inputs)
+
+    @staticmethod
+    def _accumulate(grads, gstate, hist, node, tau, gx):
+        if tau >= 0:
+            grads[node][tau] += gx
+        else:
+            buf = gstate[hist[node].name]
+            buf[buf.shape[0] + tau] += gx

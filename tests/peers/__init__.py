@@ -1,0 +1,1 @@
+"""Reference cases from peer implementations (ONNX, ...), independent of ``rnngraph``."""
