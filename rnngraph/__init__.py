@@ -3,7 +3,7 @@
 Declare a cell in Python (``@rg.cell``), stack cells with ``rg.Sequential``, and run the
 network with the NumPy reference (``rg.Reference``). See README.md and DESIGN.md.
 """
-from . import cells, ir, ops
+from . import cells, ir, ops, passes
 from .errors import CycleError, DelayError, DtypeError, GraphError, ShapeError, StateError, UnusedWarning
 from .ir import Graph, Init, parse
 from .network import Embedding, Sequential, SoftmaxCrossEntropy

@@ -89,7 +89,9 @@ def _check_states(g: Graph) -> None:
                 if g.by_name[r.node].dtype != FLOAT:
                     raise StateError(f"node {n.name!r} reads {r.node!r} with a delay; only float values can be states")
     for s in g.states:
-        if s.depth != need.get(s.node, 0):
+        if s.node not in need and s.depth >= 1:
+            warnings.warn(f"state {s.name!r} of graph {g.name!r} is never read", UnusedWarning, stacklevel=3)
+        elif s.depth != need.get(s.node, 0):
             raise StateError(f"state {s.name!r} has depth {s.depth}, but its node {s.node!r} is read with "
                              f"largest delay {need.get(s.node, 0)}; depth must equal it (and be >= 1)")
 

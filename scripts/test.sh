@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Sets up .venv and runs the test suite (CPU: NumPy reference; GPU tests skip without a GPU).
+# torch==2.13.0 (a CPU wheel on these machines) enables the PyTorch peer tests; they skip without it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+.venv/bin/python -m pip install -q torch==2.13.0 2>/dev/null || echo "torch 2.13.0 not installable here: torch peer tests will skip"
+exec .venv/bin/python -m pytest -q "$@"

@@ -1,0 +1,68 @@
+"""Every op's gradient rule against central differences, directly on the registry (float64)."""
+import numpy as np
+import pytest
+
+from rnngraph import ops
+from gradcheck import numeric, relative_error
+
+N = 3  # columns
+
+
+def _case(name, rng):
+    """(args, params, attrs) for op ``name``; float args (N, n), ids (N, 1)."""
+    x = lambda n=4: rng.normal(size=(N, n))
+    cases = {
+        "add": ([x(), x()], [], {}), "sub": ([x(), x()], [], {}), "mul": ([x(), x()], [], {}),
+        "neg": ([x()], [], {}), "identity": ([x()], [], {}),
+        "add_scalar": ([x()], [], {"value": 0.7}), "mul_scalar": ([x()], [], {"value": -1.3}),
+        "sigmoid": ([x()], [], {}), "tanh": ([x()], [], {}), "exp": ([x()], [], {}),
+        "relu": ([x() + 0.05 * np.sign(x())], [], {}),
+        "slice": ([x(6)], [], {"start": 1, "stop": 4}),
+        "concat": ([x(2), x(3), x(1)], [], {}),
+        "param": ([], [rng.normal(size=4)], {}),
+        "linear": ([x(4)], [rng.normal(size=(5, 4)), rng.normal(size=5)], {}),
+        "layer_norm": ([x(5)], [rng.normal(size=5), rng.normal(size=5)], {}),
+        "embedding": ([rng.integers(0, 6, size=(N, 1))], [rng.normal(size=(6, 3))], {}),
+        "softmax_xent": ([x(5), rng.integers(0, 5, size=(N, 1))], [], {}),
+    }
+    return cases[name]
+
+
+COMPUTED = sorted(n for n, op in ops.REGISTRY.items() if op.kind != "input")
+
+
+def test_every_computed_op_has_a_case():
+    rng = np.random.default_rng(0)
+    for name in COMPUTED:
+        _case(name, rng)  # KeyError here means a new op lacks a gradient test
+
+
+@pytest.mark.parametrize("name", COMPUTED)
+def test_op_gradient(name):
+    rng = np.random.default_rng(1)
+    op = ops.REGISTRY[name]
+    xs, ps, attrs = _case(name, rng)
+    y = np.broadcast_to(op.forward(xs, ps, attrs), (N, np.shape(op.forward(xs, ps, attrs))[-1]))
+    g = rng.normal(size=y.shape)
+    f = lambda: float((np.broadcast_to(op.forward(xs, ps, attrs), y.shape) * g).sum())
+    gxs, gps = op.vjp(g, op.forward(xs, ps, attrs), xs, ps, attrs)
+    for arrays, analytic in ((xs, gxs), (ps, gps)):
+        for arr, ga in zip(arrays, analytic):
+            if np.issubdtype(arr.dtype, np.integer):
+                assert ga is None
+                continue
+            idx = np.arange(arr.size)
+            assert relative_error(numeric(f, arr, idx), ga.reshape(-1)) < 1e-6
+
+
+def test_sigmoid_extremes_no_overflow():
+    with np.errstate(over="raise", invalid="raise", divide="raise"):
+        y = ops.REGISTRY["sigmoid"].forward([np.array([[-1000.0, 0.0, 1000.0]])], [], {})
+    np.testing.assert_array_equal(y, [[0.0, 0.5, 1.0]])
+
+
+def test_softmax_xent_large_logits_finite():
+    z = np.array([[1000.0, -1000.0, 0.0]])
+    with np.errstate(over="raise", invalid="raise", divide="raise"):
+        loss = ops.REGISTRY["softmax_xent"].forward([z, np.array([[1]])], [], {})
+    assert loss[0, 0] == pytest.approx(2000.0)
