@@ -7,7 +7,9 @@ from . import cells, ir, ops, passes
 from .errors import CycleError, DelayError, DtypeError, GraphError, ShapeError, StateError, UnusedWarning
 from .ir import Graph, Init, parse
 from .network import Embedding, Sequential, SoftmaxCrossEntropy
+from .optim import SGD, Adam, clip_grad_norm
 from .reference import Reference, init_params, reset_streams, zero_states
+from .runtime import TrainingStep, compile
 from .trace import State, Value, cell, concat, exp, layer_norm, linear, param, relu, sigmoid, slice, split, tanh
 
 __version__ = "0.1.0"
@@ -16,7 +18,8 @@ __all__ = [
     "cells", "ir", "ops", "Graph", "Init", "parse",
     "CycleError", "DelayError", "DtypeError", "GraphError", "ShapeError", "StateError", "UnusedWarning",
     "Embedding", "Sequential", "SoftmaxCrossEntropy",
-    "Reference", "init_params", "reset_streams", "zero_states",
+    "Reference", "init_params", "reset_streams", "zero_states", "SGD", "Adam", "clip_grad_norm",
+    "TrainingStep", "compile",
     "State", "Value", "cell", "concat", "exp", "layer_norm", "linear", "param", "relu", "sigmoid", "slice",
     "split", "tanh",
 ]

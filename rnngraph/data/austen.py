@@ -37,7 +37,8 @@ TITLES = {
 
 
 def default_cache_dir() -> Path:
-    """``$RNNGRAPH_CACHE/austen`` if ``RNNGRAPH_CACHE`` is set, else ``~/.cache/rnngraph/austen``."""
+    """``$RNNGRAPH_CACHE/austen`` if ``RNNGRAPH_CACHE`` is set, else
+    ``~/.cache/rnngraph/austen``."""
     root = os.environ.get("RNNGRAPH_CACHE")
     return (Path(root) if root else Path.home() / ".cache" / "rnngraph") / "austen"
 

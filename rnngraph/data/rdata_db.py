@@ -48,20 +48,17 @@ def decompress_record(record: bytes, compressed: int = 1) -> bytes:
     if len(record) < 4:
         raise CorpusError(f"record of {len(record)} bytes is shorter than its 4-byte header")
     (size,) = struct.unpack(">I", record[:4])
-    body = record[4:]
+    body, decode = record[4:], zlib.decompress
+    if int(compressed) in (2, 3):
+        method, body = body[:1], body[1:]
+        decoders = {b"Z": lzma.decompress, b"2": bz2.decompress, b"1": zlib.decompress,
+                    b"0": bytes}
+        if method not in decoders:
+            raise CorpusError(f"unknown record compression method {method!r}")
+        decode = decoders[method]
     try:
-        if int(compressed) in (2, 3):
-            method, body = body[:1], body[1:]
-            decoders = {b"Z": lzma.decompress, b"2": bz2.decompress,
-                        b"1": zlib.decompress, b"0": bytes}
-            if method not in decoders:
-                raise CorpusError(f"unknown record compression method {method!r}")
-            data = decoders[method](body)
-        else:
-            data = zlib.decompress(body)
-    except (zlib.error, lzma.LZMAError, OSError, ValueError) as exc:
-        if isinstance(exc, CorpusError):
-            raise
+        data = decode(body)
+    except (zlib.error, lzma.LZMAError, OSError, EOFError) as exc:
         raise CorpusError(f"corrupt compressed record: {exc}") from exc
     if len(data) != size:
         raise CorpusError(f"record says {size} bytes but decompresses to {len(data)}")
@@ -116,7 +113,7 @@ class LazyLoadDB:
         self.rdx_path, self.rdb_path = stem + ".rdx", stem + ".rdb"
         for p in (self.rdx_path, self.rdb_path):
             if not os.path.isfile(p):
-                raise CorpusError(f"{p}: no such file (an R lazy-load database needs .rdx and .rdb)")
+                raise CorpusError(f"{p}: no such file (a lazy-load database needs .rdx and .rdb)")
         self.index, self.compressed = self._read_index()
 
     def _read_index(self) -> tuple[dict[str, tuple[int, int]], int]:

@@ -1,0 +1,124 @@
+"""Optimizers and gradient clipping with PyTorch's update rules (NumPy; the GPU kernels follow them).
+
+Every optimizer updates a dict of parameter arrays in place from a dict of gradients of the same
+shapes, and keeps its own slots (momentum, moments) so a checkpoint can restore it exactly.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+class Optimizer:
+    """Base class: ``step(params, grads)`` updates params in place; ``state_dict()``/``load_state_dict()``."""
+
+    name = "optimizer"
+
+    def __init__(self, lr: float):
+        if not (isinstance(lr, (int, float)) and lr > 0 and math.isfinite(lr)):
+            raise ValueError(f"{type(self).__name__}: lr must be a positive number, got {lr!r}")
+        self.lr = float(lr)
+        self.slots: dict[str, np.ndarray] = {}
+        self.steps = 0
+
+    def config(self) -> dict:
+        """Hyper-parameters, for checkpoints."""
+        return {"name": self.name, "lr": self.lr}
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """The optimizer's slots and step count as arrays (``slot/param`` keys)."""
+        out = {f"{k}": v for k, v in self.slots.items()}
+        out["steps"] = np.array(self.steps)
+        return out
+
+    def load_state_dict(self, d: dict) -> None:
+        """Restore what :meth:`state_dict` returned."""
+        self.steps = int(d["steps"])
+        self.slots = {k: np.array(v) for k, v in d.items() if k != "steps"}
+
+    def _slot(self, kind: str, name: str, like: np.ndarray) -> np.ndarray:
+        key = f"{kind}/{name}"
+        if key not in self.slots:
+            self.slots[key] = np.zeros_like(like)
+        return self.slots[key]
+
+
+class SGD(Optimizer):
+    """torch.optim.SGD: v = momentum*v + g (v = g on the first step); p -= lr*v."""
+
+    name = "sgd"
+
+    def __init__(self, lr: float = 0.1, momentum: float = 0.0):
+        super().__init__(lr)
+        if not 0.0 <= momentum < 1.0:
+            raise ValueError(f"SGD: momentum must be in [0, 1), got {momentum!r}")
+        self.momentum = float(momentum)
+
+    def config(self) -> dict:
+        return {**super().config(), "momentum": self.momentum}
+
+    def step(self, params: dict, grads: dict) -> None:
+        """One update of every parameter (in place)."""
+        for name, p in params.items():
+            g = grads[name]
+            if self.momentum:
+                v = self._slot("momentum", name, p)
+                v[...] = g if self.steps == 0 else self.momentum * v + g
+                g = v
+            p -= p.dtype.type(self.lr) * g
+        self.steps += 1
+
+
+class Adam(Optimizer):
+    """torch.optim.Adam (Kingma & Ba 2015): m = b1 m + (1-b1) g, v = b2 v + (1-b2) g^2,
+    p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)."""
+
+    name = "adam"
+
+    def __init__(self, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8):
+        super().__init__(lr)
+        if not all(0.0 <= b < 1.0 for b in betas):
+            raise ValueError(f"Adam: betas must be in [0, 1), got {betas!r}")
+        self.betas, self.eps = (float(betas[0]), float(betas[1])), float(eps)
+
+    def config(self) -> dict:
+        return {**super().config(), "betas": list(self.betas), "eps": self.eps}
+
+    def step(self, params: dict, grads: dict) -> None:
+        """One update of every parameter (in place)."""
+        b1, b2 = self.betas
+        t = self.steps + 1
+        for name, p in params.items():
+            g = grads[name]
+            m, v = self._slot("m", name, p), self._slot("v", name, p)
+            m *= b1
+            m += (1 - b1) * g
+            v *= b2
+            v += (1 - b2) * g * g
+            denom = np.sqrt(v / (1 - b2 ** t)) + self.eps
+            p -= (self.lr / (1 - b1 ** t)) * m / denom
+        self.steps += 1
+
+
+def from_config(cfg: dict) -> Optimizer:
+    """Rebuild an optimizer from :meth:`Optimizer.config`; ValueError for an unknown name."""
+    cfg = dict(cfg)
+    kind = cfg.pop("name")
+    if kind == "adam":
+        return Adam(cfg["lr"], tuple(cfg.get("betas", (0.9, 0.999))), cfg.get("eps", 1e-8))
+    if kind == "sgd":
+        return SGD(cfg["lr"], cfg.get("momentum", 0.0))
+    raise ValueError(f"unknown optimizer {kind!r} (adam, sgd)")
+
+
+def clip_grad_norm(grads: dict[str, np.ndarray], max_norm: float) -> float:
+    """Scale all gradients in place so their global L2 norm is at most ``max_norm``
+    (torch.nn.utils.clip_grad_norm_: factor max_norm / (norm + 1e-6) when norm > max_norm).
+    Returns the norm before clipping."""
+    total = math.sqrt(sum(float((g.astype(np.float64) ** 2).sum()) for g in grads.values()))
+    if total > max_norm:
+        scale = max_norm / (total + 1e-6)
+        for g in grads.values():
+            g *= g.dtype.type(scale)
+    return total

@@ -1,0 +1,128 @@
+"""``rg.compile``: a network -> a TrainingStep that trains it window by window.
+
+A TrainingStep owns the parameters, the states of S streams (carried from one window to the
+next: truncated BPTT), the optimizer and the schedule. ``device="cpu"`` runs the NumPy
+backend; ``device="cuda"`` the generated GPU kernels (where built); ``"auto"`` picks CUDA
+when a GPU and the code generator are available, else the CPU.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import GraphError
+from .network import Sequential
+from .optim import Adam, Optimizer, clip_grad_norm
+from .reference import DTYPES, Forward, Reference, init_params, reset_streams, zero_states
+
+
+def _positive_int(value, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{what} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def cuda_available() -> bool:
+    """Whether numba finds a CUDA GPU (False when numba-cuda or the driver is missing)."""
+    try:
+        from numba import cuda
+        return bool(cuda.is_available())
+    except Exception:  # pragma: no cover - depends on the machine
+        return False
+
+
+class TrainingStep:
+    """One compiled network with its parameters, states and optimizer.
+
+    window T and streams S fix the shapes of every call: inputs (T, S) token ids or (T, S, I)
+    floats, targets (T, S) ids. Create it with :func:`compile`.
+    """
+
+    def __init__(self, net: Sequential, window: int, streams: int, device: str, dtype: str,
+                 optimizer: Optimizer | None, clip_norm: float | None, seed: int):
+        self.net, self.graph = net, net.graph
+        self.window = _positive_int(window, "window")
+        self.streams = _positive_int(streams, "streams")
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype {dtype!r} is not supported (float32, float64)")
+        if clip_norm is not None and not clip_norm > 0:
+            raise ValueError(f"clip_norm must be positive or None, got {clip_norm!r}")
+        self.dtype, self.clip_norm, self.device = dtype, clip_norm, device
+        self.optimizer = optimizer if optimizer is not None else Adam()
+        self.parameters: dict[str, np.ndarray] = init_params(self.graph, seed, dtype)
+        self.state: dict[str, np.ndarray] = zero_states(self.graph, self.streams, dtype)
+        self._executor = Reference(self.graph, dtype)
+        self.last_grad_norm: float | None = None
+
+    # ------------------------------------------------------------------ state
+    def reset_state(self, streams=None) -> None:
+        """Zero the states of the given streams (ints or bool mask over S; all when None)."""
+        if streams is None:
+            self.state = zero_states(self.graph, self.streams, self.dtype)
+        else:
+            self.state = reset_streams(self.state, streams)
+
+    def set_parameters(self, values: dict[str, np.ndarray]) -> None:
+        """Copy arrays into the named parameters; KeyError/ValueError naming a wrong name or shape."""
+        for name, v in values.items():
+            if name not in self.parameters:
+                raise KeyError(f"no parameter {name!r} (have {sorted(self.parameters)})")
+            v = np.asarray(v)
+            if v.shape != self.parameters[name].shape:
+                raise ValueError(f"parameter {name!r}: expected shape {self.parameters[name].shape}, got {v.shape}")
+            self.parameters[name][...] = v
+
+    # ------------------------------------------------------------------ running
+    def _feed(self, inputs, targets) -> dict:
+        feed = {"x": np.asarray(inputs)}
+        if targets is not None:
+            feed["y"] = np.asarray(targets)
+        elif self.graph.loss is not None:
+            feed["y"] = np.zeros(feed["x"].shape[:2], np.int64)
+        want = (self.window, self.streams)
+        if feed["x"].shape[:2] != want:
+            raise ValueError(f"inputs have (T, S) = {feed['x'].shape[:2]}, this step was compiled for "
+                             f"window={self.window}, streams={self.streams}")
+        return feed
+
+    def forward(self, inputs, targets=None, carry: bool = True) -> Forward:
+        """Run one window without training. Returns the Forward (``.values``, ``.loss`` when targets
+        are given); with ``carry`` the final states become the next window's initial states."""
+        fwd = self._executor.forward(self.parameters, self._feed(inputs, targets), self.state)
+        if targets is None:
+            fwd.loss = None
+        if carry:
+            self.state = fwd.final_states
+        return fwd
+
+    def train(self, inputs, targets) -> float:
+        """Forward, BPTT through the window, clip, optimizer update; states carry. Returns the
+        window's mean loss (nats per token). Raises GraphError when the network has no loss."""
+        if self.graph.loss is None:
+            raise GraphError("this network has no loss head: end it with rg.SoftmaxCrossEntropy(vocab)")
+        fwd = self._executor.forward(self.parameters, self._feed(inputs, targets), self.state)
+        grads = self._executor.backward(fwd).params
+        if self.clip_norm is not None:
+            self.last_grad_norm = clip_grad_norm(grads, self.clip_norm)
+        self.optimizer.step(self.parameters, grads)
+        self.state = fwd.final_states
+        return fwd.loss
+
+
+def compile(net: Sequential, window: int, streams: int, device: str = "auto", dtype: str = "float32",
+            optimizer: Optimizer | None = None, clip_norm: float | None = None, seed: int = 0) -> TrainingStep:
+    """Compile ``net`` for windows of ``window`` timesteps over ``streams`` parallel streams.
+
+    device: ``"cpu"`` (NumPy backend), ``"cuda"`` or ``"auto"``; dtype ``"float32"``/``"float64"``;
+    optimizer default Adam(lr=1e-3); clip_norm: global gradient-norm clip (None = off);
+    seed: parameter initialisation seed. Raises ValueError for non-positive window/streams, an
+    unknown device or dtype; RuntimeError when CUDA is asked for but unavailable.
+    """
+    if not isinstance(net, Sequential):
+        raise TypeError(f"rg.compile expects an rg.Sequential, got {type(net).__name__}")
+    if device not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
+    if device == "auto":
+        device = "cpu"  # the CUDA backend is not built yet: see rnngraph/codegen
+    elif device == "cuda":
+        raise RuntimeError("device='cuda': the GPU code generator is not built yet; use device='cpu'")
+    return TrainingStep(net, window, streams, device, dtype, optimizer, clip_norm, seed)
