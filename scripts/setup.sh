@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 py=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$py" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-.venv/bin/python -m pip install -q -e ".[${RNNGRAPH_EXTRAS:-test,plot}]"
+.venv/bin/python -m pip install -q -e ".[${RNNGRAPH_EXTRAS:-test,plot,data}]"

@@ -12,7 +12,8 @@ import zlib
 
 import pytest
 
-from rnngraph.data import NOVELS, CorpusError, FetchError, LazyLoadDB, default_cache_dir, load_austen
+from rnngraph.data import (NOVELS, CorpusError, FetchError, LazyLoadDB, default_cache_dir,
+                           load_austen)
 from rnngraph.data.rdata_db import decompress_record, parse_serialized, strings_of
 
 # ---- a minimal R serializer (XDR big-endian) -------------------------------------------
@@ -76,14 +77,15 @@ def record(raw, method=None):
     return struct.pack(">I", len(raw)) + body
 
 
-def write_db(stem, objects, rdx_as_record=False):
-    """Write ``stem.rdx``/``stem.rdb`` holding ``objects`` (name -> serialization body)."""
+def write_db(stem, objects, rdx_as_record=False, method=None):
+    """Write ``stem.rdx``/``stem.rdb`` holding ``objects`` (name -> serialization body),
+    records compressed with zlib (``method`` None) or ``method`` (``compressed = 3``)."""
     rdb, entries = b"", {}
     for name, body in objects.items():
-        rec = record(header() + body)
+        rec = record(header() + body, method)
         entries[name] = (len(rdb), len(rec))
         rdb += rec
-    index = index_bytes(entries)
+    index = index_bytes(entries, 1 if method is None else 3)
     with open(f"{stem}.rdx", "wb") as f:
         f.write(record(index) if rdx_as_record else gzip.compress(index))
     with open(f"{stem}.rdb", "wb") as f:
@@ -131,12 +133,13 @@ def test_decompress_record_errors():
 
 
 # ---- the lazy-load database ------------------------------------------------------------
-@pytest.mark.parametrize("rdx_as_record", [False, True])
-def test_lazyload_db_roundtrip(tmp_path, rdx_as_record):
+@pytest.mark.parametrize("rdx_as_record,method", [(False, None), (True, None), (False, b"Z")])
+def test_lazyload_db_roundtrip(tmp_path, rdx_as_record, method):
     stem = tmp_path / "Rdata"
-    write_db(stem, {"b": strsxp(["x", None]), "a": strsxp(["line 1", "line 2"])}, rdx_as_record)
+    objects = {"b": strsxp(["x", None]), "a": strsxp(["line 1", "line 2"])}
+    write_db(stem, objects, rdx_as_record, method)
     db = LazyLoadDB(f"{stem}.rdx")
-    assert db.names == ("a", "b") and db.compressed == 1
+    assert db.names == ("a", "b") and db.compressed == (1 if method is None else 3)
     assert db.strings("a") == ["line 1", "line 2"] and db.strings("b") == ["x", None]
     assert LazyLoadDB(stem).index == db.index
 

@@ -29,9 +29,11 @@ def layer_params(k: int, cell: str, weight_ih, weight_hh, bias_ih, bias_hh,
     return {pre + n: np.array(v) for n, v in out.items()}
 
 
-def torch_params(module, cell: str) -> dict[str, np.ndarray]:
-    """Every layer of a unidirectional torch ``nn.LSTM``/``nn.GRU``/``nn.RNN`` as rnngraph params."""
+def torch_params(module, cell: str, grad: bool = False) -> dict[str, np.ndarray]:
+    """Every layer of a unidirectional torch ``nn.LSTM``/``nn.GRU``/``nn.RNN`` as rnngraph params
+    (with ``grad=True``: their ``.grad`` instead, to compare with rnngraph's gradients)."""
     out = {}
     for k in range(module.num_layers):
-        out |= layer_params(k, cell, *(getattr(module, f"{n}_l{k}").detach().numpy() for n in TORCH_NAMES))
+        ps = (getattr(module, f"{n}_l{k}") for n in TORCH_NAMES)
+        out |= layer_params(k, cell, *((p.grad if grad else p).detach().numpy() for p in ps))
     return out
