@@ -38,6 +38,13 @@ class Op:
     forward: Callable
     vjp: Callable
     n_params: tuple[int, int] = (0, 0)  # (least, most) parameters the op takes
+    vjp_args: Callable | None = None  # argument gradients only (skips parameter gradients)
+
+    def arg_grads(self, g, y, xs, ps, attrs) -> list:
+        """Gradients of the arguments only (a GEMM's weight gradient is left to a later kernel)."""
+        if self.vjp_args is not None:
+            return self.vjp_args(g, y, xs, ps, attrs)
+        return self.vjp(g, y, xs, ps, attrs)[0]
 
 
 REGISTRY: dict[str, Op] = {}
@@ -214,7 +221,8 @@ def _linear_vjp(g, y, xs, ps, at):
     return [g @ ps[0]], gps
 
 
-register(Op("linear", "gemm", _linear_shape, _linear_forward, _linear_vjp, (1, 2)))
+register(Op("linear", "gemm", _linear_shape, _linear_forward, _linear_vjp, (1, 2),
+            vjp_args=lambda g, y, xs, ps, at: [g @ ps[0]]))
 
 
 # ---------------------------------------------------------------------------- layer norm

@@ -1,5 +1,58 @@
-"""The compiler's passes, one per file; each is a plain function with a docstring stating what
-it assumes and what it guarantees."""
-from .validate import validate
+"""The compiler: PIPELINE, the ordered passes, read top to bottom.
 
-__all__ = ["validate"]
+Each pass is a plain function with a docstring stating what it assumes and guarantees; all but
+the last map a Plan (the graph plus what has been found) to a Plan, and ``lower`` ends with the
+Schedule. With RNNGRAPH_DEBUG >= 1 the verifier runs between passes; with >= 2 the plan is
+printed after each pass.
+"""
+from __future__ import annotations
+
+import os
+
+from ..ir import Graph
+from ..schedule import Schedule
+from .fuse import fuse
+from .hoist import hoist
+from .levels import levels
+from .lower import lower
+from .merge_gemms import merge_gemms
+from .pipeline import PLANS, pipeline
+from .plan import Plan
+from .recurrence import recurrence
+from .validate import validate
+from .verify import verify
+
+PIPELINE = (
+    recurrence,   # loop SCCs of the folded graph; the zero-delay-cycle error
+    hoist,        # everything else runs once per window over all T*S columns
+    merge_gemms,  # linear ops reading the same value -> one GEMM
+    fuse,         # pointwise ops and row reductions -> fused kernels
+    levels,       # dependency levels inside one timestep (grid syncs)
+    pipeline,     # wavefront or scc-sequential, stage offsets, persistent or graph-replayed loops
+)
+
+
+def schedule(graph: Graph, window: int, streams: int, dtype: str = "float32", plan: str | None = None) -> Schedule:
+    """Compile ``graph`` into the Schedule of one training window of ``window`` timesteps over
+    ``streams`` streams. ``plan`` forces "wavefront" or "scc-sequential" (default: the cost model).
+    Raises GraphError (and subclasses) for an invalid graph; ValueError for window/streams < 1."""
+    for what, v in (("window", window), ("streams", streams)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ValueError(f"{what} must be a positive integer, got {v!r}")
+    debug = int(os.environ.get("RNNGRAPH_DEBUG", "0") or 0)
+    state = Plan(validate(graph), window, streams, dtype, plan)
+    for p in PIPELINE:
+        state = p(state)
+        if debug >= 1:
+            verify(state, p.__name__)
+        if debug >= 2:
+            print(f"--- after {p.__name__}: {_summary(state)}")
+    return lower(state)
+
+
+def _summary(plan: Plan) -> str:
+    return (f"loops={[len(lp) for lp in plan.loops]} phases={sorted(set(plan.phase_of.values()))} "
+            f"gemm_groups={len(plan.gemm_groups)} kernels={len(plan.groups)} plan={plan.plan}")
+
+
+__all__ = ["PIPELINE", "PLANS", "Plan", "schedule", "validate", "verify"] + [p.__name__ for p in PIPELINE] + ["lower"]

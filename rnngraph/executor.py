@@ -1,0 +1,172 @@
+"""The NumPy backend: runs a Schedule step by step, in exactly the order the GPU runs it.
+
+Phases compute each kernel once over all T*S columns (a delayed read shifts the window by the
+delay, taking the first values from the state history); loops step through ticks, and in each
+tick through levels and stages (stage s runs timestep tick - s; backward mirrors it in reverse
+time). In backward, a GEMM kernel computes input gradients only; its weight gradient is the
+``wgrad`` kernel that follows (once per window). Results equal :class:`rnngraph.reference.Reference`'s
+naive time-stepping (the property tests check it), with the same layouts and API.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import ops
+from .reference import Forward, Gradients, Reference
+from .schedule import Loop, Phase, Schedule
+
+
+class ScheduleExecutor(Reference):
+    """Runs ``schedule`` with NumPy in ``dtype`` ("float64" or "float32"); same API as Reference."""
+
+    def __init__(self, schedule: Schedule, dtype: str = "float64"):
+        super().__init__(schedule.graph, dtype)
+        self.schedule = schedule
+
+    # ------------------------------------------------------------------ window helpers
+    @staticmethod
+    def _window(values, hist, node: str, delay: int) -> np.ndarray:
+        """Node ``node`` read with ``delay`` over the whole window: (T, S, n)."""
+        v = values[node]
+        if delay == 0:
+            return v
+        h = hist[node]
+        D, T = h.shape[0], v.shape[0]
+        return np.concatenate([h, v])[D - delay:D - delay + T]
+
+    @staticmethod
+    def _push(grads, ghist, node: str, delay: int, gx: np.ndarray) -> None:
+        """Add the gradient ``gx`` (T, S, n) of a read with ``delay`` to its producer's timesteps."""
+        if delay == 0:
+            grads[node] += gx
+            return
+        h = ghist[node]
+        D, T = h.shape[0], gx.shape[0]
+        idx = D - delay + np.arange(T)  # position of the producer in [history | window]
+        past = idx < D
+        h[idx[past]] += gx[past]
+        grads[node][idx[~past] - D] += gx[~past]
+
+    # ------------------------------------------------------------------ forward
+    def forward(self, params: dict, inputs: dict, states: dict | None = None) -> Forward:
+        g = self.graph
+        vals, T, S = self._inputs(inputs)
+        st = self._states(states, S)
+        ps = self._param_arrays(params)
+        hist = {s.node: st[s.name] for s in g.states}
+        values = {}
+        for n in g.nodes:
+            if n.op == "input":
+                values[n.name] = vals[n.name]
+            elif n.op == "param":
+                values[n.name] = np.broadcast_to(ps[n.params[0]], (T, S, n.size))
+            else:
+                values[n.name] = np.zeros((T, S, n.size), self.dtype)
+        for step in self.schedule.forward:
+            if isinstance(step, Phase):
+                for k in step.kernels:
+                    for name in k.ops:
+                        n = g.by_name[name]
+                        xs = [self._window(values, hist, r.node, r.delay).reshape(T * S, -1) for r in n.args]
+                        y = ops.REGISTRY[n.op].forward(xs, [ps[p] for p in n.params], n.attr)
+                        values[name][...] = y.reshape(T, S, n.size)
+            else:
+                for t, k in self._ticks(step, T):
+                    for name in k.ops:
+                        n = g.by_name[name]
+                        xs = [self._read(values, hist, r.node, t - r.delay) for r in n.args]
+                        values[name][t] = ops.REGISTRY[n.op].forward(xs, [ps[p] for p in n.params], n.attr)
+        final = {s.name: np.stack([self._read(values, hist, s.node, T - k) for k in range(s.depth, 0, -1)])
+                 for s in g.states}
+        loss = float(values[g.loss].mean()) if g.loss else None
+        return Forward(values, ps, st, final, loss)
+
+    @staticmethod
+    def _ticks(loop: Loop, T: int):
+        """(timestep, kernel) pairs of a loop in execution order: tick, level, stage, kernel."""
+        top = max(o for o, _ in loop.stages)
+        for tick in range(T + top):
+            for level in range(1, loop.levels + 1):
+                for offset, _ in loop.stages:
+                    t = tick - offset
+                    if 0 <= t < T:
+                        for k in loop.at(level, offset):
+                            yield (T - 1 - t if loop.reverse else t), k
+
+    # ------------------------------------------------------------------ backward
+    def backward(self, fwd: Forward, d_outputs: dict | None = None, d_final_states: dict | None = None,
+                 loss_scale: float = 1.0) -> Gradients:
+        g = self.graph
+        T, S = next(iter(fwd.values.values())).shape[:2]
+        hist = {s.node: fwd.states[s.name] for s in g.states}
+        grads = {n.name: np.zeros((T, S, n.size), self.dtype) for n in g.nodes}
+        ghist = {s.node: np.zeros_like(fwd.states[s.name]) for s in g.states}
+        gparams = {k: np.zeros_like(v) for k, v in fwd.params.items()}
+        if g.loss:
+            grads[g.loss] += self.dtype(loss_scale / (T * S))
+        for name, d in (d_outputs or {}).items():
+            grads[g.node(name).name] += np.asarray(d, self.dtype).reshape(grads[name].shape)
+        for s in g.states:
+            d = (d_final_states or {}).get(s.name)
+            if d is not None:
+                for j, k in enumerate(range(s.depth, 0, -1)):
+                    self._at(grads, ghist, s.node, T - k, np.asarray(d[j], self.dtype))
+        for step in self.schedule.backward:
+            if isinstance(step, Phase):
+                for k in step.kernels:
+                    self._phase_backward(k, fwd, hist, grads, ghist, gparams)
+                continue
+            for t, k in self._ticks(step, T):
+                for name in reversed(k.ops):
+                    n = g.by_name[name]
+                    xs = [self._read(fwd.values, hist, r.node, t - r.delay) for r in n.args]
+                    gxs = self._vjp(k.kind, n, grads[name][t], fwd.values[name][t], xs, fwd.params, gparams)
+                    for r, gx in zip(n.args, gxs):
+                        if gx is not None:
+                            self._at(grads, ghist, r.node, t - r.delay, gx)
+        gstate = {s.name: ghist[s.node] for s in g.states}
+        inputs = {n.name: grads[n.name] for n in g.inputs if n.dtype != "index"}
+        return Gradients(gparams, gstate, inputs)
+
+    def _vjp(self, kind: str, n, gy, y, xs, params, gparams) -> list:
+        """Argument gradients of node ``n``; parameter gradients are added to ``gparams`` except
+        for GEMM kernels, whose weight gradients are the later ``wgrad`` kernel's work."""
+        op = ops.REGISTRY[n.op]
+        pa = [params[p] for p in n.params]
+        if kind == "gemm":
+            return op.arg_grads(gy, y, xs, pa, n.attr)
+        gxs, gps = op.vjp(gy, y, xs, pa, n.attr)
+        for p, gp in zip(n.params, gps):
+            gparams[p] += gp
+        return gxs
+
+    def _phase_backward(self, k, fwd, hist, grads, ghist, gparams) -> None:
+        """One once-per-window backward kernel over all T*S columns."""
+        g = self.graph
+        for name in reversed(k.ops):
+            n = g.by_name[name]
+            T, S = grads[name].shape[:2]
+            gy = grads[name].reshape(T * S, -1)
+            if k.kind == "reduce":  # a vector parameter's gradient: the column sum
+                gparams[n.params[0]] += gy.sum(0)
+                continue
+            xs = [self._window(fwd.values, hist, r.node, r.delay).reshape(T * S, -1) for r in n.args]
+            if k.kind == "wgrad":
+                _, gps = ops.REGISTRY[n.op].vjp(gy, None, xs, [fwd.params[p] for p in n.params], n.attr)
+                for p, gp in zip(n.params, gps):
+                    gparams[p] += gp
+                continue
+            y = fwd.values[name].reshape(T * S, -1)
+            gxs = self._vjp(k.kind, n, gy, y, xs, fwd.params, gparams)
+            for r, gx in zip(n.args, gxs):
+                if gx is not None:
+                    self._push(grads, ghist, r.node, r.delay, gx.reshape(T, S, -1))
+
+    @staticmethod
+    def _at(grads, ghist, node: str, tau: int, gx) -> None:
+        """Add ``gx`` to the gradient of ``node`` at timestep ``tau`` (its history when tau < 0)."""
+        if tau >= 0:
+            grads[node][tau] += gx
+        else:
+            h = ghist[node]
+            h[h.shape[0] + tau] += gx

@@ -1,0 +1,418 @@
+"""Language models on text: build the network, checkpoints, evaluation and sampling.
+
+The plumbing behind ``rnngraph train | eval | sample`` (see :mod:`rnngraph.cli`), usable from
+Python too::
+
+    cfg = LMConfig(cell="lstm", layers=1, hidden=128, embed=32, window=64, streams=32)
+    corpus = load_corpus("austen")
+    vocab = build_vocab(cfg.level, corpus.train)
+    net = build_network(cfg, len(vocab))
+
+A **checkpoint** is a directory with two files, each written atomically (a temporary file in
+the same directory, then ``os.replace``), so an interrupted write leaves the previous one:
+
+- ``config.json``: the :class:`LMConfig` fields, the vocabulary and a format version;
+- ``params.npz``: ``param/NAME`` (parameters), ``optim/KEY`` (optimizer slots and step
+  count), ``state/NAME`` (the training streams' recurrent states), ``step`` (training steps
+  done) and ``data_index`` (the index of the next training window, see
+  :mod:`rnngraph.data.batching`). Together they make resuming exact.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import math
+import os
+import tempfile
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .cells import STANDARD
+from .data import CharVocab, Corpus, WordVocab, batches, vocab_from_json
+from .errors import GraphError
+from .network import Embedding, Sequential, SoftmaxCrossEntropy
+from .optim import SGD, Adam, Optimizer, from_config
+from .runtime import TrainingStep, compile
+
+FORMAT = 1
+CONFIG_FILE = "config.json"
+PARAMS_FILE = "params.npz"
+LN2 = math.log(2.0)
+
+
+class CheckpointError(ValueError):
+    """A checkpoint directory is missing, unreadable, corrupt, or does not fit the request."""
+
+
+class CellFileError(ValueError):
+    """A ``file.py:function`` cell could not be loaded (missing file, import error, not a cell)."""
+
+
+# ---------------------------------------------------------------------------------- config
+@dataclass
+class LMConfig:
+    """What defines a language model and its training data layout (stored in config.json).
+
+    cell: a standard cell name (``rg.cells.STANDARD``) or ``/abs/path/file.py:function``;
+    corpus: ``"austen"`` or a text file's absolute path; level: ``"char"`` or ``"word"``;
+    optimizer: :meth:`rnngraph.optim.Optimizer.config`; clip: global-norm clip or None.
+    """
+
+    cell: str = "lstm"
+    layers: int = 1
+    hidden: int = 128
+    embed: int = 32
+    window: int = 64
+    streams: int = 32
+    level: str = "char"
+    corpus: str = "austen"
+    seed: int = 0
+    dtype: str = "float32"
+    max_words: int = 10_000
+    optimizer: dict = field(default_factory=lambda: {"name": "adam", "lr": 2e-3})
+    clip: float | None = 1.0
+
+    #: Fields that fix the parameters' shapes or the data layout: a resumed run must agree.
+    FIXED = ("cell", "layers", "hidden", "embed", "window", "streams", "level", "corpus", "dtype",
+             "max_words")
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> LMConfig:
+        names = {f.name for f in dataclasses.fields(cls)}
+        missing = sorted(names - set(d))
+        if missing:
+            raise CheckpointError(f"config lacks {missing}")
+        return cls(**{k: d[k] for k in names})
+
+
+def make_optimizer(name: str, lr: float) -> Optimizer:
+    """``"adam"`` -> Adam(lr), ``"sgd"`` -> SGD(lr); ValueError otherwise."""
+    if name == "adam":
+        return Adam(lr=lr)
+    if name == "sgd":
+        return SGD(lr=lr)
+    raise ValueError(f"unknown optimizer {name!r} (adam, sgd)")
+
+
+# ---------------------------------------------------------------------------------- cells
+def canonical_cell(spec: str) -> str:
+    """A standard cell name as is; ``file.py:function`` with the file's absolute path."""
+    path, sep, fn = spec.rpartition(":")
+    if sep and path.endswith(".py"):
+        return f"{os.path.abspath(path)}:{fn}"
+    return spec
+
+
+def resolve_cell(spec: str):
+    """The cell factory named by ``spec``: a key of ``rg.cells.STANDARD`` or
+    ``file.py:function`` naming an ``@rg.cell`` function in a Python file.
+
+    Raises:
+        CellFileError: an unknown name, a missing file, an error while importing the file
+            (one line: the file, line and exception), no such function, or not an @rg.cell.
+        GraphError: raised by the file while it is imported (e.g. ``rg.State(delay=0)``).
+    """
+    path, sep, fn = spec.rpartition(":")
+    if not (sep and path.endswith(".py")):
+        if spec.endswith(".py"):
+            raise CellFileError(f"--cell {spec}: name the cell function too, as {spec}:FUNCTION")
+        if spec not in STANDARD:
+            raise CellFileError(f"--cell {spec}: unknown cell; standard cells are "
+                                f"{', '.join(sorted(STANDARD))}, or give file.py:function")
+        return STANDARD[spec]
+    if not os.path.isfile(path):
+        raise CellFileError(f"{path}: no such file (from --cell {spec})")
+    name = "_rnngraph_user_cells_" + "".join(c if c.isalnum() else "_" for c in os.path.abspath(path))
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(module_spec)
+    try:
+        module_spec.loader.exec_module(module)
+    except GraphError as exc:
+        raise type(exc)(f"{path}: {exc}") from None
+    except SyntaxError as exc:
+        raise CellFileError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
+    except Exception as exc:  # anything the user's file raises while it is imported
+        raise CellFileError(f"{path}{_user_line(exc, path)}: {type(exc).__name__} while importing: "
+                            f"{exc}") from None
+    factory = getattr(module, fn, None)
+    if factory is None:
+        cells = sorted(k for k, v in vars(module).items() if getattr(v, "is_cell", False))
+        raise CellFileError(f"{path}: no function {fn!r} (@rg.cell functions there: "
+                            f"{', '.join(cells) or 'none'})")
+    if not getattr(factory, "is_cell", False):
+        raise CellFileError(f"{path}: {fn!r} is not an @rg.cell function")
+    return factory
+
+
+def _user_line(exc: BaseException, path: str) -> str:
+    """``:LINE`` of the innermost traceback frame in ``path``, or ``""``."""
+    tb, line, target = exc.__traceback__, "", os.path.abspath(path)
+    while tb is not None:
+        if os.path.abspath(tb.tb_frame.f_code.co_filename) == target:
+            line = f":{tb.tb_lineno}"
+        tb = tb.tb_next
+    return line
+
+
+def build_network(cfg: LMConfig, vocab_size: int) -> Sequential:
+    """Embedding(V, embed) -> ``layers`` x cell(hidden=hidden) -> SoftmaxCrossEntropy(V),
+    traced and validated (GraphError from the cell is raised here, prefixed with its name)."""
+    factory = resolve_cell(cfg.cell)
+    cells = [factory(hidden=cfg.hidden) for _ in range(cfg.layers)]
+    net = Sequential(Embedding(vocab_size, cfg.embed), *cells, SoftmaxCrossEntropy(vocab_size))
+    try:
+        net.graph  # trace and validate now, so errors surface before any data work
+    except GraphError as exc:
+        raise type(exc)(f"cell {cfg.cell}: {exc}") from None
+    return net
+
+
+# ---------------------------------------------------------------------------------- data
+def load_corpus(spec: str) -> Corpus:
+    """``"austen"`` -> :meth:`Corpus.austen`; anything else is a UTF-8 text file (90/5/5 split)."""
+    return Corpus.austen() if spec == "austen" else Corpus.from_file(spec)
+
+
+def canonical_corpus(spec: str) -> str:
+    return spec if spec == "austen" else os.path.abspath(spec)
+
+
+def build_vocab(level: str, train_text: str, max_words: int = 10_000):
+    """CharVocab or WordVocab (top ``max_words``) of the training text."""
+    if level == "char":
+        return CharVocab.build(train_text)
+    if level == "word":
+        return WordVocab.build(train_text, max_words)
+    raise ValueError(f"--level must be char or word, got {level!r}")
+
+
+def unit(level: str) -> str:
+    return "char" if level == "char" else "word"
+
+
+def describe_loss(nats: float, level: str) -> str:
+    """``2.345 bits/char`` at char level, ``123.4 perplexity`` at word level."""
+    if level == "char":
+        return f"{nats / LN2:.3f} bits/char"
+    return f"{math.exp(min(nats, 700.0)):.1f} perplexity"
+
+
+# ---------------------------------------------------------------------------------- checkpoints
+def _atomic_write(path: Path, write) -> None:
+    """Call ``write(file)`` on a temporary file next to ``path``, fsync it, then rename it over
+    ``path``; on any exception (KeyboardInterrupt too) remove the temporary file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it 0600; give it a normal file's mode
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def has_checkpoint(directory) -> bool:
+    d = Path(directory)
+    return (d / CONFIG_FILE).exists() or (d / PARAMS_FILE).exists()
+
+
+def save_checkpoint(directory, cfg: LMConfig, vocab, step: TrainingStep, steps_done: int,
+                    data_index: int) -> None:
+    """Write config.json (when its content changed) and params.npz, each atomically."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    config = {"format": FORMAT, **cfg.to_json(), "vocab": json.loads(vocab.to_json())}
+    text = (json.dumps(config, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+    cpath = d / CONFIG_FILE
+    if not cpath.exists() or cpath.read_bytes() != text:
+        _atomic_write(cpath, lambda f: f.write(text))
+    arrays = {f"param/{k}": v for k, v in step.parameters.items()}
+    arrays.update({f"optim/{k}": np.asarray(v) for k, v in step.optimizer.state_dict().items()})
+    arrays.update({f"state/{k}": v for k, v in step.state.items()})
+    arrays["step"] = np.array(steps_done, np.int64)
+    arrays["data_index"] = np.array(data_index, np.int64)
+    _atomic_write(d / PARAMS_FILE, lambda f: np.savez(f, **arrays))
+
+
+@dataclass
+class Checkpoint:
+    """A loaded checkpoint: config, vocabulary and arrays split by kind."""
+
+    directory: str
+    config: LMConfig
+    vocab: object
+    params: dict
+    optim: dict
+    state: dict
+    step: int
+    data_index: int
+
+    def apply(self, step: TrainingStep, *, optimizer: bool = True, state: bool = True) -> None:
+        """Load parameters (and optimizer slots, training states) into ``step``.
+
+        Raises:
+            CheckpointError: a parameter or state of another name or shape (a checkpoint of
+                another cell or shape than its config.json says).
+        """
+        have, want = set(self.params), set(step.parameters)
+        if have != want:
+            extra, lacking = sorted(have - want), sorted(want - have)
+            raise CheckpointError(f"{self.directory}: its parameters do not fit the network "
+                                  f"({self.config.cell}): unexpected {extra[:4]}, missing {lacking[:4]}")
+        try:
+            step.set_parameters(self.params)
+        except (KeyError, ValueError) as exc:
+            raise CheckpointError(f"{self.directory}: {exc.args[0] if exc.args else exc}") from None
+        if optimizer:
+            step.optimizer.load_state_dict(self.optim)
+        if state:
+            if set(self.state) != set(step.state) or any(
+                    self.state[k].shape != step.state[k].shape for k in step.state):
+                raise CheckpointError(f"{self.directory}: its recurrent states do not fit "
+                                      f"{step.streams} streams of this network")
+            step.state = {k: np.array(v, dtype=step.state[k].dtype) for k, v in self.state.items()}
+
+
+def load_checkpoint(directory) -> Checkpoint:
+    """Read a checkpoint directory.
+
+    Raises:
+        CheckpointError: the directory or a file is missing, config.json is not valid JSON or
+            lacks fields, params.npz is truncated or corrupt or lacks entries.
+    """
+    d = Path(directory)
+    if not d.is_dir():
+        raise CheckpointError(f"{d}: no such checkpoint directory")
+    cpath, ppath = d / CONFIG_FILE, d / PARAMS_FILE
+    for p in (cpath, ppath):
+        if not p.is_file():
+            raise CheckpointError(f"{p}: missing: {d} is not a complete checkpoint")
+    try:
+        raw = json.loads(cpath.read_text(encoding="utf-8"))
+        if not isinstance(raw, dict):
+            raise ValueError("not a JSON object")
+        if raw.get("format") != FORMAT:
+            raise ValueError(f"format {raw.get('format')!r}, expected {FORMAT}")
+        cfg = LMConfig.from_json(raw)
+        vocab = vocab_from_json(json.dumps(raw["vocab"]))
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"{cpath}: unreadable or corrupt config ({exc})") from None
+    try:
+        with np.load(ppath, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError) as exc:
+        raise CheckpointError(f"{ppath}: truncated or corrupt ({exc})") from None
+    except Exception as exc:  # zlib.error and friends from a damaged archive
+        raise CheckpointError(f"{ppath}: truncated or corrupt ({type(exc).__name__}: {exc})") from None
+    for key in ("step", "data_index", "optim/steps"):
+        if key not in arrays:
+            raise CheckpointError(f"{ppath}: corrupt: no {key!r} entry")
+
+    def part(prefix):
+        return {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
+
+    return Checkpoint(str(d), cfg, vocab, part("param/"), part("optim/"), part("state/"),
+                      int(arrays["step"]), int(arrays["data_index"]))
+
+
+# ---------------------------------------------------------------------------------- evaluation
+class Evaluator:
+    """Mean loss of a network over a whole token array, forward only, with its own streams and
+    states: S streams over contiguous chunks, states carried through each chunk from zero.
+    Compiled steps are cached per (window, streams); parameters are copied in at each call."""
+
+    def __init__(self, net: Sequential, window: int, streams: int, dtype: str = "float32",
+                 device: str = "cpu"):
+        self.net, self.window, self.streams, self.dtype, self.device = net, window, streams, dtype, device
+        self._steps: dict[tuple[int, int], TrainingStep] = {}
+
+    def _step(self, window: int, streams: int, params: dict) -> TrainingStep:
+        key = (window, streams)
+        if key not in self._steps:
+            self._steps[key] = compile(self.net, window=window, streams=streams, device=self.device,
+                                       dtype=self.dtype)
+        step = self._steps[key]
+        step.set_parameters(params)
+        step.reset_state()
+        return step
+
+    def __call__(self, params: dict, ids) -> tuple[float, int]:
+        """(mean loss in nats per token, tokens scored) over ``ids``: every next-token
+        prediction except fewer than ``streams`` at the end. ValueError for < 2 tokens."""
+        ids = np.asarray(ids)
+        n = len(ids) - 1
+        if n < 1:
+            raise ValueError(f"cannot evaluate on {len(ids)} token(s): need at least 2")
+        T = min(self.window, n)
+        S = max(1, min(self.streams, n // T))
+        L = n // S
+        full, rest = divmod(L, T)
+        total, count = 0.0, 0
+        step = self._step(T, S, params)
+        for x, y in batches(ids, T, S, epochs=1):
+            total += step.forward(x, y).loss * x.size
+            count += x.size
+        if rest:
+            offsets = np.arange(S, dtype=np.int64) * n // S
+            idx = offsets[None, :] + full * T + np.arange(rest + 1)[:, None]
+            block = ids[idx]
+            tail = self._step(rest, S, params)
+            tail.state = step.state
+            total += tail.forward(block[:-1], block[1:]).loss * block[:-1].size
+            count += block[:-1].size
+        return total / count, count
+
+
+# ---------------------------------------------------------------------------------- sampling
+def sample(net: Sequential, params: dict, vocab, prime: str, length: int, temperature: float = 1.0,
+           seed: int = 0, dtype: str = "float32") -> str:
+    """Feed ``prime`` token by token (S=1, window 1), then draw ``length`` tokens from
+    softmax(logits / temperature). Returns the generated text only (without the prime).
+    An empty prime starts from a newline. Char level never draws ``<unk>``."""
+    if not temperature > 0 or not math.isfinite(temperature):
+        raise ValueError(f"--temperature must be a positive number, got {temperature}")
+    if length < 0:
+        raise ValueError(f"--length must be >= 0, got {length}")
+    step = compile(net, window=1, streams=1, device="cpu", dtype=dtype)
+    step.set_parameters(params)
+    out_name = step.graph.outputs[0]
+    ids = list(vocab.encode(prime)) or list(vocab.encode("\n")) or [0]
+    rng = np.random.default_rng(seed)
+    logits = None
+    for tok in ids:
+        logits = step.forward(np.array([[tok]])).values[out_name][0, 0]
+    drawn = []
+    for _ in range(length):
+        z = logits.astype(np.float64) / temperature
+        if isinstance(vocab, CharVocab):
+            z[0] = -np.inf
+        p = np.exp(z - z.max())
+        p /= p.sum()
+        tok = int(rng.choice(len(p), p=p))
+        drawn.append(tok)
+        logits = step.forward(np.array([[tok]])).values[out_name][0, 0]
+    return vocab.decode(np.array(drawn, dtype=np.int64))
+
+
+__all__ = ["CheckpointError", "CellFileError", "LMConfig", "Checkpoint", "Evaluator", "build_network",
+           "build_vocab", "load_corpus", "load_checkpoint", "save_checkpoint", "has_checkpoint",
+           "resolve_cell", "sample", "describe_loss", "make_optimizer", "from_config"]

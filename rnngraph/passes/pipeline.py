@@ -1,0 +1,111 @@
+"""pipeline: choose how the loop SCCs run together, and their stage offsets.
+
+Assumes: levels has run. Two plans (DESIGN.md):
+- **scc-sequential**: each loop SCC runs its whole window in turn; what connects two loops (layer
+  l's output projected for layer l+1) stays a hoisted GEMM over the window between them;
+- **wavefront**: all loop SCCs run in one loop body; a loop SCC (or a node between loops) runs
+  ``stage`` timesteps behind the units it reads with delay 0 (layer l+1 at t-1 beside layer l at
+  t), so all stages of a timestep are independent; the products that connect loops move into
+  the body. A stage offset s satisfies s(B) >= s(A) + 1 - d for a loop A read by B with delay
+  d, and s(B) >= s(A) - d when A is a node between loops (it runs in B's timestep, one level
+  earlier).
+Guarantees: ``plan.plan``, ``plan.stage_of`` (every body node; 0 in scc-sequential),
+``plan.body`` (nodes that run per timestep), ``plan.mode`` (loop step -> "persistent" when the
+loop's weights fit on chip, else "graph": per-timestep kernels replayed from a CUDA graph),
+``plan.reason`` (the cost model's estimates), and levels/groups updated for the wavefront body.
+With one loop SCC there is nothing to overlap and the plan is scc-sequential. The output
+layer stays hoisted after the loop (one GEMM over the window at the cuBLAS rate).
+"""
+from __future__ import annotations
+
+import networkx as nx
+
+from ..errors import GraphError
+from .cost import DEFAULT, node_flops, param_bytes
+from .levels import hidden_unit, node_levels, split_by_level
+from .plan import Plan
+from .recurrence import folded_graph
+
+PLANS = ("wavefront", "scc-sequential")
+
+
+def _between(plan: Plan) -> list[str]:
+    """Nodes between loops that feed a later loop (they move into a wavefront body)."""
+    folded, n_loops = folded_graph(plan), len(plan.loops)
+    out = []
+    for n in plan.computed():
+        p = plan.phase_of.get(n.name)
+        if p is not None and 0 < p < n_loops:
+            if any(plan.loop_of.get(d, -1) >= p for d in nx.descendants(folded, n.name)):
+                out.append(n.name)
+    return out
+
+
+def wavefront_stages(plan: Plan, body: set[str]) -> dict[str, int]:
+    """Stage offsets of the body nodes (see the module docstring)."""
+    stage: dict[str, int] = {}
+    unit = lambda m: ("loop", plan.loop_of[m]) if m in plan.loop_of else ("node", m)
+    folded = folded_graph(plan)
+    cond = nx.condensation(folded.subgraph(body))
+    for c in nx.topological_sort(cond):
+        members = cond.nodes[c]["members"]
+        s = 0
+        for m in members:
+            for r in plan.graph.by_name[m].args:
+                if r.node in body and unit(r.node) != unit(m):
+                    gap = 1 if r.node in plan.loop_of else 0
+                    s = max(s, stage[r.node] + gap - r.delay)
+        for m in members:
+            stage[m] = s
+    return stage
+
+
+def _body_levels(plan: Plan, body: set[str], stage: dict[str, int]) -> dict[str, int]:
+    nodes = [n for n in plan.graph.nodes if n.name in body]
+    same = lambda n, r: r.delay == 0 and r.node in body and stage[r.node] == stage[n.name]
+    return node_levels(plan, nodes, same, hidden_unit(plan, body))
+
+
+def _tick_flops(plan: Plan, names) -> int:
+    g = plan.graph
+    return sum(node_flops(g, g.by_name[m]) for m in names if g.by_name[m].op == "linear") * plan.streams
+
+
+def _fits(plan: Plan, names) -> bool:
+    return param_bytes(plan.graph, names, 4 if plan.dtype == "float32" else 8) <= DEFAULT.on_chip_bytes
+
+
+def pipeline(plan: Plan) -> Plan:
+    """Fill ``plan``, ``stage_of``, ``body``, ``mode`` and ``reason`` (see the module docstring)."""
+    if plan.force_plan is not None and plan.force_plan not in PLANS:
+        raise GraphError(f"unknown plan {plan.force_plan!r} (choose from {', '.join(PLANS)})")
+    T, cm = plan.window, DEFAULT
+    loop_nodes = set(plan.loop_of)
+    between = _between(plan)
+    seq_us = sum(T * cm.tick_us(max(plan.level_of[m] for m in members), _tick_flops(plan, members))
+                 for members in plan.loops)
+    seq_us += cm.hoisted_us(sum(node_flops(plan.graph, plan.graph.by_name[m]) for m in between) * T * plan.streams,
+                            len({g for g in plan.groups if set(g) & set(between)}))
+    seq = plan.replace(plan="scc-sequential", stage_of={m: 0 for m in loop_nodes}, body=frozenset(loop_nodes),
+                       mode={k: ("persistent" if _fits(plan, members) else "graph")
+                             for k, members in enumerate(plan.loops)})
+    if len(plan.loops) < 2:
+        why = "one loop SCC: nothing to overlap" if plan.loops else "no loop SCC: everything is hoisted"
+        return seq.replace(reason=why)
+    body = loop_nodes | set(between)
+    stage = wavefront_stages(plan, body)
+    level_of = {**plan.level_of, **_body_levels(plan, body, stage)}
+    depth = max(stage.values())
+    fits = _fits(plan, body)
+    wf_levels = max(level_of[m] for m in body)
+    wf_us = (T + depth) * cm.tick_us(wf_levels, _tick_flops(plan, body), fits,
+                                     kernels=len([g for g in plan.groups if g[0] in body]))
+    choice = plan.force_plan or ("wavefront" if wf_us < seq_us else "scc-sequential")
+    how = "forced" if plan.force_plan else "cost model"
+    reason = (f"{how}: wavefront {wf_us / 1000:.3g} ms vs scc-sequential {seq_us / 1000:.3g} ms "
+              f"per forward window (estimates)")
+    if choice == "scc-sequential":
+        return seq.replace(reason=reason)
+    return plan.replace(plan="wavefront", stage_of=stage, body=frozenset(body), level_of=level_of,
+                        groups=split_by_level(plan.groups, level_of),
+                        mode={0: "persistent" if fits else "graph"}, reason=reason)

@@ -1,0 +1,188 @@
+"""The Schedule: the ordered plan of kernels for one training window, and its text dump.
+
+A schedule has a forward and a backward list of steps. A :class:`Phase` runs its kernels once
+per window over all T*S columns; a :class:`Loop` steps through time (backward: in reverse),
+running each stage's kernels level by level, a stage ``offset`` timesteps behind the first
+(the wavefront). ``print(schedule)`` gives the stable, deterministic text form; JSON, DOT and a
+Gantt chart are in :mod:`rnngraph.schedule_export`.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from .ir import Graph
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One kernel: ``ops`` (node names, in execution order) of ``kind`` (gemm, pointwise,
+    reduction, gather, loss; backward also wgrad, scatter, reduce); ``reads``/``writes`` the values
+    crossing its boundary (``name`` or ``name[t-d]``); ``rows`` x ``cols`` its shape (elements per
+    column x columns per launch); ``level``/``stage`` its place in a loop body; ``flops`` per launch."""
+
+    name: str
+    kind: str
+    ops: tuple[str, ...]
+    op_names: tuple[str, ...]
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
+    params: tuple[str, ...]
+    rows: int
+    cols: int
+    flops: int
+    level: int = 0
+    stage: int = 0
+
+
+@dataclass(frozen=True)
+class Phase:
+    """Kernels run once per window, in order (``name``: prologue, between loops, epilogue, ...)."""
+
+    name: str
+    kernels: tuple[Kernel, ...]
+
+
+@dataclass(frozen=True)
+class Loop:
+    """A loop over the window's timesteps (``reverse`` in backward).
+
+    stages: (offset, label) pairs; kernels: all kernels of the body, each with its level and
+    stage; levels: levels (grid syncs) per timestep = the initiation interval; mode:
+    ``persistent`` (one cooperative kernel per window) or ``graph`` (per-timestep kernels
+    replayed from a CUDA graph); ticks = window + largest offset.
+    """
+
+    name: str
+    stages: tuple[tuple[int, str], ...]
+    kernels: tuple[Kernel, ...]
+    levels: int
+    mode: str
+    ticks: int
+    reverse: bool = False
+
+    def at(self, level: int, stage: int) -> list[Kernel]:
+        """The kernels of one level of one stage, in order."""
+        return [k for k in self.kernels if k.level == level and k.stage == stage]
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The compiled plan of a graph for windows of ``window`` timesteps over ``streams`` streams."""
+
+    graph: Graph = field(repr=False)
+    window: int
+    streams: int
+    dtype: str
+    plan: str
+    reason: str
+    forward: tuple
+    backward: tuple
+
+    # ------------------------------------------------------------------ statistics
+    def kernels(self, direction: str = "both") -> list[Kernel]:
+        """Every kernel of ``forward``, ``backward`` or ``both``."""
+        steps = {"forward": self.forward, "backward": self.backward, "both": self.forward + self.backward}[direction]
+        return [k for s in steps for k in s.kernels]
+
+    @property
+    def work(self) -> int:
+        """FLOPs of one window, forward and backward."""
+        total = 0
+        for s in self.forward + self.backward:
+            runs = self.window if isinstance(s, Loop) else 1  # each stage runs every timestep once
+            total += runs * sum(k.flops for k in s.kernels)
+        return total
+
+    @property
+    def critical_path(self) -> int:
+        """Levels on the longest chain of one window: dependent kernels in phases, ticks x levels in loops."""
+        return sum(_phase_depth(s) if isinstance(s, Phase) else s.ticks * s.levels
+                   for s in self.forward + self.backward)
+
+    @property
+    def launches(self) -> int:
+        """Kernel launches per window (a persistent loop is one launch; a graph-replayed one
+        launches each kernel every timestep)."""
+        total = 0
+        for s in self.forward + self.backward:
+            if isinstance(s, Phase):
+                total += len(s.kernels)
+            else:
+                total += 1 if s.mode == "persistent" else s.ticks * len(s.kernels)
+        return total
+
+    def __str__(self) -> str:
+        return format_schedule(self)
+
+
+def _phase_depth(p: Phase) -> int:
+    """Longest chain of dependent kernels in a phase."""
+    depth: dict[str, int] = {}
+    for k in p.kernels:
+        d = 1 + max((depth[w] for r in k.reads for w in [r.split("[")[0]] if w in depth), default=0)
+        for w in k.writes + k.ops:
+            depth[w] = d
+    return max(depth.values(), default=0)
+
+
+# ---------------------------------------------------------------------- text
+def _ops_text(k: Kernel) -> str:
+    if k.kind in ("gemm", "wgrad", "gather", "scatter", "loss", "reduce") or len(k.ops) == 1:
+        return ", ".join(k.ops)
+    counts = Counter(k.op_names)
+    parts = [name if counts[name] == 1 else f"{name} x{counts[name]}" for name in dict.fromkeys(k.op_names)]
+    return f"{len(k.ops)} ops [{', '.join(parts)}]"
+
+
+def _kernel_line(k: Kernel, indent: str) -> str:
+    text = f"{indent}{k.name:<4} {k.kind:<9}  {_ops_text(k)}"
+    if k.reads:
+        text += f"  <- {', '.join(k.reads)}"
+    if k.kind not in ("gemm", "wgrad", "gather") or set(k.writes) != set(k.ops):
+        text += f"  -> {', '.join(k.writes)}" if k.writes else ""
+    return f"{text}   {k.rows} x {k.cols}"
+
+
+def _fmt_flops(f: float) -> str:
+    for unit, scale in (("GFLOP", 1e9), ("MFLOP", 1e6), ("kFLOP", 1e3)):
+        if f >= scale:
+            return f"{f / scale:.3g} {unit}"
+    return f"{f:.3g} FLOP"
+
+
+def _step_lines(s, window: int) -> list[str]:
+    if isinstance(s, Phase):
+        lines = [f"  {s.name}  [once per window, {s.kernels[0].cols if s.kernels else 0} columns]"]
+        lines += [_kernel_line(k, "    ") for k in s.kernels]
+        return lines
+    span = f"t={window - 1}..0" if s.reverse else f"t=0..{window - 1}"
+    lines = [f"  {s.name} {span}  {s.mode}, {s.levels} level{'s' if s.levels != 1 else ''} per timestep "
+             f"(initiation interval), {s.ticks} ticks"]
+    for offset, label in s.stages:
+        lag = "t" if offset == 0 else (f"t+{offset}" if s.reverse else f"t-{offset}")
+        lines.append(f"    stage {offset} ({lag})  {label}")
+        for level in range(1, s.levels + 1):
+            ks = s.at(level, offset)
+            for j, k in enumerate(ks):
+                head = f"      level {level}  " if j == 0 else " " * 15
+                lines.append(_kernel_line(k, head))
+    return lines
+
+
+def format_schedule(s: Schedule) -> str:
+    """The schedule dump: header, forward and backward steps, then totals."""
+    g = s.graph
+    hidden = sorted({g.by_name[st.node].size for st in g.states})
+    lines = [f"schedule {g.name}  window={s.window} streams={s.streams} {s.dtype}  "
+             f"hidden={','.join(map(str, hidden)) or '-'}  plan={s.plan}",
+             f"  why: {s.reason}", "forward"]
+    for step in s.forward:
+        lines += _step_lines(step, s.window)
+    lines.append("backward")
+    for step in s.backward:
+        lines += _step_lines(step, s.window)
+    par = s.work / max(s.critical_path, 1)
+    lines.append(f"work {_fmt_flops(s.work)}   critical path {s.critical_path} levels   "
+                 f"parallelism bound {_fmt_flops(par)}/level   launches/window {s.launches}")
+    return "\n".join(lines) + "\n"
