@@ -12,7 +12,10 @@ import numpy as np
 from .errors import GraphError
 from .network import Sequential
 from .optim import Adam, Optimizer, clip_grad_norm
-from .reference import DTYPES, Forward, Reference, init_params, reset_streams, zero_states
+from .executor import ScheduleExecutor
+from .passes import schedule as build_schedule
+from .reference import DTYPES, Forward, init_params, reset_streams, zero_states
+from .schedule import Schedule
 
 
 def _positive_int(value, what: str) -> int:
@@ -38,7 +41,7 @@ class TrainingStep:
     """
 
     def __init__(self, net: Sequential, window: int, streams: int, device: str, dtype: str,
-                 optimizer: Optimizer | None, clip_norm: float | None, seed: int):
+                 optimizer: Optimizer | None, clip_norm: float | None, seed: int, plan: str | None = None):
         self.net, self.graph = net, net.graph
         self.window = _positive_int(window, "window")
         self.streams = _positive_int(streams, "streams")
@@ -50,7 +53,8 @@ class TrainingStep:
         self.optimizer = optimizer if optimizer is not None else Adam()
         self.parameters: dict[str, np.ndarray] = init_params(self.graph, seed, dtype)
         self.state: dict[str, np.ndarray] = zero_states(self.graph, self.streams, dtype)
-        self._executor = Reference(self.graph, dtype)
+        self.schedule: Schedule = build_schedule(self.graph, self.window, self.streams, dtype, plan)
+        self._executor = ScheduleExecutor(self.schedule, dtype)
         self.last_grad_norm: float | None = None
 
     # ------------------------------------------------------------------ state
@@ -109,12 +113,14 @@ class TrainingStep:
 
 
 def compile(net: Sequential, window: int, streams: int, device: str = "auto", dtype: str = "float32",
-            optimizer: Optimizer | None = None, clip_norm: float | None = None, seed: int = 0) -> TrainingStep:
+            optimizer: Optimizer | None = None, clip_norm: float | None = None, seed: int = 0,
+            plan: str | None = None) -> TrainingStep:
     """Compile ``net`` for windows of ``window`` timesteps over ``streams`` parallel streams.
 
     device: ``"cpu"`` (NumPy backend), ``"cuda"`` or ``"auto"``; dtype ``"float32"``/``"float64"``;
     optimizer default Adam(lr=1e-3); clip_norm: global gradient-norm clip (None = off);
-    seed: parameter initialisation seed. Raises ValueError for non-positive window/streams, an
+    seed: parameter initialisation seed; plan: force "wavefront" or "scc-sequential" (default:
+    the cost model's choice; ``step.schedule`` shows it). Raises ValueError for non-positive window/streams, an
     unknown device or dtype; RuntimeError when CUDA is asked for but unavailable.
     """
     if not isinstance(net, Sequential):
@@ -125,4 +131,4 @@ def compile(net: Sequential, window: int, streams: int, device: str = "auto", dt
         device = "cpu"  # the CUDA backend is not built yet: see rnngraph/codegen
     elif device == "cuda":
         raise RuntimeError("device='cuda': the GPU code generator is not built yet; use device='cpu'")
-    return TrainingStep(net, window, streams, device, dtype, optimizer, clip_norm, seed)
+    return TrainingStep(net, window, streams, device, dtype, optimizer, clip_norm, seed, plan)

@@ -15,6 +15,7 @@ from ..ir import Node
 from ..schedule import Kernel, Loop, Phase, Schedule
 from .cost import backward_flops, node_flops
 from .levels import backward_levels, hidden_unit, split_by_level
+from .pipeline import wavefront_stages
 from .plan import Plan
 
 ALONE_KINDS = {"gather": "gather", "loss": "loss"}
@@ -155,16 +156,15 @@ class _Lowering:
         names = [m for k in loop.kernels for m in k.ops]
         inside = set(names)
         nodes = [n for n in g.nodes if n.name in inside]
-        stage = {m: k.stage for k in loop.kernels for m in k.ops}
+        stage = wavefront_stages(p, inside, reverse=True) if p.plan == "wavefront" else dict.fromkeys(inside, 0)
         same = lambda n, r: r.delay == 0 and r.node in inside and stage[r.node] == stage[n.name]
         blevel = backward_levels(p, nodes, same, hidden_unit(p, names))
-        top = max(stage.values())
         grps = split_by_level([k.ops for k in reversed(loop.kernels)], blevel)
-        ks = tuple(self.kernel(grp, p.streams, blevel[grp[0]], top - stage[grp[0]], backward=True)
-                   for grp in grps)
+        ks = tuple(self.kernel(grp, p.streams, blevel[grp[0]], stage[grp[0]], backward=True) for grp in grps)
         offsets = sorted({k.stage for k in ks})
         stages = tuple((o, _label([m for k in ks if k.stage == o for m in k.ops])) for o in offsets)
-        back = Loop(f"{loop.name} (backward)", stages, ks, max(blevel.values()), loop.mode, loop.ticks, True)
+        back = Loop(f"{loop.name} (backward)", stages, ks, max(blevel.values()), loop.mode,
+                    p.window + max(offsets), True)
         wg = tuple(self.wgrad(k.ops, p.window * p.streams) for k in loop.kernels if k.kind == "gemm")
         return [back] + ([Phase(f"{loop.name} weight gradients", wg)] if wg else [])
 

@@ -41,20 +41,34 @@ def _between(plan: Plan) -> list[str]:
     return out
 
 
-def wavefront_stages(plan: Plan, body: set[str]) -> dict[str, int]:
-    """Stage offsets of the body nodes (see the module docstring)."""
-    stage: dict[str, int] = {}
+def wavefront_stages(plan: Plan, body: set[str], reverse: bool = False) -> dict[str, int]:
+    """Stage offsets of the body nodes (see the module docstring).
+
+    With ``reverse`` the offsets of the backward loop: gradients flow from consumer to producer,
+    so a producer's VJP runs ``1 - d`` stages behind a loop consumer's and ``-d`` behind a
+    between-loops consumer's (whose transposed product runs in the producer's timestep, before
+    the producer's own VJP). This keeps two VJPs that add into one gradient out of the same
+    level of one tick.
+    """
     unit = lambda m: ("loop", plan.loop_of[m]) if m in plan.loop_of else ("node", m)
-    folded = folded_graph(plan)
-    cond = nx.condensation(folded.subgraph(body))
+    edges = [(r.node, n.name, r.delay) for n in plan.graph.nodes if n.name in body
+             for r in n.args if r.node in body and unit(r.node) != unit(n.name)]
+    if reverse:
+        edges = [(dst, src, d) for src, dst, d in edges]
+    flow = nx.DiGraph()
+    flow.add_nodes_from(body)
+    flow.add_edges_from((u, v) for u, v, _ in edges)
+    flow.add_edges_from((r.node, n.name) if not reverse else (n.name, r.node) for n in plan.graph.nodes
+                        if n.name in body for r in n.args if r.node in body and unit(r.node) == unit(n.name))
+    into: dict[str, list] = {}
+    for u, v, d in edges:
+        into.setdefault(v, []).append((u, d))
+    stage: dict[str, int] = {}
+    cond = nx.condensation(flow)
     for c in nx.topological_sort(cond):
         members = cond.nodes[c]["members"]
-        s = 0
-        for m in members:
-            for r in plan.graph.by_name[m].args:
-                if r.node in body and unit(r.node) != unit(m):
-                    gap = 1 if r.node in plan.loop_of else 0
-                    s = max(s, stage[r.node] + gap - r.delay)
+        s = max([0] + [stage[u] + (1 if u in plan.loop_of else 0) - d
+                       for m in members for u, d in into.get(m, ())])
         for m in members:
             stage[m] = s
     return stage
