@@ -126,3 +126,16 @@ class Sequential:
 
     def __repr__(self):
         return "Sequential(" + ", ".join(map(repr, self.layers)) + ")"
+
+
+def stacked(cell, layers: int, hidden: int, *, input_size: int | None = None, vocab: int | None = None,
+            embed: int | None = None, name: str | None = None) -> Sequential:
+    """``layers`` copies of ``cell(hidden=hidden)`` stacked; with ``vocab`` a language model
+    (Embedding(vocab, embed or hidden) first, SoftmaxCrossEntropy(vocab) last), else float inputs
+    of ``input_size`` (default: hidden). Raises GraphError for layers < 1."""
+    if not isinstance(layers, int) or layers < 1:
+        raise GraphError(f"layers must be a positive integer, got {layers!r}")
+    cells = [cell(hidden=hidden) for _ in range(layers)]
+    if vocab is not None:
+        return Sequential(Embedding(vocab, embed or hidden), *cells, SoftmaxCrossEntropy(vocab), name=name)
+    return Sequential(*cells, input_size=input_size or hidden, name=name)

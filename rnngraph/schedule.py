@@ -16,10 +16,12 @@ from .ir import Graph
 
 @dataclass(frozen=True)
 class Kernel:
-    """One kernel: ``ops`` (node names, in execution order) of ``kind`` (gemm, pointwise,
-    reduction, gather, loss; backward also wgrad, scatter, reduce); ``reads``/``writes`` the values
-    crossing its boundary (``name`` or ``name[t-d]``); ``rows`` x ``cols`` its shape (elements per
-    column x columns per launch); ``level``/``stage`` its place in a loop body; ``flops`` per launch."""
+    """One kernel: ``ops`` (node names in forward order; a backward kernel runs their VJPs in
+    reverse) of ``kind`` (gemm, pointwise, reduction, gather, loss; backward also wgrad, scatter,
+    reduce); ``reads``/``writes`` the values crossing its boundary (``name`` or ``name[t-d]``;
+    ``d.name`` is a gradient); ``rows`` x ``cols`` its shape (elements per column x columns per
+    launch; for wgrad the weight's shape); ``level``/``stage`` its place in a loop body; ``flops``
+    per launch."""
 
     name: str
     kind: str
@@ -151,9 +153,9 @@ def _fmt_flops(f: float) -> str:
     return f"{f:.3g} FLOP"
 
 
-def _step_lines(s, window: int) -> list[str]:
+def _step_lines(s, window: int, columns: int) -> list[str]:
     if isinstance(s, Phase):
-        lines = [f"  {s.name}  [once per window, {s.kernels[0].cols if s.kernels else 0} columns]"]
+        lines = [f"  {s.name}  [once per window over {columns} columns]"]
         lines += [_kernel_line(k, "    ") for k in s.kernels]
         return lines
     span = f"t={window - 1}..0" if s.reverse else f"t=0..{window - 1}"
@@ -178,10 +180,10 @@ def format_schedule(s: Schedule) -> str:
              f"hidden={','.join(map(str, hidden)) or '-'}  plan={s.plan}",
              f"  why: {s.reason}", "forward"]
     for step in s.forward:
-        lines += _step_lines(step, s.window)
+        lines += _step_lines(step, s.window, s.window * s.streams)
     lines.append("backward")
     for step in s.backward:
-        lines += _step_lines(step, s.window)
+        lines += _step_lines(step, s.window, s.window * s.streams)
     par = s.work / max(s.critical_path, 1)
     lines.append(f"work {_fmt_flops(s.work)}   critical path {s.critical_path} levels   "
                  f"parallelism bound {_fmt_flops(par)}/level   launches/window {s.launches}")

@@ -336,7 +336,7 @@ def layer_norm(x: Value, *, name: str = "ln") -> Value:
     x = _value(x, "layer_norm")
     g = b.param(f"{name}.weight", (x.size,), Init("constant", 1.0))
     bb = b.param(f"{name}.bias", (x.size,), Init("constant", 0.0))
-    return b.add("layer_norm", [x], [g, bb])
+    return b.add("layer_norm", [x], [g, bb], hint=name)
 
 
 def _profiler(builder: _Builder, fn):

@@ -6,6 +6,10 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))  # tests/gradcheck.py, tests/peers/
 
 
+def pytest_addoption(parser):
+    parser.addoption("--regen-golden", action="store_true", help="rewrite tests/golden/*.txt from the current code")
+
+
 def pytest_collection_modifyitems(config, items):
     """GPU tests skip cleanly where numba finds no CUDA device."""
     try:

@@ -1,0 +1,88 @@
+"""Golden schedule dumps for the standard cells and stacks (regenerate: pytest --regen-golden).
+
+Read them as a user would: lstm_4layer_s1 shows the wavefront (layer l at t-l), lstm_lm_s32 the
+output layer hoisted after the loop, lstm the one merged gate GEMM per side."""
+import os
+
+import pytest
+
+import rnngraph as rg
+from rnngraph.passes import schedule
+
+HERE = os.path.join(os.path.dirname(__file__), "golden")
+
+# name -> (cell, layers, vocab, streams)
+CONFIGS = {
+    "elman": ("elman", 1, None, 1),
+    "lstm": ("lstm", 1, None, 1),
+    "peephole_lstm": ("peephole_lstm", 1, None, 1),
+    "gru": ("gru", 1, None, 1),
+    "layernorm_lstm": ("layernorm_lstm", 1, None, 1),
+    "skip_rnn": ("skip_rnn", 1, None, 1),
+    "lstm_2layer_s1": ("lstm", 2, None, 1),
+    "lstm_4layer_s1": ("lstm", 4, None, 1),
+    "lstm_4layer_s64": ("lstm", 4, None, 64),
+    "lstm_lm_s32": ("lstm", 1, 82, 32),
+}
+
+
+def dump(name: str) -> str:
+    cell, layers, vocab, streams = CONFIGS[name]
+    net = rg.stacked(rg.cells.STANDARD[cell], layers, 512, vocab=vocab, embed=128)
+    return str(schedule(net.graph, 100, streams))
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_golden_schedule(name, request):
+    path = os.path.join(HERE, f"schedule_{name}.txt")
+    text = dump(name)
+    if request.config.getoption("--regen-golden"):
+        with open(path, "w") as f:
+            f.write(text)
+    with open(path) as f:
+        assert text == f.read(), f"schedule of {name} changed; inspect and rerun with --regen-golden"
+
+
+def test_lstm_has_one_merged_gemm_per_side():
+    s = schedule(rg.stacked(rg.cells.lstm, 1, 8).graph, 10, 1)
+    gemms = [k for k in s.kernels("forward") if k.kind == "gemm"]
+    assert sorted(k.rows for k in gemms) == [32, 32]  # 4H input side (hoisted) and 4H recurrent side
+
+
+def test_separately_written_gate_gemms_are_merged():
+    @rg.cell
+    def four_gemms(x, h: rg.State, c: rg.State, *, hidden):
+        i = rg.sigmoid(rg.linear(x, hidden, name="Wi") + rg.linear(h, hidden, name="Ui"))
+        f = rg.sigmoid(rg.linear(x, hidden, name="Wf") + rg.linear(h, hidden, name="Uf"))
+        g = rg.tanh(rg.linear(x, hidden, name="Wg") + rg.linear(h, hidden, name="Ug"))
+        o = rg.sigmoid(rg.linear(x, hidden, name="Wo") + rg.linear(h, hidden, name="Uo"))
+        c_next = f * c + i * g
+        h_next = o * rg.tanh(c_next)
+        return h_next, {"h": h_next, "c": c_next}
+
+    s = schedule(rg.stacked(four_gemms, 1, 8).graph, 10, 1)
+    gemms = [k for k in s.kernels("forward") if k.kind == "gemm"]
+    assert [len(k.ops) for k in gemms] == [4, 4] and [k.rows for k in gemms] == [32, 32]
+    assert "layer0.Wi.weight" in gemms[0].params and "layer0.Wo.weight" in gemms[0].params
+
+
+def test_four_layer_wavefront_stages_and_lm_head_hoisted():
+    s = schedule(rg.stacked(rg.cells.lstm, 4, 512).graph, 100, 1)
+    loop = next(st for st in s.forward if isinstance(st, rg.schedule.Loop))
+    assert s.plan == "wavefront" and [o for o, _ in loop.stages] == [0, 1, 2, 3]
+    assert loop.levels == 1 and loop.ticks == 103
+    lm = schedule(rg.stacked(rg.cells.lstm, 1, 512, vocab=82, embed=128).graph, 100, 32)
+    assert lm.forward[-1].name == "epilogue" and "head.logits" in lm.forward[-1].kernels[0].ops
+
+
+@pytest.mark.parametrize("plan", ["wavefront", "scc-sequential"])
+def test_hoisted_kernels_launch_once_per_window_whatever_t(plan):
+    net = rg.stacked(rg.cells.lstm, 2, 64, vocab=50)
+    launches = [schedule(net.graph, T, 4, plan=plan).launches for T in (1, 10, 1000)]
+    assert launches[0] == launches[1] == launches[2] > 0
+
+
+def test_layer_norm_adds_levels():
+    s = schedule(rg.stacked(rg.cells.layernorm_lstm, 1, 8).graph, 10, 1)
+    fwd = next(st for st in s.forward if isinstance(st, rg.schedule.Loop))
+    assert fwd.levels == 3  # U h ; layer norm of the gates ; layer norm of the cell
