@@ -20,9 +20,22 @@ from .plan import Plan
 FUSIBLE = ("pointwise", "row_reduction")
 
 
+def _region_order(plan: Plan, nodes) -> list:
+    """``nodes`` of one region in an order where producers come first; inside a phase this
+    includes delayed edges (graph order only guarantees it for delay-0 edges)."""
+    if plan.region(nodes[0].name)[0] == "loop":
+        return nodes
+    position = {n.name: k for k, n in enumerate(nodes)}
+    dag = nx.DiGraph()
+    dag.add_nodes_from(position)
+    dag.add_edges_from((r.node, n.name) for n in nodes for r in n.args if r.node in position)
+    by_name = {n.name: n for n in nodes}
+    return [by_name[m] for m in nx.lexicographical_topological_sort(dag, key=position.__getitem__)]
+
+
 def _barrier_depth(plan: Plan, nodes) -> dict[str, int]:
     depth: dict[str, int] = {}
-    for n in nodes:
+    for n in _region_order(plan, nodes):
         d = 0
         for r in n.args:
             if r.node not in depth:

@@ -55,18 +55,22 @@ def node_levels(plan: Plan, nodes: list[Node], same_tick, unit: int) -> dict[str
     return level
 
 
-def split_by_level(groups, level_of: dict) -> tuple[tuple[str, ...], ...]:
-    """Split each group whose members (in order) lie on several levels into one group per level."""
+def split_groups(groups, key) -> tuple[tuple[str, ...], ...]:
+    """Split each group into one group per value of ``key(node)`` (in order of the first member
+    with each value; ints before None so a group's lower levels come first)."""
     out = []
     for grp in groups:
-        if grp[0] not in level_of:
-            out.append(grp)
-            continue
-        by_level: dict[int, list[str]] = {}
+        parts: dict = {}
         for m in grp:
-            by_level.setdefault(level_of[m], []).append(m)
-        out.extend(tuple(by_level[k]) for k in sorted(by_level))
+            parts.setdefault(key(m), []).append(m)
+        out.extend(tuple(parts[k]) for k in sorted(parts, key=lambda k: (k is None, k if k is not None else 0)))
     return tuple(out)
+
+
+def split_by_level(groups, level_of: dict) -> tuple[tuple[str, ...], ...]:
+    """Split each group whose members lie on several levels (or partly outside the loops) into
+    one group per level."""
+    return split_groups(groups, level_of.get)
 
 
 def levels(plan: Plan) -> Plan:
@@ -79,12 +83,15 @@ def levels(plan: Plan) -> Plan:
     return plan.replace(level_of=level_of, groups=split_by_level(plan.groups, level_of))
 
 
-def backward_levels(plan: Plan, nodes: list[Node], same_tick, unit: int) -> dict[str, int]:
+def backward_levels(plan: Plan, nodes: list[Node], same_tick, unit: int, stage: dict | None = None) -> dict[str, int]:
     """Levels of the gradient computation of ``nodes`` in one reverse timestep.
 
     A node's VJP runs once every consumer in the same timestep has pushed its gradient, and one
     level later when the VJP reads the whole gradient vector (the transposed product of a GEMM,
-    a row reduction's backward): the mirror of :func:`node_levels` with edges reversed.
+    a row reduction's backward): the mirror of :func:`node_levels` with edges reversed. With
+    ``stage`` (backward stage offsets), a VJP that would add into the same gradient element as a
+    VJP of another stage on the same level (stage s writes d.arg at timestep t_s - delay, and
+    t_s - t_s' = s - s') moves to a later level: no two writers share a concurrent group.
     """
     inside = {n.name for n in nodes}
     consumers: dict[str, list[str]] = {m: [] for m in inside}
@@ -93,7 +100,16 @@ def backward_levels(plan: Plan, nodes: list[Node], same_tick, unit: int) -> dict
             if r.node in inside and same_tick(n, r):
                 consumers[r.node].append(n.name)
     level: dict[str, int] = {}
+    claimed: dict[tuple, int] = {}  # (gradient node, stage - delay, level) -> stage of its writer
     for n in reversed(nodes):
         succ = [level[c] for c in consumers[n.name]]
-        level[n.name] = (max(succ) + (1 if needs_sync(plan, n, unit) else 0)) if succ else 1
+        lvl = (max(succ) + (1 if needs_sync(plan, n, unit) else 0)) if succ else 1
+        if stage is not None:
+            s = stage[n.name]
+            targets = [(r.node, s - r.delay) for r in n.args]
+            while any(claimed.get((node, key, lvl), s) != s for node, key in targets):
+                lvl += 1
+            for node, key in targets:
+                claimed[(node, key, lvl)] = s
+        level[n.name] = lvl
     return level

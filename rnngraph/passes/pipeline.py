@@ -7,8 +7,9 @@ Assumes: levels has run. Two plans (DESIGN.md):
   ``stage`` timesteps behind the units it reads with delay 0 (layer l+1 at t-1 beside layer l at
   t), so all stages of a timestep are independent; the products that connect loops move into
   the body. A stage offset s satisfies s(B) >= s(A) + 1 - d for a loop A read by B with delay
-  d, and s(B) >= s(A) - d when A is a node between loops (it runs in B's timestep, one level
-  earlier).
+  d (A's value is ready at the end of a tick), and s(B) >= s(A) when a node A between loops is
+  read with delay 0 (it runs in B's timestep, on an earlier level); with a delay d >= 1 such a
+  read also needs s(B) >= s(A) + 1 - d.
 Guarantees: ``plan.plan``, ``plan.stage_of`` (every body node; 0 in scc-sequential),
 ``plan.body`` (nodes that run per timestep), ``plan.mode`` (loop step -> "persistent" when the
 loop's weights fit on chip, else "graph": per-timestep kernels replayed from a CUDA graph),
@@ -45,10 +46,9 @@ def wavefront_stages(plan: Plan, body: set[str], reverse: bool = False) -> dict[
     """Stage offsets of the body nodes (see the module docstring).
 
     With ``reverse`` the offsets of the backward loop: gradients flow from consumer to producer,
-    so a producer's VJP runs ``1 - d`` stages behind a loop consumer's and ``-d`` behind a
-    between-loops consumer's (whose transposed product runs in the producer's timestep, before
-    the producer's own VJP). This keeps two VJPs that add into one gradient out of the same
-    level of one tick.
+    so a producer's VJP runs ``1 - d`` stages behind a loop consumer's, and in the same stage as a
+    between-loops consumer that reads it with delay 0 (whose transposed product runs in the
+    producer's timestep, on an earlier level).
     """
     unit = lambda m: ("loop", plan.loop_of[m]) if m in plan.loop_of else ("node", m)
     edges = [(r.node, n.name, r.delay) for n in plan.graph.nodes if n.name in body
@@ -67,7 +67,7 @@ def wavefront_stages(plan: Plan, body: set[str], reverse: bool = False) -> dict[
     cond = nx.condensation(flow)
     for c in nx.topological_sort(cond):
         members = cond.nodes[c]["members"]
-        s = max([0] + [stage[u] + (1 if u in plan.loop_of else 0) - d
+        s = max([0] + [stage[u] + (1 if u in plan.loop_of or d else 0) - d
                        for m in members for u, d in into.get(m, ())])
         for m in members:
             stage[m] = s
