@@ -39,6 +39,7 @@ class Op:
     vjp: Callable
     n_params: tuple[int, int] = (0, 0)  # (least, most) parameters the op takes
     vjp_args: Callable | None = None  # argument gradients only (skips parameter gradients)
+    cuda: tuple[str, tuple[str, ...]] | None = None  # pointwise ops: (forward, per-argument VJP) templates
 
     def arg_grads(self, g, y, xs, ps, attrs) -> list:
         """Gradients of the arguments only (a GEMM's weight gradient is left to a later kernel)."""
@@ -104,29 +105,37 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype, copy=False)
 
 
-def _pointwise(name: str, arity: int, fwd: Callable, grads: Callable) -> Op:
-    """A pointwise op: ``grads(g, y, xs, attrs)`` returns the list of argument gradients."""
+def _pointwise(name: str, arity: int, fwd: Callable, grads: Callable, cuda: tuple[str, tuple[str, ...]]) -> Op:
+    """A pointwise op: ``grads(g, y, xs, attrs)`` returns the list of argument gradients;
+    ``cuda`` holds the CUDA (numba) expression templates of the forward value and of each
+    argument's gradient, over ``{x0}``, ``{x1}`` (arguments), ``{y}`` (output), ``{g}`` (output
+    gradient) and ``{value}`` (the scalar attribute, emitted as a float32 constant)."""
 
     def shape(node, args, params):
         _n_args(node, args, arity)
         return _same_size(node, args, params)
 
     return register(Op(name, "pointwise", shape, lambda xs, ps, at: fwd(*xs, **at),
-                       lambda g, y, xs, ps, at: (grads(g, y, xs, at), [])))
+                       lambda g, y, xs, ps, at: (grads(g, y, xs, at), []), cuda=cuda))
 
 
-_pointwise("add", 2, lambda a, b: a + b, lambda g, y, xs, at: [g, g])
-_pointwise("sub", 2, lambda a, b: a - b, lambda g, y, xs, at: [g, -g])
-_pointwise("mul", 2, lambda a, b: a * b, lambda g, y, xs, at: [g * xs[1], g * xs[0]])
-_pointwise("neg", 1, lambda a: -a, lambda g, y, xs, at: [-g])
-_pointwise("identity", 1, lambda a: a.copy(), lambda g, y, xs, at: [g])
-_pointwise("add_scalar", 1, lambda a, value: a + a.dtype.type(value), lambda g, y, xs, at: [g])
+_pointwise("add", 2, lambda a, b: a + b, lambda g, y, xs, at: [g, g], ("{x0} + {x1}", ("{g}", "{g}")))
+_pointwise("sub", 2, lambda a, b: a - b, lambda g, y, xs, at: [g, -g], ("{x0} - {x1}", ("{g}", "-{g}")))
+_pointwise("mul", 2, lambda a, b: a * b, lambda g, y, xs, at: [g * xs[1], g * xs[0]],
+           ("{x0} * {x1}", ("{g} * {x1}", "{g} * {x0}")))
+_pointwise("neg", 1, lambda a: -a, lambda g, y, xs, at: [-g], ("-{x0}", ("-{g}",)))
+_pointwise("identity", 1, lambda a: a.copy(), lambda g, y, xs, at: [g], ("{x0}", ("{g}",)))
+_pointwise("add_scalar", 1, lambda a, value: a + a.dtype.type(value), lambda g, y, xs, at: [g],
+           ("{x0} + {value}", ("{g}",)))
 _pointwise("mul_scalar", 1, lambda a, value: a * a.dtype.type(value),
-           lambda g, y, xs, at: [g * g.dtype.type(at["value"])])
-_pointwise("sigmoid", 1, _sigmoid, lambda g, y, xs, at: [g * y * (1 - y)])
-_pointwise("tanh", 1, np.tanh, lambda g, y, xs, at: [g * (1 - y * y)])
-_pointwise("relu", 1, lambda a: np.maximum(a, 0), lambda g, y, xs, at: [g * (xs[0] > 0)])
-_pointwise("exp", 1, np.exp, lambda g, y, xs, at: [g * y])
+           lambda g, y, xs, at: [g * g.dtype.type(at["value"])], ("{x0} * {value}", ("{g} * {value}",)))
+_pointwise("sigmoid", 1, _sigmoid, lambda g, y, xs, at: [g * y * (1 - y)],
+           ("sigmoid({x0})", ("{g} * {y} * (ONE - {y})",)))
+_pointwise("tanh", 1, np.tanh, lambda g, y, xs, at: [g * (1 - y * y)],
+           ("math.tanh({x0})", ("{g} * (ONE - {y} * {y})",)))
+_pointwise("relu", 1, lambda a: np.maximum(a, 0), lambda g, y, xs, at: [g * (xs[0] > 0)],
+           ("max({x0}, ZERO)", ("{g} if {x0} > ZERO else ZERO",)))
+_pointwise("exp", 1, np.exp, lambda g, y, xs, at: [g * y], ("math.exp({x0})", ("{g} * {y}",)))
 
 
 # ---------------------------------------------------------------------------- slicing

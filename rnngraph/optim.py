@@ -21,6 +21,8 @@ class Optimizer:
         self.lr = float(lr)
         self.slots: dict[str, np.ndarray] = {}
         self.steps = 0
+        self.on_save = None  # set by a device backend: copy its slots into ``slots`` before saving
+        self.on_load = None  # ... and back to the device after loading
 
     def config(self) -> dict:
         """Hyper-parameters, for checkpoints."""
@@ -28,6 +30,8 @@ class Optimizer:
 
     def state_dict(self) -> dict[str, np.ndarray]:
         """The optimizer's slots and step count as arrays (``slot/param`` keys)."""
+        if self.on_save is not None:
+            self.on_save()
         out = {f"{k}": v for k, v in self.slots.items()}
         out["steps"] = np.array(self.steps)
         return out
@@ -36,6 +40,8 @@ class Optimizer:
         """Restore what :meth:`state_dict` returned."""
         self.steps = int(d["steps"])
         self.slots = {k: np.array(v) for k, v in d.items() if k != "steps"}
+        if self.on_load is not None:
+            self.on_load()
 
     def _slot(self, kind: str, name: str, like: np.ndarray) -> np.ndarray:
         key = f"{kind}/{name}"

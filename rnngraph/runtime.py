@@ -7,6 +7,8 @@ when a GPU and the code generator are available, else the CPU.
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from .errors import GraphError
@@ -24,8 +26,13 @@ def _positive_int(value, what: str) -> int:
     return int(value)
 
 
-def cuda_available() -> bool:
-    """Whether numba finds a CUDA GPU (False when numba-cuda or the driver is missing)."""
+def cuda_available(simulator_ok: bool = False) -> bool:
+    """Whether numba finds a CUDA GPU (False when numba-cuda or the driver is missing); with
+    ``simulator_ok`` numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1) counts too."""
+    if simulator_ok and os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        return True
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        return False
     try:
         from numba import cuda
         return bool(cuda.is_available())
@@ -37,7 +44,10 @@ class TrainingStep:
     """One compiled network with its parameters, states and optimizer.
 
     window T and streams S fix the shapes of every call: inputs (T, S) token ids or (T, S, I)
-    floats, targets (T, S) ids. Create it with :func:`compile`.
+    floats, targets (T, S) ids. Create it with :func:`compile`. ``parameters`` (name -> array)
+    and ``state`` (name -> (depth, S, n)) read as NumPy arrays; on the CPU backend
+    ``parameters`` is the live dict, on CUDA a copy: change parameters with
+    :meth:`set_parameters` and states by assigning ``step.state = {...}``.
     """
 
     def __init__(self, net: Sequential, window: int, streams: int, device: str, dtype: str,
@@ -51,51 +61,95 @@ class TrainingStep:
             raise ValueError(f"clip_norm must be positive or None, got {clip_norm!r}")
         self.dtype, self.clip_norm, self.device = dtype, clip_norm, device
         self.optimizer = optimizer if optimizer is not None else Adam()
-        self.parameters: dict[str, np.ndarray] = init_params(self.graph, seed, dtype)
-        self.state: dict[str, np.ndarray] = zero_states(self.graph, self.streams, dtype)
         self.schedule: Schedule = build_schedule(self.graph, self.window, self.streams, dtype, plan)
-        self._executor = ScheduleExecutor(self.schedule, dtype)
+        params = init_params(self.graph, seed, dtype)
         self.last_grad_norm: float | None = None
+        if device == "cuda":
+            if dtype != "float32":
+                raise ValueError("the CUDA backend runs float32")
+            from .codegen.step import CudaBackend
+            self._cuda = CudaBackend(self.schedule, params, self.optimizer, clip_norm)
+        else:
+            self._cuda = None
+            self._params = params
+            self._state = zero_states(self.graph, self.streams, dtype)
+            self._executor = ScheduleExecutor(self.schedule, dtype)
 
-    # ------------------------------------------------------------------ state
+    # ------------------------------------------------------------------ parameters and state
+    @property
+    def parameters(self) -> dict[str, np.ndarray]:
+        """Parameter name -> array (live on the CPU backend, a copy on CUDA)."""
+        return self._cuda.parameters() if self._cuda else self._params
+
+    @property
+    def state(self) -> dict[str, np.ndarray]:
+        """State name -> (depth, S, n) array, oldest first: the next window's initial states."""
+        return self._cuda.get_state() if self._cuda else self._state
+
+    @state.setter
+    def state(self, value: dict[str, np.ndarray]) -> None:
+        if self._cuda:
+            self._cuda.set_state(value)
+        else:
+            self._state = {k: np.array(v, dtype=self.dtype) for k, v in value.items()}
+
+    @property
+    def kernels(self) -> str:
+        """The generated CUDA source (empty on the CPU backend)."""
+        return self._cuda.program.source if self._cuda else ""
+
     def reset_state(self, streams=None) -> None:
         """Zero the states of the given streams (ints or bool mask over S; all when None)."""
-        if streams is None:
-            self.state = zero_states(self.graph, self.streams, self.dtype)
+        if streams is None and self._cuda:
+            self._cuda.reset_state()
+        elif streams is None:
+            self._state = zero_states(self.graph, self.streams, self.dtype)
         else:
             self.state = reset_streams(self.state, streams)
 
     def set_parameters(self, values: dict[str, np.ndarray]) -> None:
         """Copy arrays into the named parameters; KeyError/ValueError naming a wrong name or shape."""
+        shapes = {p.name: p.shape for p in self.graph.params}
         for name, v in values.items():
-            if name not in self.parameters:
-                raise KeyError(f"no parameter {name!r} (have {sorted(self.parameters)})")
-            v = np.asarray(v)
-            if v.shape != self.parameters[name].shape:
-                raise ValueError(f"parameter {name!r}: expected shape {self.parameters[name].shape}, got {v.shape}")
-            self.parameters[name][...] = v
+            if name not in shapes:
+                raise KeyError(f"no parameter {name!r} (have {sorted(shapes)})")
+            if np.shape(v) != shapes[name]:
+                raise ValueError(f"parameter {name!r}: expected shape {shapes[name]}, got {np.shape(v)}")
+        if self._cuda:
+            self._cuda.set_parameters(values)
+        else:
+            for name, v in values.items():
+                self._params[name][...] = v
 
     # ------------------------------------------------------------------ running
     def _feed(self, inputs, targets) -> dict:
-        feed = {"x": np.asarray(inputs)}
+        feed = {"x": inputs}
         if targets is not None:
-            feed["y"] = np.asarray(targets)
+            feed["y"] = targets
         elif self.graph.loss is not None:
-            feed["y"] = np.zeros(feed["x"].shape[:2], np.int64)
-        want = (self.window, self.streams)
-        if feed["x"].shape[:2] != want:
-            raise ValueError(f"inputs have (T, S) = {feed['x'].shape[:2]}, this step was compiled for "
+            feed["y"] = np.zeros((self.window, self.streams), np.int64)
+        shape = tuple(getattr(inputs, "shape", np.shape(inputs)))
+        if shape[:2] != (self.window, self.streams):
+            raise ValueError(f"inputs have (T, S) = {shape[:2]}, this step was compiled for "
                              f"window={self.window}, streams={self.streams}")
+        if self._cuda is None:
+            feed = {k: np.asarray(v) for k, v in feed.items()}
         return feed
 
     def forward(self, inputs, targets=None, carry: bool = True) -> Forward:
-        """Run one window without training. Returns the Forward (``.values``, ``.loss`` when targets
-        are given); with ``carry`` the final states become the next window's initial states."""
-        fwd = self._executor.forward(self.parameters, self._feed(inputs, targets), self.state)
+        """Run one window without training. Returns a Forward (``.values`` of the outputs and the
+        loss node, ``.loss`` when targets are given); with ``carry`` the final states become the
+        next window's initial states."""
+        feed = self._feed(inputs, targets)
+        if self._cuda:
+            values = self._cuda.forward(feed, carry)
+            loss = float(values[self.graph.loss].mean()) if (self.graph.loss and targets is not None) else None
+            return Forward(values, {}, {}, {}, loss)
+        fwd = self._executor.forward(self._params, feed, self._state)
         if targets is None:
             fwd.loss = None
         if carry:
-            self.state = fwd.final_states
+            self._state = fwd.final_states
         return fwd
 
     def train(self, inputs, targets) -> float:
@@ -103,12 +157,15 @@ class TrainingStep:
         window's mean loss (nats per token). Raises GraphError when the network has no loss."""
         if self.graph.loss is None:
             raise GraphError("this network has no loss head: end it with rg.SoftmaxCrossEntropy(vocab)")
-        fwd = self._executor.forward(self.parameters, self._feed(inputs, targets), self.state)
+        feed = self._feed(inputs, targets)
+        if self._cuda:
+            return self._cuda.train(feed)
+        fwd = self._executor.forward(self._params, feed, self._state)
         grads = self._executor.backward(fwd).params
         if self.clip_norm is not None:
             self.last_grad_norm = clip_grad_norm(grads, self.clip_norm)
-        self.optimizer.step(self.parameters, grads)
-        self.state = fwd.final_states
+        self.optimizer.step(self._params, grads)
+        self._state = fwd.final_states
         return fwd.loss
 
 
@@ -128,7 +185,8 @@ def compile(net: Sequential, window: int, streams: int, device: str = "auto", dt
     if device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
     if device == "auto":
-        device = "cpu"  # the CUDA backend is not built yet: see rnngraph/codegen
-    elif device == "cuda":
-        raise RuntimeError("device='cuda': the GPU code generator is not built yet; use device='cpu'")
+        device = "cuda" if cuda_available() else "cpu"
+    elif device == "cuda" and not cuda_available(simulator_ok=True):
+        raise RuntimeError("device='cuda' but numba finds no CUDA GPU (install rnngraph[cuda] on a GPU "
+                           "machine, or set NUMBA_ENABLE_CUDASIM=1 for the simulator); use device='cpu'")
     return TrainingStep(net, window, streams, device, dtype, optimizer, clip_norm, seed, plan)

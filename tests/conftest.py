@@ -1,7 +1,13 @@
 import os
+import shutil
 import sys
 
 import pytest
+
+# Without a GPU, CUDA code runs in numba's simulator; the variable must be set before numba is
+# imported, so it is set here, before any test module loads.
+if not shutil.which("nvidia-smi") and "NUMBA_ENABLE_CUDASIM" not in os.environ:
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
 
 sys.path.insert(0, os.path.dirname(__file__))  # tests/gradcheck.py, tests/peers/
 

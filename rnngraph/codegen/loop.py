@@ -1,0 +1,193 @@
+"""Emit one persistent cooperative kernel per loop of the schedule (forward or backward).
+
+The kernel runs the whole window: for each tick, for each level, every stage whose timestep
+t = tick - offset is inside the window runs its kernels, and the grid syncs at the end of the
+level (``cuda.cg.this_grid().sync()``). Work is split by *ownership*: a level has a unit
+u_L (the gcd of its kernels' units and GEMM sizes) and block b owns units
+[b*u_L/B, (b+1)*u_L/B); it computes the GEMM rows of those units (one warp per row, lanes
+striding over the inner dimension and reducing with warp shuffles; one thread per row in the
+simulator, which has no shuffles), syncs its threads, then runs the fused pointwise code for
+the same units. So a level costs one grid sync, as the schedule says: the values a block
+reads within a level are its own. Recurrent weights are read from global memory, where they
+stay resident in the 50 MB L2 across timesteps.
+
+Backward: the same structure in reverse time; a GEMM's VJP adds W^T g into the gradient of its
+input (``G[x] += ...``), each block for the input units it owns.
+"""
+from __future__ import annotations
+
+import math
+
+from ..ir import Graph
+from ..schedule import Kernel, Loop
+from .pointwise import Names, PointwiseEmitter, kernel_unit
+
+SUPPORTED = ("gemm", "pointwise")
+
+
+def persistent_supported(loop: Loop) -> bool:
+    """Whether every kernel of the loop is a GEMM or fused pointwise kernel (the persistent emitter's scope)."""
+    return all(k.kind in SUPPORTED for k in loop.kernels)
+
+
+class LoopEmitter:
+    """Source of the persistent kernel ``{name}`` for ``loop`` (``loop.reverse`` = backward).
+
+    Call :meth:`source` to get (device functions + kernel source, sorted buffer names).
+    ``coop``: emit warp-cooperative GEMM rows with shuffles (GPU); False for the simulator.
+    """
+
+    def __init__(self, g: Graph, loop: Loop, name: str, coop: bool = True):
+        self.g, self.loop, self.name, self.coop = g, loop, name, coop
+        self.names = Names(g)
+        self.buffers: set[str] = set()
+        self.device_fns: list[str] = []
+        self.body: list[str] = []
+
+    # ------------------------------------------------------------------ units
+    def _gemm_sizes(self, k: Kernel) -> list[int]:
+        nodes = [self.g.by_name[m] for m in k.ops]
+        if self.loop.reverse:
+            return [self.g.by_name[nodes[0].args[0].node].size]
+        return [n.size for n in nodes]
+
+    def level_unit(self, ks: list[Kernel]) -> int:
+        vals = []
+        for k in ks:
+            vals += self._gemm_sizes(k) if k.kind == "gemm" else [kernel_unit(self.g, k.ops)]
+        return math.gcd(*vals)
+
+    # ------------------------------------------------------------------ emit helpers
+    def emit(self, line: str, depth: int) -> None:
+        self.body.append("    " * depth + line)
+
+    def pointwise(self, k: Kernel, uL: int, depth: int) -> None:
+        e = PointwiseEmitter(self.g, k.name, k.ops, gradient_inputs(k) if self.loop.reverse else k.writes)
+        src = e.backward() if self.loop.reverse else e.forward()
+        self.device_fns.append(src)
+        self.buffers |= e.buffers
+        args = ", ".join(sorted(e.buffers, key=_key))
+        reps = e.u // uL
+        self.emit(f"# {k.name}: pointwise, {len(k.ops)} ops, unit {e.u}", depth)
+        self.emit(f"item = tid", depth)
+        self.emit(f"while item < S * nj * {reps}:", depth)
+        self.emit(f"s = item // (nj * {reps})", depth + 1)
+        self.emit(f"rem = item - s * (nj * {reps})", depth + 1)
+        self.emit(f"jj = rem // {reps}", depth + 1)
+        self.emit(f"j = j0 + jj + (rem - jj * {reps}) * {uL}", depth + 1)
+        self.emit(f"{k.name}_{'bwd' if self.loop.reverse else 'fwd'}(t, s, j, {args})", depth + 1)
+        self.emit("item += bdim", depth + 1)
+
+    def gemm(self, k: Kernel, uL: int, depth: int) -> None:
+        """One GEMM kernel's owned rows: forward y[r] = W[r,:] . x (+ b[r]); backward dx[c] += sum_m W_m[:,c] . g_m."""
+        nodes = [self.g.by_name[m] for m in k.ops]
+        ref = nodes[0].args[0]
+        x = ref.node
+        K = self.g.by_name[x].size
+        xrow = f"{self.names.depth(x) - ref.delay} + t"
+        if not self.loop.reverse:
+            for n in nodes:
+                w = self.names.param(n.params[0])
+                b = self.names.param(n.params[1]) if len(n.params) == 2 else None
+                out, X = self.names.value(n.name), self.names.value(x)
+                self.buffers |= {w, out, X} | ({b} if b else set())
+                reps = n.size // uL
+                self.emit(f"# {k.name}: {n.name} = {n.params[0]} @ {ref}{' + bias' if b else ''}", depth)
+                self._rows(depth, reps, uL, K, f"{w}[r, kk] * {X}[{xrow}, s, kk]",
+                           f"{out}[{self.names.depth(n.name)} + t, s, r] = acc" + (f" + {b}[r]" if b else ""))
+        else:
+            GX, terms = self.names.grad(x), []
+            self.buffers.add(GX)
+            for n in nodes:
+                w, gy = self.names.param(n.params[0]), self.names.grad(n.name)
+                self.buffers |= {w, gy}
+                terms.append((w, gy, n))
+            body = " + ".join(f"{w}[rr, r] * {gy}[{self.names.depth(n.name)} + t, s, rr]" for w, gy, n in terms)
+            R = terms[0][2].size
+            if any(n.size != R for _, _, n in terms):
+                raise NotImplementedError("merged GEMM members of different sizes in a backward loop")
+            reps = K // uL
+            self.emit(f"# {k.name}: d.{ref} += sum W^T d.({', '.join(k.ops)})", depth)
+            self._rows(depth, reps, uL, R, body.replace("rr", "kk"), f"{GX}[{xrow}, s, r] += acc")
+
+    def _rows(self, depth: int, reps: int, uL: int, inner: int, term: str, store: str) -> None:
+        """Loop over the block's owned rows r (for every stream s), reducing ``term`` over kk < inner."""
+        e = lambda line, d=0: self.emit(line, depth + d)
+        if self.coop:
+            e("item = warp")
+            e(f"while item < S * nj * {reps}:")
+            step, first = "nwarps", "lane"
+        else:
+            e("item = tid")
+            e(f"while item < S * nj * {reps}:")
+            step, first = "bdim", "0"
+        e(f"s = item // (nj * {reps})", 1)
+        e(f"rem = item - s * (nj * {reps})", 1)
+        e(f"jj = rem // {reps}", 1)
+        e(f"r = j0 + jj + (rem - jj * {reps}) * {uL}", 1)
+        e("acc = float32(0.0)", 1)
+        e(f"kk = {first}", 1)
+        e(f"while kk < {inner}:", 1)
+        e(f"acc += {term}", 2)
+        e(f"kk += {'32' if self.coop else '1'}", 2)
+        if self.coop:
+            e("off = 16", 1)
+            e("while off > 0:", 1)
+            e("acc += cuda.shfl_down_sync(0xFFFFFFFF, acc, off)", 2)
+            e("off //= 2", 2)
+            e("if lane == 0:", 1)
+            e(store, 2)
+        else:
+            e(store, 1)
+        e(f"item += {step}", 1)
+
+    # ------------------------------------------------------------------ kernel
+    def source(self) -> tuple[str, list[str]]:
+        """(device functions + the persistent kernel, its buffer arguments in order)."""
+        loop = self.loop
+        top = max(o for o, _ in loop.stages)
+        self.emit(f"for tick in range(T + {top}):", 1)
+        for level in range(1, loop.levels + 1):
+            ks_level = [k for k in loop.kernels if k.level == level]
+            if not ks_level:
+                continue
+            uL = self.level_unit(ks_level)
+            self.emit(f"# level {level}: unit {uL}", 2)
+            self.emit(f"j0 = (bid * {uL}) // nblocks", 2)
+            self.emit(f"nj = ((bid + 1) * {uL}) // nblocks - j0", 2)
+            for offset, label in loop.stages:
+                ks = loop.at(level, offset)
+                if not ks:
+                    continue
+                tt = f"T - 1 - (tick - {offset})" if loop.reverse else f"tick - {offset}"
+                self.emit(f"# stage {offset}: {label}", 2)
+                self.emit(f"t = {tt}", 2)
+                self.emit("if t >= 0 and t < T:", 2)
+                for j, k in enumerate(ks):
+                    if j:
+                        self.emit("cuda.syncthreads()", 3)
+                    (self.gemm if k.kind == "gemm" else self.pointwise)(k, uL, 3)
+            self.emit("grid.sync()", 2)
+        args = sorted(self.buffers, key=_key)
+        head = [
+            "@cuda.jit",
+            f"def {self.name}(T, S, {', '.join(args)}):",
+            "    grid = cuda.cg.this_grid()",
+            "    tid = cuda.threadIdx.x",
+            "    bdim = cuda.blockDim.x",
+            "    bid = cuda.blockIdx.x",
+            "    nblocks = cuda.gridDim.x",
+        ]
+        if self.coop:
+            head += ["    lane = tid % 32", "    warp = tid // 32", "    nwarps = bdim // 32"]
+        text = "\n\n".join(self.device_fns) + "\n\n" + "\n".join(head + self.body) + "\n"
+        return text, args
+
+
+def gradient_inputs(k: Kernel) -> list[str]:
+    """The nodes whose gradient buffers a backward kernel reads (its forward kernel's writes)."""
+    return [r[2:].split("[")[0] for r in k.reads if r.startswith("d.")]
+
+
+def _key(name: str) -> tuple:
+    return (name[0], int(name[1:]))

@@ -1,0 +1,272 @@
+"""Emit numba.cuda source for fused pointwise kernels, forward and backward.
+
+A fused kernel computes, for one column (timestep t, stream s) and one *unit* j, every element
+of its nodes that belongs to unit j: a node of size m*u has elements j, j+u, ..., j+(m-1)u,
+held in locals (``n7_0 .. n7_{m-1}``). The unit u is the gcd of every size and slice offset
+the kernel touches, so slices and concats only rename locals, and values stay in registers;
+only the schedule's ``writes`` go to memory. The backward kernel recomputes the forward from
+the kernel's inputs, then sweeps the ops in reverse, adding each VJP (the op registry's CUDA
+templates) into local gradients; gradients of values from outside the kernel are added to
+their global gradient buffers once, at the end.
+
+Buffers: ``V<k>`` holds node k's values, ``G<k>`` its gradients, both (D + T, S, n) float32
+where D is the node's state depth (rows 0..D-1 hold the history, so a read at t - d is row
+D + t - d); ``P<k>`` is parameter k of the graph (vector params are read per element).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .. import ops
+from ..ir import Graph, Node
+
+F32 = {"ONE": "float32(1.0)", "ZERO": "float32(0.0)"}
+
+
+def f32(value: float) -> str:
+    """A float32 constant (a bare float literal would be float64 on the GPU)."""
+    return f"float32({float(value)!r})"
+
+
+def template(text: str, **fields) -> str:
+    """Fill an op's CUDA template; ONE/ZERO become float32 constants."""
+    out = text.format(**fields)
+    for k, v in F32.items():
+        out = out.replace(k, v)
+    return out
+
+
+@dataclass(frozen=True)
+class Names:
+    """Identifiers of a graph's buffers in generated code."""
+
+    graph: Graph
+
+    def idx(self, node: str) -> int:
+        return self.graph.nodes.index(self.graph.by_name[node])
+
+    def value(self, node: str) -> str:
+        return f"V{self.idx(node)}"
+
+    def grad(self, node: str) -> str:
+        return f"G{self.idx(node)}"
+
+    def param(self, name: str) -> str:
+        return f"P{[p.name for p in self.graph.params].index(name)}"
+
+    def depth(self, node: str) -> int:
+        s = self.graph.state_of_node.get(node)
+        return s.depth if s else 0
+
+
+def kernel_unit(g: Graph, names) -> int:
+    """The gcd of the sizes of the kernel's nodes and arguments and of its slice/concat offsets."""
+    vals = []
+    for m in names:
+        n = g.by_name[m]
+        vals.append(n.size)
+        vals += [g.by_name[r.node].size for r in n.args]
+        if n.op == "slice":
+            vals.append(n.attr["start"])
+        if n.op == "concat":
+            off = 0
+            for r in n.args:
+                vals.append(off or g.by_name[r.node].size)
+                off += g.by_name[r.node].size
+    return math.gcd(*vals)
+
+
+class PointwiseEmitter:
+    """Emits the device functions ``{name}_fwd`` and ``{name}_bwd`` of one fused kernel.
+
+    ops: node names in order; writes: nodes stored to memory (forward) / whose gradient
+    buffers hold contributions from other kernels (backward).
+    """
+
+    def __init__(self, g: Graph, name: str, kops, writes):
+        self.g, self.name, self.ops = g, name, tuple(kops)
+        self.inside = set(self.ops)
+        self.writes = [w for w in writes if w in self.inside]
+        self.u = kernel_unit(g, self.ops)
+        self.names = Names(g)
+        self.buffers: set[str] = set()
+        self.lines: list[str] = []
+
+    # ------------------------------------------------------------------ helpers
+    def chunks(self, node: str) -> int:
+        return self.g.by_name[node].size // self.u
+
+    def local(self, node: str, i: int) -> str:
+        return f"n{self.names.idx(node)}_{i}"
+
+    def index(self, node: str, delay: int, i: int) -> str:
+        row = self.names.depth(node) - delay
+        return f"[{row} + t, s, j + {i * self.u}]" if row else f"[t, s, j + {i * self.u}]"
+
+    def emit(self, line: str) -> None:
+        self.lines.append("    " + line)
+
+    def _alias(self, n: Node) -> dict[int, tuple]:
+        """Chunk i of a slice/concat node -> (arg ref, chunk of the arg)."""
+        out = {}
+        if n.op == "slice":
+            r = n.args[0]
+            for i in range(self.chunks(n.name)):
+                out[i] = (r, n.attr["start"] // self.u + i)
+        elif n.op == "concat":
+            i = 0
+            for r in n.args:
+                for c in range(self.g.by_name[r.node].size // self.u):
+                    out[i] = (r, c)
+                    i += 1
+        return out
+
+    def operand(self, ref, i: int, loaded: dict) -> str:
+        """The expression of chunk i of an argument (a local, a loaded global, or a parameter)."""
+        node = self.g.by_name[ref.node]
+        if ref.node in self.inside and ref.delay == 0:
+            return self.local(ref.node, i)
+        key = (ref.node, ref.delay, i)
+        if key not in loaded:
+            var = f"x{self.names.idx(ref.node)}_{ref.delay}_{i}"
+            if node.op == "param":
+                buf = self.names.param(node.params[0])
+                self.emit(f"{var} = {buf}[j + {i * self.u}]")
+            else:
+                buf = self.names.value(ref.node)
+                self.emit(f"{var} = {buf}{self.index(ref.node, ref.delay, i)}")
+            self.buffers.add(buf)
+            loaded[key] = var
+        return loaded[key]
+
+    def forward_body(self) -> dict:
+        """Emit the forward computation into locals; returns the loaded-operand table."""
+        loaded: dict = {}
+        for name in self.ops:
+            n = self.g.by_name[name]
+            alias = self._alias(n)
+            for i in range(self.chunks(name)):
+                if alias:
+                    ref, c = alias[i]
+                    expr = self.operand(ref, c, loaded)
+                else:
+                    fwd, _ = ops.REGISTRY[n.op].cuda
+                    xs = {f"x{k}": self.operand(r, i, loaded) for k, r in enumerate(n.args)}
+                    value = n.attr.get("value")
+                    expr = template(fwd, **xs, value=f32(value) if value is not None else "")
+                self.emit(f"{self.local(name, i)} = {expr}  # {name}[{i}]" if i == 0 else
+                          f"{self.local(name, i)} = {expr}")
+        return loaded
+
+    def signature(self, fn: str) -> str:
+        return f"def {fn}(t, s, j, {', '.join(sorted(self.buffers, key=_buffer_key))}):"
+
+    # ------------------------------------------------------------------ emitters
+    def forward(self) -> str:
+        """Source of ``{name}_fwd(t, s, j, buffers...)``, a device function."""
+        self.lines, self.buffers = [], set()
+        self.forward_body()
+        for w in self.writes:
+            buf = self.names.value(w)
+            self.buffers.add(buf)
+            for i in range(self.chunks(w)):
+                self.emit(f"{buf}{self.index(w, 0, i)} = {self.local(w, i)}")
+        return self._function(f"{self.name}_fwd")
+
+    def backward(self) -> str:
+        """Source of ``{name}_bwd(t, s, j, buffers...)``: recompute, then the reverse sweep."""
+        self.lines, self.buffers = [], set()
+        loaded = self.forward_body()
+        for name in self.ops:
+            for i in range(self.chunks(name)):
+                if name in self.writes:
+                    buf = self.names.grad(name)
+                    self.buffers.add(buf)
+                    self.emit(f"g{self.local(name, i)} = {buf}{self.index(name, 0, i)}")
+                else:
+                    self.emit(f"g{self.local(name, i)} = float32(0.0)")
+        external: dict[tuple, str] = {}
+
+        def target(ref, c) -> str:
+            if ref.node in self.inside and ref.delay == 0:
+                return f"g{self.local(ref.node, c)}"
+            key = (ref.node, ref.delay, c)
+            if key not in external:
+                external[key] = f"d{self.names.idx(ref.node)}_{ref.delay}_{c}"
+                self.emit(f"{external[key]} = float32(0.0)")
+            return external[key]
+
+        for name in reversed(self.ops):
+            n = self.g.by_name[name]
+            alias = self._alias(n)
+            for i in range(self.chunks(name)):
+                g = f"g{self.local(name, i)}"
+                if alias:
+                    ref, c = alias[i]
+                    tgt = target(ref, c)
+                    self.emit(f"{tgt} = {tgt} + {g}")
+                    continue
+                _, vjps = ops.REGISTRY[n.op].cuda
+                xs = {f"x{k}": self.operand(r, i, loaded) for k, r in enumerate(n.args)}
+                value = n.attr.get("value")
+                for k, r in enumerate(n.args):
+                    if self.g.by_name[r.node].dtype != "float":
+                        continue
+                    expr = template(vjps[k], **xs, g=g, y=self.local(name, i),
+                                    value=f32(value) if value is not None else "")
+                    tgt = target(r, i)
+                    self.emit(f"{tgt} = {tgt} + ({expr})")
+        for (node, delay, c), var in sorted(external.items()):
+            buf = self.names.grad(node)
+            self.buffers.add(buf)
+            idx = f"[t, s, j + {c * self.u}]" if self.g.by_name[node].op == "param" else self.index(node, delay, c)
+            self.emit(f"{buf}{idx} += {var}")
+        return self._function(f"{self.name}_bwd")
+
+    def _function(self, fn: str) -> str:
+        head = ["@cuda.jit(device=True, inline=True)", self.signature(fn)]
+        return "\n".join(head + (self.lines or ["    pass"])) + "\n"
+
+
+def _buffer_key(name: str) -> tuple:
+    return (name[0], int(name[1:]))
+
+
+def phase_kernel(fn: str, device_fn: str, buffers: list[str], unit: int) -> str:
+    """A global kernel running ``device_fn`` for every (column, unit) of a window: columns
+    c in [0, T*S) with t = c // S, s = c % S; launch with at least T*S*unit threads."""
+    args = ", ".join(buffers)
+    return (f"@cuda.jit\n"
+            f"def {fn}(T, S, {args}):\n"
+            f"    idx = cuda.grid(1)\n"
+            f"    if idx < T * S * {unit}:\n"
+            f"        c = idx // {unit}\n"
+            f"        j = idx - c * {unit}\n"
+            f"        t = c // S\n"
+            f"        s = c - t * S\n"
+            f"        {device_fn}(t, s, j, {args})\n")
+
+
+def step_kernel(fn: str, device_fn: str, buffers: list[str], unit: int) -> str:
+    """A global kernel running ``device_fn`` at one timestep ``t`` for every (stream, unit)."""
+    args = ", ".join(buffers)
+    return (f"@cuda.jit\n"
+            f"def {fn}(t, S, {args}):\n"
+            f"    idx = cuda.grid(1)\n"
+            f"    if idx < S * {unit}:\n"
+            f"        s = idx // {unit}\n"
+            f"        j = idx - s * {unit}\n"
+            f"        {device_fn}(t, s, j, {args})\n")
+
+
+PRELUDE = '''"""Generated by rnngraph.codegen: do not edit (the file name is a hash of this text)."""
+import math
+
+from numba import cuda, float32
+
+
+@cuda.jit(device=True, inline=True)
+def sigmoid(x):
+    return float32(1.0) / (float32(1.0) + math.exp(-x))
+'''

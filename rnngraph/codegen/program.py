@@ -1,0 +1,327 @@
+"""A Schedule compiled for the GPU: generated kernels, device buffers, and the launch plan.
+
+Every step of the schedule becomes a list of launches, built once: fused pointwise kernels and
+persistent loop kernels are generated (rnngraph.codegen.pointwise / loop) into one module;
+GEMMs, layer norm, softmax cross-entropy, embedding gather/scatter, optimizers and clipping come
+from rnngraph.codegen.library (cuBLAS through CuPy where present). Loops the persistent emitter
+cannot take (layer norm inside the recurrence) run per timestep (graph mode).
+
+Buffers (float32): ``V[node]`` and ``G[node]`` of shape (D + T, S, n), rows 0..D-1 holding the
+state history (so a read at t - d is row D + t - d); token ids (T, S) int32; params and their
+gradients in their declared shapes.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import cuda
+
+from ..ir import INDEX, Graph
+from ..schedule import Kernel, Loop, Phase, Schedule
+from . import library, module
+from .device import in_simulator
+from .loop import LoopEmitter, gradient_inputs, persistent_supported
+from .pointwise import PRELUDE, Names, PointwiseEmitter, phase_kernel, step_kernel
+
+THREADS = 256
+
+
+def _blocks(n: int, threads: int) -> int:
+    return max(1, (n + threads - 1) // threads)
+
+
+class Buffers:
+    """Device arrays of one compiled schedule (see the module docstring)."""
+
+    def __init__(self, g: Graph, T: int, S: int, stream):
+        self.g, self.T, self.S, self.names = g, T, S, Names(g)
+        self.V, self.G, self.P, self.PG = {}, {}, {}, {}
+        for n in g.nodes:
+            D = self.names.depth(n.name)
+            if n.dtype == INDEX:
+                self.V[n.name] = cuda.device_array((T, S), np.int32, stream=stream)
+                continue
+            shape = (D + T, S, n.size)
+            self.V[n.name] = cuda.device_array(shape, np.float32, stream=stream)
+            self.G[n.name] = cuda.device_array(shape, np.float32, stream=stream)
+        for p in g.params:
+            self.P[p.name] = cuda.device_array(p.shape, np.float32, stream=stream)
+            self.PG[p.name] = cuda.device_array(p.shape, np.float32, stream=stream)
+
+    def lookup(self, name: str):
+        """The array behind a generated-code buffer name (V<k>, G<k>, P<k>)."""
+        kind, k = name[0], int(name[1:])
+        if kind == "P":
+            return self.P[self.g.params[k].name]
+        node = self.g.nodes[k].name
+        return self.V[node] if kind == "V" else self.G[node]
+
+    def window(self, node: str, delay: int = 0, grad: bool = False):
+        """(T*S, n) view of a node over the window, read with ``delay``."""
+        buf = (self.G if grad else self.V)[node]
+        D = self.names.depth(node)
+        return buf[D - delay:D - delay + self.T].reshape(self.T * self.S, buf.shape[2])
+
+    def at(self, node: str, t: int, delay: int = 0, grad: bool = False):
+        """(S, n) view of a node at timestep t - delay."""
+        buf = (self.G if grad else self.V)[node]
+        return buf[self.names.depth(node) + t - delay]
+
+
+class CudaProgram:
+    """The launch plan of ``schedule`` on the current CUDA device (or the simulator)."""
+
+    def __init__(self, schedule: Schedule, stream=None):
+        self.s, self.g = schedule, schedule.graph
+        self.T, self.S = schedule.window, schedule.streams
+        self.stream = stream or cuda.stream()
+        self.sim = in_simulator()
+        self.buf = Buffers(self.g, self.T, self.S, self.stream)
+        self.sources: list[str] = [PRELUDE]
+        self.pending: list = []  # (step list, closure factory) resolved after the module loads
+        self.forward_plan = [self._step(st, backward=False) for st in schedule.forward]
+        self.backward_plan = [self._step(st, backward=True) for st in schedule.backward]
+        self.source = "\n\n".join(self.sources)
+        self.module = module.load(self.source)
+        self.forward_plan = [[make() for make in step] for step in self.forward_plan]
+        self.backward_plan = [[make() for make in step] for step in self.backward_plan]
+
+    # ------------------------------------------------------------------ running
+    def run_forward(self) -> None:
+        """Launch every forward step (inputs, params and state histories must be in place)."""
+        for step in self.forward_plan:
+            for launch in step:
+                launch()
+
+    def run_backward(self) -> None:
+        """Launch every backward step (gradient buffers must be zeroed and seeded)."""
+        for step in self.backward_plan:
+            for launch in step:
+                launch()
+
+    # ------------------------------------------------------------------ building
+    def _step(self, step, backward: bool) -> list:
+        if isinstance(step, Phase):
+            out = []
+            for k in step.kernels:
+                out += self._phase_kernel(k, backward)
+            return out
+        if step.mode == "persistent" and persistent_supported(step):
+            return [self._persistent(step)]
+        return self._graph_mode(step, backward)
+
+    def _fn(self, kind: str, k: Kernel) -> str:
+        return f"{k.name}_{kind}"
+
+    def _pointwise(self, k: Kernel, ops, backward: bool, per_step: bool):
+        """Emit a pointwise kernel over ``ops``; returns a factory of its launcher(t=None)."""
+        writes = gradient_inputs(k) if backward else k.writes
+        sub = f"{k.name}_{abs(hash(tuple(ops))) % 10**6}"
+        e = PointwiseEmitter(self.g, sub, ops, [w for w in writes if w in ops] + self._escaping(ops, k, backward))
+        dev = e.backward() if backward else e.forward()
+        args = sorted(e.buffers, key=lambda n: (n[0], int(n[1:])))
+        fn = f"{sub}_{'step' if per_step else 'phase'}"
+        wrapper = (step_kernel if per_step else phase_kernel)(fn, f"{sub}_{'bwd' if backward else 'fwd'}", args, e.u)
+        self.sources += [dev, wrapper]
+        n = (self.S if per_step else self.T * self.S) * e.u
+
+        def make():
+            kern = getattr(self.module, fn)
+            arrays = [self.buf.lookup(a) for a in args]
+            grid, block = _blocks(n, THREADS), min(THREADS, n)
+            if per_step:
+                return lambda t: kern[grid, block, self.stream](t, self.S, *arrays)
+            return lambda: kern[grid, block, self.stream](self.T, self.S, *arrays)
+
+        return make
+
+    def _escaping(self, ops, k: Kernel, backward: bool) -> list[str]:
+        """Nodes of ``ops`` that other parts of the same kernel need (when a kernel is split at a layer norm)."""
+        inside = set(ops)
+        rest = set(k.ops) - inside
+        out = []
+        for m in ops:
+            consumers = [c for c, _ in self.g.consumers()[m] if c.name in rest]
+            if consumers or (backward and any(r.node in rest for r in self.g.by_name[m].args)):
+                out.append(m)
+        if backward:  # gradients flowing from the other parts into these ops arrive through G buffers
+            out += [m for m in ops if any(c.name in rest for c, _ in self.g.consumers()[m])]
+        return list(dict.fromkeys(out))
+
+    def _segments(self, k: Kernel) -> list[tuple]:
+        """Split a kernel's ops at layer norms: [("pointwise", ops), ("layer_norm", (node,)), ...]."""
+        segs, cur = [], []
+        for m in k.ops:
+            if self.g.by_name[m].op == "layer_norm":
+                if cur:
+                    segs.append(("pointwise", tuple(cur)))
+                    cur = []
+                segs.append(("layer_norm", (m,)))
+            else:
+                cur.append(m)
+        if cur:
+            segs.append(("pointwise", tuple(cur)))
+        return segs
+
+    def _phase_kernel(self, k: Kernel, backward: bool) -> list:
+        b, g = self.buf, self.g
+        nodes = [g.by_name[m] for m in k.ops]
+        if k.kind in ("pointwise", "reduction"):
+            segs = self._segments(k)
+            if backward:
+                segs = segs[::-1]
+            makes = []
+            for kind, ops in segs:
+                if kind == "pointwise":
+                    makes.append(self._pointwise(k, ops, backward, per_step=False))
+                else:
+                    makes.append(self._layer_norm(ops[0], backward, None))
+            return makes
+        if k.kind == "gemm":
+            return [lambda n=n: (lambda: self._gemm_window(n, backward)) for n in nodes]
+        if k.kind == "wgrad":
+            return [lambda n=n: (lambda: self._wgrad(n)) for n in nodes]
+        if k.kind in ("gather", "scatter"):
+            n = nodes[0]
+            return [lambda n=n: (lambda: self._embedding(n, backward))]
+        if k.kind == "loss":
+            n = nodes[0]
+            return [lambda n=n: (lambda: self._xent(n, backward))]
+        if k.kind == "reduce":
+            n = nodes[0]
+            return [lambda n=n: (lambda: library.column_sum(b.window(n.name, grad=True), b.PG[n.params[0]],
+                                                           accumulate=True, stream=self.stream))]
+        raise NotImplementedError(f"kernel {k.name}: kind {k.kind!r} has no GPU emitter")
+
+    # ------------------------------------------------------------------ library-backed kernels
+    def _gemm_window(self, n, backward: bool, t: int | None = None) -> None:
+        b, r = self.buf, n.args[0]
+        W = b.P[n.params[0]]
+        view = (lambda node, grad=False, delay=0: b.window(node, delay, grad)) if t is None else \
+            (lambda node, grad=False, delay=0: b.at(node, t, delay, grad))
+        if not backward:
+            out = view(n.name)
+            library.gemm(view(r.node, delay=r.delay), W, out, trans_b=True, stream=self.stream)
+            if len(n.params) == 2:
+                library.add_bias(out, b.P[n.params[1]], stream=self.stream)
+        else:
+            library.gemm(view(n.name, grad=True), W, view(r.node, grad=True, delay=r.delay), beta=1.0,
+                         stream=self.stream)
+
+    def _wgrad(self, n) -> None:
+        b, r = self.buf, n.args[0]
+        gy = b.window(n.name, grad=True)
+        library.gemm(gy, b.window(r.node, r.delay), b.PG[n.params[0]], trans_a=True, beta=1.0, stream=self.stream)
+        if len(n.params) == 2:
+            library.column_sum(gy, b.PG[n.params[1]], accumulate=True, stream=self.stream)
+
+    def _embedding(self, n, backward: bool) -> None:
+        b = self.buf
+        ids = b.V[n.args[0].node].reshape(self.T * self.S)
+        if backward:
+            library.embedding_backward(ids, b.window(n.name, grad=True), b.PG[n.params[0]], stream=self.stream)
+        else:
+            library.embedding_forward(ids, b.P[n.params[0]], b.window(n.name), stream=self.stream)
+
+    def _xent(self, n, backward: bool) -> None:
+        b = self.buf
+        logits, tgt = n.args
+        ids = b.V[tgt.node].reshape(self.T * self.S)
+        loss = b.window(n.name).reshape(self.T * self.S)
+        if backward:
+            library.softmax_xent_backward(b.window(logits.node), ids, b.window(n.name, grad=True).reshape(-1),
+                                          b.window(logits.node, grad=True), stream=self.stream)
+        else:
+            library.softmax_xent_forward(b.window(logits.node), ids, loss, stream=self.stream)
+
+    def _layer_norm(self, name: str, backward: bool, t: int | None):
+        n = self.g.by_name[name]
+        r = n.args[0]
+
+        def make():
+            b = self.buf
+            gain, bias = b.P[n.params[0]], b.P[n.params[1]]
+
+            def run(t=t):
+                view = (lambda node, grad=False, delay=0: b.window(node, delay, grad)) if t is None else \
+                    (lambda node, grad=False, delay=0: b.at(node, t, delay, grad))
+                if backward:
+                    library.layer_norm_backward(view(r.node, delay=r.delay), gain, view(name, grad=True),
+                                                view(r.node, grad=True, delay=r.delay), b.PG[n.params[0]],
+                                                b.PG[n.params[1]], stream=self.stream)
+                else:
+                    library.layer_norm_forward(view(r.node, delay=r.delay), gain, bias, view(name),
+                                               stream=self.stream)
+            return run
+
+        return make
+
+    # ------------------------------------------------------------------ loops
+    def _persistent(self, loop: Loop):
+        name = f"{loop.name.split(' ')[0]}_{'bwd' if loop.reverse else 'fwd'}_{len(self.sources)}"
+        src, args = LoopEmitter(self.g, loop, name, coop=not self.sim).source()
+        self.sources.append(src)
+
+        def make():
+            kern = getattr(self.module, name)
+            arrays = [self.buf.lookup(a) for a in args]
+            threads = 8 if self.sim else THREADS
+            blocks = 1 if self.sim else self._cooperative_blocks(kern, threads, arrays)
+            return lambda: kern[blocks, threads, self.stream](self.T, self.S, *arrays)
+
+        return make
+
+    def _cooperative_blocks(self, kern, threads: int, arrays) -> int:
+        """As many blocks as can be co-resident (a cooperative launch needs all of them at once),
+        from numba's ``max_cooperative_grid_blocks`` of the compiled kernel."""
+        argtypes = tuple(kern.typeof_pyval(a) for a in [self.T, self.S, *arrays])
+        compiled = kern.compile(argtypes)
+        return max(1, compiled.max_cooperative_grid_blocks(threads))
+
+    def _graph_mode(self, loop: Loop, backward: bool) -> list:
+        """Per-timestep launches of every kernel in tick / level / stage order."""
+        per_kernel = {}
+        for k in loop.kernels:
+            if k.kind == "gemm":
+                per_kernel[k.name] = [lambda n=self.g.by_name[m]: (lambda t, n=n: self._gemm_window(n, backward, t))
+                                      for m in k.ops]
+            else:
+                makes = []
+                segs = self._segments(k)
+                for kind, ops in (segs[::-1] if backward else segs):
+                    if kind == "pointwise":
+                        makes.append(self._pointwise(k, ops, backward, per_step=True))
+                    else:
+                        makes.append(self._ln_step(ops[0], backward))
+                per_kernel[k.name] = makes
+        top = max(o for o, _ in loop.stages)
+        T = self.T
+
+        def make():
+            launches = {name: [m() for m in makes] for name, makes in per_kernel.items()}
+
+            def run():
+                for tick in range(T + top):
+                    for level in range(1, loop.levels + 1):
+                        for offset, _ in loop.stages:
+                            t = tick - offset
+                            if 0 <= t < T:
+                                tt = T - 1 - t if loop.reverse else t
+                                for k in loop.at(level, offset):
+                                    for launch in launches[k.name]:
+                                        launch(tt)
+            return run
+
+        return [make]
+
+    def _ln_step(self, name: str, backward: bool):
+        def make():
+            runs = {}
+
+            def launch(t):
+                if t not in runs:
+                    runs[t] = self._layer_norm(name, backward, t)()
+                runs[t]()
+            return launch
+        return make

@@ -1,0 +1,156 @@
+"""The CUDA backend of a TrainingStep: one window's forward, BPTT, clipping and optimizer update
+on the device, states carried in the history rows of the state buffers.
+
+Host round trips per ``train`` call: the inputs in (skipped for device arrays, which are
+copied device to device), the mean loss out (one float).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from ..optim import SGD, Adam, Optimizer
+from ..schedule import Schedule
+from . import library
+from .device import as_device
+from .program import CudaProgram
+
+
+class CudaBackend:
+    """Runs ``schedule`` on the GPU with ``optimizer`` (Adam or SGD) and optional ``clip_norm``."""
+
+    def __init__(self, schedule: Schedule, params: dict[str, np.ndarray], optimizer: Optimizer,
+                 clip_norm: float | None):
+        if not isinstance(optimizer, (SGD, Adam)):
+            raise TypeError(f"the CUDA backend runs SGD and Adam, not {type(optimizer).__name__}")
+        self.schedule, self.g = schedule, schedule.graph
+        self.T, self.S = schedule.window, schedule.streams
+        self.program = CudaProgram(schedule)
+        self.stream = self.program.stream
+        self.buf = self.program.buf
+        self.optimizer, self.clip_norm = optimizer, clip_norm
+        self.slots = {name: [cuda.to_device(np.zeros(p.shape, np.float32), stream=self.stream)
+                             for _ in range(2)] for name, p in self.buf.P.items()}
+        self.set_parameters(params)
+        self.reset_state()
+        optimizer.on_save, optimizer.on_load = self._pull_slots, self._push_slots
+
+    def _slot_names(self, name: str) -> list[str]:
+        return [f"m/{name}", f"v/{name}"] if isinstance(self.optimizer, Adam) else [f"momentum/{name}"]
+
+    def _pull_slots(self) -> None:
+        """Device optimizer slots -> ``optimizer.slots`` (for checkpoints)."""
+        for name, arrays in self.slots.items():
+            for key, arr in zip(self._slot_names(name), arrays):
+                self.optimizer.slots[key] = arr.copy_to_host(stream=self.stream)
+        self.stream.synchronize()
+
+    def _push_slots(self) -> None:
+        """``optimizer.slots`` -> device (after a checkpoint is loaded); missing slots are zero."""
+        for name, arrays in self.slots.items():
+            for key, arr in zip(self._slot_names(name), arrays):
+                value = self.optimizer.slots.get(key)
+                if value is None:
+                    library.fill(arr, 0.0, stream=self.stream)
+                else:
+                    arr.copy_to_device(np.ascontiguousarray(value, np.float32), stream=self.stream)
+
+    # ------------------------------------------------------------------ parameters and states
+    def set_parameters(self, params: dict[str, np.ndarray]) -> None:
+        for name, value in params.items():
+            self.buf.P[name].copy_to_device(np.ascontiguousarray(value, np.float32), stream=self.stream)
+
+    def parameters(self) -> dict[str, np.ndarray]:
+        out = {name: arr.copy_to_host(stream=self.stream) for name, arr in self.buf.P.items()}
+        self.stream.synchronize()
+        return out
+
+    def get_state(self) -> dict[str, np.ndarray]:
+        out = {s.name: self.buf.V[s.node][:s.depth].copy_to_host(stream=self.stream) for s in self.g.states}
+        self.stream.synchronize()
+        return out
+
+    def set_state(self, states: dict[str, np.ndarray]) -> None:
+        for s in self.g.states:
+            if s.name in states:
+                self.buf.V[s.node][:s.depth].copy_to_device(np.ascontiguousarray(states[s.name], np.float32),
+                                                            stream=self.stream)
+
+    def reset_state(self) -> None:
+        for s in self.g.states:
+            library.fill(self.buf.V[s.node][:s.depth], 0.0, stream=self.stream)
+
+    def _carry(self) -> None:
+        """The last ``depth`` rows of each state buffer become the next window's history."""
+        for s in self.g.states:
+            v = self.buf.V[s.node]
+            tail = v[self.T:self.T + s.depth]
+            if self.T >= s.depth:
+                v[:s.depth].copy_to_device(tail, stream=self.stream)
+            else:  # source and destination overlap
+                tmp = cuda.device_array_like(tail, stream=self.stream)
+                tmp.copy_to_device(tail, stream=self.stream)
+                v[:s.depth].copy_to_device(tmp, stream=self.stream)
+
+    # ------------------------------------------------------------------ running
+    def _feed(self, inputs: dict) -> None:
+        for n in self.g.inputs:
+            if n.name not in inputs:
+                continue
+            x = inputs[n.name]
+            dst = self.buf.V[n.name]
+            if hasattr(x, "__cuda_array_interface__"):
+                src = as_device(x, self.stream)
+                dst.copy_to_device(src if n.dtype == "index" else src.reshape(dst.shape), stream=self.stream)
+            else:
+                arr = np.asarray(x)
+                arr = arr.astype(np.int32) if n.dtype == "index" else arr.astype(np.float32).reshape(dst.shape)
+                dst.copy_to_device(np.ascontiguousarray(arr), stream=self.stream)
+
+    def _loss(self) -> float:
+        g = self.g
+        loss = self.buf.window(g.loss).reshape(self.T * self.S)
+        out = float(loss.copy_to_host(stream=self.stream).astype(np.float64).mean())
+        return out
+
+    def forward(self, inputs: dict, carry: bool = True) -> dict[str, np.ndarray]:
+        """Run one window; returns the outputs (and loss node) as host arrays (T, S, n)."""
+        self._feed(inputs)
+        self.program.run_forward()
+        names = list(self.g.outputs) + ([self.g.loss] if self.g.loss else [])
+        out = {name: self.buf.window(name).copy_to_host(stream=self.stream).reshape(self.T, self.S, -1)
+               for name in names}
+        self.stream.synchronize()
+        if carry:
+            self._carry()
+        return out
+
+    def train(self, inputs: dict) -> float:
+        """Forward, BPTT, clip, update; returns the window's mean loss."""
+        b, g = self.buf, self.g
+        self._feed(inputs)
+        self.program.run_forward()
+        for arr in list(b.G.values()) + list(b.PG.values()):
+            library.fill(arr, 0.0, stream=self.stream)
+        library.fill(b.window(g.loss, grad=True), 1.0 / (self.T * self.S), stream=self.stream)
+        self.program.run_backward()
+        grads = [b.PG[name] for name in b.P]
+        if self.clip_norm is not None:
+            library.clip_grad_norm(grads, self.clip_norm, stream=self.stream)
+        self._update()
+        loss = self._loss()
+        self._carry()
+        return loss
+
+    def _update(self) -> None:
+        opt = self.optimizer
+        opt.steps += 1
+        for name, p in self.buf.P.items():
+            m, v = self.slots[name]
+            gr = self.buf.PG[name]
+            if isinstance(opt, Adam):
+                library.adam_update(p.reshape(-1), gr.reshape(-1), m.reshape(-1), v.reshape(-1), opt.lr,
+                                    opt.betas[0], opt.betas[1], opt.eps, opt.steps, stream=self.stream)
+            else:
+                library.sgd_update(p.reshape(-1), gr.reshape(-1), m.reshape(-1), opt.lr, opt.momentum,
+                                   opt.steps == 1, stream=self.stream)
