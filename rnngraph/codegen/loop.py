@@ -37,8 +37,9 @@ class LoopEmitter:
     ``coop``: emit warp-cooperative GEMM rows with shuffles (GPU); False for the simulator.
     """
 
-    def __init__(self, g: Graph, loop: Loop, name: str, coop: bool = True):
+    def __init__(self, g: Graph, loop: Loop, name: str, coop: bool = True, recompute: dict | None = None):
         self.g, self.loop, self.name, self.coop = g, loop, name, coop
+        self.recompute = recompute or {}  # node -> ops of the forward kernel computing it
         self.names = Names(g)
         self.buffers: set[str] = set()
         self.device_fns: list[str] = []
@@ -62,7 +63,8 @@ class LoopEmitter:
         self.body.append("    " * depth + line)
 
     def pointwise(self, k: Kernel, uL: int, depth: int) -> None:
-        e = PointwiseEmitter(self.g, k.name, k.ops, gradient_inputs(k) if self.loop.reverse else k.writes)
+        e = PointwiseEmitter(self.g, k.name, k.ops, gradient_inputs(k) if self.loop.reverse else k.writes,
+                             self.recompute.get(k.ops[0]) if self.loop.reverse else None)
         src = e.backward() if self.loop.reverse else e.forward()
         self.device_fns.append(src)
         self.buffers |= e.buffers

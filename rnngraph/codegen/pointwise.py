@@ -84,11 +84,15 @@ class PointwiseEmitter:
     buffers hold contributions from other kernels (backward).
     """
 
-    def __init__(self, g: Graph, name: str, kops, writes):
+    def __init__(self, g: Graph, name: str, kops, writes, recompute=None):
         self.g, self.name, self.ops = g, name, tuple(kops)
         self.inside = set(self.ops)
+        # the backward recomputes the whole forward kernel these ops came from (its other values
+        # never reached memory), then sweeps only ``kops``
+        self.recompute = tuple(recompute) if recompute else self.ops
+        self.computed = set(self.recompute)
         self.writes = [w for w in writes if w in self.inside]
-        self.u = kernel_unit(g, self.ops)
+        self.u = kernel_unit(g, self.recompute)
         self.names = Names(g)
         self.buffers: set[str] = set()
         self.lines: list[str] = []
@@ -125,7 +129,7 @@ class PointwiseEmitter:
     def operand(self, ref, i: int, loaded: dict) -> str:
         """The expression of chunk i of an argument (a local, a loaded global, or a parameter)."""
         node = self.g.by_name[ref.node]
-        if ref.node in self.inside and ref.delay == 0:
+        if ref.node in self.computed and ref.delay == 0:
             return self.local(ref.node, i)
         key = (ref.node, ref.delay, i)
         if key not in loaded:
@@ -143,7 +147,7 @@ class PointwiseEmitter:
     def forward_body(self) -> dict:
         """Emit the forward computation into locals; returns the loaded-operand table."""
         loaded: dict = {}
-        for name in self.ops:
+        for name in self.recompute:
             n = self.g.by_name[name]
             alias = self._alias(n)
             for i in range(self.chunks(name)):
@@ -268,5 +272,8 @@ from numba import cuda, float32
 
 @cuda.jit(device=True, inline=True)
 def sigmoid(x):
-    return float32(1.0) / (float32(1.0) + math.exp(-x))
+    if x >= float32(0.0):
+        return float32(1.0) / (float32(1.0) + math.exp(-x))
+    e = math.exp(x)
+    return e / (float32(1.0) + e)
 '''

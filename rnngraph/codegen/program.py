@@ -79,7 +79,7 @@ class CudaProgram:
         self.sim = in_simulator()
         self.buf = Buffers(self.g, self.T, self.S, self.stream)
         self.sources: list[str] = [PRELUDE]
-        self.pending: list = []  # (step list, closure factory) resolved after the module loads
+        self.segment_of = self._forward_segments()
         self.forward_plan = [self._step(st, backward=False) for st in schedule.forward]
         self.backward_plan = [self._step(st, backward=True) for st in schedule.backward]
         self.source = "\n\n".join(self.sources)
@@ -118,7 +118,9 @@ class CudaProgram:
         """Emit a pointwise kernel over ``ops``; returns a factory of its launcher(t=None)."""
         writes = gradient_inputs(k) if backward else k.writes
         sub = f"{k.name}_{abs(hash(tuple(ops))) % 10**6}"
-        e = PointwiseEmitter(self.g, sub, ops, [w for w in writes if w in ops] + self._escaping(ops, k, backward))
+        recompute = self.segment_of[ops[0]] if backward else None
+        e = PointwiseEmitter(self.g, sub, ops, [w for w in writes if w in ops] + self._escaping(ops, k, backward),
+                             recompute)
         dev = e.backward() if backward else e.forward()
         args = sorted(e.buffers, key=lambda n: (n[0], int(n[1:])))
         fn = f"{sub}_{'step' if per_step else 'phase'}"
@@ -135,6 +137,16 @@ class CudaProgram:
             return lambda: kern[grid, block, self.stream](self.T, self.S, *arrays)
 
         return make
+
+    def _forward_segments(self) -> dict[str, tuple]:
+        """Node -> the forward pointwise segment computing it (a kernel's ops split at layer norms)."""
+        out = {}
+        for k in self.s.kernels("forward"):
+            if k.kind in ("pointwise", "reduction"):
+                for kind, ops in self._segments(k):
+                    for m in ops:
+                        out[m] = ops
+        return out
 
     def _escaping(self, ops, k: Kernel, backward: bool) -> list[str]:
         """Nodes of ``ops`` that other parts of the same kernel need (when a kernel is split at a layer norm)."""
@@ -260,7 +272,7 @@ class CudaProgram:
     # ------------------------------------------------------------------ loops
     def _persistent(self, loop: Loop):
         name = f"{loop.name.split(' ')[0]}_{'bwd' if loop.reverse else 'fwd'}_{len(self.sources)}"
-        src, args = LoopEmitter(self.g, loop, name, coop=not self.sim).source()
+        src, args = LoopEmitter(self.g, loop, name, coop=not self.sim, recompute=self.segment_of).source()
         self.sources.append(src)
 
         def make():

@@ -12,7 +12,8 @@ Assumes: levels has run. Two plans (DESIGN.md):
   read also needs s(B) >= s(A) + 1 - d.
 Guarantees: ``plan.plan``, ``plan.stage_of`` (every body node; 0 in scc-sequential),
 ``plan.body`` (nodes that run per timestep), ``plan.mode`` (loop step -> "persistent" when the
-loop's weights fit on chip, else "graph": per-timestep kernels replayed from a CUDA graph),
+loop's weights fit on chip and its ops are GEMMs and pointwise ops, else "graph": per-timestep
+kernels),
 ``plan.reason`` (the cost model's estimates), and levels/groups updated for the wavefront body.
 With one loop SCC there is nothing to overlap and the plan is scc-sequential. The output
 layer stays hoisted after the loop (one GEMM over the window at the cuBLAS rate).
@@ -86,7 +87,11 @@ def _tick_flops(plan: Plan, names) -> int:
 
 
 def _fits(plan: Plan, names) -> bool:
-    return param_bytes(plan.graph, names, 4 if plan.dtype == "float32" else 8) <= DEFAULT.on_chip_bytes
+    """Whether a loop over ``names`` can be one persistent kernel: its weights fit on chip and its
+    ops are GEMMs and pointwise ops (the persistent emitter's scope; a layer norm inside the
+    recurrence runs per timestep, graph mode)."""
+    kinds_ok = all(plan.kind(m) in ("gemm", "pointwise") for m in names)
+    return kinds_ok and param_bytes(plan.graph, names, 4 if plan.dtype == "float32" else 8) <= DEFAULT.on_chip_bytes
 
 
 def pipeline(plan: Plan) -> Plan:
