@@ -1,0 +1,137 @@
+"""Device helpers shared by the fixed kernel library and generated code.
+
+- :func:`in_simulator`, :func:`have_cupy`: what this process can run on.
+- :func:`as_device`: any array to a numba device array, without copies or per-launch syncs for
+  ``__cuda_array_interface__`` objects (CuPy, PyTorch).
+- launch helpers (:func:`launch_stream`, :func:`flat`, :func:`blocks`, :func:`row_threads`,
+  :func:`check`) that every launcher uses, so launch configurations live in one place.
+
+numba-cuda decides simulator or GPU when ``numba.cuda`` is first imported (from the
+``NUMBA_ENABLE_CUDASIM`` environment variable), so nothing here can switch it afterwards.
+"""
+from __future__ import annotations
+
+import functools
+import os
+
+import numpy as np
+from numba import cuda
+
+# Threads per block of the elementwise / grid-stride kernels. The simulator runs each
+# simulated thread in Python (~0.1 ms), so it gets small blocks.
+ELEMENTWISE_THREADS = 256
+# Largest block of the one-block-per-row kernels (layer norm, softmax); a power of two.
+# Tests lower it to exercise the strided loops on tiny rows.
+MAX_ROW_THREADS = 256
+# Grid-stride kernels (reductions into a scalar, atomics) launch at most this many blocks.
+MAX_REDUCE_BLOCKS = 264  # 2 per SM on an H200
+
+
+def in_simulator() -> bool:
+    """Whether numba-cuda runs kernels in its CUDA simulator (``NUMBA_ENABLE_CUDASIM=1`` was set
+    before ``numba.cuda`` was first imported)."""
+    from numba.cuda.core import config
+
+    return bool(config.ENABLE_CUDASIM)
+
+
+@functools.lru_cache(maxsize=None)
+def have_cupy() -> bool:
+    """Whether cuBLAS through CuPy can be used: CuPy importable, not in the simulator, a GPU
+    present, and ``RNNGRAPH_NO_CUPY`` not set to a non-empty value other than ``0``."""
+    if os.environ.get("RNNGRAPH_NO_CUPY", "0") not in ("", "0"):
+        return False
+    if in_simulator():
+        return False
+    try:
+        if not cuda.is_available():
+            return False
+        import cupy  # noqa: F401
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # CuPy absent, or built for another CUDA, or no driver
+        return False
+
+
+def is_device_array(x) -> bool:
+    """Whether ``x`` is a numba device array (real or simulated)."""
+    return bool(getattr(x, "__cuda_ndarray__", False))
+
+
+def as_device(x, stream=None):
+    """``x`` as a numba device array.
+
+    - a numba device array is returned as is;
+    - an object with ``__cuda_array_interface__`` (CuPy, PyTorch) is wrapped without a copy by
+      ``cuda.as_cuda_array(x, sync=False)``: passing such objects straight to a kernel makes
+      numba synchronize on their stream at every launch (DESIGN.md, numba quirks), so wrap once
+      and reuse the result;
+    - anything else is taken as host data (``np.asarray``) and copied to the device on ``stream``.
+    """
+    if is_device_array(x):
+        return x
+    if hasattr(x, "__cuda_array_interface__"):
+        if in_simulator():  # the simulator has no as_cuda_array; its arrays are host arrays
+            raise TypeError("a __cuda_array_interface__ array cannot be used in the CUDA simulator")
+        return cuda.as_cuda_array(x, sync=False)
+    return cuda.to_device(np.ascontiguousarray(x), stream=launch_stream(stream))
+
+
+def launch_stream(stream):
+    """The stream argument of a launch: numba's default stream (0) for ``None``."""
+    return 0 if stream is None else stream
+
+
+def stream_handle(stream) -> int:
+    """The raw ``CUstream`` value of a numba stream (0 for the legacy default stream)."""
+    if stream is None or (isinstance(stream, int) and stream == 0):
+        return 0
+    h = stream.handle
+    try:
+        return int(h)
+    except TypeError:  # older bindings: a ctypes handle
+        return int(h.value or 0)
+
+
+def flat(x):
+    """A 1-D view of a C-contiguous device array (no copy)."""
+    return x if x.ndim == 1 else x.reshape(x.size)
+
+
+def elementwise_threads() -> int:
+    return 32 if in_simulator() else ELEMENTWISE_THREADS
+
+
+def blocks(n: int, threads: int, cap: int | None = None) -> int:
+    """Blocks of ``threads`` covering ``n`` items (at least 1; at most ``cap`` for grid-stride
+    kernels)."""
+    b = max(1, -(-int(n) // threads))
+    return b if cap is None else min(b, cap)
+
+
+def row_threads(n: int) -> int:
+    """Threads of a one-block-per-row kernel for rows of ``n``: a power of two, at least 32 on
+    the GPU (a warp), at most :data:`MAX_ROW_THREADS`."""
+    lo = 1 if in_simulator() else 32
+    t = lo
+    while t < n and t < MAX_ROW_THREADS:
+        t *= 2
+    return min(t, MAX_ROW_THREADS)
+
+
+def check(name: str, x, ndim: int, dtypes=(np.float32,), shape: tuple | None = None) -> None:
+    """ValueError unless ``x`` has ``ndim`` dimensions, a dtype in ``dtypes`` and, where given,
+    ``shape`` (None entries match any extent)."""
+    if x.ndim != ndim:
+        raise ValueError(f"{name}: expected a {ndim}-D array, got shape {tuple(x.shape)}")
+    if np.dtype(x.dtype) not in [np.dtype(d) for d in dtypes]:
+        want = " or ".join(np.dtype(d).name for d in dtypes)
+        raise ValueError(f"{name}: expected {want}, got {np.dtype(x.dtype).name}")
+    if shape is not None:
+        got = tuple(x.shape)
+        if len(got) != len(shape) or any(s is not None and s != g for s, g in zip(shape, got)):
+            want = "(" + ", ".join("*" if s is None else str(s) for s in shape) + ")"
+            raise ValueError(f"{name}: expected shape {want}, got {got}")
+
+
+INDEX_DTYPES = (np.int32, np.int64)

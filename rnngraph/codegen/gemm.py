@@ -1,0 +1,220 @@
+"""Matrix products for the generated training step: ``gemm`` (cuBLAS through CuPy, or a tiled
+numba kernel), ``add_bias`` and ``column_sum``.
+
+All matrices are 2-D row-major float32 device arrays whose last axis is contiguous (a row
+stride larger than the row, as in a column slice of a bigger C-contiguous array, is fine for
+cuBLAS; the numba kernel takes any strides).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda, float32
+
+from .optim_kernels import fill
+from .device import (as_device, blocks, check, elementwise_threads, have_cupy, in_simulator,
+                     launch_stream, stream_handle)
+
+TILE = 16  # the numba GEMM's tile: TILE x TILE threads a block, one output each
+_TILE_PAD = TILE + 1  # shared rows padded by one word against bank conflicts
+
+
+# ---------------------------------------------------------------------------- kernels
+def _gemm_kernel(a, b, out, trans_a, trans_b, alpha, beta):
+    """out[i, j] = alpha * sum_k op(a)[i, k] op(b)[k, j] + beta * out[i, j] (out not read when
+    beta == 0). Block (TILE, TILE): threadIdx.x walks columns j, threadIdx.y rows i."""
+    sa = cuda.shared.array((TILE, _TILE_PAD), float32)  # sa[i_local, k_local]
+    sb = cuda.shared.array((TILE, _TILE_PAD), float32)  # sb[k_local, j_local]
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    i0 = cuda.blockIdx.y * TILE
+    j0 = cuda.blockIdx.x * TILE
+    m = out.shape[0]
+    n = out.shape[1]
+    kdim = a.shape[0] if trans_a else a.shape[1]
+    acc = float32(0.0)
+    for k0 in range(0, kdim, TILE):
+        # loads walk the contiguous axis with threadIdx.x (coalesced) for every op
+        if trans_a:  # a is (K, M): a[k0 + ty, i0 + tx] -> sa[tx, ty]
+            k = k0 + ty
+            i = i0 + tx
+            sa[tx, ty] = a[k, i] if (k < kdim and i < m) else float32(0.0)
+        else:  # a is (M, K)
+            i = i0 + ty
+            k = k0 + tx
+            sa[ty, tx] = a[i, k] if (i < m and k < kdim) else float32(0.0)
+        if trans_b:  # b is (N, K): b[j0 + ty, k0 + tx] -> sb[tx, ty]
+            j = j0 + ty
+            k = k0 + tx
+            sb[tx, ty] = b[j, k] if (j < n and k < kdim) else float32(0.0)
+        else:  # b is (K, N)
+            k = k0 + ty
+            j = j0 + tx
+            sb[ty, tx] = b[k, j] if (k < kdim and j < n) else float32(0.0)
+        cuda.syncthreads()
+        for kk in range(TILE):
+            acc += sa[ty, kk] * sb[kk, tx]
+        cuda.syncthreads()
+    i = i0 + ty
+    j = j0 + tx
+    if i < m and j < n:
+        if beta == float32(0.0):
+            out[i, j] = alpha * acc
+        else:
+            out[i, j] = alpha * acc + beta * out[i, j]
+
+
+def _add_bias_kernel(out, bias):
+    """out[i, j] += bias[j]; grid (ceil(N / tpb), M)."""
+    j = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    i = cuda.blockIdx.y
+    if j < out.shape[1]:
+        out[i, j] += bias[j]
+
+
+def _column_sum_kernel(g, out, rows_per_block, accumulate, atomic):
+    """out[j] (+)= sum over a chunk of rows of g[:, j]; grid (ceil(N / tpb), row chunks).
+    ``atomic``: several row chunks add into ``out`` (already zeroed unless accumulating)."""
+    j = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if j >= g.shape[1]:
+        return
+    r0 = cuda.blockIdx.y * rows_per_block
+    r1 = min(r0 + rows_per_block, g.shape[0])
+    s = float32(0.0)
+    for r in range(r0, r1):
+        s += g[r, j]
+    if atomic:
+        cuda.atomic.add(out, j, s)
+    elif accumulate:
+        out[j] += s
+    else:
+        out[j] = s
+
+
+gemm_kernel = cuda.jit(_gemm_kernel)
+add_bias_kernel = cuda.jit(_add_bias_kernel)
+column_sum_kernel = cuda.jit(_column_sum_kernel)
+
+KERNELS = [
+    (_gemm_kernel, "void(float32[:, ::1], float32[:, ::1], float32[:, ::1], int32, int32, float32, float32)"),
+    (_add_bias_kernel, "void(float32[:, ::1], float32[::1])"),
+    (_column_sum_kernel, "void(float32[:, ::1], float32[::1], int32, int32, int32)"),
+]
+
+
+# ---------------------------------------------------------------------------- launchers
+def _gemm_dims(a, b, out, trans_a, trans_b):
+    check("gemm a", a, 2)
+    check("gemm b", b, 2)
+    check("gemm out", out, 2)
+    m, k = (a.shape[1], a.shape[0]) if trans_a else (a.shape[0], a.shape[1])
+    kb, n = (b.shape[1], b.shape[0]) if trans_b else (b.shape[0], b.shape[1])
+    if k != kb or tuple(out.shape) != (m, n):
+        raise ValueError(f"gemm: op(a) is {m}x{k}, op(b) is {kb}x{n}, out is "
+                         f"{tuple(out.shape)}; expected op(a) Mx K, op(b) K x N, out M x N")
+    return m, n, k
+
+
+def gemm(a, b, out, *, trans_a: bool = False, trans_b: bool = False, alpha: float = 1.0,
+         beta: float = 0.0, stream=None, backend: str | None = None):
+    """``out = alpha * op(a) @ op(b) + beta * out`` on the device, in place.
+
+    a: float32 (M, K), or (K, M) with ``trans_a``; b: float32 (K, N), or (N, K) with ``trans_b``;
+    out: float32 (M, N). Row-major with a contiguous last axis. ``beta=1`` accumulates into
+    ``out``; with ``beta=0`` out's old contents are not read (NaN there is harmless). ``out``
+    must not overlap ``a`` or ``b``.
+
+    backend: ``"cublas"`` (CuPy, zero-copy, on ``stream``), ``"numba"`` (the tiled kernel), or
+    None: cuBLAS where :func:`have_cupy`, else numba (always numba in the simulator).
+    Returns ``out``.
+    """
+    a, b, out = as_device(a, stream), as_device(b, stream), as_device(out, stream)
+    m, n, k = _gemm_dims(a, b, out, trans_a, trans_b)
+    if backend is None:
+        backend = "cublas" if have_cupy() else "numba"
+    if backend not in ("cublas", "numba"):
+        raise ValueError(f"gemm: backend must be 'cublas', 'numba' or None, got {backend!r}")
+    if m == 0 or n == 0:
+        return out
+    if backend == "cublas" and k > 0:  # k == 0 (out = beta * out) goes to the numba kernel
+        _gemm_cublas(a, b, out, m, n, k, trans_a, trans_b, alpha, beta, stream)
+    else:
+        grid = (blocks(n, TILE), blocks(m, TILE))
+        gemm_kernel[grid, (TILE, TILE), launch_stream(stream)](
+            a, b, out, np.int32(bool(trans_a)), np.int32(bool(trans_b)), np.float32(alpha),
+            np.float32(beta))
+    return out
+
+
+def _row_stride(x) -> int:
+    """Elements between rows; ValueError unless the last axis is contiguous."""
+    item = np.dtype(x.dtype).itemsize
+    s0, s1 = x.strides
+    if x.shape[1] > 1 and s1 != item:
+        raise ValueError("gemm (cuBLAS): the last axis of every matrix must be contiguous")
+    return max(s0 // item, x.shape[1], 1)
+
+
+def _device_ptr(x) -> int:
+    return int(x.__cuda_array_interface__["data"][0])
+
+
+def _gemm_cublas(a, b, out, m, n, k, trans_a, trans_b, alpha, beta, stream):
+    """cuBLAS SGEMM on the raw pointers (no CuPy arrays, so no copies and no syncs).
+
+    cuBLAS is column-major; a row-major (M, N) ``out`` is a column-major (N, M) matrix, so we
+    ask for out^T = op(b)^T @ op(a)^T: cuBLAS's A is our b, its B our a, with the same
+    transpose flags and leading dimensions equal to our row strides."""
+    from cupy.cuda import device as cupy_device
+    from cupy_backends.cuda.libs import cublas
+
+    if in_simulator():
+        raise RuntimeError("gemm: the cuBLAS backend cannot run in the CUDA simulator")
+    handle = cupy_device.get_cublas_handle()
+    cublas.setStream(handle, stream_handle(stream))
+    cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
+    scalars = np.array([alpha, beta], dtype=np.float32)  # read by cuBLAS during the call
+    op_b = cublas.CUBLAS_OP_T if trans_b else cublas.CUBLAS_OP_N
+    op_a = cublas.CUBLAS_OP_T if trans_a else cublas.CUBLAS_OP_N
+    cublas.sgemm(handle, op_b, op_a, n, m, k,
+                 scalars.ctypes.data, _device_ptr(b), _row_stride(b),
+                 _device_ptr(a), _row_stride(a),
+                 scalars.ctypes.data + 4, _device_ptr(out), _row_stride(out))
+
+
+def add_bias(out, bias, *, stream=None):
+    """``out[i, :] += bias`` for every row. out: float32 (M, N); bias: float32 (N,). Returns out."""
+    out, bias = as_device(out, stream), as_device(bias, stream)
+    check("add_bias out", out, 2)
+    check("add_bias bias", bias, 1, shape=(out.shape[1],))
+    m, n = out.shape
+    if m == 0 or n == 0:
+        return out
+    t = elementwise_threads()
+    add_bias_kernel[(blocks(n, t), m), t, launch_stream(stream)](out, bias)
+    return out
+
+
+def column_sum(g, out, *, accumulate: bool = True, stream=None, rows_per_block: int | None = None):
+    """``out (+)= g.sum(axis=0)``: bias and vector-parameter gradients.
+
+    g: float32 (M, N); out: float32 (N,), added to when ``accumulate`` (the default), else
+    overwritten. Rows are split into chunks of ``rows_per_block`` (default: enough chunks to
+    fill the GPU) whose partial sums meet by ``cuda.atomic.add``. Returns out."""
+    g, out = as_device(g, stream), as_device(out, stream)
+    check("column_sum g", g, 2)
+    check("column_sum out", out, 1, shape=(g.shape[1],))
+    m, n = g.shape
+    if n == 0:
+        return out
+    t = elementwise_threads()
+    col_blocks = blocks(n, t)
+    if rows_per_block is None:
+        want_chunks = max(1, 264 // col_blocks)
+        rows_per_block = max(64, -(-m // want_chunks)) if not in_simulator() else max(m, 1)
+    chunks = blocks(m, rows_per_block)
+    atomic = chunks > 1
+    if atomic and not accumulate:
+        fill(out, 0.0, stream=stream)
+    column_sum_kernel[(col_blocks, chunks), t, launch_stream(stream)](
+        g, out, np.int32(rows_per_block), np.int32(bool(accumulate)), np.int32(atomic))
+    return out

@@ -1,0 +1,193 @@
+"""Optimizer updates and global-norm gradient clipping on the device, with PyTorch's rules as
+:mod:`rnngraph.optim` writes them (that module is the reference; these kernels follow it
+operation by operation).
+
+Every array is a C-contiguous float32 device array, taken flat (any shape; the slots ``v``,
+``m`` have the parameter's size). Step-dependent scalars (Adam's bias corrections) are computed
+on the host in float64 and passed as float32, as NumPy does when ``rnngraph.optim`` updates
+float32 arrays.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import cuda, float32
+
+from .device import (MAX_REDUCE_BLOCKS, as_device, blocks, check, elementwise_threads, flat,
+                     launch_stream)
+from .reductions import SMEM, block_sum
+
+
+# ---------------------------------------------------------------------------- kernels
+def _fill_kernel(x, value):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = value
+
+
+def _sgd_kernel(p, g, v, lr, momentum, use_momentum, first_step):
+    """torch.optim.SGD (no dampening, no Nesterov, no weight decay)."""
+    i = cuda.grid(1)
+    if i < p.size:
+        d = g[i]
+        if use_momentum:
+            if first_step:
+                d = g[i]
+            else:
+                d = momentum * v[i] + g[i]
+            v[i] = d
+        p[i] -= lr * d
+
+
+def _adam_kernel(p, g, m, v, step_size, b1, one_minus_b1, b2, one_minus_b2, bias_correction2, eps):
+    """torch.optim.Adam as rnngraph.optim writes it:
+    m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= step_size * m / (sqrt(v / bc2) + eps)."""
+    i = cuda.grid(1)
+    if i < p.size:
+        gi = g[i]
+        mi = m[i] * b1 + one_minus_b1 * gi
+        vi = v[i] * b2 + one_minus_b2 * gi * gi
+        m[i] = mi
+        v[i] = vi
+        p[i] -= step_size * mi / (math.sqrt(vi / bias_correction2) + eps)
+
+
+def _sum_squares_kernel(g, acc):
+    """acc[0] += sum(g**2): grid-stride loop, block reduction, one atomic a block."""
+    sm = cuda.shared.array(SMEM, float32)
+    s = float32(0.0)
+    for i in range(cuda.grid(1), g.size, cuda.gridsize(1)):
+        s += g[i] * g[i]
+    total = block_sum(s, sm)
+    if cuda.threadIdx.x == 0:
+        cuda.atomic.add(acc, 0, total)
+
+
+def _scale_by_clip_kernel(g, acc, max_norm, norm_out, write_norm):
+    """norm = sqrt(acc[0]); if norm > max_norm: g *= max_norm / (norm + 1e-6).
+    Thread 0 writes norm to norm_out[0] when ``write_norm`` (norm_out must not be acc)."""
+    i = cuda.grid(1)
+    norm = math.sqrt(acc[0])
+    if write_norm and i == 0:
+        norm_out[0] = norm
+    if norm > max_norm and i < g.size:
+        g[i] *= max_norm / (norm + float32(1e-6))
+
+
+fill_kernel = cuda.jit(_fill_kernel)
+sgd_kernel = cuda.jit(_sgd_kernel)
+adam_kernel = cuda.jit(_adam_kernel)
+sum_squares_kernel = cuda.jit(_sum_squares_kernel)
+scale_by_clip_kernel = cuda.jit(_scale_by_clip_kernel)
+
+_V = "float32[::1]"
+KERNELS = [
+    (_fill_kernel, f"void({_V}, float32)"),
+    (_sgd_kernel, f"void({_V}, {_V}, {_V}, float32, float32, int32, int32)"),
+    (_adam_kernel, f"void({_V}, {_V}, {_V}, {_V}, " + ", ".join(["float32"] * 7) + ")"),
+    (_sum_squares_kernel, f"void({_V}, {_V})"),
+    (_scale_by_clip_kernel, f"void({_V}, {_V}, float32, {_V}, int32)"),
+]
+
+
+# ---------------------------------------------------------------------------- launchers
+def _flat_f32(name, x, stream, size=None):
+    x = as_device(x, stream)
+    check(name, x, x.ndim)
+    if not x.is_c_contiguous():
+        raise ValueError(f"{name}: expected a C-contiguous array")
+    if size is not None and x.size != size:
+        raise ValueError(f"{name}: expected {size} elements, got {x.size}")
+    return flat(x)
+
+
+def _launch_1d(kernel, n, stream, *args):
+    t = elementwise_threads()
+    kernel[blocks(n, t), t, launch_stream(stream)](*args)
+
+
+def fill(x, value: float = 0.0, *, stream=None):
+    """``x[...] = value`` for a C-contiguous float32 device array of any shape (a kernel, so it
+    is captured by CUDA graphs, unlike a host copy). Returns x."""
+    xf = _flat_f32("fill x", x, stream)
+    if xf.size:
+        _launch_1d(fill_kernel, xf.size, stream, xf, np.float32(value))
+    return x
+
+
+def sgd_update(p, g, v, lr: float, momentum: float = 0.0, first_step: bool = False, *, stream=None):
+    """One torch.optim.SGD step in place: ``v = g`` on the first step, else ``v = momentum * v +
+    g``; ``p -= lr * v`` (with ``momentum == 0``: ``p -= lr * g`` and ``v`` is neither read nor
+    written, so it may be None). p, g, v: float32, same size, any shape, C-contiguous."""
+    pf = _flat_f32("sgd p", p, stream)
+    gf = _flat_f32("sgd g", g, stream, pf.size)
+    use_momentum = momentum != 0.0
+    vf = _flat_f32("sgd v", v, stream, pf.size) if use_momentum else gf
+    if pf.size:
+        _launch_1d(sgd_kernel, pf.size, stream, pf, gf, vf, np.float32(lr), np.float32(momentum),
+                   np.int32(use_momentum), np.int32(bool(first_step)))
+
+
+def adam_update(p, g, m, v, lr: float, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
+                step: int = 1, *, stream=None):
+    """One torch.optim.Adam step in place; ``step`` counts from 1 (the first update is step 1).
+    p, g, m, v: float32, same size, any shape, C-contiguous; m, v start at zero."""
+    if step < 1:
+        raise ValueError(f"adam_update: step counts from 1, got {step}")
+    pf = _flat_f32("adam p", p, stream)
+    gf = _flat_f32("adam g", g, stream, pf.size)
+    mf = _flat_f32("adam m", m, stream, pf.size)
+    vf = _flat_f32("adam v", v, stream, pf.size)
+    if pf.size:
+        f = np.float32
+        _launch_1d(adam_kernel, pf.size, stream, pf, gf, mf, vf, f(lr / (1 - beta1 ** step)),
+                   f(beta1), f(1 - beta1), f(beta2), f(1 - beta2), f(1 - beta2 ** step), f(eps))
+
+
+def sum_squares(g, acc, *, stream=None):
+    """``acc[0] += sum(g ** 2)`` (float32 accumulation, atomics across blocks). g: float32, any
+    shape, C-contiguous; acc: float32 (1,) on the device."""
+    gf = _flat_f32("sum_squares g", g, stream)
+    acc = as_device(acc, stream)
+    check("sum_squares acc", acc, 1, shape=(1,))
+    if gf.size:
+        t = elementwise_threads()
+        sum_squares_kernel[blocks(gf.size, t, MAX_REDUCE_BLOCKS), t, launch_stream(stream)](gf, acc)
+
+
+def scale_by_clip(g, acc, max_norm: float, *, norm=None, stream=None):
+    """torch.nn.utils.clip_grad_norm_'s scaling, decided on the device: with ``total =
+    sqrt(acc[0])``, ``g *= max_norm / (total + 1e-6)`` when ``total > max_norm``. No host round
+    trip. ``norm`` (float32 (1,), not ``acc``), if given, receives ``total``."""
+    gf = _flat_f32("scale_by_clip g", g, stream)
+    acc = as_device(acc, stream)
+    check("scale_by_clip acc", acc, 1, shape=(1,))
+    if norm is not None:
+        norm = as_device(norm, stream)
+        check("scale_by_clip norm", norm, 1, shape=(1,))
+    _launch_1d(scale_by_clip_kernel, max(gf.size, 1), stream, gf, acc, np.float32(max_norm),
+               acc if norm is None else norm, np.int32(norm is not None))
+
+
+def clip_grad_norm(grads, max_norm: float, stream=None, *, acc=None, norm=None):
+    """torch.nn.utils.clip_grad_norm_ over a list of float32 device gradients, in place, with
+    no host synchronisation: zero ``acc``, add every gradient's sum of squares, then scale every
+    gradient by ``max_norm / (total + 1e-6)`` if ``total > max_norm``.
+
+    acc, norm: float32 (1,) device scratch and result (allocated when None; pass them to keep
+    the sequence allocation-free, e.g. for CUDA-graph capture). Returns ``norm``: a device
+    array whose element 0 is the total norm before clipping (torch's return value)."""
+    grads = [as_device(g, stream) for g in grads]
+    if acc is None:
+        acc = cuda.device_array(1, np.float32, stream=launch_stream(stream))
+    if norm is None:
+        norm = cuda.device_array(1, np.float32, stream=launch_stream(stream))
+    fill(acc, 0.0, stream=stream)
+    for g in grads:
+        sum_squares(g, acc, stream=stream)
+    if not grads:
+        fill(norm, 0.0, stream=stream)
+    for i, g in enumerate(grads):
+        scale_by_clip(g, acc, max_norm, norm=norm if i == 0 else None, stream=stream)
+    return norm
