@@ -14,13 +14,15 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from typing import Callable
 
 from . import __version__
-from .data import CorpusError
+from .data import CorpusError, batches
 from .errors import GraphError
 from .lm import (LN2, CellFileError, CheckpointError, Evaluator, LMConfig, build_network, build_vocab,
                  canonical_cell, canonical_corpus, describe_loss, has_checkpoint, load_checkpoint,
@@ -103,44 +105,50 @@ TRAIN_DEFAULTS = dict(cell="lstm", layers=1, hidden=128, embed=32, window=64, st
 def _train_arguments(p: argparse.ArgumentParser) -> None:
     d = TRAIN_DEFAULTS
     g = p.add_argument_group("model (a resumed run takes these from the checkpoint)")
-    g.add_argument("--cell", help=f"a standard cell (lstm, gru, peephole_lstm, ...) or file.py:function "
-                                  f"naming an @rg.cell function (default {d['cell']})")
-    g.add_argument("--layers", type=positive_int, help=f"stacked cells (default {d['layers']})")
-    g.add_argument("--hidden", type=positive_int, help=f"hidden size of each cell (default {d['hidden']})")
-    g.add_argument("--embed", type=positive_int, help=f"embedding size (default {d['embed']})")
+    g.add_argument("--cell", metavar="NAME|FILE.py:FUNCTION",
+                   help=f"a standard cell (lstm, gru, peephole_lstm, ...) or file.py:function naming an "
+                        f"@rg.cell function (default {d['cell']})")
+    g.add_argument("--layers", metavar="L", type=positive_int, help=f"stacked cells (default {d['layers']})")
+    g.add_argument("--hidden", metavar="H", type=positive_int,
+                   help=f"hidden size of each cell (default {d['hidden']})")
+    g.add_argument("--embed", metavar="E", type=positive_int, help=f"embedding size (default {d['embed']})")
     g.add_argument("--dtype", choices=("float32", "float64"), help=f"(default {d['dtype']})")
-    g.add_argument("--seed", type=int, help=f"parameter initialisation seed (default {d['seed']})")
-    g = p.add_argument_group("data")
-    g.add_argument("--corpus", help="'austen' (Jane Austen's novels; train on five, validate and test on "
-                                    "halves of Persuasion) or a UTF-8 text file (split 90/5/5) "
-                                    f"(default {d['corpus']})")
+    g.add_argument("--seed", metavar="SEED", type=int,
+                   help=f"parameter initialisation seed (default {d['seed']})")
+    g = p.add_argument_group("data (a resumed run takes these from the checkpoint too)")
+    g.add_argument("--corpus", metavar="austen|FILE",
+                   help="'austen' (Jane Austen's novels; train on five, validate and test on halves of "
+                        f"Persuasion) or a UTF-8 text file (split 90/5/5) (default {d['corpus']})")
     g.add_argument("--level", choices=("char", "word"), help=f"tokens (default {d['level']})")
-    g.add_argument("--max-words", type=positive_int, help="word level: vocabulary of the most frequent "
-                                                          f"words plus <unk> (default {d['max_words']})")
-    g.add_argument("--window", type=positive_int, help=f"T, timesteps per training step (truncated BPTT) "
-                                                       f"(default {d['window']})")
-    g.add_argument("--streams", type=positive_int, help=f"S, parallel streams at evenly spaced offsets "
-                                                        f"(default {d['streams']})")
+    g.add_argument("--max-words", metavar="N", type=positive_int,
+                   help=f"word level: keep the N most frequent words plus <unk> (default {d['max_words']})")
+    g.add_argument("--window", metavar="T", type=positive_int,
+                   help=f"timesteps per training step: truncated BPTT (default {d['window']})")
+    g.add_argument("--streams", metavar="S", type=positive_int,
+                   help=f"parallel streams, starting at evenly spaced offsets (default {d['streams']})")
     g = p.add_argument_group("optimisation")
-    g.add_argument("--steps", type=nonnegative_int, default=1000,
+    g.add_argument("--steps", metavar="N", type=nonnegative_int, default=1000,
                    help="train until this many steps in total (a resumed run counts its old steps) "
                         "(default 1000)")
     g.add_argument("--optimizer", choices=("adam", "sgd"), help=f"(default {d['optimizer']})")
-    g.add_argument("--lr", type=positive_float, help=f"learning rate (default {d['lr']})")
-    g.add_argument("--clip", type=nonnegative_float, help=f"global gradient-norm clip, 0 = off "
-                                                          f"(default {d['clip']})")
+    g.add_argument("--lr", metavar="LR", type=positive_float, help=f"learning rate (default {d['lr']})")
+    g.add_argument("--clip", metavar="C", type=nonnegative_float,
+                   help=f"global gradient-norm clip, 0 = off (default {d['clip']})")
     g.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto", help="(default auto)")
+    g.add_argument("--time-limit", metavar="SECONDS", type=nonnegative_float, default=0,
+                   help="stop early (validating and checkpointing as at the end) once training has run "
+                        "this long; 0 = no limit (default 0)")
     g = p.add_argument_group("validation and checkpoints")
-    g.add_argument("--eval-every", type=nonnegative_int, default=100,
+    g.add_argument("--eval-every", metavar="K", type=nonnegative_int, default=100,
                    help="validate every K steps and at the end; 0 = only at the end (default 100)")
-    g.add_argument("--eval-streams", type=positive_int, default=32,
+    g.add_argument("--eval-streams", metavar="S", type=positive_int, default=32,
                    help="streams of the validation pass (default 32)")
-    g.add_argument("--eval-tokens", type=nonnegative_int, default=0,
+    g.add_argument("--eval-tokens", metavar="N", type=nonnegative_int, default=0,
                    help="validate on the first N tokens of the validation split only; 0 = all of it "
                         "(default 0)")
-    g.add_argument("--checkpoint", metavar="DIR", help="write config.json and params.npz here at each "
-                                                        "validation and at the end")
-    g.add_argument("--checkpoint-every", type=nonnegative_int, default=None,
+    g.add_argument("--checkpoint", metavar="DIR",
+                   help="write config.json and params.npz here at each validation and at the end")
+    g.add_argument("--checkpoint-every", metavar="K", type=nonnegative_int, default=None,
                    help="checkpoint every K steps (default: with each validation)")
     g.add_argument("--resume", action="store_true", help="continue the run saved in --checkpoint DIR")
     g = p.add_argument_group("output")
@@ -191,146 +199,213 @@ def _compile(net, cfg: LMConfig, device: str, **kw):
 
 
 def run_train(args) -> int:
-    from tqdm import tqdm
+    return _Trainer(args).run()
 
-    ckdir = args.checkpoint
-    ck = None
-    if args.resume:
-        if not ckdir:
-            raise CLIError("--resume needs --checkpoint DIR")
-        ck = load_checkpoint(ckdir)
-        cfg = _resumed_config(args, ck.config, ckdir)
-    else:
-        if ckdir and has_checkpoint(ckdir):
-            raise CLIError(f"{ckdir} already holds a checkpoint: add --resume to continue it, or choose "
-                           f"another --checkpoint directory")
-        cfg = _config_from_args(args)
 
-    corpus = load_corpus(cfg.corpus)
-    vocab = build_vocab(cfg.level, corpus.train, cfg.max_words)
-    if ck is not None and vocab != ck.vocab:
-        raise CheckpointError(f"{ckdir}: the corpus {cfg.corpus} has changed since the checkpoint "
-                              f"(its vocabulary differs)")
-    net = build_network(cfg, len(vocab))
-    step = _compile(net, cfg, args.device, optimizer=from_config(cfg.optimizer), clip_norm=cfg.clip,
-                    seed=cfg.seed)
-    train_ids = vocab.encode(corpus.train)
-    need = cfg.window * cfg.streams + 1
-    if len(train_ids) < need:
-        raise CorpusError(f"{corpus.name}: the training split has {len(train_ids):,} {unit(cfg.level)}s, "
-                          f"shorter than one window per stream (--window {cfg.window} x --streams "
-                          f"{cfg.streams} needs {need:,})")
-    from .data import batches
-    done, index = 0, 0
-    if ck is not None:
-        ck.apply(step)
-        done, index = ck.step, ck.data_index
-    data = batches(train_ids, cfg.window, cfg.streams, start=index)
-    per_epoch = data.windows_per_epoch
-    valid_ids = vocab.encode(corpus.valid)
-    if args.eval_tokens:
-        valid_ids = valid_ids[: args.eval_tokens + 1]
-    evaluator = Evaluator(net, cfg.window, args.eval_streams, cfg.dtype)
+class _Trainer:
+    """One ``rnngraph train`` run: config, data, compiled step, and the loop's bookkeeping.
 
-    cell_name = os.path.basename(cfg.cell)
-    print(f"train {cell_name} x{cfg.layers} hidden {cfg.hidden} embed {cfg.embed} | {corpus.name} "
-          f"{cfg.level} level, vocab {len(vocab):,}, {len(train_ids):,} training {unit(cfg.level)}s "
-          f"({per_epoch:,} windows an epoch) | window {cfg.window} x {cfg.streams} streams | "
-          f"{cfg.optimizer['name']} lr {cfg.optimizer['lr']:g} clip {cfg.clip} | {step.device} {cfg.dtype}",
-          flush=True)
-    if args.show_schedule:
-        schedule = getattr(step, "schedule", None)
-        print(schedule if schedule is not None else f"(no schedule in this build; the network graph:)\n"
-                                                    f"{net.graph}", flush=True)
-    if ck is not None:
-        print(f"resumed {ckdir} at step {done:,}", flush=True)
-    if done >= args.steps:
-        print(f"nothing to do: the checkpoint is at step {done:,} and --steps is {args.steps:,}")
+    The data position is the index of the next training window (:mod:`rnngraph.data.batching`);
+    with the parameters, optimizer slots and states it is all a checkpoint needs to continue
+    exactly. At each epoch start every stream jumps back to its offset, so states are reset.
+    """
+
+    def __init__(self, args):
+        self.args, self.ckdir, ck = args, args.checkpoint, None
+        if args.resume:
+            if not self.ckdir:
+                raise CLIError("--resume needs --checkpoint DIR")
+            ck = load_checkpoint(self.ckdir)
+            cfg = _resumed_config(args, ck.config, self.ckdir)
+        else:
+            if self.ckdir and has_checkpoint(self.ckdir):
+                raise CLIError(f"{self.ckdir} already holds a checkpoint: add --resume to continue it, or "
+                               f"choose another --checkpoint directory")
+            cfg = _config_from_args(args)
+        self.cfg, self.resumed = cfg, ck
+        self.corpus = corpus = load_corpus(cfg.corpus)
+        self.vocab = build_vocab(cfg.level, corpus.train, cfg.max_words)
+        if ck is not None and self.vocab != ck.vocab:
+            raise CheckpointError(f"{self.ckdir}: the corpus {cfg.corpus} has changed since the checkpoint "
+                                  f"(its vocabulary differs)")
+        self.net = build_network(cfg, len(self.vocab))
+        self.step = _compile(self.net, cfg, args.device, optimizer=from_config(cfg.optimizer),
+                             clip_norm=cfg.clip, seed=cfg.seed)
+        self.train_ids = self.vocab.encode(corpus.train)
+        need, what = cfg.window * cfg.streams + 1, unit(cfg.level)
+        if len(self.train_ids) < need:
+            raise CorpusError(f"{corpus.name}: the training split has {len(self.train_ids):,} {what}s, "
+                              f"shorter than one window per stream (--window {cfg.window} x --streams "
+                              f"{cfg.streams} needs {need:,})")
+        self.done = self.index = 0
+        if ck is not None:
+            ck.apply(self.step)
+            self.done, self.index = ck.step, ck.data_index
+        self.saved_step = ck.step if ck is not None else None
+        self.data = batches(self.train_ids, cfg.window, cfg.streams, start=self.index)
+        self.valid_ids = self.vocab.encode(corpus.valid)
+        if args.eval_tokens:
+            self.valid_ids = self.valid_ids[: args.eval_tokens + 1]
+        if len(self.valid_ids) < 2:
+            raise CorpusError(f"{corpus.name}: the validation split has {len(self.valid_ids)} {what}(s); "
+                              f"need at least 2")
+        self.evaluator = Evaluator(self.net, cfg.window, args.eval_streams, cfg.dtype, device=self.step.device)
+        if self.ckdir:  # fail now, not at the first checkpoint
+            if os.path.exists(self.ckdir) and not os.path.isdir(self.ckdir):
+                raise CLIError(f"--checkpoint {self.ckdir}: exists and is not a directory")
+            os.makedirs(self.ckdir, exist_ok=True)
+        self.recent: list[float] = []  # the last losses, for the progress bar
+        self.train_time = 0.0
+
+    # ------------------------------------------------------------------ pieces
+    def banner(self) -> None:
+        cfg, args = self.cfg, self.args
+        print(f"train {os.path.basename(cfg.cell)} x{cfg.layers}, hidden {cfg.hidden}, embed {cfg.embed} on "
+              f"{self.corpus.name} ({cfg.level} level, vocab {len(self.vocab):,}, {len(self.train_ids):,} "
+              f"training {unit(cfg.level)}s, {self.data.windows_per_epoch:,} windows an epoch)\n"
+              f"window {cfg.window} x {cfg.streams} streams, {cfg.optimizer['name']} lr "
+              f"{cfg.optimizer['lr']:g}, clip {cfg.clip}, {self.step.device} {cfg.dtype}", flush=True)
+        if args.show_schedule:
+            schedule = getattr(self.step, "schedule", None)
+            print(schedule if schedule is not None else
+                  f"(no schedule in this build; the network graph:)\n{self.net.graph}", flush=True)
+        if self.resumed is not None:
+            print(f"resumed {self.ckdir} at step {self.done:,}", flush=True)
+
+    def metric(self, nats: float) -> str:
+        return f"{nats / LN2:.3f}" if self.cfg.level == "char" else f"{math.exp(min(nats, 700.0)):.1f}"
+
+    def rate(self) -> float:
+        """Training tokens per second of compute time in this run."""
+        steps_here = self.done - (self.resumed.step if self.resumed is not None else 0)
+        return self.cfg.window * self.cfg.streams * steps_here / max(self.train_time, 1e-9)
+
+    def train_one(self) -> float:
+        """One window: reset states at an epoch start, train, advance the position."""
+        if self.data.index % self.data.windows_per_epoch == 0 and self.data.index > 0:
+            self.step.reset_state()  # a new epoch: every stream jumps back to its start
+        x, y = next(self.data)
+        t0 = time.perf_counter()
+        loss = self.step.train(x, y)
+        self.train_time += time.perf_counter() - t0
+        self.done, self.index = self.done + 1, self.data.index
+        return loss
+
+    def validate(self, started: float) -> str:
+        nats, count = self.evaluator(self.step.parameters, self.valid_ids)
+        key = "bits/char" if self.cfg.level == "char" else "perplexity"
+        avg = sum(self.recent) / len(self.recent)
+        return (f"step {self.done:>6,}  train {key} {self.metric(avg)}  valid {key} {self.metric(nats)}  "
+                f"({count:,} {unit(self.cfg.level)}s)  {self.rate():,.0f} tok/s  "
+                f"{time.perf_counter() - started:.0f} s")
+
+    def checkpoint(self) -> None:
+        if self.ckdir:
+            save_checkpoint(self.ckdir, self.cfg, self.vocab, self.step, self.done, self.index)
+            self.saved_step = self.done
+
+    # ------------------------------------------------------------------ the loop
+    def run(self) -> int:
+        from tqdm import tqdm
+
+        args = self.args
+        self.banner()
+        if self.done >= args.steps:
+            print(f"nothing to do: the checkpoint is at step {self.done:,} and --steps is {args.steps:,}")
+            return 0
+        ckpt_every = args.eval_every if args.checkpoint_every is None else args.checkpoint_every
+        bar = tqdm(total=args.steps, initial=self.done, unit="step", dynamic_ncols=True,
+                   disable=args.no_progress, leave=False, mininterval=0.5)
+        started = t_shown = time.perf_counter()
+        updating = False
+        with _SigintGuard() as guard:
+            try:
+                while self.done < args.steps:
+                    updating = guard.critical = True  # until train() returns, params may be half-updated
+                    loss = self.train_one()
+                    updating = guard.critical = False
+                    guard.check()  # a Ctrl-C during the step lands here, between steps
+                    if not math.isfinite(loss):
+                        raise CLIError(f"the training loss became {loss} at step {self.done}: lower --lr "
+                                       f"or set --clip")
+                    self.recent = (self.recent + [loss])[-50:]
+                    out_of_time = bool(args.time_limit) and time.perf_counter() - started > args.time_limit
+                    last = self.done == args.steps or out_of_time
+                    if time.perf_counter() - t_shown > 0.5 or last:
+                        avg = sum(self.recent) / len(self.recent)
+                        key = "bpc" if self.cfg.level == "char" else "ppl"
+                        bar.set_postfix_str(f"loss {avg:.3f}  {key} {self.metric(avg)}  {self.rate():,.0f} tok/s",
+                                            refresh=False)
+                        t_shown = time.perf_counter()
+                    bar.update(1)
+                    if (args.eval_every and self.done % args.eval_every == 0) or last:
+                        bar.write(self.validate(started), file=sys.stdout)
+                        sys.stdout.flush()
+                    if (ckpt_every and self.done % ckpt_every == 0) or last:
+                        self.checkpoint()
+                    if out_of_time:
+                        bar.write(f"stopped at step {self.done:,}: --time-limit {args.time_limit:g} s reached",
+                                  file=sys.stdout)
+                        break
+            except KeyboardInterrupt:
+                bar.close()
+                if self.ckdir and not updating and self.saved_step != self.done:
+                    try:
+                        self.checkpoint()
+                    except KeyboardInterrupt:  # a second Ctrl-C: the previous checkpoint stays
+                        pass
+                where = (f"; {self.ckdir} holds step {self.saved_step:,}" if self.saved_step is not None else
+                         "; no checkpoint was written" if self.ckdir else "")
+                print(f"{PROG}: interrupted at step {self.done:,}{where}", file=sys.stderr)
+                return 130
+        bar.close()
+        if self.ckdir:
+            print(f"checkpoint: {self.ckdir} (step {self.done:,})")
         return 0
 
-    ckpt_every = args.eval_every if args.checkpoint_every is None else args.checkpoint_every
-    saved_step = ck.step if ck is not None else None
-    tokens = cfg.window * cfg.streams
-    bar = tqdm(total=args.steps, initial=done, unit="step", dynamic_ncols=True, disable=args.no_progress,
-               leave=False, mininterval=0.5)
-    recent: list[float] = []
-    train_time, t_last = 0.0, time.perf_counter()
-    started = time.perf_counter()
-    updating = False
 
-    def metric(nats):
-        return f"{nats / LN2:.3f}" if cfg.level == "char" else f"{math.exp(min(nats, 700.0)):.1f}"
+class _SigintGuard:
+    """Defers Ctrl-C out of a training step: while ``critical`` is set, a first SIGINT only sets
+    ``pending`` and :meth:`check` raises KeyboardInterrupt once the step is over (so the
+    parameters are whole and can be saved); a second SIGINT, or one outside a step, raises at
+    once. Installed only in the main thread and where SIGINT has Python's default handler."""
 
-    def checkpoint():
-        nonlocal saved_step
-        if ckdir:
-            save_checkpoint(ckdir, cfg, vocab, step, done, index)
-            saved_step = done
+    def __init__(self):
+        self.critical = self.pending = False
+        self._previous = None
 
-    try:
-        while done < args.steps:
-            updating = True  # from here until train() returns, params may be half-updated
-            if data.index % per_epoch == 0 and data.index > 0:
-                step.reset_state()  # a new epoch: every stream jumps back to its start
-            x, y = next(data)
-            t0 = time.perf_counter()
-            loss = step.train(x, y)
-            train_time += time.perf_counter() - t0
-            done, index = done + 1, data.index
-            updating = False
-            if not math.isfinite(loss):
-                raise CLIError(f"the training loss became {loss} at step {done}: lower --lr or set --clip")
-            recent = (recent + [loss])[-50:]
-            now = time.perf_counter()
-            if now - t_last > 0.5 or done == args.steps:
-                avg = sum(recent) / len(recent)
-                key = "bpc" if cfg.level == "char" else "ppl"
-                bar.set_postfix_str(f"loss {avg:.3f}  {key} {metric(avg)}  "
-                                    f"{_rate(tokens, train_time, done, ck):,.0f} tok/s", refresh=False)
-                t_last = now
-            bar.update(1)
-            last = done == args.steps
-            if (args.eval_every and done % args.eval_every == 0) or last:
-                nats, count = evaluator(step.parameters, valid_ids)
-                avg = sum(recent) / len(recent)
-                key = "bits/char" if cfg.level == "char" else "perplexity"
-                bar.write(f"step {done:>6,}  train {key} {metric(avg)}  valid {key} {metric(nats)}  "
-                          f"({count:,} {unit(cfg.level)}s)  {_rate(tokens, train_time, done, ck):,.0f} tok/s  "
-                          f"{time.perf_counter() - started:.0f} s", file=sys.stdout)
-                sys.stdout.flush()
-            if (ckpt_every and done % ckpt_every == 0) or last:
-                checkpoint()
-    except KeyboardInterrupt:
-        bar.close()
-        if ckdir and not updating and saved_step != done:
-            try:
-                checkpoint()
-            except KeyboardInterrupt:
-                pass
-        where = (f"; {ckdir} holds step {saved_step:,}" if saved_step is not None else
-                 "; no checkpoint was written" if ckdir else "")
-        print(f"{PROG}: interrupted at step {done:,}{where}", file=sys.stderr)
-        return 130
-    bar.close()
-    if ckdir:
-        print(f"checkpoint: {ckdir} (step {done:,})")
-    return 0
+    def __enter__(self):
+        if (threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
 
+    def __exit__(self, *exc):
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
 
-def _rate(tokens_per_step: int, train_time: float, done: int, ck) -> float:
-    """Training tokens per second of compute time in this run."""
-    steps_here = done - (ck.step if ck is not None else 0)
-    return tokens_per_step * steps_here / max(train_time, 1e-9)
+    def _handle(self, signum, frame):
+        if self.critical and not self.pending:
+            self.pending = True
+            return
+        raise KeyboardInterrupt
+
+    def check(self):
+        if self.pending:
+            self.pending = False
+            raise KeyboardInterrupt
 
 
 # ---------------------------------------------------------------------------------- sample
 def _sample_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", metavar="DIR", required=True)
-    p.add_argument("--prime", default="", help="text fed to the network before sampling (default: none)")
-    p.add_argument("--length", type=nonnegative_int, default=200, help="tokens to draw (default 200)")
-    p.add_argument("--temperature", type=positive_float, default=1.0,
+    p.add_argument("--prime", metavar="TEXT", default="",
+                   help="text fed to the network before sampling (default: none)")
+    p.add_argument("--length", metavar="N", type=nonnegative_int, default=200, help="tokens to draw (default 200)")
+    p.add_argument("--temperature", metavar="TAU", type=positive_float, default=1.0,
                    help="divide the logits by this before the softmax (default 1.0)")
-    p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    p.add_argument("--seed", metavar="SEED", type=int, default=0, help="sampling seed (default 0)")
 
 
 def run_sample(args) -> int:
@@ -349,10 +424,13 @@ def run_sample(args) -> int:
 def _eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", metavar="DIR", required=True)
     p.add_argument("--split", choices=("valid", "test", "train"), default="test", help="(default test)")
-    p.add_argument("--corpus", help="evaluate on this text file's split instead of the checkpoint's corpus")
-    p.add_argument("--streams", type=positive_int, default=16,
+    p.add_argument("--corpus", metavar="austen|FILE",
+                   help="evaluate on this corpus's split instead of the checkpoint's corpus")
+    p.add_argument("--streams", metavar="S", type=positive_int, default=16,
                    help="parallel streams over the split, states carried through each (default 16)")
-    p.add_argument("--window", type=positive_int, help="timesteps per forward call (default: the checkpoint's)")
+    p.add_argument("--window", metavar="T", type=positive_int,
+                   help="timesteps per forward call (default: the checkpoint's)")
+    p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto", help="(default auto)")
 
 
 def run_eval(args) -> int:
@@ -366,7 +444,11 @@ def run_eval(args) -> int:
     if len(ids) < 2:
         raise CorpusError(f"{corpus.name}: the {args.split} split has {len(ids)} {unit(cfg.level)}(s); "
                           f"need at least 2")
-    nats, count = Evaluator(net, args.window or cfg.window, args.streams, cfg.dtype)(step.parameters, ids)
+    evaluator = Evaluator(net, args.window or cfg.window, args.streams, cfg.dtype, device=args.device)
+    try:
+        nats, count = evaluator(step.parameters, ids)
+    except RuntimeError as exc:  # --device cuda where there is none
+        raise CLIError(str(exc)) from None
     print(f"{args.split} {describe_loss(nats, cfg.level)}  ({nats:.4f} nats/{unit(cfg.level)}, "
           f"{count:,} {unit(cfg.level)}s of {corpus.name}, checkpoint step {ck.step:,})")
     return 0
@@ -415,7 +497,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
-    except (CLIError, GraphError, CorpusError, CheckpointError, CellFileError, ValueError, OSError) as exc:
+    except (CLIError, GraphError, CorpusError, CheckpointError, CellFileError, ValueError, OSError,
+            ImportError) as exc:  # ImportError: an optional dependency (rdata for the Austen corpus)
         if os.environ.get("RNNGRAPH_DEBUG", "0") not in ("", "0"):
             raise
         print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)

@@ -24,6 +24,7 @@ import importlib.util
 import json
 import math
 import os
+import sys
 import tempfile
 import zipfile
 from dataclasses import dataclass, field
@@ -35,7 +36,7 @@ from .cells import STANDARD
 from .data import CharVocab, Corpus, WordVocab, batches, vocab_from_json
 from .errors import GraphError
 from .network import Embedding, Sequential, SoftmaxCrossEntropy
-from .optim import SGD, Adam, Optimizer, from_config
+from .optim import SGD, Adam, Optimizer
 from .runtime import TrainingStep, compile
 
 FORMAT = 1
@@ -132,15 +133,12 @@ def resolve_cell(spec: str):
     name = "_rnngraph_user_cells_" + "".join(c if c.isalnum() else "_" for c in os.path.abspath(path))
     module_spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module  # as an import would: dataclasses, pickling and the like look here
     try:
         module_spec.loader.exec_module(module)
-    except GraphError as exc:
-        raise type(exc)(f"{path}: {exc}") from None
-    except SyntaxError as exc:
-        raise CellFileError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
-    except Exception as exc:  # anything the user's file raises while it is imported
-        raise CellFileError(f"{path}{_user_line(exc, path)}: {type(exc).__name__} while importing: "
-                            f"{exc}") from None
+    except BaseException as exc:
+        sys.modules.pop(name, None)
+        _raise_import_error(exc, path)
     factory = getattr(module, fn, None)
     if factory is None:
         cells = sorted(k for k, v in vars(module).items() if getattr(v, "is_cell", False))
@@ -149,6 +147,18 @@ def resolve_cell(spec: str):
     if not getattr(factory, "is_cell", False):
         raise CellFileError(f"{path}: {fn!r} is not an @rg.cell function")
     return factory
+
+
+def _raise_import_error(exc: BaseException, path: str):
+    """Re-raise what importing a cell file raised as one line naming the file (and line)."""
+    if isinstance(exc, GraphError):
+        raise type(exc)(f"{path}{_user_line(exc, path)}: {exc}") from None
+    if isinstance(exc, SyntaxError):
+        raise CellFileError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
+    if isinstance(exc, Exception):  # anything else the user's file raises while it is imported
+        raise CellFileError(f"{path}{_user_line(exc, path)}: {type(exc).__name__} while importing: "
+                            f"{exc}") from None
+    raise exc  # KeyboardInterrupt, SystemExit
 
 
 def _user_line(exc: BaseException, path: str) -> str:
@@ -273,22 +283,23 @@ class Checkpoint:
             CheckpointError: a parameter or state of another name or shape (a checkpoint of
                 another cell or shape than its config.json says).
         """
+        c = self.config
+        what = (f"{self.directory}: {PARAMS_FILE} does not fit its {CONFIG_FILE} ({os.path.basename(c.cell)} "
+                f"x{c.layers}, hidden {c.hidden}, embed {c.embed}, vocab {len(self.vocab)})")
         have, want = set(self.params), set(step.parameters)
         if have != want:
             extra, lacking = sorted(have - want), sorted(want - have)
-            raise CheckpointError(f"{self.directory}: its parameters do not fit the network "
-                                  f"({self.config.cell}): unexpected {extra[:4]}, missing {lacking[:4]}")
+            raise CheckpointError(f"{what}: unexpected parameters {extra[:4]}, missing {lacking[:4]}")
         try:
             step.set_parameters(self.params)
         except (KeyError, ValueError) as exc:
-            raise CheckpointError(f"{self.directory}: {exc.args[0] if exc.args else exc}") from None
+            raise CheckpointError(f"{what}: {exc.args[0] if exc.args else exc}") from None
         if optimizer:
             step.optimizer.load_state_dict(self.optim)
         if state:
             if set(self.state) != set(step.state) or any(
                     self.state[k].shape != step.state[k].shape for k in step.state):
-                raise CheckpointError(f"{self.directory}: its recurrent states do not fit "
-                                      f"{step.streams} streams of this network")
+                raise CheckpointError(f"{what}: its recurrent states do not fit {step.streams} streams")
             step.state = {k: np.array(v, dtype=step.state[k].dtype) for k, v in self.state.items()}
 
 
@@ -401,18 +412,18 @@ def sample(net: Sequential, params: dict, vocab, prime: str, length: int, temper
     for tok in ids:
         logits = step.forward(np.array([[tok]])).values[out_name][0, 0]
     drawn = []
-    for _ in range(length):
+    for k in range(length):
         z = logits.astype(np.float64) / temperature
         if isinstance(vocab, CharVocab):
             z[0] = -np.inf
         p = np.exp(z - z.max())
         p /= p.sum()
-        tok = int(rng.choice(len(p), p=p))
-        drawn.append(tok)
-        logits = step.forward(np.array([[tok]])).values[out_name][0, 0]
+        drawn.append(int(rng.choice(len(p), p=p)))
+        if k + 1 < length:
+            logits = step.forward(np.array([[drawn[-1]]])).values[out_name][0, 0]
     return vocab.decode(np.array(drawn, dtype=np.int64))
 
 
 __all__ = ["CheckpointError", "CellFileError", "LMConfig", "Checkpoint", "Evaluator", "build_network",
            "build_vocab", "load_corpus", "load_checkpoint", "save_checkpoint", "has_checkpoint",
-           "resolve_cell", "sample", "describe_loss", "make_optimizer", "from_config"]
+           "resolve_cell", "sample", "describe_loss", "make_optimizer"]

@@ -1,0 +1,424 @@
+"""The command line: train / sample / eval on a small text file, bad input, resume, Ctrl-C.
+
+Everything runs in-process through ``rnngraph.cli.main`` on tiny shapes, except one
+subprocess run of ``python -m rnngraph`` that shows no traceback reaches the user.
+"""
+import os
+import re
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import rnngraph as rg
+from rnngraph import cli
+from rnngraph.lm import load_checkpoint
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORDS = "the a of and to in her she was it that not be as for with had his you but".split()
+TINY = ["--hidden", "8", "--embed", "4", "--window", "8", "--streams", "4", "--lr", "0.01",
+        "--device", "cpu", "--no-progress", "--eval-streams", "4"]
+
+
+@pytest.fixture(scope="module")
+def text_file(tmp_path_factory):
+    rng = np.random.default_rng(0)
+    path = tmp_path_factory.mktemp("corpus") / "words.txt"
+    lines = [" ".join(rng.choice(WORDS, size=12)) for _ in range(80)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")  # about 4,500 characters
+    return path
+
+
+def run(capsys, *argv):
+    """main(argv) -> (exit code, stdout, stderr)."""
+    code = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def train(capsys, text_file, ckpt, *extra, steps=6):
+    return run(capsys, "train", "--corpus", text_file, *TINY, "--steps", steps, "--eval-every", 3,
+               "--checkpoint", ckpt, *extra)
+
+
+def assert_one_line_error(code, err, *needles, exit_code=None):
+    assert code != 0 and (exit_code is None or code == exit_code), (code, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("rnngraph: error: "), err
+    assert "Traceback" not in err
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, text_file):
+    """A checkpoint of 6 steps of a tiny LSTM (shared by the read-only tests)."""
+    ckpt = tmp_path_factory.mktemp("ckpt") / "run"
+    code = cli.main(["train", "--corpus", str(text_file), *TINY, "--steps", "6", "--eval-every", "3",
+                     "--checkpoint", str(ckpt)])
+    assert code == 0
+    return ckpt
+
+
+# ---- working runs ---------------------------------------------------------------------------
+def test_train_writes_a_loadable_checkpoint(trained):
+    ck = load_checkpoint(trained)
+    assert ck.step == 6 and ck.data_index == 6
+    assert ck.config.cell == "lstm" and ck.config.hidden == 8 and ck.config.streams == 4
+    assert set(ck.params) == {"embed.weight", "layer0.W.weight", "layer0.W.bias", "layer0.U.weight",
+                              "layer0.U.bias", "head.W.weight", "head.W.bias"}
+    assert ck.optim["steps"] == 6 and any(k.startswith("m/") for k in ck.optim)
+    assert ck.state["layer0.h"].shape == (1, 4, 8)
+    assert not [f for f in os.listdir(trained) if f.endswith(".tmp")]
+
+
+def test_train_prints_validation_bits_per_char(capsys, tmp_path, text_file):
+    code, out, err = train(capsys, text_file, tmp_path / "ck")
+    assert code == 0, err
+    valid = [line for line in out.splitlines() if line.startswith("step")]
+    assert len(valid) == 2 and all("valid bits/char" in line for line in valid)
+
+
+def test_sample_prints_prime_and_length_characters(capsys, trained):
+    code, out, err = run(capsys, "sample", "--checkpoint", trained, "--prime", "she was", "--length", 37,
+                         "--temperature", 0.8, "--seed", 3)
+    assert code == 0, err
+    assert out.endswith("\n") and out.startswith("she was")
+    assert len(out[:-1]) == len("she was") + 37
+    again = run(capsys, "sample", "--checkpoint", trained, "--prime", "she was", "--length", 37,
+                "--temperature", 0.8, "--seed", 3)[1]
+    assert again == out  # seeded
+
+
+def test_eval_prints_bits_per_char(capsys, trained):
+    code, out, err = run(capsys, "eval", "--checkpoint", trained, "--split", "test")
+    assert code == 0, err
+    assert out.startswith("test ") and "bits/char" in out
+    bits = float(out.split()[1])
+    assert 0.5 < bits < 8
+
+
+def test_word_level_and_custom_cell_file(capsys, tmp_path, text_file):
+    cell_file = tmp_path / "mycells.py"
+    cell_file.write_text(
+        "import rnngraph as rg\n\n"
+        "@rg.cell\n"
+        "def mgu(x, h: rg.State, *, hidden: int):\n"
+        "    f = rg.sigmoid(rg.linear(x, hidden, name='Wf') + rg.linear(h, hidden, bias=False, name='Uf'))\n"
+        "    n = rg.tanh(rg.linear(x, hidden, name='Wh') + rg.linear(f * h, hidden, bias=False, name='Uh'))\n"
+        "    h_next = (1 - f) * h + f * n\n"
+        "    return h_next, {'h': h_next}\n")
+    ckpt = tmp_path / "ck"
+    code, out, err = train(capsys, text_file, ckpt, "--cell", f"{cell_file}:mgu", "--level", "word",
+                           "--streams", 2, "--window", 4, steps=4)
+    assert code == 0, err
+    assert "valid perplexity" in out
+    assert load_checkpoint(ckpt).config.cell == f"{cell_file.resolve()}:mgu"
+    code, out, err = run(capsys, "sample", "--checkpoint", ckpt, "--prime", "she was", "--length", 5)
+    assert code == 0, err
+    assert out.startswith("she was ")  # then 5 words (newlines are tokens, so not a word count)
+    code, out, err = run(capsys, "eval", "--checkpoint", ckpt, "--split", "valid")
+    assert code == 0 and "perplexity" in out, err
+
+
+def test_time_limit_stops_early_with_a_checkpoint(capsys, tmp_path, text_file):
+    code, out, err = train(capsys, text_file, tmp_path / "ck", "--time-limit", 0.3, steps=1_000_000)
+    assert code == 0, err
+    assert "stopped at step" in out and "--time-limit 0.3 s reached" in out
+    ck = load_checkpoint(tmp_path / "ck")
+    assert 0 < ck.step < 1_000_000 and f"step {ck.step:>6,}" in out  # validated at the stop
+
+
+# ---- resume -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("n", [7, 13])  # 13: the data wraps to a new epoch (13 windows) at the resume
+def test_resume_n_then_2n_equals_2n_straight(capsys, tmp_path, text_file, n):
+    extra = ("--window", 16, "--streams", 16)  # 4,4xx tokens / 16 streams / 16 -> 17 windows an epoch
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    assert train(capsys, text_file, straight, *extra, steps=2 * n)[0] == 0
+    assert train(capsys, text_file, resumed, *extra, steps=n)[0] == 0
+    assert load_checkpoint(resumed).step == n
+    code, out, err = train(capsys, text_file, resumed, *extra, "--resume", steps=2 * n)
+    assert code == 0, err
+    assert f"resumed {resumed} at step {n}" in out
+    a, b = load_checkpoint(straight), load_checkpoint(resumed)
+    assert a.step == b.step == 2 * n and a.data_index == b.data_index
+    for part in ("params", "optim", "state"):
+        x, y = getattr(a, part), getattr(b, part)
+        assert set(x) == set(y)
+        for k in x:
+            np.testing.assert_allclose(y[k], x[k], rtol=0, atol=1e-6, err_msg=f"{part} {k}")
+
+
+def test_resume_takes_the_model_flags_from_the_checkpoint(capsys, tmp_path, text_file):
+    ckpt = tmp_path / "ck"
+    assert train(capsys, text_file, ckpt, "--hidden", 6, steps=3)[0] == 0
+    code, out, err = run(capsys, "train", "--checkpoint", ckpt, "--resume", "--steps", 5, "--no-progress")
+    assert code == 0, err
+    assert load_checkpoint(ckpt).step == 5 and load_checkpoint(ckpt).config.hidden == 6
+
+
+# ---- Ctrl-C and atomic checkpoints ----------------------------------------------------------------
+def _interrupt_on_call(monkeypatch, cls, method, k):
+    """Make the k-th call of cls.method raise KeyboardInterrupt (as Ctrl-C would)."""
+    original, calls = getattr(cls, method), {"n": 0}
+
+    def wrapper(self, *a, **kw):
+        calls["n"] += 1
+        if calls["n"] == k:
+            raise KeyboardInterrupt
+        return original(self, *a, **kw)
+
+    monkeypatch.setattr(cls, method, wrapper)
+
+
+def test_ctrl_c_inside_a_training_step_keeps_the_last_checkpoint(capsys, monkeypatch, tmp_path, text_file):
+    ckpt = tmp_path / "ck"
+    _interrupt_on_call(monkeypatch, rg.TrainingStep, "train", 8)  # steps 1-7 done, then Ctrl-C in 8
+    code, out, err = train(capsys, text_file, ckpt, steps=20)
+    assert code == 130
+    assert err.strip().splitlines() == [f"rnngraph: interrupted at step 7; {ckpt} holds step 6"]
+    ck = load_checkpoint(ckpt)  # the step-6 checkpoint, intact (step 8 may have half-updated params)
+    assert ck.step == 6 and ck.data_index == 6
+    assert not [f for f in os.listdir(ckpt) if f.endswith(".tmp")]
+    monkeypatch.undo()
+    code, out, err = train(capsys, text_file, ckpt, "--resume", steps=9)
+    assert code == 0, err
+    assert load_checkpoint(ckpt).step == 9
+
+
+def test_ctrl_c_during_a_step_finishes_it_and_saves(capsys, monkeypatch, tmp_path, text_file):
+    """A real SIGINT inside a training step is deferred to the end of the step, then saved."""
+    original, calls = rg.TrainingStep.train, {"n": 0}
+
+    def train_and_press_ctrl_c(self, *a, **kw):
+        calls["n"] += 1
+        if calls["n"] == 5:
+            os.kill(os.getpid(), signal.SIGINT)
+        return original(self, *a, **kw)
+
+    monkeypatch.setattr(rg.TrainingStep, "train", train_and_press_ctrl_c)
+    code, out, err = train(capsys, text_file, tmp_path / "ck", steps=20)
+    assert code == 130
+    assert err.strip().splitlines() == [f"rnngraph: interrupted at step 5; {tmp_path / 'ck'} holds step 5"]
+    assert load_checkpoint(tmp_path / "ck").step == 5
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
+
+
+def test_ctrl_c_between_steps_writes_a_final_checkpoint(capsys, monkeypatch, tmp_path, text_file):
+    from rnngraph import lm
+    ckpt = tmp_path / "ck"
+    _interrupt_on_call(monkeypatch, lm.Evaluator, "__call__", 2)  # Ctrl-C in the validation at step 6
+    code, out, err = train(capsys, text_file, ckpt, steps=20)
+    assert code == 130
+    assert err.strip().splitlines() == [f"rnngraph: interrupted at step 6; {ckpt} holds step 6"]
+    assert load_checkpoint(ckpt).step == 6
+
+
+def test_ctrl_c_while_writing_a_checkpoint_leaves_the_previous_one(capsys, monkeypatch, tmp_path, text_file):
+    ckpt = tmp_path / "ck"
+    real_savez, calls = np.savez, {"n": 0}
+
+    def half_written_savez(f, **arrays):
+        calls["n"] += 1
+        if calls["n"] == 2:  # the step-6 checkpoint: write part of it, then Ctrl-C
+            f.write(b"PK\x03\x04 half an archive")
+            raise KeyboardInterrupt
+        real_savez(f, **arrays)
+
+    monkeypatch.setattr(np, "savez", half_written_savez)
+    code, out, err = train(capsys, text_file, ckpt, steps=20)
+    assert code == 130
+    assert "rnngraph: interrupted" in err and len(err.strip().splitlines()) == 1
+    ck = load_checkpoint(ckpt)
+    assert ck.step in (3, 6)  # step 3, or step 6 written again by the interrupt handler
+    assert not [f for f in os.listdir(ckpt) if f.endswith(".tmp")]
+
+
+# ---- bad input: one line on stderr, non-zero exit ----------------------------------------------------
+def test_missing_corpus_file(capsys, tmp_path):
+    code, _, err = run(capsys, "train", "--corpus", tmp_path / "nope.txt", *TINY)
+    assert_one_line_error(code, err, "nope.txt", "no such file")
+
+
+def test_empty_corpus_file(capsys, tmp_path):
+    path = tmp_path / "empty.txt"
+    path.write_bytes(b"")
+    code, _, err = run(capsys, "train", "--corpus", path, *TINY)
+    assert_one_line_error(code, err, "empty.txt", "empty")
+
+
+def test_non_utf8_corpus_file(capsys, tmp_path):
+    path = tmp_path / "latin1.txt"
+    path.write_bytes("caf\u00e9 au lait ".encode("latin-1") * 10)
+    code, _, err = run(capsys, "train", "--corpus", path, *TINY)
+    assert_one_line_error(code, err, "latin1.txt", "UTF-8")
+
+
+def test_corpus_shorter_than_one_window(capsys, tmp_path):
+    path = tmp_path / "short.txt"
+    path.write_text("a short text of a few words, not enough for one window\n", encoding="utf-8")
+    code, _, err = run(capsys, "train", "--corpus", path, *TINY, "--window", 64)
+    assert_one_line_error(code, err, "short.txt", "--window 64", "--streams 4")
+
+
+@pytest.mark.parametrize("flag", ["--streams", "--window", "--hidden", "--layers"])
+def test_zero_sizes_are_rejected(capsys, text_file, flag):
+    code, _, err = run(capsys, "train", "--corpus", text_file, *TINY, flag, 0)
+    assert_one_line_error(code, err, flag, "positive integer", exit_code=2)
+
+
+def test_unknown_cell_name(capsys, text_file):
+    code, _, err = run(capsys, "train", "--corpus", text_file, *TINY, "--cell", "lstmm")
+    assert_one_line_error(code, err, "lstmm", "unknown cell", "lstm")
+
+
+def test_unknown_flag_is_one_line(capsys):
+    code, _, err = run(capsys, "train", "--hiden", 8)
+    assert_one_line_error(code, err, "--hiden", exit_code=2)
+
+
+def test_resume_into_another_cell_or_shape(capsys, tmp_path, text_file, trained):
+    for flag, value in (("--cell", "gru"), ("--hidden", 16), ("--layers", 2), ("--window", 4)):
+        code, _, err = run(capsys, "train", "--corpus", text_file, *TINY, "--checkpoint", trained,
+                           "--resume", flag, value)
+        assert_one_line_error(code, err, str(trained), flag)
+    assert load_checkpoint(trained).step == 6  # untouched
+
+
+def test_checkpoint_with_params_of_another_shape(capsys, tmp_path, text_file, trained):
+    other = tmp_path / "other"
+    assert train(capsys, text_file, other, "--hidden", 5, steps=3)[0] == 0
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    (mixed / "config.json").write_bytes((trained / "config.json").read_bytes())
+    (mixed / "params.npz").write_bytes((other / "params.npz").read_bytes())
+    for argv in (("eval", "--checkpoint", mixed), ("sample", "--checkpoint", mixed),
+                 ("train", "--checkpoint", mixed, "--resume", "--no-progress", "--steps", 9)):
+        code, _, err = run(capsys, *argv)
+        assert_one_line_error(code, err, str(mixed), "layer0")
+
+
+def test_existing_checkpoint_needs_resume(capsys, text_file, trained):
+    code, _, err = train(capsys, text_file, trained)
+    assert_one_line_error(code, err, str(trained), "--resume")
+
+
+def test_resume_without_a_checkpoint(capsys, tmp_path, text_file):
+    code, _, err = train(capsys, text_file, tmp_path / "none", "--resume")
+    assert_one_line_error(code, err, "none", "no such checkpoint")
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "config"])
+def test_truncated_or_corrupt_checkpoint(capsys, tmp_path, trained, damage):
+    ckpt = tmp_path / "ck"
+    ckpt.mkdir()
+    for name in ("config.json", "params.npz"):
+        (ckpt / name).write_bytes((trained / name).read_bytes())
+    if damage == "truncate":
+        data = (ckpt / "params.npz").read_bytes()
+        (ckpt / "params.npz").write_bytes(data[: len(data) // 2])
+    elif damage == "garbage":
+        data = bytearray((ckpt / "params.npz").read_bytes())
+        data[200:260] = b"\x00" * 60  # inside the first array's data: the CRC check fails
+        (ckpt / "params.npz").write_bytes(bytes(data))
+    else:
+        (ckpt / "config.json").write_text('{"format": 1, "cell": "lstm", ', encoding="utf-8")
+    bad = "config.json" if damage == "config" else "params.npz"
+    for argv in (("eval", "--checkpoint", ckpt), ("sample", "--checkpoint", ckpt),
+                 ("train", "--checkpoint", ckpt, "--resume", "--no-progress")):
+        code, _, err = run(capsys, *argv)
+        assert_one_line_error(code, err, bad, "corrupt")
+
+
+CELL_FILES = {
+    # the tracing API cannot build a zero-delay cycle; these are the ways a user would try to
+    "zero_delay_state.py": ("import rnngraph as rg\n\n@rg.cell\n"
+                            "def loop(x, h: rg.State(delay=0), *, hidden):\n"
+                            "    return h, {'h': h}\n", "delay >= 1"),
+    "zero_delay_read.py": ("import rnngraph as rg\n\n@rg.cell\n"
+                           "def loop(x, h: rg.State, *, hidden):\n"
+                           "    h_next = rg.tanh(rg.linear(x, hidden) + h.delayed(0))\n"
+                           "    return h_next, {'h': h_next}\n", "delay must be >= 1"),
+    "cycle.py": ("import rnngraph as rg\n\n@rg.cell\n"
+                 "def loop(x, h: rg.State, *, hidden):\n"
+                 "    raise rg.CycleError('cycle a -> b -> a has total delay 0')\n", "total delay 0"),
+    "shapes.py": ("import rnngraph as rg\n\n@rg.cell\n"
+                  "def loop(x, h: rg.State, *, hidden):\n"
+                  "    h_next = rg.tanh(rg.linear(x, hidden + 1) + h)\n"
+                  "    return h_next, {'h': h_next}\n", "op add"),
+    "syntax.py": ("import rnngraph as rg\n\ndef loop(x:\n", "syntax error"),
+    "not_a_cell.py": ("def loop(x, h, *, hidden):\n    return x\n", "not an @rg.cell"),
+    "raises.py": ("import rnngraph as rg\nraise RuntimeError('boom')\n", "RuntimeError"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CELL_FILES))
+def test_bad_custom_cell_file(capsys, tmp_path, text_file, name):
+    source, needle = CELL_FILES[name]
+    path = tmp_path / name
+    path.write_text(source, encoding="utf-8")
+    code, _, err = run(capsys, "train", "--corpus", text_file, *TINY, "--cell", f"{path}:loop")
+    assert_one_line_error(code, err, name, needle)
+
+
+def test_custom_cell_file_missing_or_without_the_function(capsys, tmp_path, text_file):
+    code, _, err = run(capsys, "train", "--corpus", text_file, *TINY, "--cell", f"{tmp_path}/gone.py:cell")
+    assert_one_line_error(code, err, "gone.py", "no such file")
+    path = tmp_path / "cells.py"
+    path.write_text("import rnngraph as rg\n", encoding="utf-8")
+    code, _, err = run(capsys, "train", "--corpus", text_file, *TINY, "--cell", f"{path}:nope")
+    assert_one_line_error(code, err, "cells.py", "no function 'nope'")
+
+
+def test_bad_sample_and_eval_arguments(capsys, trained, tmp_path):
+    code, _, err = run(capsys, "sample", "--checkpoint", trained, "--temperature", 0)
+    assert_one_line_error(code, err, "--temperature", exit_code=2)
+    code, _, err = run(capsys, "eval", "--checkpoint", tmp_path / "missing")
+    assert_one_line_error(code, err, "missing", "no such checkpoint")
+
+
+# ---- the real entry point ------------------------------------------------------------------------
+def test_python_m_rnngraph_without_traceback(tmp_path, text_file):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, *sys.path])}
+    env.pop("RNNGRAPH_DEBUG", None)
+    ok = subprocess.run([sys.executable, "-m", "rnngraph", "train", "--corpus", str(text_file), *TINY,
+                         "--steps", "3", "--eval-every", "0", "--checkpoint", str(tmp_path / "ck")],
+                        capture_output=True, text=True, env=env, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    assert "valid bits/char" in ok.stdout and "Traceback" not in ok.stderr
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"\xff\xfe not text")
+    res = subprocess.run([sys.executable, "-m", "rnngraph", "train", "--corpus", str(bad), *TINY],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert res.returncode == 1
+    assert res.stderr.strip().splitlines() == [res.stderr.strip()] and "bad.txt" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_ctrl_c_on_python_m_rnngraph(tmp_path, text_file):
+    """A real Ctrl-C (SIGINT) on a running `python -m rnngraph train`: exit 130, one line, and
+    the checkpoint it names loads."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, *sys.path])}
+    ckpt = tmp_path / "ck"
+    proc = subprocess.Popen([sys.executable, "-m", "rnngraph", "train", "--corpus", str(text_file), *TINY,
+                             "--steps", "1000000", "--eval-every", "2", "--checkpoint", str(ckpt)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        for line in proc.stdout:  # wait until training runs
+            if line.startswith("step"):
+                break
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    m = re.fullmatch(rf"rnngraph: interrupted at step ([\d,]+); {re.escape(str(ckpt))} holds step ([\d,]+)",
+                     err.strip())
+    assert m, err
+    assert m.group(1) == m.group(2)  # the step under way was finished and saved
+    assert load_checkpoint(ckpt).step == int(m.group(2).replace(",", ""))
