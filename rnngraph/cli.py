@@ -1,4 +1,4 @@
-"""The ``rnngraph`` command line: ``train``, ``sample``, ``eval`` (``python -m rnngraph`` too).
+"""The ``rnngraph`` command line: ``train``, ``sample``, ``eval``, ``schedule`` (``python -m rnngraph`` too).
 
 Each subcommand is a :class:`Command` in :data:`COMMANDS`: a name, a help line, a function
 adding its arguments to an argparse parser, and a function running it (returning the exit
@@ -26,7 +26,7 @@ from .data import CorpusError, batches
 from .errors import GraphError
 from .lm import (LN2, CellFileError, CheckpointError, Evaluator, LMConfig, build_network, build_vocab,
                  canonical_cell, canonical_corpus, describe_loss, has_checkpoint, load_checkpoint,
-                 load_corpus, make_optimizer, sample, save_checkpoint, unit)
+                 load_corpus, make_optimizer, resolve_cell, sample, save_checkpoint, unit)
 from .optim import from_config
 from .runtime import compile as rg_compile
 
@@ -454,12 +454,62 @@ def run_eval(args) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------------- schedule
+FORMATS = ("text", "json", "dot", "gantt")
+
+
+def _schedule_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("cell", metavar="CELL", help="a standard cell name or file.py:function")
+    p.add_argument("--layers", type=positive_int, default=1)
+    p.add_argument("--hidden", type=positive_int, default=512)
+    p.add_argument("--window", type=positive_int, default=100, help="timesteps T per window")
+    p.add_argument("--streams", type=positive_int, default=1, help="parallel streams S")
+    p.add_argument("--input-size", type=positive_int, default=None, help="float inputs of this size (default: hidden)")
+    p.add_argument("--vocab", type=positive_int, default=None,
+                   help="a language model: Embedding(vocab) first and a softmax head last")
+    p.add_argument("--plan", choices=("wavefront", "scc-sequential"), default=None,
+                   help="force a plan (default: the cost model chooses)")
+    p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    p.add_argument("--format", choices=FORMATS, default="text")
+    p.add_argument("--out", default=None, help="write here instead of stdout (required for gantt: a PNG)")
+
+
+def run_schedule(args) -> int:
+    """Print (or write) the schedule of a stacked network of CELL."""
+    import json
+
+    from .network import stacked
+    from .passes import schedule
+    from .schedule_export import gantt, to_dot, to_json
+
+    factory = resolve_cell(args.cell)
+    net = stacked(factory, args.layers, args.hidden, input_size=args.input_size, vocab=args.vocab)
+    s = schedule(net.graph, args.window, args.streams, args.dtype, args.plan)
+    if args.format == "gantt":
+        if not args.out:
+            raise CLIError("--format gantt writes a PNG: give --out FILE.png")
+        gantt(s, args.out)
+        print(f"wrote {args.out}")
+        return 0
+    text = {"text": lambda: str(s), "json": lambda: json.dumps(to_json(s), indent=1) + "\n",
+            "dot": lambda: to_dot(s)}[args.format]()
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write(text)
+        print(f"wrote {args.out}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
 # ---------------------------------------------------------------------------------- main
 COMMANDS: list[Command] = [
     Command("train", "train a language model (truncated BPTT over parallel streams)", _train_arguments,
             run_train),
     Command("sample", "generate text from a checkpoint", _sample_arguments, run_sample),
     Command("eval", "bits/char (or word perplexity) of a checkpoint on a split", _eval_arguments, run_eval),
+    Command("schedule", "print the parallel schedule the compiler chooses for a cell stack", _schedule_arguments,
+            run_schedule),
 ]
 
 

@@ -51,7 +51,7 @@ def to_dot(s: Schedule) -> str:
     for n in g.nodes:
         clusters.setdefault(in_loop.get(n.name, ""), []).append(n.name)
     for j, (label, names) in enumerate(sorted(clusters.items())):
-        body = [f"    {_quote(m)} [label={_quote(m + chr(10) + g.by_name[m].op)}];" for m in names]
+        body = [f"    {_quote(m)} [label=\"{m}\\n{g.by_name[m].op}\"];" for m in names]
         if label:
             lines += [f"  subgraph cluster_{j} {{", f"    label={_quote(label)}; style=rounded;"] + body + ["  }"]
         else:

@@ -1,0 +1,45 @@
+"""`rnngraph schedule`: the dump in each format, and clear errors."""
+import json
+
+import pytest
+
+import rnngraph as rg
+from rnngraph.cli import main
+from rnngraph.passes import schedule
+
+
+def test_text_is_the_schedule_dump(capsys):
+    assert main(["schedule", "lstm", "--layers", "2", "--hidden", "16", "--window", "7", "--streams", "3"]) == 0
+    want = str(schedule(rg.stacked(rg.cells.lstm, 2, 16).graph, 7, 3))
+    assert capsys.readouterr().out == want
+
+
+def test_json_and_dot(capsys):
+    assert main(["schedule", "gru", "--hidden", "8", "--window", "5", "--vocab", "11", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["window"] == 5 and data["plan"] in ("wavefront", "scc-sequential")
+    assert any(k["kind"] == "loss" for st in data["forward"] for k in st["kernels"])
+    assert main(["schedule", "lstm", "--layers", "2", "--hidden", "8", "--format", "dot"]) == 0
+    dot = capsys.readouterr().out
+    assert dot.startswith("digraph") and dot.count("subgraph cluster_") == 2 and 'label="t-1"' in dot
+
+
+def test_gantt_png(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "g.png"
+    assert main(["schedule", "lstm", "--layers", "3", "--hidden", "8", "--format", "gantt", "--out", str(out)]) == 0
+    assert out.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_custom_cell_file_and_errors(tmp_path, capsys):
+    cell = tmp_path / "cells.py"
+    cell.write_text("import rnngraph as rg\n\n@rg.cell\ndef mine(x, h: rg.State, *, hidden):\n"
+                    "    h_next = rg.tanh(rg.linear(x, hidden) + rg.linear(h, hidden))\n"
+                    "    return h_next, {'h': h_next}\n")
+    assert main(["schedule", f"{cell}:mine", "--hidden", "4", "--window", "3"]) == 0
+    assert "layer0.h_next" in capsys.readouterr().out
+    assert main(["schedule", "nope"]) == 1
+    assert "unknown cell" in capsys.readouterr().err
+    assert main(["schedule", "lstm", "--format", "gantt"]) == 1
+    assert "--out" in capsys.readouterr().err
+    assert main(["schedule", "lstm", "--window", "0"]) == 2
