@@ -71,6 +71,7 @@ def bench_rnngraph(cell, T, S, H, I, layers, warmup: int, iters: int, plan=None)
     rng = np.random.default_rng(0)
     for name, p in rg.init_params(g, 0, "float32").items():
         b.P[name].copy_to_device(p)
+    b.refresh_transposed(prog.stream)
     b.V["x"].copy_to_device(rng.normal(size=(T, S, I)).astype(np.float32))
     for st in g.states:
         library.fill(b.V[st.node][:st.depth], 0.0, stream=prog.stream)
@@ -82,8 +83,8 @@ def bench_rnngraph(cell, T, S, H, I, layers, warmup: int, iters: int, plan=None)
 
     def fwdbwd():
         prog.run_forward()
-        for arr in list(b.G.values()) + list(b.PG.values()):
-            library.fill(arr, 0.0, stream=prog.stream)
+        library.fill(b.grad_arena, 0.0, stream=prog.stream)
+        library.fill(b.param_grad_arena, 0.0, stream=prog.stream)
         b.window(out, grad=True).copy_to_device(dy, stream=prog.stream)
         prog.run_backward()
 

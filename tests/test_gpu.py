@@ -2,8 +2,10 @@
 against the NumPy backend in float64, and no float64 instruction in any float32 kernel's PTX.
 
 Sizes: hidden 512, T = 100, S in {1, 64}; lstm, peephole_lstm, gru, layernorm_lstm at 1 layer,
-lstm at 4 layers. Float32 on the GPU against float64 on the CPU: outputs to 1e-4 absolute,
-gradients to 1e-3 relative to the largest gradient of each parameter.
+lstm at 4 layers. The GPU computes in float32, so it is held to float32's own accuracy: its error
+against the float64 NumPy backend must be within 4x (plus 1e-5) of the float32 NumPy backend's
+error against the same float64 result, for the outputs and for every parameter gradient
+(gradient errors relative to the largest gradient of the parameter).
 """
 import re
 
@@ -25,8 +27,8 @@ def _gpu_grads(step, feed, dy, out):
     b, g = be.buf, step.graph
     be._feed(feed)
     be.program.run_forward()
-    for arr in list(b.G.values()) + list(b.PG.values()):
-        library.fill(arr, 0.0, stream=be.stream)
+    library.fill(b.grad_arena, 0.0, stream=be.stream)
+    library.fill(b.param_grad_arena, 0.0, stream=be.stream)
     b.window(out, grad=True).copy_to_device(np.ascontiguousarray(dy.reshape(-1, dy.shape[-1])), stream=be.stream)
     be.program.run_backward()
     y = b.window(out).copy_to_host(stream=be.stream).reshape(dy.shape)
@@ -44,14 +46,19 @@ def test_generated_step_matches_float64_reference(cell, layers, S):
     x = rng.normal(size=(T, S, H)).astype(np.float32)
     dy = rng.normal(size=(T, S, H)).astype(np.float32)
     y, grads = _gpu_grads(step, {"x": x}, dy, out)
-    ex = ScheduleExecutor(step.schedule, "float64")
-    params = {k: v.astype(np.float64) for k, v in step.parameters.items()}
-    f = ex.forward(params, {"x": x})
-    ref = ex.backward(f, {out: dy})
-    np.testing.assert_allclose(y, f.values[out], atol=1e-4)
-    for name, want in ref.params.items():
-        err = np.abs(grads[name] - want).max() / max(np.abs(want).max(), 1e-12)
-        assert err < 1e-3, f"{name}: relative error {err:.2e}"
+    params32 = step.parameters
+    runs = {}
+    for dtype in ("float64", "float32"):
+        ex = ScheduleExecutor(step.schedule, dtype)
+        f = ex.forward(params32, {"x": x})
+        runs[dtype] = (f.values[out], ex.backward(f, {out: dy}).params)
+    (y64, g64), (y32, g32) = runs["float64"], runs["float32"]
+    bound = lambda cpu_err: 4 * cpu_err + 1e-5
+    assert np.abs(y - y64).max() <= bound(np.abs(y32 - y64).max())
+    for name, want in g64.items():
+        scale = max(np.abs(want).max(), 1e-12)
+        gpu_err, cpu_err = np.abs(grads[name] - want).max() / scale, np.abs(g32[name] - want).max() / scale
+        assert gpu_err <= bound(cpu_err), f"{name}: GPU error {gpu_err:.2e}, float32 NumPy error {cpu_err:.2e}"
 
 
 def test_no_f64_in_float32_kernels():
@@ -68,4 +75,6 @@ def test_no_f64_in_float32_kernels():
                 body = "\n".join(line for line in ptx.splitlines() if not line.strip().startswith("//"))
                 assert not re.search(r"\.f64\b", body), f"generated kernel {name} uses float64"
                 checked += 1
-    assert checked >= 3
+    assert checked >= 2  # the persistent forward and backward loops at least
+    from rnngraph.codegen import library
+    assert all(n == 0 for n in library.ptx_f64_report().values())

@@ -37,8 +37,11 @@ class LoopEmitter:
     ``coop``: emit warp-cooperative GEMM rows with shuffles (GPU); False for the simulator.
     """
 
-    def __init__(self, g: Graph, loop: Loop, name: str, coop: bool = True, recompute: dict | None = None):
+    def __init__(self, g: Graph, loop: Loop, name: str, coop: bool = True, recompute: dict | None = None,
+                 streams: int = 1):
         self.g, self.loop, self.name, self.coop = g, loop, name, coop
+        self.stream_block = max(1, min(streams, 8))  # streams per GEMM work item (register blocking)
+        self.transposed: set[str] = set()  # weights read transposed (backward)
         self.recompute = recompute or {}  # node -> ops of the forward kernel computing it
         self.names = Names(g)
         self.buffers: set[str] = set()
@@ -81,7 +84,9 @@ class LoopEmitter:
         self.emit("item += bdim", depth + 1)
 
     def gemm(self, k: Kernel, uL: int, depth: int) -> None:
-        """One GEMM kernel's owned rows: forward y[r] = W[r,:] . x (+ b[r]); backward dx[c] += sum_m W_m[:,c] . g_m."""
+        """One GEMM kernel's owned rows: forward y[r] = W[r,:] . x (+ b[r]); backward
+        dx[c] += sum_m W_m[:,c] . g_m, reading the transposed weights ``T<k>`` (kept in sync by
+        the runtime) so that lanes read consecutive addresses."""
         nodes = [self.g.by_name[m] for m in k.ops]
         ref = nodes[0].args[0]
         x = ref.node
@@ -93,54 +98,58 @@ class LoopEmitter:
                 b = self.names.param(n.params[1]) if len(n.params) == 2 else None
                 out, X = self.names.value(n.name), self.names.value(x)
                 self.buffers |= {w, out, X} | ({b} if b else set())
-                reps = n.size // uL
                 self.emit(f"# {k.name}: {n.name} = {n.params[0]} @ {ref}{' + bias' if b else ''}", depth)
-                self._rows(depth, reps, uL, K, f"{w}[r, kk] * {X}[{xrow}, s, kk]",
-                           f"{out}[{self.names.depth(n.name)} + t, s, r] = acc" + (f" + {b}[r]" if b else ""))
+                self._rows(depth, n.size // uL, uL, K, [(w, f"{X}[{xrow}, {{s}}, kk]")],
+                           f"{out}[{self.names.depth(n.name)} + t, {{s}}, r] = {{acc}}" + (f" + {b}[r]" if b else ""))
         else:
             GX, terms = self.names.grad(x), []
             self.buffers.add(GX)
-            for n in nodes:
-                w, gy = self.names.param(n.params[0]), self.names.grad(n.name)
-                self.buffers |= {w, gy}
-                terms.append((w, gy, n))
-            body = " + ".join(f"{w}[rr, r] * {gy}[{self.names.depth(n.name)} + t, s, rr]" for w, gy, n in terms)
-            R = terms[0][2].size
-            if any(n.size != R for _, _, n in terms):
+            R = nodes[0].size
+            if any(n.size != R for n in nodes):
                 raise NotImplementedError("merged GEMM members of different sizes in a backward loop")
-            reps = K // uL
+            for n in nodes:
+                wt = "T" + self.names.param(n.params[0])[1:]
+                gy = self.names.grad(n.name)
+                self.buffers |= {wt, gy}
+                self.transposed.add(n.params[0])
+                terms.append((wt, f"{gy}[{self.names.depth(n.name)} + t, {{s}}, kk]"))
             self.emit(f"# {k.name}: d.{ref} += sum W^T d.({', '.join(k.ops)})", depth)
-            self._rows(depth, reps, uL, R, body.replace("rr", "kk"), f"{GX}[{xrow}, s, r] += acc")
+            self._rows(depth, K // uL, uL, R, terms, f"{GX}[{xrow}, {{s}}, r] += {{acc}}")
 
-    def _rows(self, depth: int, reps: int, uL: int, inner: int, term: str, store: str) -> None:
-        """Loop over the block's owned rows r (for every stream s), reducing ``term`` over kk < inner."""
+    def _rows(self, depth: int, reps: int, uL: int, inner: int, terms, store: str) -> None:
+        """Loop over the block's owned rows r, SB streams at a time, reducing sum_m W_m[r, kk] *
+        v_m[s, kk] over kk < inner; ``terms`` are (weight buffer, vector expression with {s})
+        pairs and ``store`` the statement with {s} and {acc}. Each weight element is loaded once
+        for SB streams (register blocking over the streams)."""
         e = lambda line, d=0: self.emit(line, depth + d)
-        if self.coop:
-            e("item = warp")
-            e(f"while item < S * nj * {reps}:")
-            step, first = "nwarps", "lane"
-        else:
-            e("item = tid")
-            e(f"while item < S * nj * {reps}:")
-            step, first = "bdim", "0"
-        e(f"s = item // (nj * {reps})", 1)
-        e(f"rem = item - s * (nj * {reps})", 1)
+        SB = self.stream_block
+        start, step, kstep = ("warp", "nwarps", "32") if self.coop else ("tid", "bdim", "1")
+        e(f"item = {start}")
+        e(f"while item < ((S + {SB - 1}) // {SB}) * nj * {reps}:")
+        e(f"sb = item // (nj * {reps})", 1)
+        e(f"rem = item - sb * (nj * {reps})", 1)
         e(f"jj = rem // {reps}", 1)
         e(f"r = j0 + jj + (rem - jj * {reps}) * {uL}", 1)
-        e("acc = float32(0.0)", 1)
-        e(f"kk = {first}", 1)
+        for i in range(SB):
+            e(f"s{i} = min(sb * {SB} + {i}, S - 1)", 1)
+            e(f"acc{i} = float32(0.0)", 1)
+        e(f"kk = {'lane' if self.coop else '0'}", 1)
         e(f"while kk < {inner}:", 1)
-        e(f"acc += {term}", 2)
-        e(f"kk += {'32' if self.coop else '1'}", 2)
+        for m, (w, vec) in enumerate(terms):
+            e(f"w{m} = {w}[r, kk]", 2)
+            for i in range(SB):
+                e(f"acc{i} += w{m} * {vec.format(s=f's{i}')}", 2)
+        e(f"kk += {kstep}", 2)
         if self.coop:
-            e("off = 16", 1)
-            e("while off > 0:", 1)
-            e("acc += cuda.shfl_down_sync(0xFFFFFFFF, acc, off)", 2)
-            e("off //= 2", 2)
-            e("if lane == 0:", 1)
-            e(store, 2)
-        else:
-            e(store, 1)
+            for i in range(SB):
+                e("off = 16", 1)
+                e("while off > 0:", 1)
+                e(f"acc{i} += cuda.shfl_down_sync(0xFFFFFFFF, acc{i}, off)", 2)
+                e("off //= 2", 2)
+        guard = "if lane == 0 and " if self.coop else "if "
+        for i in range(SB):
+            e(f"{guard}sb * {SB} + {i} < S:", 1)
+            e(store.format(s=f"s{i}", acc=f"acc{i}"), 2)
         e(f"item += {step}", 1)
 
     # ------------------------------------------------------------------ kernel
@@ -192,4 +201,5 @@ def gradient_inputs(k: Kernel) -> list[str]:
 
 
 def _key(name: str) -> tuple:
+    """Sort key of a buffer name: kind letter, then index."""
     return (name[0], int(name[1:]))

@@ -31,29 +31,63 @@ def _blocks(n: int, threads: int) -> int:
     return max(1, (n + threads - 1) // threads)
 
 
+def _arena(views: dict, shapes: dict, stream):
+    """One float32 device allocation holding every array of ``shapes``; fills ``views`` with
+    reshaped slices of it and returns the flat arena."""
+    sizes = {k: int(np.prod(v)) for k, v in shapes.items()}
+    arena = cuda.device_array(max(1, sum(sizes.values())), np.float32, stream=stream)
+    off = 0
+    for k, shape in shapes.items():
+        views[k] = arena[off:off + sizes[k]].reshape(shape)
+        off += sizes[k]
+    return arena
+
+
+@cuda.jit
+def _transpose(src, dst):
+    i, j = cuda.grid(2)
+    if i < src.shape[0] and j < src.shape[1]:
+        dst[j, i] = src[i, j]
+
+
 class Buffers:
     """Device arrays of one compiled schedule (see the module docstring)."""
 
     def __init__(self, g: Graph, T: int, S: int, stream):
         self.g, self.T, self.S, self.names = g, T, S, Names(g)
-        self.V, self.G, self.P, self.PG = {}, {}, {}, {}
+        self.V, self.G, self.P, self.PG, self.PT = {}, {}, {}, {}, {}
+        floats = [n for n in g.nodes if n.dtype != INDEX]
+        shapes = {n.name: (self.names.depth(n.name) + T, S, n.size) for n in floats}
         for n in g.nodes:
-            D = self.names.depth(n.name)
             if n.dtype == INDEX:
                 self.V[n.name] = cuda.device_array((T, S), np.int32, stream=stream)
-                continue
-            shape = (D + T, S, n.size)
-            self.V[n.name] = cuda.device_array(shape, np.float32, stream=stream)
-            self.G[n.name] = cuda.device_array(shape, np.float32, stream=stream)
+            else:
+                self.V[n.name] = cuda.device_array(shapes[n.name], np.float32, stream=stream)
+        # gradients live in one arena (and parameter gradients in another), zeroed by one launch each
+        self.grad_arena = _arena(self.G, shapes, stream)
+        self.param_grad_arena = _arena(self.PG, {p.name: p.shape for p in g.params}, stream)
         for p in g.params:
             self.P[p.name] = cuda.device_array(p.shape, np.float32, stream=stream)
-            self.PG[p.name] = cuda.device_array(p.shape, np.float32, stream=stream)
+
+    def add_transposed(self, param: str, stream) -> None:
+        """Keep a transposed copy ``PT[param]`` (refresh it with :meth:`refresh_transposed`)."""
+        if param not in self.PT:
+            rows, cols = self.P[param].shape
+            self.PT[param] = cuda.device_array((cols, rows), np.float32, stream=stream)
+
+    def refresh_transposed(self, stream) -> None:
+        """Copy every weight into its transposed buffer (after each update of the weights)."""
+        for name, dst in self.PT.items():
+            src = self.P[name]
+            _transpose[(_blocks(src.shape[0], 16), _blocks(src.shape[1], 16)), (16, 16), stream](src, dst)
 
     def lookup(self, name: str):
         """The array behind a generated-code buffer name (V<k>, G<k>, P<k>)."""
         kind, k = name[0], int(name[1:])
         if kind == "P":
             return self.P[self.g.params[k].name]
+        if kind == "T":
+            return self.PT[self.g.params[k].name]
         node = self.g.nodes[k].name
         return self.V[node] if kind == "V" else self.G[node]
 
@@ -272,14 +306,18 @@ class CudaProgram:
     # ------------------------------------------------------------------ loops
     def _persistent(self, loop: Loop):
         name = f"{loop.name.split(' ')[0]}_{'bwd' if loop.reverse else 'fwd'}_{len(self.sources)}"
-        src, args = LoopEmitter(self.g, loop, name, coop=not self.sim, recompute=self.segment_of).source()
+        emitter = LoopEmitter(self.g, loop, name, coop=not self.sim, recompute=self.segment_of, streams=self.S)
+        src, args = emitter.source()
         self.sources.append(src)
+        for p in emitter.transposed:
+            self.buf.add_transposed(p, self.stream)
 
         def make():
             kern = getattr(self.module, name)
             arrays = [self.buf.lookup(a) for a in args]
             threads = 8 if self.sim else THREADS
-            blocks = 1 if self.sim else self._cooperative_blocks(kern, threads, arrays)
+            blocks = 1 if self.sim else min(self._cooperative_blocks(kern, threads, arrays),
+                                            cuda.get_current_device().MULTIPROCESSOR_COUNT)
             return lambda: kern[blocks, threads, self.stream](self.T, self.S, *arrays)
 
         return make

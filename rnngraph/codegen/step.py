@@ -59,6 +59,7 @@ class CudaBackend:
     def set_parameters(self, params: dict[str, np.ndarray]) -> None:
         for name, value in params.items():
             self.buf.P[name].copy_to_device(np.ascontiguousarray(value, np.float32), stream=self.stream)
+        self.buf.refresh_transposed(self.stream)
 
     def parameters(self) -> dict[str, np.ndarray]:
         out = {name: arr.copy_to_host(stream=self.stream) for name, arr in self.buf.P.items()}
@@ -130,14 +131,15 @@ class CudaBackend:
         b, g = self.buf, self.g
         self._feed(inputs)
         self.program.run_forward()
-        for arr in list(b.G.values()) + list(b.PG.values()):
-            library.fill(arr, 0.0, stream=self.stream)
+        library.fill(b.grad_arena, 0.0, stream=self.stream)
+        library.fill(b.param_grad_arena, 0.0, stream=self.stream)
         library.fill(b.window(g.loss, grad=True), 1.0 / (self.T * self.S), stream=self.stream)
         self.program.run_backward()
         grads = [b.PG[name] for name in b.P]
         if self.clip_norm is not None:
             library.clip_grad_norm(grads, self.clip_norm, stream=self.stream)
         self._update()
+        self.buf.refresh_transposed(self.stream)
         loss = self._loss()
         self._carry()
         return loss
