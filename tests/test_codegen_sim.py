@@ -17,7 +17,8 @@ pytestmark = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1",
 
 V, T, S, H = 5, 2, 2, 4
 CASES = [(c, 1, None) for c in sorted(rg.cells.STANDARD)] + [
-    ("lstm", 2, "wavefront"), ("lstm", 2, "scc-sequential"), ("gru_reset_before", 2, "wavefront")]
+    ("lstm", 2, "wavefront"), ("lstm", 2, "scc-sequential"), ("gru_reset_before", 2, "wavefront"),
+    ("lstm", 1, "naive")]
 
 
 def _pair(cell, layers, plan, optimizer):

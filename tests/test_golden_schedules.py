@@ -86,3 +86,13 @@ def test_layer_norm_adds_levels():
     s = schedule(rg.stacked(rg.cells.layernorm_lstm, 1, 8).graph, 10, 1)
     fwd = next(st for st in s.forward if isinstance(st, rg.schedule.Loop))
     assert fwd.levels == 3  # U h ; layer norm of the gates ; layer norm of the cell
+
+
+def test_naive_plan_is_one_kernel_per_op_per_timestep():
+    g = rg.stacked(rg.cells.lstm, 1, 8, vocab=20).graph
+    s = schedule(g, 10, 2, plan="naive")
+    (loop,) = [st for st in s.forward if isinstance(st, rg.schedule.Loop)]
+    computed = [n.name for n in g.nodes if n.op not in ("input", "param")]
+    assert [k.ops for k in loop.kernels] == [(m,) for m in computed]
+    assert loop.mode == "graph" and loop.levels == len(computed)
+    assert schedule(g, 20, 2, plan="naive").launches > s.launches  # launches grow with T

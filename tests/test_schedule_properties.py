@@ -15,7 +15,7 @@ from rnngraph.passes.verify import check_schedule
 from random_cells import random_graphs
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-PLANS = st.sampled_from(["wavefront", "scc-sequential", None])
+PLANS = st.sampled_from(["wavefront", "scc-sequential", "naive", None])
 
 
 def _compile(g, plan, T=4, S=2):

@@ -4,7 +4,8 @@ Every step of the schedule becomes a list of launches, built once: fused pointwi
 persistent loop kernels are generated (rnngraph.codegen.pointwise / loop) into one module;
 GEMMs, layer norm, softmax cross-entropy, embedding gather/scatter, optimizers and clipping come
 from rnngraph.codegen.library (cuBLAS through CuPy where present). Loops the persistent emitter
-cannot take (layer norm inside the recurrence) run per timestep (graph mode).
+cannot take (layer norm inside the recurrence) run per timestep (graph mode); phases and such
+loops are captured once into CUDA graphs and replayed (rnngraph.codegen.graphs).
 
 Buffers (float32): ``V[node]`` and ``G[node]`` of shape (D + T, S, n), rows 0..D-1 holding the
 state history (so a read at t - d is row D + t - d); token ids (T, S) int32; params and their
@@ -21,6 +22,7 @@ from ..ir import INDEX, Graph
 from ..schedule import Kernel, Loop, Phase, Schedule
 from . import library, module
 from .device import in_simulator
+from .graphs import Replay
 from .loop import LoopEmitter, gradient_inputs, persistent_supported
 from .pointwise import PRELUDE, Names, PointwiseEmitter, phase_kernel, step_kernel
 
@@ -106,8 +108,9 @@ class Buffers:
 class CudaProgram:
     """The launch plan of ``schedule`` on the current CUDA device (or the simulator)."""
 
-    def __init__(self, schedule: Schedule, stream=None):
+    def __init__(self, schedule: Schedule, stream=None, replay: bool = True):
         self.s, self.g = schedule, schedule.graph
+        self.replay = replay
         self.T, self.S = schedule.window, schedule.streams
         self.stream = stream or cuda.stream()
         self.sim = in_simulator()
@@ -118,8 +121,28 @@ class CudaProgram:
         self.backward_plan = [self._step(st, backward=True) for st in schedule.backward]
         self.source = "\n\n".join(self.sources)
         self.module = module.load(self.source)
-        self.forward_plan = [[make() for make in step] for step in self.forward_plan]
-        self.backward_plan = [[make() for make in step] for step in self.backward_plan]
+        self.forward_plan = [self._replayable(st, [make() for make in step], "forward")
+                             for st, step in zip(schedule.forward, self.forward_plan)]
+        self.backward_plan = [self._replayable(st, [make() for make in step], "backward")
+                              for st, step in zip(schedule.backward, self.backward_plan)]
+
+    def _replayable(self, step, launches: list, direction: str) -> list:
+        """A step's launches, replayed from a captured CUDA graph where that helps: phases and
+        per-timestep loops (a persistent loop is one launch already)."""
+        persistent = isinstance(step, Loop) and step.mode == "persistent" and persistent_supported(step)
+        if self.sim or persistent or self.replay is False:
+            return launches
+
+        def run():
+            for launch in launches:
+                launch()
+        return [Replay(run, self.stream, f"{direction} {step.name}")]
+
+    @property
+    def replay_errors(self) -> list[str]:
+        """Steps whose capture failed (they launch directly), with the reason."""
+        return [f"{r.name}: {r.error}" for plan in (self.forward_plan, self.backward_plan)
+                for step in plan for r in step if isinstance(r, Replay) and r.error]
 
     # ------------------------------------------------------------------ running
     def run_forward(self) -> None:
@@ -241,11 +264,21 @@ class CudaProgram:
         raise NotImplementedError(f"kernel {k.name}: kind {k.kind!r} has no GPU emitter")
 
     # ------------------------------------------------------------------ library-backed kernels
+    def _views(self, t: int | None):
+        """view(node, grad=False, delay=0): the (T*S, n) window (t None) or the (S, n) timestep t."""
+        b = self.buf
+        if t is None:
+            return lambda node, grad=False, delay=0: b.window(node, delay, grad)
+        return lambda node, grad=False, delay=0: b.at(node, t, delay, grad)
+
+    def _ids(self, node: str, t: int | None):
+        """Token ids of an index input: (T*S,) over the window or (S,) at timestep t."""
+        v = self.buf.V[node]
+        return v.reshape(self.T * self.S) if t is None else v[t]
+
     def _gemm_window(self, n, backward: bool, t: int | None = None) -> None:
-        b, r = self.buf, n.args[0]
+        b, r, view = self.buf, n.args[0], self._views(t)
         W = b.P[n.params[0]]
-        view = (lambda node, grad=False, delay=0: b.window(node, delay, grad)) if t is None else \
-            (lambda node, grad=False, delay=0: b.at(node, t, delay, grad))
         if not backward:
             out = view(n.name)
             library.gemm(view(r.node, delay=r.delay), W, out, trans_b=True, stream=self.stream)
@@ -262,24 +295,23 @@ class CudaProgram:
         if len(n.params) == 2:
             library.column_sum(gy, b.PG[n.params[1]], accumulate=True, stream=self.stream)
 
-    def _embedding(self, n, backward: bool) -> None:
-        b = self.buf
-        ids = b.V[n.args[0].node].reshape(self.T * self.S)
+    def _embedding(self, n, backward: bool, t: int | None = None) -> None:
+        b, view = self.buf, self._views(t)
+        ids = self._ids(n.args[0].node, t)
         if backward:
-            library.embedding_backward(ids, b.window(n.name, grad=True), b.PG[n.params[0]], stream=self.stream)
+            library.embedding_backward(ids, view(n.name, grad=True), b.PG[n.params[0]], stream=self.stream)
         else:
-            library.embedding_forward(ids, b.P[n.params[0]], b.window(n.name), stream=self.stream)
+            library.embedding_forward(ids, b.P[n.params[0]], view(n.name), stream=self.stream)
 
-    def _xent(self, n, backward: bool) -> None:
-        b = self.buf
+    def _xent(self, n, backward: bool, t: int | None = None) -> None:
+        view = self._views(t)
         logits, tgt = n.args
-        ids = b.V[tgt.node].reshape(self.T * self.S)
-        loss = b.window(n.name).reshape(self.T * self.S)
+        ids = self._ids(tgt.node, t)
         if backward:
-            library.softmax_xent_backward(b.window(logits.node), ids, b.window(n.name, grad=True).reshape(-1),
-                                          b.window(logits.node, grad=True), stream=self.stream)
+            library.softmax_xent_backward(view(logits.node), ids, view(n.name, grad=True).reshape(-1),
+                                          view(logits.node, grad=True), stream=self.stream)
         else:
-            library.softmax_xent_forward(b.window(logits.node), ids, loss, stream=self.stream)
+            library.softmax_xent_forward(view(logits.node), ids, view(n.name).reshape(-1), stream=self.stream)
 
     def _layer_norm(self, name: str, backward: bool, t: int | None):
         n = self.g.by_name[name]
@@ -290,8 +322,7 @@ class CudaProgram:
             gain, bias = b.P[n.params[0]], b.P[n.params[1]]
 
             def run(t=t):
-                view = (lambda node, grad=False, delay=0: b.window(node, delay, grad)) if t is None else \
-                    (lambda node, grad=False, delay=0: b.at(node, t, delay, grad))
+                view = self._views(t)
                 if backward:
                     library.layer_norm_backward(view(r.node, delay=r.delay), gain, view(name, grad=True),
                                                 view(r.node, grad=True, delay=r.delay), b.PG[n.params[0]],
@@ -336,6 +367,10 @@ class CudaProgram:
             if k.kind == "gemm":
                 per_kernel[k.name] = [lambda n=self.g.by_name[m]: (lambda t, n=n: self._gemm_window(n, backward, t))
                                       for m in k.ops]
+            elif k.kind in ("gather", "scatter", "loss"):
+                run = self._xent if k.kind == "loss" else self._embedding
+                per_kernel[k.name] = [lambda n=self.g.by_name[k.ops[0]], run=run:
+                                      (lambda t, n=n, run=run: run(n, backward, t))]
             else:
                 makes = []
                 segs = self._segments(k)

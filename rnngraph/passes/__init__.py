@@ -16,6 +16,7 @@ from .hoist import hoist
 from .levels import levels
 from .lower import lower
 from .merge_gemms import merge_gemms
+from .naive import naive
 from .pipeline import PLANS, pipeline
 from .plan import Plan
 from .recurrence import recurrence
@@ -34,14 +35,15 @@ PIPELINE = (
 
 def schedule(graph: Graph, window: int, streams: int, dtype: str = "float32", plan: str | None = None) -> Schedule:
     """Compile ``graph`` into the Schedule of one training window of ``window`` timesteps over
-    ``streams`` streams. ``plan`` forces "wavefront" or "scc-sequential" (default: the cost model).
+    ``streams`` streams. ``plan`` forces "wavefront" or "scc-sequential" (default: the cost model),
+    or asks for "naive" (one kernel per op per timestep: the baseline the passes are measured by).
     Raises GraphError (and subclasses) for an invalid graph; ValueError for window/streams < 1."""
     for what, v in (("window", window), ("streams", streams)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"{what} must be a positive integer, got {v!r}")
     debug = int(os.environ.get("RNNGRAPH_DEBUG", "0") or 0)
-    state = Plan(validate(graph), window, streams, dtype, plan)
-    for p in PIPELINE:
+    state = Plan(validate(graph), window, streams, dtype, None if plan == "naive" else plan)
+    for p in ((recurrence, naive) if plan == "naive" else PIPELINE):
         state = p(state)
         if debug >= 1:
             verify(state, p.__name__)
@@ -55,4 +57,5 @@ def _summary(plan: Plan) -> str:
             f"gemm_groups={len(plan.gemm_groups)} kernels={len(plan.groups)} plan={plan.plan}")
 
 
-__all__ = ["PIPELINE", "PLANS", "Plan", "schedule", "validate", "verify"] + [p.__name__ for p in PIPELINE] + ["lower"]
+__all__ = ["PIPELINE", "PLANS", "Plan", "schedule", "validate", "verify"] + [p.__name__ for p in PIPELINE] + [
+    "lower", "naive"]

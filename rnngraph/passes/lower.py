@@ -158,7 +158,10 @@ class _Lowering:
         nodes = [n for n in g.nodes if n.name in inside]
         stage = wavefront_stages(p, inside, reverse=True) if p.plan == "wavefront" else dict.fromkeys(inside, 0)
         same = lambda n, r: r.delay == 0 and r.node in inside and stage[r.node] == stage[n.name]
-        blevel = backward_levels(p, nodes, same, hidden_unit(p, names), stage)
+        if p.plan == "naive":  # one kernel per op, each on its own level, in reverse order
+            blevel = {n.name: len(nodes) - k for k, n in enumerate(nodes)}
+        else:
+            blevel = backward_levels(p, nodes, same, hidden_unit(p, names), stage)
         grps = split_by_level([k.ops for k in reversed(loop.kernels)], blevel)
         ks = tuple(self.kernel(grp, p.streams, blevel[grp[0]], stage[grp[0]], backward=True) for grp in grps)
         offsets = sorted({k.stage for k in ks})
