@@ -103,10 +103,13 @@ def bench_rnngraph(cell, T, S, H, I, layers, warmup: int, iters: int, plan=None)
 
     sync = prog.stream.synchronize
     loops = [st for st in s.forward if hasattr(st, "levels")]
-    return {"fwd_ms": _median_ms(fwd, sync, warmup, iters, Event),
-            "fwdbwd_ms": _median_ms(fwdbwd, sync, warmup, iters, Event),
-            "plan": s.plan, "loop_modes": [lp.mode for lp in loops],
-            "levels_per_timestep": [lp.levels for lp in loops], "launches_per_window": s.launches}
+    out = {"fwd_ms": _median_ms(fwd, sync, warmup, iters, Event),
+           "fwdbwd_ms": _median_ms(fwdbwd, sync, warmup, iters, Event),
+           "plan": s.plan, "loop_modes": [lp.mode for lp in loops],
+           "levels_per_timestep": [lp.levels for lp in loops], "launches_per_window": s.launches}
+    if prog.replay_errors:
+        out["replay_errors"] = prog.replay_errors
+    return out
 
 
 def main() -> None:
@@ -117,6 +120,7 @@ def main() -> None:
     ap.add_argument("--cells", default="lstm,peephole_lstm,layernorm_lstm")
     ap.add_argument("--streams", default="1,64")
     ap.add_argument("--layers", default="1")
+    ap.add_argument("--plans", default="", help="extra lstm runs with these plans (e.g. naive,wavefront)")
     args = ap.parse_args()
     import numba
     import torch
@@ -129,13 +133,15 @@ def main() -> None:
                 records.append({"cell": "lstm", "layers": layers, "T": T, "S": S, "H": H, "I": I, "dtype": "float32",
                                 "impl": "cudnn-tf32" if tf32 else "cudnn-fp32", **r})
                 print(records[-1], flush=True)
-            for cell in args.cells.split(","):
+            runs = [(cell, None) for cell in args.cells.split(",")] + [("lstm", p) for p in args.plans.split(",") if p]
+            for cell, plan in runs:
                 try:
-                    r = bench_rnngraph(cell, T, S, H, I, layers, args.warmup, args.iters)
+                    r = bench_rnngraph(cell, T, S, H, I, layers, args.warmup, args.iters, plan)
                 except Exception as e:  # report and go on: one failing config must not lose the rest
                     r = {"fwd_ms": None, "fwdbwd_ms": None, "error": f"{type(e).__name__}: {e}"[:500]}
+                impl = "rnngraph-naive" if plan == "naive" else "rnngraph" if plan is None else f"rnngraph-{plan}"
                 records.append({"cell": cell, "layers": layers, "T": T, "S": S, "H": H, "I": I, "dtype": "float32",
-                                "impl": "rnngraph", **r})
+                                "impl": impl, **r})
                 print(records[-1], flush=True)
     result = {"device": torch.cuda.get_device_name(), "date": datetime.date.today().isoformat(),
               "versions": {"torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
