@@ -133,6 +133,7 @@ def main() -> None:
                 records.append({"cell": "lstm", "layers": layers, "T": T, "S": S, "H": H, "I": I, "dtype": "float32",
                                 "impl": "cudnn-tf32" if tf32 else "cudnn-fp32", **r})
                 print(records[-1], flush=True)
+                _write(args.out, records)
             runs = [(cell, None) for cell in args.cells.split(",")] + [("lstm", p) for p in args.plans.split(",") if p]
             for cell, plan in runs:
                 try:
@@ -143,12 +144,20 @@ def main() -> None:
                 records.append({"cell": cell, "layers": layers, "T": T, "S": S, "H": H, "I": I, "dtype": "float32",
                                 "impl": impl, **r})
                 print(records[-1], flush=True)
+                _write(args.out, records)
+    _write(args.out, records)
+
+
+def _write(path: str, records: list) -> None:
+    """Write the results so far (so a run cut short keeps what it measured)."""
+    import numba
+    import torch
     result = {"device": torch.cuda.get_device_name(), "date": datetime.date.today().isoformat(),
               "versions": {"torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
                            "numba": numba.__version__, "numpy": np.__version__},
-              "protocol": "CUDA events, median of 100 after 10 warm-up; fwdbwd excludes the optimizer",
+              "protocol": "CUDA events, median of the timed iterations after 10 warm-up; fwdbwd excludes the optimizer",
               "records": records}
-    with open(args.out, "w") as f:
+    with open(path, "w") as f:
         json.dump(result, f, indent=1)
 
 

@@ -277,16 +277,19 @@ class CudaProgram:
         return v.reshape(self.T * self.S) if t is None else v[t]
 
     def _gemm_window(self, n, backward: bool, t: int | None = None) -> None:
+        """A linear node over the window (cuBLAS) or at timestep t (inside a per-timestep loop:
+        the numba GEMM, because CuPy's cuBLAS refuses to run under CUDA-graph capture)."""
         b, r, view = self.buf, n.args[0], self._views(t)
         W = b.P[n.params[0]]
+        backend = "numba" if t is not None and self.replay else None
         if not backward:
             out = view(n.name)
-            library.gemm(view(r.node, delay=r.delay), W, out, trans_b=True, stream=self.stream)
+            library.gemm(view(r.node, delay=r.delay), W, out, trans_b=True, stream=self.stream, backend=backend)
             if len(n.params) == 2:
                 library.add_bias(out, b.P[n.params[1]], stream=self.stream)
         else:
             library.gemm(view(n.name, grad=True), W, view(r.node, grad=True, delay=r.delay), beta=1.0,
-                         stream=self.stream)
+                         stream=self.stream, backend=backend)
 
     def _wgrad(self, n) -> None:
         b, r = self.buf, n.args[0]
