@@ -45,44 +45,23 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{PROG}: error: {message} (see `{self.prog} --help`)\n")
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
+def _number(convert, ok, what: str):
+    """An argparse type: ``convert(text)`` that must satisfy ``ok``, else '<what>, got ...'."""
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}")
+        return value
+    return parse
 
 
-def nonnegative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}") from None
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
-    return value
-
-
-def nonnegative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}") from None
-    if not (value >= 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}")
-    return value
+positive_int = _number(int, lambda v: v >= 1, "a positive integer")
+nonnegative_int = _number(int, lambda v: v >= 0, "an integer >= 0")
+positive_float = _number(float, lambda v: v > 0 and math.isfinite(v), "a positive number")
+nonnegative_float = _number(float, lambda v: v >= 0 and math.isfinite(v), "a number >= 0")
 
 
 @dataclass(frozen=True)
@@ -502,6 +481,22 @@ def run_schedule(args) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------------- bench
+def _bench_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--iters", metavar="N", type=positive_int, default=100, help="timed calls (default 100)")
+    p.add_argument("--warmup", metavar="N", type=nonnegative_int, default=10, help="warm-up calls (default 10)")
+    p.add_argument("--out", metavar="FILE.json", default=None, help="also write the results JSON here")
+    p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto",
+                   help="auto: the GPU comparison where numba finds a GPU, else the CPU backend (default auto)")
+
+
+def run_bench(args) -> int:
+    """LSTM H=512 T=100 S in {1, 64}: rnngraph against cuDNN fp32 (the full grid: bench/run_all.py)."""
+    from .bench import cli_bench
+
+    return cli_bench(iters=args.iters, warmup=args.warmup, out=args.out, device=args.device)
+
+
 # ---------------------------------------------------------------------------------- main
 COMMANDS: list[Command] = [
     Command("train", "train a language model (truncated BPTT over parallel streams)", _train_arguments,
@@ -510,6 +505,8 @@ COMMANDS: list[Command] = [
     Command("eval", "bits/char (or word perplexity) of a checkpoint on a split", _eval_arguments, run_eval),
     Command("schedule", "print the parallel schedule the compiler chooses for a cell stack", _schedule_arguments,
             run_schedule),
+    Command("bench", "time rnngraph against cuDNN (LSTM H=512 T=100 S=1, 64; without a GPU: the CPU backend)",
+            _bench_arguments, run_bench),
 ]
 
 

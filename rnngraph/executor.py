@@ -97,20 +97,9 @@ class ScheduleExecutor(Reference):
     def backward(self, fwd: Forward, d_outputs: dict | None = None, d_final_states: dict | None = None,
                  loss_scale: float = 1.0) -> Gradients:
         g = self.graph
-        T, S = next(iter(fwd.values.values())).shape[:2]
+        grads, ghist, gparams = self._seed(fwd, d_outputs, d_final_states, loss_scale)
+        T = next(iter(grads.values())).shape[0]
         hist = {s.node: fwd.states[s.name] for s in g.states}
-        grads = {n.name: np.zeros((T, S, n.size), self.dtype) for n in g.nodes}
-        ghist = {s.node: np.zeros_like(fwd.states[s.name]) for s in g.states}
-        gparams = {k: np.zeros_like(v) for k, v in fwd.params.items()}
-        if g.loss:
-            grads[g.loss] += self.dtype(loss_scale / (T * S))
-        for name, d in (d_outputs or {}).items():
-            grads[g.node(name).name] += np.asarray(d, self.dtype).reshape(grads[name].shape)
-        for s in g.states:
-            d = (d_final_states or {}).get(s.name)
-            if d is not None:
-                for j, k in enumerate(range(s.depth, 0, -1)):
-                    self._at(grads, ghist, s.node, T - k, np.asarray(d[j], self.dtype))
         for step in self.schedule.backward:
             if isinstance(step, Phase):
                 for k in step.kernels:
@@ -124,9 +113,7 @@ class ScheduleExecutor(Reference):
                     for r, gx in zip(n.args, gxs):
                         if gx is not None:
                             self._at(grads, ghist, r.node, t - r.delay, gx)
-        gstate = {s.name: ghist[s.node] for s in g.states}
-        inputs = {n.name: grads[n.name] for n in g.inputs if n.dtype != "index"}
-        return Gradients(gparams, gstate, inputs)
+        return self._gradients(grads, ghist, gparams)
 
     def _vjp(self, kind: str, n, gy, y, xs, params, gparams) -> list:
         """Argument gradients of node ``n``; parameter gradients are added to ``gparams`` except
@@ -161,12 +148,3 @@ class ScheduleExecutor(Reference):
             for r, gx in zip(n.args, gxs):
                 if gx is not None:
                     self._push(grads, ghist, r.node, r.delay, gx.reshape(T, S, -1))
-
-    @staticmethod
-    def _at(grads, ghist, node: str, tau: int, gx) -> None:
-        """Add ``gx`` to the gradient of ``node`` at timestep ``tau`` (its history when tau < 0)."""
-        if tau >= 0:
-            grads[node][tau] += gx
-        else:
-            h = ghist[node]
-            h[h.shape[0] + tau] += gx

@@ -179,20 +179,8 @@ class Reference:
         plus ``d_outputs`` (name -> (T, S, n)) and ``d_final_states`` (name -> (depth, S, n)).
         """
         g = self.graph
-        T, S = next(iter(fwd.values.values())).shape[:2]
-        hist = {s.node: s for s in g.states}
-        grads = {n.name: np.zeros((T, S, n.size), self.dtype) for n in g.nodes}
-        gstate = {s.name: np.zeros_like(fwd.states[s.name]) for s in g.states}
-        gparams = {k: np.zeros_like(v) for k, v in fwd.params.items()}
-        if g.loss:
-            grads[g.loss] += self.dtype(loss_scale / (T * S))
-        for name, d in (d_outputs or {}).items():
-            grads[g.node(name).name] += np.asarray(d, self.dtype).reshape(grads[name].shape)
-        for s in g.states:
-            d = (d_final_states or {}).get(s.name)
-            if d is not None:
-                for j, k in enumerate(range(s.depth, 0, -1)):
-                    self._accumulate(grads, gstate, hist, s.node, T - k, np.asarray(d[j], self.dtype))
+        grads, ghist, gparams = self._seed(fwd, d_outputs, d_final_states, loss_scale)
+        T = next(iter(grads.values())).shape[0]
         hist_values = {s.node: fwd.states[s.name] for s in g.states}
         for t in range(T - 1, -1, -1):
             for n in reversed(self.order):
@@ -206,14 +194,39 @@ class Reference:
                     gparams[p] += gp
                 for r, gx in zip(n.args, gxs):
                     if gx is not None:
-                        self._accumulate(grads, gstate, hist, r.node, t - r.delay, gx)
+                        self._at(grads, ghist, r.node, t - r.delay, gx)
+        return self._gradients(grads, ghist, gparams)
+
+    def _seed(self, fwd: Forward, d_outputs, d_final_states, loss_scale: float):
+        """Zeroed gradient buffers (nodes (T, S, n), state histories by node, params) with the
+        seeds of :meth:`backward` added."""
+        g = self.graph
+        T, S = next(iter(fwd.values.values())).shape[:2]
+        grads = {n.name: np.zeros((T, S, n.size), self.dtype) for n in g.nodes}
+        ghist = {s.node: np.zeros_like(fwd.states[s.name]) for s in g.states}
+        gparams = {k: np.zeros_like(v) for k, v in fwd.params.items()}
+        if g.loss:
+            grads[g.loss] += self.dtype(loss_scale / (T * S))
+        for name, d in (d_outputs or {}).items():
+            grads[g.node(name).name] += np.asarray(d, self.dtype).reshape(grads[name].shape)
+        for s in g.states:
+            d = (d_final_states or {}).get(s.name)
+            if d is not None:
+                for j, k in enumerate(range(s.depth, 0, -1)):
+                    self._at(grads, ghist, s.node, T - k, np.asarray(d[j], self.dtype))
+        return grads, ghist, gparams
+
+    def _gradients(self, grads, ghist, gparams) -> Gradients:
+        g = self.graph
+        gstate = {s.name: ghist[s.node] for s in g.states}
         inputs = {n.name: grads[n.name] for n in g.inputs if n.dtype != INDEX}
         return Gradients(gparams, gstate, inputs)
 
     @staticmethod
-    def _accumulate(grads, gstate, hist, node, tau, gx):
+    def _at(grads, ghist, node: str, tau: int, gx) -> None:
+        """Add ``gx`` to the gradient of ``node`` at timestep ``tau`` (its history when tau < 0)."""
         if tau >= 0:
             grads[node][tau] += gx
         else:
-            buf = gstate[hist[node].name]
-            buf[buf.shape[0] + tau] += gx
+            h = ghist[node]
+            h[h.shape[0] + tau] += gx
