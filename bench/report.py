@@ -61,6 +61,11 @@ def _ms(v: float | None) -> str:
     return "—" if v is None else (f"{v:.3g}" if v < 10 else f"{v:.1f}")
 
 
+def _x(x: float) -> str:
+    """A speed-up: 84×, 1.76×, 0.023×."""
+    return f"{x:.0f}×" if x >= 10 else f"{x:.2f}×" if x >= 0.1 else f"{x:.2g}×"
+
+
 def rows(records: list[dict]) -> list[tuple[str, dict[str, dict]]]:
     """[(config name, {impl: record})] of the layer records, in config order."""
     groups: dict[tuple, dict[str, dict]] = {}
@@ -87,7 +92,7 @@ def layer_table(records: list[dict], metric: str) -> str:
             else:
                 base, same_cell = anchor(r, records)
                 x = speedup(base and base.get(metric), r[metric])
-                cells.append(_ms(r[metric]) + ("" if x is None else f" ({x:.2f}×{'' if same_cell else '†'})"))
+                cells.append(_ms(r[metric]) + ("" if x is None else f" ({_x(x)}{'' if same_cell else '†'})"))
         out.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(out)
 
@@ -103,7 +108,7 @@ def lm_table(records: list[dict]) -> str:
         x = speedup(r.get("step_ms"), gpu and gpu.get("step_ms"))
         cpu = "error" if r.get("error") else _ms(r.get("step_ms"))
         out.append(f"| {config_name(r)} | {cpu} | {_ms(gpu and gpu.get('step_ms'))} | "
-                   f"{'—' if x is None else f'{x:.1f}×'} |")
+                   f"{'—' if x is None else _x(x)} |")
     return "\n".join(out)
 
 
@@ -125,7 +130,19 @@ def summary(records: list[dict]) -> list[str]:
                 cells = "cells cuDNN has" if same else "other cells, against cuDNN's plain LSTM"
                 out.append(f"- {what.lower()}, {cells}: rnngraph is faster than cuDNN fp32 in "
                            f"{sum(x > 1 for x, _ in xs)} of {len(xs)} configurations; speed-up from "
-                           f"{lo[0]:.2f}× ({lo[1]}) to {hi[0]:.2f}× ({hi[1]}).")
+                           f"{_x(lo[0])} ({lo[1]}) to {_x(hi[0])} ({hi[1]}).")
+    for other in ("rnngraph-naive", "torch-eager", "torchscript", "torch-compile"):
+        xs = []
+        for r in records:
+            if r["impl"] == other and _task(r) == "layer" and not r.get("error"):
+                mine = [m for m in records if m["impl"] == "rnngraph" and config_key(m) == config_key(r)]
+                x = speedup(r.get("fwdbwd_ms"), mine[0].get("fwdbwd_ms")) if mine else None
+                if x is not None:
+                    xs.append((config_key(r), x, config_name(r)))
+        if xs:
+            what = " (what the passes buy)" if other == "rnngraph-naive" else ""
+            out.append(f"- forward + backward against {other}{what}: rnngraph is "
+                       + ", ".join(f"{_x(x)} as fast ({name})" for _, x, name in sorted(xs)) + ".")
     return out
 
 

@@ -52,7 +52,8 @@ def full_grid(compile: bool = False) -> list[tuple[Config, str]]:
     for cell in ("peephole_lstm", "gru", "layernorm_lstm"):
         for S in (1, 64):
             cfg = lstm(S, cell=cell)
-            jobs += [(cfg, "rnngraph")] + [(cfg, i) for i in (CUDNN if cell == "gru" else ())] + [(cfg, i) for i in TORCH]
+            cudnn = CUDNN if cell == "gru" else ()
+            jobs += [(cfg, i) for i in ("rnngraph",) + cudnn + TORCH]
         jobs.append((lstm(1, cell=cell), "rnngraph-naive"))
     for S in (1, 64):
         jobs += [(Config(S=S, **LM), i) for i in ("rnngraph", "rnngraph-cpu")]

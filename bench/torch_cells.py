@@ -34,8 +34,10 @@ class LSTMCell(nn.Module):
     def __init__(self, input_size: int, hidden: int):
         super().__init__()
         self.hidden = hidden
-        self.W_weight, self.W_bias = _uniform(4 * hidden, input_size, hidden=hidden), _uniform(4 * hidden, hidden=hidden)
-        self.U_weight, self.U_bias = _uniform(4 * hidden, hidden, hidden=hidden), _uniform(4 * hidden, hidden=hidden)
+        self.W_weight = _uniform(4 * hidden, input_size, hidden=hidden)
+        self.W_bias = _uniform(4 * hidden, hidden=hidden)
+        self.U_weight = _uniform(4 * hidden, hidden, hidden=hidden)
+        self.U_bias = _uniform(4 * hidden, hidden=hidden)
 
     def forward(self, x: Tensor, h: Tensor, c: Tensor) -> Tuple[Tensor, Tensor]:
         gates = torch.mm(x, self.W_weight.t()) + self.W_bias + torch.mm(h, self.U_weight.t()) + self.U_bias
@@ -68,8 +70,10 @@ class GRUCell(nn.Module):
     def __init__(self, input_size: int, hidden: int):
         super().__init__()
         self.hidden = hidden
-        self.W_weight, self.W_bias = _uniform(3 * hidden, input_size, hidden=hidden), _uniform(3 * hidden, hidden=hidden)
-        self.U_weight, self.U_bias = _uniform(3 * hidden, hidden, hidden=hidden), _uniform(3 * hidden, hidden=hidden)
+        self.W_weight = _uniform(3 * hidden, input_size, hidden=hidden)
+        self.W_bias = _uniform(3 * hidden, hidden=hidden)
+        self.U_weight = _uniform(3 * hidden, hidden, hidden=hidden)
+        self.U_bias = _uniform(3 * hidden, hidden=hidden)
 
     def forward(self, x: Tensor, h: Tensor, c: Tensor) -> Tuple[Tensor, Tensor]:
         xr, xz, xn = (torch.mm(x, self.W_weight.t()) + self.W_bias).chunk(3, 1)

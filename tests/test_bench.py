@@ -1,0 +1,234 @@
+"""The benchmark suite without a GPU: the FLOP formula, the timing loop, error records, the time
+budget, the report (tables, ratios, markers, plot), ``rnngraph bench`` and ``bench/run_all.py``
+on the CPU, the generated-step timing in numba's simulator, and the PyTorch cells against the
+NumPy reference. Every GPU path is replaced by its CPU form or the simulator; tiny shapes."""
+import importlib.util
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rnngraph as rg
+from rnngraph import bench as B
+from rnngraph import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load(name: str):
+    """A script of bench/ as a module."""
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", ROOT / "bench" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+report = load("report")
+
+
+# ---------------------------------------------------------------------------------- formulas and timing
+def test_flops_formula():
+    assert B.flops_forward("lstm", 1, 100, 64, 512, 512) == 2 * 4 * 512 * (512 + 512) * 64 * 100
+    assert B.flops_forward("gru", 1, 10, 2, 8, 4) == 2 * 3 * 8 * (4 + 8) * 2 * 10
+    # layer 0 reads I, the others H; an LM adds its softmax head
+    assert B.flops_forward("lstm", 2, 10, 2, 8, 4) == 2 * 4 * 8 * (12 + 16) * 2 * 10
+    assert B.flops_forward("lstm", 1, 10, 2, 8, 4, vocab=5) == 2 * 4 * 8 * 12 * 20 + 2 * 5 * 8 * 20
+    assert B.flops_forward("skip_rnn", 1, 1, 1, 1, 1) is None
+    assert B.tflops(2e12, 1000.0) == pytest.approx(2.0)  # 2e12 FLOP in 1 s
+    assert B.tflops(None, 1.0) is None and B.tflops(1.0, None) is None
+
+
+def test_measure_counts_and_cap():
+    calls = []
+    m = B.measure(lambda: calls.append(1), B.WallTimer(), B.Protocol(warmup=3, iters=7, max_seconds=None))
+    assert (m["warmup"], m["iters"], len(calls)) == (3, 7, 10) and m["ms"] >= 0
+    # a call of ~20 ms under a 0.05 s cap: warm-up stops after 2 calls, timing after min_iters
+    m = B.measure(lambda: time.sleep(0.02), B.WallTimer(), B.Protocol(warmup=10, iters=100, max_seconds=0.05,
+                                                                        min_iters=3))
+    assert (m["warmup"], m["iters"]) == (2, 3) and m["ms"] >= 15
+
+
+def test_labels_and_applicability():
+    cfg = B.Config("lstm", 1, 100, 64, 512, 512)
+    assert cfg.label("rnngraph") == "lstm-l1-t100-s64-h512-i512/rnngraph"
+    assert B.Config(vocab=96, I=128).label() == "lm-lstm-l1-t100-s64-h512-i128-v96"
+    assert B.applicable(cfg, "cudnn-fp32") is None
+    assert "cuDNN" in B.applicable(B.Config("peephole_lstm"), "cudnn-tf32")
+    assert B.applicable(B.Config(vocab=8), "torch-eager")
+    assert B.applicable(cfg, "rnngraph-cpu")
+
+
+# ---------------------------------------------------------------------------------- error records
+def test_failures_become_records(monkeypatch):
+    rec = B.run(B.Config("lstm", 1, 2, 1, 2, 2), "no-such-impl")
+    assert rec["error"].startswith("ValueError") and rec["fwd_ms"] is None and rec["fwdbwd_ms"] is None
+    assert {"cell", "layers", "T", "S", "H", "I", "dtype", "impl", "tflops_fwd"} <= rec.keys()
+
+    def boom(*a, **k):
+        raise RuntimeError("cuDNN exploded")
+    monkeypatch.setattr(B, "_cudnn", boom)
+    jobs = [(B.Config("lstm", 1, 2, 1, 2, 2), "cudnn-fp32"), (B.Config("lstm", 1, 4, 2, 8, 4, vocab=6), "rnngraph-cpu")]
+    lines = []
+    res = B.run_jobs(jobs, B.Protocol(1, 2), gpu=False, log=lines.append)
+    first, second = res["records"]
+    assert first["error"] == "RuntimeError: cuDNN exploded" and first["fwdbwd_ms"] is None
+    assert second.get("error") is None and second["step_ms"] > 0  # the run went on
+    assert "error: RuntimeError" in lines[0] and "step" in lines[1]
+
+
+def test_time_and_compile_budgets(tmp_path):
+    cfg = B.Config("lstm", 1, 2, 1, 2, 2)
+    out = tmp_path / "r.json"
+    res = B.run_jobs([(cfg, "torch-compile"), (cfg, "rnngraph-naive")], B.Protocol(0, 1), out=str(out), time_budget=0,
+                     gpu=False, log=lambda s: None)
+    assert res["records"] == [] and res["time_budget"]["exceeded"]
+    assert [s["label"] for s in res["skipped"]] == [cfg.label("torch-compile"), cfg.label("rnngraph-naive")]
+    assert json.loads(out.read_text())["time_budget"]["exceeded"]
+    res = B.run_jobs([(cfg, "torch-compile")], B.Protocol(0, 1), compile_budget=0, gpu=False, log=lambda s: None)
+    assert "torch.compile budget" in res["skipped"][0]["reason"]
+
+
+# ---------------------------------------------------------------------------------- report
+def _rec(cell, S, impl, fwd, fwdbwd, **kw):
+    return {"cell": cell, "layers": 1, "T": 100, "S": S, "H": 512, "I": 512, "dtype": "float32", "task": "layer",
+            "impl": impl, "fwd_ms": fwd, "fwdbwd_ms": fwdbwd, **kw}
+
+
+SYNTHETIC = {
+    "device": "Test GPU", "date": "2026-01-02", "versions": {"torch": "9.9", "numpy": "2.4.6"},
+    "protocol": "CUDA events, median", "skipped": [{"label": "gru-l1-t100-s1-h512-i512/torch-compile",
+                                                    "reason": "time budget of 1 s exceeded"}],
+    "time_budget": {"seconds": 1, "exceeded": True},
+    "records": [
+        _rec("lstm", 1, "cudnn-fp32", 1.0, 4.0), _rec("lstm", 1, "rnngraph", 0.5, 2.0),
+        _rec("lstm", 64, "cudnn-fp32", 2.0, 6.0), _rec("lstm", 64, "rnngraph", 4.0, 12.0),
+        _rec("lstm", 64, "cudnn-tf32", 2.0, 3.0), _rec("lstm", 64, "torch-eager", None, None, error="Boom: bad"),
+        _rec("peephole_lstm", 64, "rnngraph", 1.0, 24.0),
+        _rec("lstm", 1, "rnngraph-naive", 50.0, 100.0),
+        {**_rec("lstm", 64, "rnngraph-cpu", None, None, step_ms=800.0), "task": "lm", "vocab": 96, "I": 128},
+        {**_rec("lstm", 64, "rnngraph", None, None, step_ms=20.0), "task": "lm", "vocab": 96, "I": 128},
+    ]}
+
+
+def test_report_ratios_and_sections():
+    fb = report.layer_table(SYNTHETIC["records"], "fwdbwd_ms")
+    lines = fb.splitlines()
+    assert lines[0] == "| configuration | cudnn-fp32 | cudnn-tf32 | rnngraph | rnngraph-naive | torch-eager |"
+    row = {l.split(" | ")[0].lstrip("| "): l for l in lines[2:]}
+    assert "| 4 | " in row["lstm T=100 S=1 H=512"] and "2 (2.00×)" in row["lstm T=100 S=1 H=512"]
+    assert "12.0 (0.50×)" in row["lstm T=100 S=64 H=512"] and "3 (2.00×)" in row["lstm T=100 S=64 H=512"]
+    assert "error" in row["lstm T=100 S=64 H=512"]
+    assert "24.0 (0.25×†)" in row["peephole_lstm T=100 S=64 H=512"]  # against cuDNN's plain LSTM
+    assert "0.5 (2.00×)" in report.layer_table(SYNTHETIC["records"], "fwd_ms")
+    lm = report.lm_table(SYNTHETIC["records"])
+    assert "| 800.0 | 20.0 | 40× |" in lm
+    md = report.markdown(SYNTHETIC, source="r.json", plot="r.png")
+    assert "faster than cuDNN fp32 in 1 of 2 configurations" in md
+    assert "against rnngraph-naive (what the passes buy): rnngraph is 50× as fast (lstm T=100 S=1 H=512)." in md
+    assert "error, lstm T=100 S=64 H=512 / torch-eager: `Boom: bad`" in md
+    assert "skipped, gru-l1-t100-s1-h512-i512/torch-compile" in md and "![" in md
+
+
+def test_report_replaces_markers_and_writes_png(tmp_path):
+    results = tmp_path / "r.json"
+    results.write_text(json.dumps(SYNTHETIC))
+    md = tmp_path / "README.md"
+    md.write_text("# Bench\nintro\n<!-- results -->\nOLD TABLE\n<!-- /results -->\ntail\n")
+    png = tmp_path / "plot.png"
+    assert report.main([str(results), "--md", str(md), "--plot", str(png)]) == 0
+    text = md.read_text()
+    assert "OLD TABLE" not in text and text.startswith("# Bench\nintro\n<!-- results -->\n") and text.endswith(
+        "<!-- /results -->\ntail\n")
+    assert "](plot.png)" in text and "2 (2.00×)" in text
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert report.main([str(results), "--md", str(md)]) == 0  # idempotent: one section
+    assert md.read_text().count("<!-- results -->") == 1
+    assert report.replace_section("no markers", "S") == "no markers\n\n<!-- results -->\nS\n<!-- /results -->\n"
+
+
+def test_report_on_committed_results(tmp_path):
+    md, png = tmp_path / "R.md", tmp_path / "p.png"
+    assert report.main([str(ROOT / "bench/results/h200-20261129.json"), "--md", str(md), "--plot", str(png)]) == 0
+    assert "| lstm T=100 S=1 H=512 | 3.58 |" in md.read_text() and png.stat().st_size > 10_000
+
+
+# ---------------------------------------------------------------------------------- entry points on the CPU
+def test_cli_bench_on_cpu(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(B, "gpu_available", lambda: False)
+    out = tmp_path / "b.json"
+    assert cli.main(["bench", "--iters", "2", "--warmup", "1", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "no CUDA GPU found" in text and "rnngraph-cpu" in text
+    (rec,) = json.loads(out.read_text())["records"]
+    assert rec["impl"] == "rnngraph-cpu" and rec["step_ms"] > 0 and rec["iters"] == {"step": 2}
+    assert cli.main(["bench", "--device", "cuda"]) == 1
+    assert "numba finds no CUDA GPU" in capsys.readouterr().err
+
+
+def test_run_all_without_gpu(tmp_path, capsys, monkeypatch):
+    run_all = load("run_all")
+    monkeypatch.setattr(run_all, "gpu_available", lambda: False)
+    assert run_all.main(["--out", str(tmp_path / "x.json")]) == 2  # the full grid needs a GPU
+    assert "no CUDA GPU" in capsys.readouterr().err and not (tmp_path / "x.json").exists()
+    out = tmp_path / "q.json"
+    assert run_all.main(["--quick", "--iters", "2", "--warmup", "1", "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert {"device", "versions", "date", "protocol", "records"} <= res.keys()
+    assert [r["impl"] for r in res["records"]] == ["rnngraph-cpu"] and res["records"][0]["step_ms"] > 0
+    assert res["versions"]["numpy"] == np.__version__
+
+
+def test_run_all_grid_and_only(capsys):
+    run_all = load("run_all")
+    jobs = run_all.full_grid()
+    labels = [c.label(i) for c, i in jobs]
+    assert len(labels) == len(set(labels)) and labels[0] == "lstm-l1-t100-s64-h512-i512/cudnn-fp32"
+    for must in ("lstm-l1-t1000-s1-h512-i512/rnngraph", "lstm-l4-t100-s64-h512-i512/cudnn-tf32",
+                 "lstm-l1-t100-s128-h1024-i1024/rnngraph", "gru-l1-t100-s1-h512-i512/cudnn-fp32",
+                 "layernorm_lstm-l1-t100-s64-h512-i512/torchscript", "lm-lstm-l1-t100-s64-h512-i128-v96/rnngraph-cpu"):
+        assert must in labels
+    assert not any("torch-compile" in l for l in labels)
+    assert sum("torch-compile" in c.label(i) for c, i in run_all.full_grid(compile=True)) == 8
+    assert all(B.applicable(c, i) is None for c, i in run_all.full_grid(compile=True))
+    assert run_all.main(["--list", "--only", "peephole.*s64.*torch"]) == 0
+    assert capsys.readouterr().out.split() == ["peephole_lstm-l1-t100-s64-h512-i512/torch-eager",
+                                               "peephole_lstm-l1-t100-s64-h512-i512/torchscript"]
+    assert run_all.main(["--only", "nothing-matches-this"]) == 2
+
+
+# ---------------------------------------------------------------------------------- GPU paths, simulated
+@pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1", reason="runs the simulator form of the GPU path")
+def test_generated_step_timing_in_simulator():
+    rec = B.run(B.Config("lstm", 1, 2, 1, 2, 2), "rnngraph", B.Protocol(warmup=0, iters=1))
+    assert rec.get("error") is None, rec.get("error")
+    assert rec["fwd_ms"] > 0 and rec["fwdbwd_ms"] > 0 and rec["plan"] and rec["launches_per_window"] > 0
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+@pytest.mark.parametrize("cell", ["lstm", "peephole_lstm", "gru", "layernorm_lstm"])
+def test_torch_cells_match_reference(cell):
+    torch = pytest.importorskip("torch")
+    tc = B.torch_cells()
+    T, S, I, H, layers = 4, 3, 5, 6, 2
+    net = rg.stacked(rg.cells.STANDARD[cell], layers, H, input_size=I)
+    rng = np.random.default_rng(1)
+    params = {k: v + 0.1 * rng.normal(size=v.shape) for k, v in rg.init_params(net.graph, 1, "float64").items()}
+    x = rng.normal(size=(T, S, I))
+    want = rg.Reference(net.graph).forward(params, {"x": x}).values[net.graph.outputs[0]]
+    stack = tc.Stack(cell, layers, I, H).double()
+    tc.load_rnngraph_params(stack, params)
+    for model in (stack, torch.jit.script(stack)):
+        got = model(torch.tensor(x)).detach().numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("impl", ["cudnn-fp32", "cudnn-tf32", "torch-eager", "torchscript"])
+def test_torch_baselines_on_cpu(impl):
+    pytest.importorskip("torch")
+    rec = B.run(B.Config("gru", 1, 3, 2, 4, 3), impl, B.Protocol(1, 2), torch_device="cpu")
+    assert rec.get("error") is None, rec.get("error")
+    assert rec["fwd_ms"] > 0 and rec["fwdbwd_ms"] > 0 and rec["tflops_fwdbwd"] > 0
+    assert rec["iters"] == {"fwd": 2, "fwdbwd": 2}
