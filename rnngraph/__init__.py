@@ -4,7 +4,7 @@ Declare a cell in Python (``@rg.cell``), stack cells with ``rg.Sequential``, and
 network with the NumPy reference (``rg.Reference``). See README.md and DESIGN.md.
 """
 from . import cells, ir, ops, passes, schedule
-from .errors import CycleError, DelayError, DtypeError, GraphError, ShapeError, StateError, UnusedWarning
+from .errors import CycleError, DelayError, DtypeError, GraphError, OpError, ShapeError, StateError, UnusedWarning
 from .ir import Graph, Init, parse
 from .network import Embedding, Sequential, SoftmaxCrossEntropy, stacked
 from .optim import SGD, Adam, clip_grad_norm
@@ -16,7 +16,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "cells", "ir", "ops", "Graph", "Init", "parse",
-    "CycleError", "DelayError", "DtypeError", "GraphError", "ShapeError", "StateError", "UnusedWarning",
+    "CycleError", "DelayError", "DtypeError", "GraphError", "OpError", "ShapeError", "StateError", "UnusedWarning",
     "Embedding", "Sequential", "SoftmaxCrossEntropy", "stacked",
     "Reference", "init_params", "reset_streams", "zero_states", "SGD", "Adam", "clip_grad_norm",
     "TrainingStep", "compile",

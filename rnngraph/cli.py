@@ -2,7 +2,7 @@
 
 Each subcommand is a :class:`Command` in :data:`COMMANDS`: a name, a help line, a function
 adding its arguments to an argparse parser, and a function running it (returning the exit
-code). To add one, append a Command (see ``schedule`` in DESIGN.md).
+code). To add one, append a Command (``schedule`` below is a small example).
 
 Errors a user can cause (a missing, empty or non-UTF-8 file, a corpus too short for one
 window, a bad checkpoint, a broken cell) print one line, ``rnngraph: error: ...``, on stderr
@@ -446,8 +446,8 @@ def _schedule_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input-size", type=positive_int, default=None, help="float inputs of this size (default: hidden)")
     p.add_argument("--vocab", type=positive_int, default=None,
                    help="a language model: Embedding(vocab) first and a softmax head last")
-    p.add_argument("--plan", choices=("wavefront", "scc-sequential"), default=None,
-                   help="force a plan (default: the cost model chooses)")
+    p.add_argument("--plan", choices=("wavefront", "scc-sequential", "naive"), default=None,
+                   help="force a plan (default: the cost model chooses; naive: one kernel per op per timestep)")
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
     p.add_argument("--format", choices=FORMATS, default="text")
     p.add_argument("--out", default=None, help="write here instead of stdout (required for gantt: a PNG)")
@@ -461,7 +461,7 @@ def run_schedule(args) -> int:
     from .passes import schedule
     from .schedule_export import gantt, to_dot, to_json
 
-    factory = resolve_cell(args.cell)
+    factory = resolve_cell(args.cell, flag="CELL")
     net = stacked(factory, args.layers, args.hidden, input_size=args.input_size, vocab=args.vocab)
     s = schedule(net.graph, args.window, args.streams, args.dtype, args.plan)
     if args.format == "gantt":

@@ -29,5 +29,10 @@ class DtypeError(GraphError):
     """An op got an operand of the wrong kind (token ids where floats are needed, ...)."""
 
 
+class OpError(GraphError, TypeError):
+    """An op was given something it cannot take (a NumPy array, a list, a Value of another
+    network, a Python ``if`` on a traced value)."""
+
+
 class UnusedWarning(UserWarning):
     """An input or parameter of a graph is never read."""

@@ -111,7 +111,7 @@ def canonical_cell(spec: str) -> str:
     return spec
 
 
-def resolve_cell(spec: str):
+def resolve_cell(spec: str, flag: str = "--cell"):
     """The cell factory named by ``spec``: a key of ``rg.cells.STANDARD`` or
     ``file.py:function`` naming an ``@rg.cell`` function in a Python file.
 
@@ -123,13 +123,13 @@ def resolve_cell(spec: str):
     path, sep, fn = spec.rpartition(":")
     if not (sep and path.endswith(".py")):
         if spec.endswith(".py"):
-            raise CellFileError(f"--cell {spec}: name the cell function too, as {spec}:FUNCTION")
+            raise CellFileError(f"{flag} {spec}: name the cell function too, as {spec}:FUNCTION")
         if spec not in STANDARD:
-            raise CellFileError(f"--cell {spec}: unknown cell; standard cells are "
+            raise CellFileError(f"{flag} {spec}: unknown cell; standard cells are "
                                 f"{', '.join(sorted(STANDARD))}, or give file.py:function")
         return STANDARD[spec]
     if not os.path.isfile(path):
-        raise CellFileError(f"{path}: no such file (from --cell {spec})")
+        raise CellFileError(f"{path}: no such file (from {flag} {spec})")
     name = "_rnngraph_user_cells_" + "".join(c if c.isalnum() else "_" for c in os.path.abspath(path))
     module_spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(module_spec)

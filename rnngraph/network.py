@@ -98,11 +98,11 @@ class Sequential:
         """The validated network graph (traced once)."""
         b = _Builder(self.name)
         first_is_embedding = isinstance(self.layers[0], Embedding)
-        x = b.add("input", size=1 if first_is_embedding else self.input_size,
-                  dtype=INDEX if first_is_embedding else FLOAT, name="x")
-        outputs, loss, k = [x], None, 0
         _ACTIVE.append(b)
         try:
+            x = b.add("input", size=1 if first_is_embedding else self.input_size,
+                      dtype=INDEX if first_is_embedding else FLOAT, name="x")
+            outputs, loss, k = [x], None, 0
             for layer in self.layers:
                 if isinstance(layer, Cell):
                     b.prefix = f"layer{k}."

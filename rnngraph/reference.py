@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import ops
-from .errors import GraphError, ShapeError
+from .errors import GraphError, ShapeError, UnusedWarning
 from .ir import INDEX, Graph
 
 DTYPES = {"float32": np.float32, "float64": np.float64}
@@ -41,6 +41,34 @@ def reset_streams(states: dict[str, np.ndarray], streams) -> dict[str, np.ndarra
     for v in out.values():
         v[:, streams] = 0
     return out
+
+
+def id_limits(g: Graph) -> dict[str, int]:
+    """Token-id input -> the number of ids it may hold (the embedding table's rows, or the
+    number of classes of the loss it is the target of; the smallest if several read it)."""
+    limits: dict[str, int] = {}
+    for n in g.nodes:
+        for k, r in enumerate(n.args):
+            if g.by_name[r.node].dtype != INDEX:
+                continue
+            if n.op == "embedding":
+                bound = g.param_by_name[n.params[0]].shape[0]
+            elif n.op == "softmax_xent" and k == 1:
+                bound = g.by_name[n.args[0].node].size
+            else:
+                continue
+            limits[r.node] = min(limits.get(r.node, bound), bound)
+    return limits
+
+
+def check_ids(name: str, ids: np.ndarray, limit: int | None) -> None:
+    """Raise ShapeError naming input ``name`` unless every id is in [0, limit)."""
+    if limit is None or ids.size == 0:
+        return
+    lo, hi = int(ids.min()), int(ids.max())
+    if lo < 0 or hi >= limit:
+        bad = lo if lo < 0 else hi
+        raise ShapeError(f"input {name!r}: token id {bad} is outside [0, {limit})")
 
 
 def _dtype(name: str):
@@ -83,9 +111,15 @@ class Reference:
     """
 
     def __init__(self, graph: Graph, dtype: str = "float64"):
-        self.graph = graph
+        from .passes.validate import validate  # late: passes import this module's siblings
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UnusedWarning)  # warned when the graph was built
+            self.graph = validate(graph)
         self.dtype = _dtype(dtype)
-        self.order = graph.nodes
+        self.order = self.graph.nodes
+        self.id_limits = id_limits(self.graph)
 
     # ------------------------------------------------------------------ inputs
     def _inputs(self, inputs: dict) -> tuple[dict, int, int]:
@@ -99,6 +133,7 @@ class Reference:
                 if a.ndim != 2 or not np.issubdtype(a.dtype, np.integer):
                     raise ShapeError(f"input {n.name!r}: token ids must be an integer array of shape (T, S), "
                                      f"got {a.dtype} {a.shape}")
+                check_ids(n.name, a, self.id_limits[n.name])
                 a = a.astype(np.int64)[..., None]
             else:
                 if a.ndim != 3 or a.shape[2] != n.size:

@@ -16,7 +16,7 @@ from .network import Sequential
 from .optim import Adam, Optimizer, clip_grad_norm
 from .executor import ScheduleExecutor
 from .passes import schedule as build_schedule
-from .reference import DTYPES, Forward, init_params, reset_streams, zero_states
+from .reference import DTYPES, Forward, check_ids, id_limits, init_params, reset_streams, zero_states
 from .schedule import Schedule
 
 
@@ -60,6 +60,8 @@ class TrainingStep:
         if clip_norm is not None and not clip_norm > 0:
             raise ValueError(f"clip_norm must be positive or None, got {clip_norm!r}")
         self.dtype, self.clip_norm, self.device = dtype, clip_norm, device
+        if optimizer is not None and not isinstance(optimizer, Optimizer):
+            raise TypeError(f"optimizer must be an rg.Adam or rg.SGD instance, got {optimizer!r}")
         self.optimizer = optimizer if optimizer is not None else Adam()
         self.schedule: Schedule = build_schedule(self.graph, self.window, self.streams, dtype, plan)
         params = init_params(self.graph, seed, dtype)
@@ -134,6 +136,10 @@ class TrainingStep:
                              f"window={self.window}, streams={self.streams}")
         if self._cuda is None:
             feed = {k: np.asarray(v) for k, v in feed.items()}
+        else:  # the NumPy backend checks inside; host arrays bound for the GPU are checked here
+            for name, limit in id_limits(self.graph).items():
+                if name in feed and not hasattr(feed[name], "__cuda_array_interface__"):
+                    check_ids(name, np.asarray(feed[name]), limit)
         return feed
 
     def forward(self, inputs, targets=None, carry: bool = True) -> Forward:
@@ -157,6 +163,8 @@ class TrainingStep:
         window's mean loss (nats per token). Raises GraphError when the network has no loss."""
         if self.graph.loss is None:
             raise GraphError("this network has no loss head: end it with rg.SoftmaxCrossEntropy(vocab)")
+        if targets is None:
+            raise ValueError("train needs targets: token ids of shape (T, S), the next token of each input")
         feed = self._feed(inputs, targets)
         if self._cuda:
             return self._cuda.train(feed)
@@ -177,7 +185,9 @@ def compile(net: Sequential, window: int, streams: int, device: str = "auto", dt
     device: ``"cpu"`` (NumPy backend), ``"cuda"`` or ``"auto"``; dtype ``"float32"``/``"float64"``;
     optimizer default Adam(lr=1e-3); clip_norm: global gradient-norm clip (None = off);
     seed: parameter initialisation seed; plan: force "wavefront" or "scc-sequential" (default:
-    the cost model's choice; ``step.schedule`` shows it). Raises ValueError for non-positive window/streams, an
+    the cost model's choice; ``step.schedule`` shows it), or "naive" (one kernel per op per
+    timestep: the baseline, for benchmarks). Returns a :class:`TrainingStep`. Raises TypeError
+    for an optimizer that is not an rg.Adam/rg.SGD instance, and ValueError for non-positive window/streams, an
     unknown device or dtype; RuntimeError when CUDA is asked for but unavailable.
     """
     if not isinstance(net, Sequential):

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from numbers import Real
 
 from . import ops
-from .errors import GraphError, ShapeError, StateError
+from .errors import GraphError, OpError, ShapeError, StateError
 from .ir import FLOAT, INDEX, Graph, Init, Node, Param, Ref, State as IRState, check_delay
 
 
@@ -89,6 +89,9 @@ class _Builder:
     def add(self, op: str, args=(), params=(), attrs=None, size=None, dtype=FLOAT, name=None,
             hint=None) -> "Value":
         """Record one node; run its shape rule now so errors point at the user's line."""
+        if not _ACTIVE or _ACTIVE[-1] is not self or any(a.builder is not self for a in args):
+            raise OpError("this Value belongs to another network's tracing; a Value lives only while its "
+                          "cell is traced (don't keep Values across networks)")
         refs = [(a.id, a.delay) for a in args]
         attrs = tuple(sorted((attrs or {}).items()))
         vid = self.new_id()
@@ -208,11 +211,19 @@ class Value:
 
     def _other(self, other, op: str) -> "Value":
         if isinstance(other, Value):
-            return other
-        raise TypeError(f"unsupported operand for {op}: Value and {type(other).__name__}")
+            return _value(other, op)
+        raise OpError(f"unsupported operand for {op}: Value and {type(other).__name__}{self.builder.where()}; "
+                      f"use rg.param for a trainable vector, or a Python number")
+
+    def _scalar(self, value) -> float:
+        value = float(value)
+        if not math.isfinite(value):
+            raise OpError(f"a constant in a cell must be finite, not {value}{self.builder.where()}")
+        return value
 
     def __add__(self, other):
         if isinstance(other, Real):
+            self._scalar(other)
             return self.builder.add("add_scalar", [self], attrs={"value": float(other)})
         return self.builder.add("add", [self, self._other(other, "+")])
 
@@ -230,34 +241,40 @@ class Value:
 
     def __mul__(self, other):
         if isinstance(other, Real):
+            self._scalar(other)
             return self.builder.add("mul_scalar", [self], attrs={"value": float(other)})
         return self.builder.add("mul", [self, self._other(other, "*")])
 
     __rmul__ = __mul__
 
     def __truediv__(self, other):
-        if isinstance(other, Real):
-            return self.builder.add("mul_scalar", [self], attrs={"value": 1.0 / float(other)})
-        raise TypeError("a Value can only be divided by a number")
+        if isinstance(other, Real) and float(other) != 0.0:
+            return self * (1.0 / float(other))
+        raise OpError(f"a Value can only be divided by a nonzero number, not {other!r}{self.builder.where()}")
 
     def __neg__(self):
         return self.builder.add("neg", [self])
 
     def __bool__(self):
-        raise TypeError("a traced Value has no truth value: Python control flow cannot depend on it")
+        raise OpError("a traced Value has no truth value: Python control flow (if, while, and, or, comparisons) "
+                      f"cannot depend on it; compute both branches and blend them{self.builder.where()}")
 
     def __repr__(self):
         return f"Value({self.builder.provisional(self.id)!r}, size={self.size})"
 
 
 def _value(x, fn: str) -> Value:
+    """``x`` if it is a Value of the network being traced; OpError naming ``fn`` otherwise."""
     if not isinstance(x, Value):
-        raise TypeError(f"rg.{fn} expects a traced Value, got {type(x).__name__}")
+        raise OpError(f"rg.{fn} expects a traced Value, got {type(x).__name__}")
+    if not _ACTIVE or x.builder is not _ACTIVE[-1]:
+        raise OpError(f"rg.{fn}: this Value belongs to another network's tracing; a Value lives only "
+                      f"while its cell is traced (don't keep Values across networks)")
     return x
 
 
-def _ids_of(xs):
-    return [_value(x, "op") for x in xs]
+def _ids_of(xs, fn: str):
+    return [_value(x, fn) for x in xs]
 
 
 # ------------------------------------------------------------------------------- ops
@@ -324,7 +341,9 @@ def split(x: Value, k: int) -> list[Value]:
 
 def concat(*xs: Value) -> Value:
     """The vectors one after another (size = sum of sizes)."""
-    return _builder("concat").add("concat", _ids_of(xs))
+    if len(xs) == 1 and isinstance(xs[0], (list, tuple)):
+        xs = tuple(xs[0])  # rg.concat([a, b]) as well as rg.concat(a, b)
+    return _builder("concat").add("concat", _ids_of(xs, "concat"))
 
 
 def layer_norm(x: Value, *, name: str = "ln") -> Value:
@@ -458,7 +477,14 @@ def cell(fn):
     """Decorator: turn ``fn(x, state..., *, config...)`` into a cell factory.
 
     ``fn(hidden=512)`` (keyword configuration only) returns a :class:`Cell` for rg.Sequential.
-    The function must return ``output`` (no states) or ``(output, {state_name: next_value})``.
+    When traced, ``x`` is a :class:`Value` (one vector per column: the previous layer's output,
+    or the network input of size ``input_size``); each argument annotated ``rg.State`` is a
+    Value holding that state's next value read with its delay (size: the cell's ``hidden``
+    argument unless ``rg.State(size=n)``). The function must return ``output`` (no states) or
+    ``(output, {state_name: next_value})``. Errors (raised when the network is traced, naming
+    the node, op, shapes and the cell's source line): ShapeError, DtypeError, StateError (a
+    state never updated, an unknown state name), OpError (a non-Value operand, Python control
+    flow on a Value), DelayError.
     """
 
     def factory(**kwargs) -> Cell:

@@ -151,8 +151,11 @@ def test_report_replaces_markers_and_writes_png(tmp_path):
 
 def test_report_on_committed_results(tmp_path):
     md, png = tmp_path / "R.md", tmp_path / "p.png"
-    assert report.main([str(ROOT / "bench/results/h200-20261129.json"), "--md", str(md), "--plot", str(png)]) == 0
-    assert "| lstm T=100 S=1 H=512 | 3.58 |" in md.read_text() and png.stat().st_size > 10_000
+    path = ROOT / "bench/results/h200-20261129.json"
+    assert report.main([str(path), "--md", str(md), "--plot", str(png)]) == 0
+    rec = next(r for r in json.loads(path.read_text())["records"] if r["impl"] == "cudnn-fp32" and r["S"] == 1
+               and r["H"] == 512 and r["T"] == 100 and r["layers"] == 1 and r.get("cell") == "lstm")
+    assert f"| lstm T=100 S=1 H=512 | {rec['fwdbwd_ms']:.3g} |" in md.read_text() and png.stat().st_size > 10_000
 
 
 # ---------------------------------------------------------------------------------- entry points on the CPU

@@ -97,7 +97,7 @@ def _fits(plan: Plan, names) -> bool:
 def pipeline(plan: Plan) -> Plan:
     """Fill ``plan``, ``stage_of``, ``body``, ``mode`` and ``reason`` (see the module docstring)."""
     if plan.force_plan is not None and plan.force_plan not in PLANS:
-        raise GraphError(f"unknown plan {plan.force_plan!r} (choose from {', '.join(PLANS)})")
+        raise GraphError(f"unknown plan {plan.force_plan!r} (choose from {', '.join(PLANS)}, naive)")
     T, cm = plan.window, DEFAULT
     loop_nodes = set(plan.loop_of)
     between = _between(plan)

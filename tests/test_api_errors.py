@@ -1,0 +1,105 @@
+"""Regression tests for the API misuses a fresh-user review found (each once gave silent
+garbage or a bare traceback)."""
+import numpy as np
+import pytest
+
+import rnngraph as rg
+from rnngraph.cli import main
+
+V = 10
+
+
+def _lm_step(**kw):
+    net = rg.Sequential(rg.Embedding(V, 4), rg.cells.lstm(hidden=4), rg.SoftmaxCrossEntropy(V))
+    return rg.compile(net, window=3, streams=2, device="cpu", **kw)
+
+
+def test_train_without_targets_is_an_error():
+    step = _lm_step()
+    with pytest.raises(ValueError, match="train needs targets"):
+        step.train(np.zeros((3, 2), int), None)
+
+
+@pytest.mark.parametrize("bad", [-1, V])
+@pytest.mark.parametrize("which", ["inputs", "targets"])
+def test_token_ids_out_of_range_name_the_input(bad, which):
+    step = _lm_step()
+    ids = np.zeros((3, 2), int)
+    bad_ids = ids.copy()
+    bad_ids[1, 1] = bad
+    x, y = (bad_ids, ids) if which == "inputs" else (ids, bad_ids)
+    name = "x" if which == "inputs" else "y"
+    with pytest.raises(rg.ShapeError, match=rf"input '{name}': token id {bad} is outside \[0, {V}\)"):
+        step.train(x, y)
+
+
+def test_reference_validates_a_parsed_graph():
+    text = str(rg.Sequential(rg.cells.elman(hidden=3), input_size=2).graph).replace("layer0.h_next[t-1]",
+                                                                                      "layer0.h_next")
+    with pytest.raises(rg.CycleError, match="total delay 0"):
+        rg.Reference(rg.parse(text))
+
+
+def _trace(body):
+    @rg.cell
+    def broken(x, h: rg.State, *, hidden):
+        h_next = body(x, h, hidden)
+        return h_next, {"h": h_next}
+    return rg.Sequential(broken(hidden=3), input_size=3).graph
+
+
+def test_numpy_operand_is_a_graph_error_naming_the_fix():
+    with pytest.raises(rg.OpError, match="Value and ndarray.*rg.param") as e:
+        _trace(lambda x, h, n: rg.tanh(x + np.ones(n)) + h)
+    assert isinstance(e.value, rg.GraphError) and isinstance(e.value, TypeError)
+
+
+def test_python_control_flow_on_a_value_explains_itself():
+    def body(x, h, n):
+        if x:
+            return h
+        return rg.tanh(x + h)
+    with pytest.raises(rg.OpError, match="control flow"):
+        _trace(body)
+
+
+def test_concat_takes_a_list_too():
+    g = _trace(lambda x, h, n: rg.tanh(rg.linear(rg.concat([x, h]), n)))
+    assert any(node.op == "concat" and node.size == 6 for node in g.nodes)
+
+
+@pytest.mark.parametrize("body", [lambda x, h, n: rg.tanh(x / 0 + h), lambda x, h, n: rg.tanh(x + float("nan") + h)])
+def test_bad_constants_are_rejected(body):
+    with pytest.raises(rg.OpError):
+        _trace(body)
+
+
+def test_values_do_not_outlive_their_network():
+    kept = []
+
+    @rg.cell
+    def keeper(x, h: rg.State, *, hidden):
+        kept.append(x)
+        h_next = rg.tanh(rg.linear(x, hidden) + h)
+        return h_next, {"h": h_next}
+
+    @rg.cell
+    def reuser(x, h: rg.State, *, hidden):
+        h_next = rg.tanh(kept[0] + h)
+        return h_next, {"h": h_next}
+
+    rg.Sequential(keeper(hidden=3), input_size=3).graph
+    with pytest.raises(rg.OpError, match="another network"):
+        rg.Sequential(reuser(hidden=3), input_size=3).graph
+
+
+def test_optimizer_must_be_an_optimizer():
+    with pytest.raises(TypeError, match="rg.Adam or rg.SGD"):
+        _lm_step(optimizer="adam")
+
+
+def test_naive_plan_is_accepted_everywhere(capsys):
+    step = _lm_step(plan="naive")
+    assert step.schedule.plan == "naive"
+    assert main(["schedule", "lstm", "--hidden", "4", "--window", "3", "--plan", "naive"]) == 0
+    assert "plan=naive" in capsys.readouterr().out
