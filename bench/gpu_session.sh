@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # One GPU session's checks and benchmarks (run on the H200 through the device tool):
-#   GPU tier tests, then the LSTM-vs-cuDNN benchmark. Results go to $OUT.
+#   GPU tier tests, then the issue-4 subset of the benchmark grid (LSTM, peephole and layer-norm
+#   LSTM at H=512, T=100, S in {1, 64}, against cuDNN); BENCH_ARGS replaces that selection
+#   (e.g. BENCH_ARGS="--time-budget 400" for the whole grid). Results go to $OUT.
 # Expects numpy 2.4.6 carried in .whl/ (../shared/gpu-wheels.sh) and PYTHONPATH set by the caller.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -11,4 +13,6 @@ python3 -c "import numpy, numba, numba_cuda, cupy, torch; print('numpy', numpy._
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   timeout "${TEST_TIMEOUT:-240}" python3 -m pytest -q -m gpu tests/test_gpu.py ${PYTEST_ARGS:-} 2>&1 | tee "$OUT/gpu_tests.log"
 fi
-timeout "${BENCH_TIMEOUT:-300}" python3 bench/lstm_vs_cudnn.py --out "$OUT/bench.json" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log"
+sel='^(lstm|peephole_lstm|layernorm_lstm)-l1-t100-s(1|64)-h512-i512/(rnngraph|cudnn-fp32|cudnn-tf32)$'
+timeout "${BENCH_TIMEOUT:-300}" python3 bench/run_all.py --out "$OUT/bench.json" ${BENCH_ARGS:---only "$sel"} 2>&1 \
+  | tee "$OUT/bench.log"

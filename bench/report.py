@@ -1,5 +1,5 @@
-"""Markdown tables and a plot from one benchmark results JSON (bench/run_all.py, rnngraph bench,
-bench/lstm_vs_cudnn.py all write the format).
+"""Markdown tables and a plot from one benchmark results JSON (bench/run_all.py and rnngraph
+bench write the format).
 
 Usage:
   python bench/report.py bench/results/h200-YYYYMMDD.json                 # markdown to stdout
