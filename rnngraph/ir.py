@@ -174,7 +174,11 @@ class Graph:
         return tuple(n for n in self.nodes if n.op == "input")
 
     def consumers(self) -> dict[str, list[tuple[Node, Ref]]]:
-        """Node name -> list of (consumer node, edge) reading it."""
+        """Node name -> list of (consumer node, edge) reading it (computed once per graph)."""
+        return self._consumers
+
+    @cached_property
+    def _consumers(self) -> dict[str, list[tuple[Node, Ref]]]:
         out: dict[str, list] = {n.name: [] for n in self.nodes}
         for n in self.nodes:
             for r in n.args:
