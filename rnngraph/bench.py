@@ -45,8 +45,11 @@ from pathlib import Path
 
 import numpy as np
 
-IMPLS = ("rnngraph", "rnngraph-naive", "cudnn-fp32", "cudnn-tf32", "torch-eager", "torchscript",
-         "torch-compile", "rnngraph-cpu")
+IMPLS = ("rnngraph", "rnngraph-naive", "rnngraph-wavefront", "rnngraph-scc-sequential", "cudnn-fp32",
+         "cudnn-tf32", "torch-eager", "torchscript", "torch-compile", "rnngraph-cpu")
+#: rnngraph implementations that force a plan (to check the cost model's choice against a measurement)
+FORCED_PLANS = {"rnngraph-naive": "naive", "rnngraph-wavefront": "wavefront",
+                "rnngraph-scc-sequential": "scc-sequential"}
 #: Gate blocks of each standard cell's input and recurrent products (G in 2·G·H·(I+H)·S·T).
 GATES = {"lstm": 4, "peephole_lstm": 4, "layernorm_lstm": 4, "gru": 3, "gru_reset_before": 3, "elman": 1}
 CUDNN_CELLS = {"lstm": "LSTM", "gru": "GRU"}
@@ -410,8 +413,8 @@ def run(cfg: Config, impl: str, proto: Protocol | None = None, *, torch_device: 
             raise ValueError(why)
         if cfg.task == "lm":
             out = _rnngraph_lm(cfg, proto, "cpu" if impl == "rnngraph-cpu" else "cuda")
-        elif impl in ("rnngraph", "rnngraph-naive"):
-            out = _rnngraph_gpu(cfg, proto, "naive" if impl == "rnngraph-naive" else None)
+        elif impl == "rnngraph" or impl in FORCED_PLANS:
+            out = _rnngraph_gpu(cfg, proto, FORCED_PLANS.get(impl))
         elif impl.startswith("cudnn"):
             out = _cudnn(cfg, proto, impl == "cudnn-tf32", torch_device)
         else:
