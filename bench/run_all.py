@@ -59,6 +59,8 @@ def full_grid(compile: bool = False) -> list[tuple[Config, str]]:
         jobs += [(Config(S=S, **LM), i) for i in ("rnngraph", "rnngraph-cpu")]
     jobs += [(lstm(1, T=1000), i) for i in CORE]
     jobs += [(lstm(64, layers=4), i) for i in CORE]
+    for S in (1, 64):  # the cost model's plan choice against a measurement of both plans
+        jobs += [(lstm(S, layers=4), i) for i in CORE + ("rnngraph-wavefront", "rnngraph-scc-sequential")]
     for H in (256, 1024):
         for S in (1, 4, 16, 64, 128):
             jobs += [(lstm(S, H), i) for i in CORE]
