@@ -1,0 +1,234 @@
+"""bench/lm_vs_torch.py on the CPU with tiny settings: the JSON it writes (curves, tokens/s, finite
+bits/char), identical batches and starting weights for rnngraph and torch.nn.LSTM, the
+evaluation layout against rnngraph.lm.Evaluator, epoch resets, merging, interruption and bad
+input. The torch parts skip without torch."""
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rnngraph as rg
+from rnngraph.data import CharVocab, batches
+from rnngraph.lm import Evaluator
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("bench_lm_vs_torch", ROOT / "bench" / "lm_vs_torch.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+lvt = _load()
+
+TINY = ["--hidden", "16", "--embed", "8", "--window", "8", "--streams", "4", "--eval-streams", "4",
+        "--device", "cpu", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def text_file(tmp_path_factory):
+    rng = np.random.default_rng(3)
+    words = "the of and to a in that it was her she not be as had with for you his he at by on all".split()
+    lines = [" ".join(rng.choice(words, size=int(rng.integers(4, 11)))).capitalize() + "." for _ in range(300)]
+    path = tmp_path_factory.mktemp("lm") / "tiny.txt"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+def run(tmp_path, text_file, *extra, name="out.json"):
+    out = tmp_path / name
+    rc = lvt.main(["--text", str(text_file), *TINY, "--out", str(out), *extra])
+    return rc, json.loads(out.read_text())
+
+
+def check_record(r, steps):
+    assert r["status"] == "done" and r["stopped_by"] == "steps"
+    assert r["steps"] == steps and r["tokens"] == steps * 8 * 4
+    assert r["tokens_per_s"] > 0 and r["tokens_per_s_overall"] > 0 and r["train_s"] > 0
+    curve = r["curve"]
+    assert [p["step"] for p in curve] == list(range(0, steps + 1, 2))
+    assert curve[0]["train_bpc"] is None and all(math.isfinite(p["train_bpc"]) for p in curve[1:])
+    assert all(math.isfinite(p["valid_bpc"]) and p["valid_tokens"] > 0 for p in curve)
+    assert [p["tokens"] for p in curve] == [p["step"] * 32 for p in curve]
+    assert curve[-1]["valid_bpc"] < curve[0]["valid_bpc"]  # it learns something in a few steps
+    for k in ("valid_bpc", "test_bpc"):
+        assert math.isfinite(r["final"][k]) and 1.0 < r["final"][k] < 8.0
+    assert len(r["first_losses"]) == min(steps, 10) and r["hashed_batches"] == steps
+    assert len(r["first_batch_sha256"]) == 16 and len(r["data_sha256"]) == 16
+
+
+def test_rnngraph_alone(tmp_path, text_file):
+    rc, res = run(tmp_path, text_file, "--impl", "rnngraph", "--steps", "6", "--eval-every", "2")
+    assert rc == 0 and res["status"] == "complete"
+    r = res["impls"]["rnngraph"]
+    check_record(r, 6)
+    assert r["device"] == "cpu" and r["plan"] in ("wavefront", "scc-sequential")
+    cfg = res["config"]
+    assert cfg["layers"] == 2 and cfg["hidden"] == 16 and cfg["window"] == 8 and cfg["streams"] == 4
+    assert cfg["vocab"] == len(CharVocab.build(lvt.load_corpus(lvt.build_parser().parse_args(
+        ["--text", str(text_file)])).train))
+    assert res["versions"]["rnngraph"] == rg.__version__ and res["date"]
+
+
+def test_both_see_identical_batches_and_weights(tmp_path, text_file):
+    pytest.importorskip("torch")
+    rc, res = run(tmp_path, text_file, "--steps", "6", "--eval-every", "2")
+    assert rc == 0 and res["status"] == "complete"
+    a, b = res["impls"]["rnngraph"], res["impls"]["torch"]
+    check_record(a, 6)
+    check_record(b, 6)
+    assert b["device"] == "cpu" and b["tf32"] is False and b["parameters"] == a["parameters"]
+    assert a["first_batch_sha256"] == b["first_batch_sha256"] and a["data_sha256"] == b["data_sha256"]
+    assert res["same_batches"] is True
+    # same initial weights, same batches, same optimizer: the same numbers up to float32 rounding
+    np.testing.assert_allclose(a["first_losses"], b["first_losses"], rtol=1e-4)
+    for pa, pb in zip(a["curve"], b["curve"]):
+        assert pa["valid_tokens"] == pb["valid_tokens"]  # the torch evaluation scores Evaluator's tokens
+        assert pa["valid_bpc"] == pytest.approx(pb["valid_bpc"], abs=5e-3)
+    for k in ("valid", "test"):
+        assert a["final"][f"{k}_tokens"] == b["final"][f"{k}_tokens"]
+        assert a["final"][f"{k}_bpc"] == pytest.approx(b["final"][f"{k}_bpc"], abs=5e-3)
+
+
+def test_torch_native_init_differs(tmp_path, text_file):
+    pytest.importorskip("torch")
+    rc, res = run(tmp_path, text_file, "--steps", "2", "--eval-every", "0", "--init", "native")
+    assert rc == 0
+    a, b = res["impls"]["rnngraph"], res["impls"]["torch"]
+    assert a["first_batch_sha256"] == b["first_batch_sha256"]
+    assert a["first_losses"][0] != pytest.approx(b["first_losses"][0], rel=1e-4)
+    assert [p["step"] for p in b["curve"]] == [0, 2]  # --eval-every 0: the start and the end only
+
+
+def test_eval_blocks_match_evaluator():
+    """The torch evaluation's windows are Evaluator's: same token count, same loss through rnngraph."""
+    rng = np.random.default_rng(0)
+    V = 7
+    net = rg.Sequential(rg.Embedding(V, 3), rg.cells.lstm(hidden=5), rg.SoftmaxCrossEntropy(V))
+    params = rg.init_params(net.graph, 1, "float32")
+    for n in (2, 9, 50, 103):
+        ids = rng.integers(0, V, size=n).astype(np.int32)
+        want, count = Evaluator(net, 8, 4)(params, ids)
+        blocks = list(lvt.eval_blocks(ids, 8, 4))
+        assert sum(x.size for x, _ in blocks) == count
+        total, state = 0.0, None
+        for x, y in blocks:
+            step = rg.compile(net, window=x.shape[0], streams=x.shape[1], device="cpu")
+            step.set_parameters(params)
+            if state is not None:
+                step.state = state
+            total += step.forward(x, y).loss * x.size
+            state = step.state
+        assert total / count == pytest.approx(want, rel=1e-6)
+
+
+class FakeModel:
+    """Records what train_model feeds it; loss falls with the steps."""
+    name = "fake"
+
+    def __init__(self, fail_at=None):
+        self.batches, self.resets, self.fail_at = [], [], fail_at
+
+    def train(self, x, y):
+        if self.fail_at is not None and len(self.batches) == self.fail_at:
+            raise lvt.Terminated("SIGTERM")
+        self.batches.append((x.copy(), y.copy()))
+        return 3.0 / (1 + len(self.batches))
+
+    def reset(self):
+        self.resets.append(len(self.batches))
+
+    def snapshot(self):
+        return {"n": len(self.batches)}
+
+    def evaluate(self, ids, params=None):
+        n = len(self.batches) if params is None else params["n"]
+        return 2.0 / (1 + n), len(ids) - 1
+
+
+def test_train_model_epochs_resets_and_schedule():
+    ids = np.arange(1 + 4 * 8 * 3 + 5, dtype=np.int32) % 11  # 3 windows an epoch at T=8, S=4
+    args = lvt.build_parser().parse_args(["--window", "8", "--streams", "4", "--steps", "7", "--eval-every", "3",
+                                          "--target", "0.5"])
+    data = {"train_ids": ids, "valid_ids": ids[:30], "test_ids": ids[:20], "valid_curve_ids": ids[:30]}
+    model, rec = FakeModel(), {}
+    lvt.train_model(model, args, data, rec, lambda: None, lambda s: None, 0.0)
+    want = [b for b, _ in zip(batches(ids, 8, 4), range(7))]
+    assert len(model.batches) == 7
+    for (x, y), (wx, wy) in zip(model.batches, want):
+        np.testing.assert_array_equal(x, wx)
+        np.testing.assert_array_equal(y, wy)
+    assert model.resets == [3, 6]  # states reset at each epoch start, not at the very first window
+    assert rec["windows_per_epoch"] == 3 and rec["epochs"] == pytest.approx(7 / 3)
+    assert [p["step"] for p in rec["curve"]] == [0, 3, 6, 7]
+    # valid nats 2 / (1 + steps): 0.5 bits/char is first passed at the step-6 evaluation
+    assert rec["time_to_target"]["step"] == 6 and rec["time_to_target"]["valid_bpc"] < 0.5
+    assert rec["best"]["step"] == 7 and rec["status"] == "done"
+
+
+def test_interrupted_run_keeps_its_curve(tmp_path, text_file, monkeypatch):
+    made = []
+
+    def fake_make(name, args, V):
+        m = FakeModel(fail_at=5)
+        m.name = name
+        m.info = {"device": "cpu", "parameters": 1, "build_s": 0.0}
+        made.append(m)
+        return m
+
+    monkeypatch.setattr(lvt, "make_model", fake_make)
+    out = tmp_path / "cut.json"
+    rc = lvt.main(["--text", str(text_file), *TINY, "--impl", "rnngraph", "--steps", "9", "--eval-every", "2",
+                   "--out", str(out)])
+    res = json.loads(out.read_text())
+    assert rc == 124 and res["status"] == "interrupted"
+    r = res["impls"]["rnngraph"]
+    assert r["status"].startswith("interrupted") and [p["step"] for p in r["curve"]] == [0, 2, 4]
+
+
+def test_merge(tmp_path, text_file):
+    pytest.importorskip("torch")
+    _, a = run(tmp_path, text_file, "--impl", "rnngraph", "--steps", "3", "--eval-every", "0", name="a.json")
+    _, b = run(tmp_path, text_file, "--impl", "torch", "--steps", "3", "--eval-every", "0", name="b.json")
+    out = tmp_path / "ab.json"
+    assert lvt.main(["--merge", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert list(res["impls"]) == ["rnngraph", "torch"] and res["status"] == "complete"
+    assert res["same_batches"] is True and res["rnngraph_over_torch_tokens_per_s"] > 0
+    assert lvt.main(["--merge", str(tmp_path / "a.json"), str(tmp_path / "a.json"), "--out", str(out)]) == 2
+
+
+def test_bad_input(tmp_path, text_file, capsys):
+    assert lvt.main(["--cache", str(tmp_path), "--device", "cpu", "--steps", "1"]) == 2  # no corpus: no apt-get
+    assert "lacks" in capsys.readouterr().err
+    assert lvt.main(["--text", str(tmp_path / "missing.txt"), "--steps", "1"]) == 2
+    assert lvt.main(["--text", str(text_file), "--impl", "keras", "--steps", "1"]) == 2
+    assert lvt.main(["--text", str(text_file), "--minutes", "0"]) == 2  # would never stop
+    assert lvt.main(["--text", str(text_file), "--window", "4000", "--steps", "1"]) == 2  # too short
+    with pytest.raises(SystemExit):
+        lvt.build_parser().parse_args(["--eval-every", "soon"])
+    assert lvt.parse_every("30s") == ("s", 30.0) and lvt.parse_every("200") == ("steps", 200.0)
+    assert lvt.parse_every("0") == ("off", 0.0)
+
+
+def test_one_model_failing_keeps_the_other(tmp_path, text_file, monkeypatch):
+    def fake_make(name, args, V):
+        if name == "rnngraph":
+            raise RuntimeError("no kernel for you")
+        m = FakeModel()
+        m.name, m.info = name, {"device": "cpu", "parameters": 1, "build_s": 0.0}
+        return m
+
+    monkeypatch.setattr(lvt, "make_model", fake_make)
+    monkeypatch.setitem(__import__("sys").modules, "torch", object())  # the fake needs no torch
+    out = tmp_path / "err.json"
+    rc = lvt.main(["--text", str(text_file), *TINY, "--steps", "4", "--eval-every", "2", "--out", str(out)])
+    res = json.loads(out.read_text())
+    assert rc == 1 and res["status"] == "partial"
+    assert res["impls"]["rnngraph"]["status"] == "error" and "no kernel for you" in res["impls"]["rnngraph"]["error"]
+    assert res["impls"]["torch"]["status"] == "done" and res["impls"]["torch"]["steps"] == 4
