@@ -11,9 +11,9 @@
 #               (or RNNGRAPH_CACHE=$PWD/.cache/rg python3 -c "from rnngraph.data import load_austen; load_austen()")
 #
 # One GPU: the models train one after the other, LM_MINUTES each (default 4: 2 x 4 min of
-# training + compiling + evaluations stay inside the command's 10 minutes; both should pass
-# 1.6 bits/char in the first minute or two). Two or more GPUs (nvidia-h200-x2): they train side by
-# side, one per GPU, LM_MINUTES each (default 8), and the two results are merged.
+# training + compiling + evaluations stay inside the command's 10 minutes; ~17 epochs for rnngraph,
+# more for cuDNN, by the estimates in lm_vs_torch.py). Two or more GPUs (nvidia-h200-x2): they train
+# side by side, one per GPU, LM_MINUTES each (default 8), and the two results are merged.
 # Environment: LM_MINUTES, LM_PARALLEL (auto|0|1), LM_DEADLINE (seconds after this script starts by
 # which everything must be over; default 585), LM_ARGS (more lm_vs_torch.py arguments, e.g.
 # "--tf32" or "--streams 128"), LM_SKIP_WHEELS=1 (use the installed numpy: a dry run on a CPU machine).

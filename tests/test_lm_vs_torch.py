@@ -132,7 +132,7 @@ class FakeModel:
     name = "fake"
 
     def __init__(self, fail_at=None):
-        self.batches, self.resets, self.fail_at = [], [], fail_at
+        self.batches, self.resets, self.lrs, self.fail_at = [], [], [], fail_at
 
     def train(self, x, y):
         if self.fail_at is not None and len(self.batches) == self.fail_at:
@@ -142,6 +142,9 @@ class FakeModel:
 
     def reset(self):
         self.resets.append(len(self.batches))
+
+    def set_lr(self, lr):
+        self.lrs.append(lr)
 
     def snapshot(self):
         return {"n": len(self.batches)}
@@ -169,6 +172,20 @@ def test_train_model_epochs_resets_and_schedule():
     # valid nats 2 / (1 + steps): 0.5 bits/char is first passed at the step-6 evaluation
     assert rec["time_to_target"]["step"] == 6 and rec["time_to_target"]["valid_bpc"] < 0.5
     assert rec["best"]["step"] == 7 and rec["status"] == "done"
+    assert model.lrs == [] and {p["lr"] for p in rec["curve"]} == {2e-3}  # constant: never touched
+
+
+def test_cosine_schedule_by_steps():
+    ids = np.arange(1 + 4 * 8 * 3 + 5, dtype=np.int32) % 11
+    args = lvt.build_parser().parse_args(["--window", "8", "--streams", "4", "--steps", "5", "--eval-every", "0",
+                                          "--lr", "1e-2", "--lr-schedule", "cosine", "--lr-final", "0.1"])
+    data = {"train_ids": ids, "valid_ids": ids[:30], "test_ids": ids[:20], "valid_curve_ids": ids[:30]}
+    model, rec = FakeModel(), {}
+    lvt.train_model(model, args, data, rec, lambda: None, lambda s: None, 0.0)
+    low = 1e-3
+    want = [low + (1e-2 - low) * 0.5 * (1 + math.cos(math.pi * k / 5)) for k in range(5)]
+    np.testing.assert_allclose(model.lrs, want)
+    assert model.lrs[0] == pytest.approx(1e-2) and rec["curve"][-1]["lr"] == model.lrs[-1]
 
 
 def test_interrupted_run_keeps_its_curve(tmp_path, text_file, monkeypatch):
