@@ -31,6 +31,7 @@ Units: times in ms, throughput in TFLOP/s from :func:`flops_forward`.
 from __future__ import annotations
 
 import datetime
+import dataclasses
 import gc
 import importlib.util
 import json
@@ -236,6 +237,7 @@ def _rnngraph_gpu(cfg: Config, proto: Protocol, plan: str | None) -> dict:
     from .codegen import library
     from .codegen.device import in_simulator
     from .codegen.program import CudaProgram
+    from .codegen.tuning import loop_tuning
     from .passes import schedule
 
     t0 = time.perf_counter()
@@ -271,7 +273,7 @@ def _rnngraph_gpu(cfg: Config, proto: Protocol, plan: str | None) -> dict:
     loops = [st for st in s.forward if hasattr(st, "levels")]
     rec = {**_timed(fwd, fwdbwd, timer, proto), "plan": s.plan, "loop_modes": [lp.mode for lp in loops],
            "levels_per_timestep": [lp.levels for lp in loops], "launches_per_window": s.launches,
-           "compile_s": compile_s}
+           "compile_s": compile_s, "loop_tuning": dataclasses.asdict(loop_tuning())}
     replay_errors = getattr(prog, "replay_errors", None)  # steps whose CUDA-graph capture failed
     if replay_errors:
         rec["replay_errors"] = list(replay_errors)
@@ -470,7 +472,8 @@ def _jsonable(v):
     return v.item() if isinstance(v, np.generic) else str(v)
 
 
-def _write(path: str | None, result: dict) -> None:
+def write_results(path: str | None, result: dict) -> None:
+    """Write ``result`` as JSON to ``path`` (a temporary file renamed over it; None: nothing)."""
     if not path:
         return
     tmp = f"{path}.tmp"
@@ -530,9 +533,9 @@ def run_jobs(jobs, proto: Protocol, *, out: str | None = None, time_budget: floa
         result["records"].append(rec)
         result["time_budget"]["elapsed_s"] = round(time.perf_counter() - start, 1)
         log(describe(rec))
-        _write(out, result)
+        write_results(out, result)
     result["time_budget"]["elapsed_s"] = round(time.perf_counter() - start, 1)
-    _write(out, result)
+    write_results(out, result)
     return result
 
 

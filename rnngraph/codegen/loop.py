@@ -21,6 +21,7 @@ import math
 from ..ir import Graph
 from ..schedule import Kernel, Loop
 from .pointwise import Names, PointwiseEmitter, kernel_unit
+from .tuning import LoopTuning
 
 SUPPORTED = ("gemm", "pointwise")
 
@@ -38,8 +39,13 @@ class LoopEmitter:
     """
 
     def __init__(self, g: Graph, loop: Loop, name: str, coop: bool = True, recompute: dict | None = None,
-                 streams: int = 1):
+                 streams: int = 1, nblocks: int = 1, tuning: LoopTuning | None = None):
         self.g, self.loop, self.name, self.coop = g, loop, name, coop
+        self.nblocks = nblocks  # the grid the kernel must be launched with (sizes the shared arrays)
+        self.tuning = tuning or LoopTuning()
+        self.smem_left = self.tuning.smem_kib * 1024  # bytes of shared memory still free for weights
+        self.prologue: list[str] = []  # kernel-start code: weight rows into shared memory
+        self.smem: dict[tuple, str] = {}  # (weight, reps, unit, inner) -> its shared array
         self.stream_block = max(1, min(streams, 8))  # streams per GEMM work item (register blocking)
         self.transposed: set[str] = set()  # weights read transposed (backward)
         self.recompute = recompute or {}  # node -> ops of the forward kernel computing it
@@ -99,8 +105,9 @@ class LoopEmitter:
                 out, X = self.names.value(n.name), self.names.value(x)
                 self.buffers |= {w, out, X} | ({b} if b else set())
                 self.emit(f"# {k.name}: {n.name} = {n.params[0]} @ {ref}{' + bias' if b else ''}", depth)
-                self._rows(depth, n.size // uL, uL, K, [(w, f"{X}[{xrow}, {{s}}, kk]")],
-                           f"{out}[{self.names.depth(n.name)} + t, {{s}}, r] = {{acc}}" + (f" + {b}[r]" if b else ""))
+                reps = n.size // uL
+                self._rows(depth, reps, uL, K, [(self._weight(w, reps, uL, K), f"{X}[{xrow}, {{s}}, {{k}}]")],
+                           f"{out}[{self.names.depth(n.name)} + t, {{s}}, {{r}}] = {{acc}}" + (f" + {b}[{{r}}]" if b else ""))
         else:
             GX, terms = self.names.grad(x), []
             self.buffers.add(GX)
@@ -112,44 +119,88 @@ class LoopEmitter:
                 gy = self.names.grad(n.name)
                 self.buffers |= {wt, gy}
                 self.transposed.add(n.params[0])
-                terms.append((wt, f"{gy}[{self.names.depth(n.name)} + t, {{s}}, kk]"))
+                terms.append((self._weight(wt, K // uL, uL, R), f"{gy}[{self.names.depth(n.name)} + t, {{s}}, {{k}}]"))
             self.emit(f"# {k.name}: d.{ref} += sum W^T d.({', '.join(k.ops)})", depth)
-            self._rows(depth, K // uL, uL, R, terms, f"{GX}[{xrow}, {{s}}, r] += {{acc}}")
+            self._rows(depth, K // uL, uL, R, terms, f"{GX}[{xrow}, {{s}}, {{r}}] += {{acc}}")
+
+    def _weight(self, w: str, reps: int, uL: int, inner: int) -> str:
+        """The read of weight buffer ``w`` at (owned row {r}, column {k}): from a shared-memory copy of
+        the block's rows when they fit in what is left of ``tuning.smem_kib``, else from global
+        memory. The copy's row index is the row's place {rem} (= jj * reps + rep) among the block's, filled once at
+        kernel start by the prologue."""
+        key = (w, reps, uL, inner)
+        if key in self.smem:
+            return f"{self.smem[key]}[{{rem}}, {{k}}]"
+        rows = -(-uL // self.nblocks) * reps
+        if rows * inner * 4 > self.smem_left:
+            return f"{w}[{{r}}, {{k}}]"
+        self.smem_left -= rows * inner * 4
+        sw = self.smem[key] = f"sw{len(self.smem)}"
+        p = lambda line, d=0: self.prologue.append("    " * (1 + d) + line)
+        p(f"# {w}: the block's {reps} x {-(-uL // self.nblocks)} owned rows into shared memory")
+        p(f"{sw} = cuda.shared.array(({rows}, {inner}), float32)")
+        p(f"j0 = (bid * {uL}) // nblocks")
+        p(f"nj = ((bid + 1) * {uL}) // nblocks - j0")
+        p("i = tid")
+        p(f"while i < nj * {reps} * {inner}:")
+        p(f"lr = i // {inner}", 1)
+        p(f"kk = i - lr * {inner}", 1)
+        p(f"jj = lr // {reps}", 1)
+        p(f"{sw}[lr, kk] = {w}[j0 + jj + (lr - jj * {reps}) * {uL}, kk]", 1)
+        p("i += bdim", 1)
+        self.buffers.add(w)
+        return f"{sw}[{{rem}}, {{k}}]"
 
     def _rows(self, depth: int, reps: int, uL: int, inner: int, terms, store: str) -> None:
-        """Loop over the block's owned rows r, SB streams at a time, reducing sum_m W_m[r, kk] *
-        v_m[s, kk] over kk < inner; ``terms`` are (weight buffer, vector expression with {s})
-        pairs and ``store`` the statement with {s} and {acc}. Each weight element is loaded once
-        for SB streams (register blocking over the streams)."""
+        """Loop over the block's owned rows, RB rows x SB streams per work item (a warp on the GPU,
+        a thread in the simulator), reducing sum_m W_m[r, kk] * v_m[s, kk] over kk < inner.
+        ``terms`` are (weight read with {r}, {rem}, {k}; vector read with {s}, {k}) pairs and
+        ``store`` the statement with {r}, {s} and {acc}. Register blocking: a weight element is
+        loaded once for SB streams and a vector element once for RB rows; the kk loop is unrolled
+        ``tuning.unroll`` times (independent loads in flight), with a remainder loop."""
         e = lambda line, d=0: self.emit(line, depth + d)
-        SB = self.stream_block
-        start, step, kstep = ("warp", "nwarps", "32") if self.coop else ("tid", "bdim", "1")
+        SB, RB = self.stream_block, self.tuning.rows
+        start, step, kstep = ("warp", "nwarps", 32) if self.coop else ("tid", "bdim", 1)
+        e(f"nrows = nj * {reps}")
+        e(f"ngroups = (nrows + {RB - 1}) // {RB}")
         e(f"item = {start}")
-        e(f"while item < ((S + {SB - 1}) // {SB}) * nj * {reps}:")
-        e(f"sb = item // (nj * {reps})", 1)
-        e(f"rem = item - sb * (nj * {reps})", 1)
-        e(f"jj = rem // {reps}", 1)
-        e(f"r = j0 + jj + (rem - jj * {reps}) * {uL}", 1)
+        e(f"while item < ((S + {SB - 1}) // {SB}) * ngroups:")
+        e("sb = item // ngroups", 1)
+        e(f"g0 = (item - sb * ngroups) * {RB}", 1)
+        for a in range(RB):
+            e(f"rem{a} = min(g0 + {a}, nrows - 1)", 1)
+            e(f"jj = rem{a} // {reps}", 1)
+            e(f"r{a} = j0 + jj + (rem{a} - jj * {reps}) * {uL}", 1)
         for i in range(SB):
             e(f"s{i} = min(sb * {SB} + {i}, S - 1)", 1)
-            e(f"acc{i} = float32(0.0)", 1)
+            for a in range(RB):
+                e(f"acc{a}_{i} = float32(0.0)", 1)
         e(f"kk = {'lane' if self.coop else '0'}", 1)
-        e(f"while kk < {inner}:", 1)
-        for m, (w, vec) in enumerate(terms):
-            e(f"w{m} = {w}[r, kk]", 2)
-            for i in range(SB):
-                e(f"acc{i} += w{m} * {vec.format(s=f's{i}')}", 2)
-        e(f"kk += {kstep}", 2)
+        U = max(1, min(self.tuning.unroll, inner // kstep))
+        loops = [(U, f"kk + {(U - 1) * kstep} < {inner}")] + ([(1, f"kk < {inner}")] if U > 1 else [])
+        for unroll, cond in loops:
+            e(f"while {cond}:", 1)
+            for u in range(unroll):
+                k = f"kk + {u * kstep}" if u else "kk"
+                for m, (w, vec) in enumerate(terms):
+                    for a in range(RB):
+                        e(f"w{m}_{a}_{u} = {w.format(r=f'r{a}', rem=f'rem{a}', k=k)}", 2)
+                    for i in range(SB):
+                        e(f"v = {vec.format(s=f's{i}', k=k)}", 2)
+                        for a in range(RB):
+                            e(f"acc{a}_{i} += w{m}_{a}_{u} * v", 2)
+            e(f"kk += {unroll * kstep}", 2)
+        accs = [(a, i) for a in range(RB) for i in range(SB)]
         if self.coop:
-            for i in range(SB):
+            for a, i in accs:
                 e("off = 16", 1)
                 e("while off > 0:", 1)
-                e(f"acc{i} += cuda.shfl_down_sync(0xFFFFFFFF, acc{i}, off)", 2)
+                e(f"acc{a}_{i} += cuda.shfl_down_sync(0xFFFFFFFF, acc{a}_{i}, off)", 2)
                 e("off //= 2", 2)
         guard = "if lane == 0 and " if self.coop else "if "
-        for i in range(SB):
-            e(f"{guard}sb * {SB} + {i} < S:", 1)
-            e(store.format(s=f"s{i}", acc=f"acc{i}"), 2)
+        for a, i in accs:
+            e(f"{guard}g0 + {a} < nrows and sb * {SB} + {i} < S:", 1)
+            e(store.format(r=f"r{a}", s=f"s{i}", acc=f"acc{a}_{i}"), 2)
         e(f"item += {step}", 1)
 
     # ------------------------------------------------------------------ kernel
@@ -191,6 +242,8 @@ class LoopEmitter:
         ]
         if self.coop:
             head += ["    lane = tid % 32", "    warp = tid // 32", "    nwarps = bdim // 32"]
+        if self.prologue:
+            head += self.prologue + ["    cuda.syncthreads()"]
         text = "\n\n".join(self.device_fns) + "\n\n" + "\n".join(head + self.body) + "\n"
         return text, args
 

@@ -25,6 +25,7 @@ from .device import in_simulator
 from .graphs import Replay
 from .loop import LoopEmitter, gradient_inputs, persistent_supported
 from .pointwise import PRELUDE, Names, PointwiseEmitter, phase_kernel, step_kernel
+from .tuning import loop_tuning
 
 THREADS = 256
 
@@ -340,7 +341,10 @@ class CudaProgram:
     # ------------------------------------------------------------------ loops
     def _persistent(self, loop: Loop):
         name = f"{loop.name.split(' ')[0]}_{'bwd' if loop.reverse else 'fwd'}_{len(self.sources)}"
-        emitter = LoopEmitter(self.g, loop, name, coop=not self.sim, recompute=self.segment_of, streams=self.S)
+        tuning = loop_tuning()
+        nblocks = 1 if self.sim else cuda.get_current_device().MULTIPROCESSOR_COUNT
+        emitter = LoopEmitter(self.g, loop, name, coop=not self.sim, recompute=self.segment_of, streams=self.S,
+                              nblocks=nblocks, tuning=tuning)
         src, args = emitter.source()
         self.sources.append(src)
         for p in emitter.transposed:
@@ -349,10 +353,11 @@ class CudaProgram:
         def make():
             kern = getattr(self.module, name)
             arrays = [self.buf.lookup(a) for a in args]
-            threads = 8 if self.sim else THREADS
-            blocks = 1 if self.sim else min(self._cooperative_blocks(kern, threads, arrays),
-                                            cuda.get_current_device().MULTIPROCESSOR_COUNT)
-            return lambda: kern[blocks, threads, self.stream](self.T, self.S, *arrays)
+            threads = 8 if self.sim else tuning.threads
+            if not self.sim and self._cooperative_blocks(kern, threads, arrays) < nblocks:
+                raise RuntimeError(f"{name}: a cooperative grid of {nblocks} blocks x {threads} threads (one block "
+                                   f"per multiprocessor) does not fit; lower threads= in RNNGRAPH_LOOP")
+            return lambda: kern[nblocks, threads, self.stream](self.T, self.S, *arrays)
 
         return make
 

@@ -1,0 +1,59 @@
+"""Launch and code-shape parameters of the persistent loop kernels (``codegen/loop.py``).
+
+Defaults are the H200 measurements' best (bench/results/); ``RNNGRAPH_LOOP`` overrides them for
+tuning runs, e.g. ``RNNGRAPH_LOOP="threads=512,unroll=4,rows=2,smem_kib=44"``:
+
+threads   threads per block of a persistent kernel (a multiple of 32, at most 1024); the grid is
+          one block per multiprocessor, so this is the number of warps an SM works with.
+unroll    inner-product iterations per loop trip (independent loads in flight per lane).
+rows      GEMM rows per work item (register blocking: each vector element loaded once serves
+          this many rows; a work item is rows x up to 8 streams, reduced across a warp).
+smem_kib  shared memory (KiB, static: at most 48) a block may fill with its owned rows of the
+          recurrent weights, loaded once per launch; GEMMs whose rows don't fit read the weights
+          from global memory (L2) every timestep. 0 turns it off.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+
+_ENV = "RNNGRAPH_LOOP"
+
+
+@dataclass(frozen=True)
+class LoopTuning:
+    """See the module docstring. Raises ValueError (naming ``RNNGRAPH_LOOP``) for bad values."""
+
+    threads: int = 256
+    unroll: int = 4
+    rows: int = 1
+    smem_kib: int = 44
+
+    def __post_init__(self):
+        if self.threads % 32 or not 32 <= self.threads <= 1024:
+            raise ValueError(f"{_ENV}: threads must be a multiple of 32 in [32, 1024], got {self.threads}")
+        if not 1 <= self.unroll <= 16:
+            raise ValueError(f"{_ENV}: unroll must be in [1, 16], got {self.unroll}")
+        if not 1 <= self.rows <= 8:
+            raise ValueError(f"{_ENV}: rows must be in [1, 8], got {self.rows}")
+        if not 0 <= self.smem_kib <= 48:
+            raise ValueError(f"{_ENV}: smem_kib must be in [0, 48] (static shared memory), got {self.smem_kib}")
+
+
+def loop_tuning() -> LoopTuning:
+    """The defaults, overridden by ``RNNGRAPH_LOOP="key=value,..."`` (keys: threads, unroll, rows, smem_kib)."""
+    text = os.environ.get(_ENV, "").strip()
+    if not text:
+        return LoopTuning()
+    known = {f.name for f in fields(LoopTuning)}
+    values = {}
+    for item in text.split(","):
+        key, eq, val = item.partition("=")
+        key = key.strip()
+        if not eq or key not in known:
+            raise ValueError(f"{_ENV}={text!r}: expected key=value pairs with keys {sorted(known)}, got {item!r}")
+        try:
+            values[key] = int(val)
+        except ValueError:
+            raise ValueError(f"{_ENV}={text!r}: {key} must be an integer, got {val!r}") from None
+    return LoopTuning(**values)

@@ -1,0 +1,71 @@
+"""Persistent-loop code shapes (rnngraph/codegen/tuning.py): weights in shared memory or not,
+unrolled inner products with a remainder loop. Every variant must train exactly like the NumPy
+backend (in numba's simulator), and bad RNNGRAPH_LOOP values must name the variable."""
+import os
+
+import numpy as np
+import pytest
+
+import rnngraph as rg
+from rnngraph.codegen.tuning import LoopTuning, loop_tuning
+from rnngraph.schedule import Loop
+
+V, T, S, H = 5, 2, 2, 4
+sim = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1",
+                         reason="simulator tests (the GPU tier runs tests/test_gpu.py)")
+
+# (RNNGRAPH_LOOP, shared arrays expected): unroll 3 over an inner size of 4 (hidden) leaves a
+# remainder trip; smem_kib=0 reads the weights from global memory.
+VARIANTS = [("unroll=3,smem_kib=0", False), ("unroll=3,rows=3", True), ("unroll=1,smem_kib=1,rows=2", True)]
+
+
+@sim
+@pytest.mark.parametrize("env, shared", VARIANTS, ids=[v for v, _ in VARIANTS])
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_loop_variants_train_like_numpy(monkeypatch, env, shared, cell):
+    monkeypatch.setenv("RNNGRAPH_LOOP", env)
+    net = rg.stacked(rg.cells.STANDARD[cell], 2, H, vocab=V, embed=3)
+    mk = lambda dev: rg.compile(net, window=T, streams=S, device=dev, optimizer=rg.Adam(lr=1e-2), seed=3,
+                                plan="wavefront")
+    cpu, gpu = mk("cpu"), mk("cuda")
+    rng = np.random.default_rng(4)
+    for _ in range(2):
+        x, y = rng.integers(0, V, (T, S)), rng.integers(0, V, (T, S))
+        assert gpu.train(x, y) == pytest.approx(cpu.train(x, y), abs=1e-5)
+    for name, value in cpu.parameters.items():
+        np.testing.assert_allclose(gpu.parameters[name], value, atol=1e-5, err_msg=name)
+    assert ("cuda.shared.array" in gpu.kernels) == shared
+    unrolled = "unroll=3" in env  # loads of the third unrolled copy (w0_2) and the remainder loop
+    assert ("w0_0_2 = " in gpu.kernels and "kk + 2 < " in gpu.kernels) == unrolled
+    assert ("w0_0_1 = " in gpu.kernels) == unrolled
+    rows = int(env.partition("rows=")[2] or 1)  # row blocking: weights of rows 0 .. rows-1 per item
+    assert f"w0_{rows - 1}_0 = " in gpu.kernels and f"w0_{rows}_0 = " not in gpu.kernels
+
+
+def test_budget_limits_the_shared_arrays():
+    """smem_kib=1 holds one 4x4-hidden LSTM's rows (4*4*4 floats = 256 B per weight in one block)
+    but not a hidden-32 one's (4*32*32*4 B = 16 KiB)."""
+    from rnngraph.codegen.loop import LoopEmitter
+    for hidden, expect in ((4, True), (32, False)):
+        net = rg.stacked(rg.cells.lstm, 1, hidden, input_size=3)
+        sched = rg.compile(net, window=2, streams=1, device="cpu").schedule
+        loop = next(s for s in sched.forward if isinstance(s, Loop))
+        src, _ = LoopEmitter(net.graph, loop, "k", coop=True, nblocks=1, tuning=LoopTuning(smem_kib=1)).source()
+        assert ("cuda.shared.array" in src) == expect, hidden
+
+
+@pytest.mark.parametrize("text, msg", [("threads=100", "multiple of 32"), ("unroll=0", "unroll"),
+                                       ("smem_kib=64", "smem_kib"), ("rows=9", "rows"), ("blocks=3", "keys"),
+                                       ("threads=lots", "integer")])
+def test_bad_environment_names_the_variable(monkeypatch, text, msg):
+    monkeypatch.setenv("RNNGRAPH_LOOP", text)
+    with pytest.raises(ValueError, match=msg) as err:
+        loop_tuning()
+    assert "RNNGRAPH_LOOP" in str(err.value)
+
+
+def test_environment_overrides_defaults(monkeypatch):
+    monkeypatch.setenv("RNNGRAPH_LOOP", "threads=512, unroll=2")
+    assert loop_tuning() == LoopTuning(threads=512, unroll=2, smem_kib=LoopTuning().smem_kib)
+    monkeypatch.delenv("RNNGRAPH_LOOP")
+    assert loop_tuning() == LoopTuning()
