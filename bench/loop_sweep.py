@@ -9,7 +9,7 @@ JSON (each rnngraph record carries its ``loop_tuning``). The best setting become
 default.
 
 Usage (GPU):  python bench/loop_sweep.py --out $OUT/loop_sweep.json
-              python bench/loop_sweep.py --settings "threads=256,unroll=1,smem_kib=0" "threads=512" --out x.json
+              python bench/loop_sweep.py --configs lstm:1 --settings "threads=256,unroll=1,smem_kib=0" "threads=512" --out x.json
 """
 from __future__ import annotations
 
@@ -34,12 +34,20 @@ BASELINES = {"lstm": ("cudnn-fp32", "cudnn-tf32"), "gru": ("cudnn-fp32",)}
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--settings", nargs="+", default=SETTINGS, help="RNNGRAPH_LOOP values to compare")
+    ap.add_argument("--configs", nargs="+", metavar="CELL:S", help="configurations (T=100, H=512), e.g. lstm:1 "
+                    "lstm:64 (default: " + " ".join(f"{c.cell}:{c.S}" for c in CONFIGS) + ")")
     ap.add_argument("--out", help="JSON file, rewritten after each record")
     ap.add_argument("--max-seconds", type=float, default=2.0, help="timed seconds per measurement at most")
     a = ap.parse_args(argv)
     proto = Protocol(max_seconds=a.max_seconds)
+    configs = CONFIGS
+    if a.configs:
+        try:
+            configs = [Config(cell, S=int(streams)) for cell, _, streams in (c.partition(":") for c in a.configs)]
+        except ValueError:
+            ap.error(f"--configs: expected CELL:S items such as lstm:64, got {a.configs}")
     result = {"versions": versions(), "settings": list(a.settings), "records": []}
-    for cfg in CONFIGS:
+    for cfg in configs:
         for impl in BASELINES.get(cfg.cell, ()):
             rec = run(cfg, impl, proto)
             result["records"].append(rec)
