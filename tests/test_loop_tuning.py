@@ -65,7 +65,7 @@ def test_bad_environment_names_the_variable(monkeypatch, text, msg):
 
 
 def test_environment_overrides_defaults(monkeypatch):
-    monkeypatch.setenv("RNNGRAPH_LOOP", "threads=512, unroll=2")
-    assert loop_tuning() == LoopTuning(threads=512, unroll=2, smem_kib=LoopTuning().smem_kib)
+    monkeypatch.setenv("RNNGRAPH_LOOP", "threads=256, unroll=2")
+    assert loop_tuning() == LoopTuning(threads=256, unroll=2, rows=1, smem_kib=LoopTuning().smem_kib)
     monkeypatch.delenv("RNNGRAPH_LOOP")
     assert loop_tuning() == LoopTuning()

@@ -117,6 +117,7 @@ class CudaProgram:
         self.sim = in_simulator()
         self.buf = Buffers(self.g, self.T, self.S, self.stream)
         self.sources: list[str] = [PRELUDE]
+        self.loop_threads: dict[str, int] = {}  # persistent kernel -> threads per block it launches with
         self.segment_of = self._forward_segments()
         self.forward_plan = [self._step(st, backward=False) for st in schedule.forward]
         self.backward_plan = [self._step(st, backward=True) for st in schedule.backward]
@@ -354,9 +355,13 @@ class CudaProgram:
             kern = getattr(self.module, name)
             arrays = [self.buf.lookup(a) for a in args]
             threads = 8 if self.sim else tuning.threads
-            if not self.sim and self._cooperative_blocks(kern, threads, arrays) < nblocks:
-                raise RuntimeError(f"{name}: a cooperative grid of {nblocks} blocks x {threads} threads (one block "
-                                   f"per multiprocessor) does not fit; lower threads= in RNNGRAPH_LOOP")
+            # one block per multiprocessor must be co-resident: halve the block until its registers fit
+            while not self.sim and self._cooperative_blocks(kern, threads, arrays) < nblocks:
+                if threads <= 64:
+                    raise RuntimeError(f"{name}: a cooperative grid of {nblocks} blocks (one per multiprocessor) "
+                                       f"does not fit even with {threads} threads a block")
+                threads //= 2
+            self.loop_threads[name] = threads
             return lambda: kern[nblocks, threads, self.stream](self.T, self.S, *arrays)
 
         return make

@@ -4,7 +4,8 @@ Defaults are the H200 measurements' best (bench/results/); ``RNNGRAPH_LOOP`` ove
 tuning runs, e.g. ``RNNGRAPH_LOOP="threads=512,unroll=4,rows=2,smem_kib=44"``:
 
 threads   threads per block of a persistent kernel (a multiple of 32, at most 1024); the grid is
-          one block per multiprocessor, so this is the number of warps an SM works with.
+          one block per multiprocessor, so this is the number of warps an SM works with. A kernel
+          whose registers don't allow it is launched with half as many (and so on).
 unroll    inner-product iterations per loop trip (independent loads in flight per lane).
 rows      GEMM rows per work item (register blocking: each vector element loaded once serves
           this many rows; a work item is rows x up to 8 streams, reduced across a warp).
@@ -24,7 +25,7 @@ _ENV = "RNNGRAPH_LOOP"
 class LoopTuning:
     """See the module docstring. Raises ValueError (naming ``RNNGRAPH_LOOP``) for bad values."""
 
-    threads: int = 256
+    threads: int = 512
     unroll: int = 4
     rows: int = 1
     smem_kib: int = 44
