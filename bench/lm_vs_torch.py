@@ -7,12 +7,18 @@ same shape trains on the same data (window, streams, optimizer), and both tokens
 final bits/char are reported.
 
 Both models
-    rnngraph  rg.Sequential(rg.Embedding(V, E), rg.cells.lstm(hidden=H) x L, rg.SoftmaxCrossEntropy(V)),
-              rg.compile(net, window=T, streams=S, device=..., optimizer=rg.Adam(lr=LR),
+    rnngraph  rg.stacked(rg.cells.lstm, L, H, vocab=V, embed=E, dropout=P) (= rg.Sequential(rg.Embedding(V, E),
+              rg.cells.lstm(hidden=H) x L, rg.SoftmaxCrossEntropy(V)) with an rg.Dropout(P) after the
+              embedding, between the cells and before the head when P > 0; what ``rnngraph train
+              --dropout P`` builds), rg.compile(net, window=T, streams=S, device=..., optimizer=rg.Adam(lr=LR),
               clip_norm=CLIP, seed=SEED); ``step.train(x, y)`` per window
-    torch     nn.Embedding(V, E) -> nn.LSTM(E, H, L) -> nn.Linear(H, V), F.cross_entropy (mean),
-              torch.optim.Adam(lr=LR), clip_grad_norm_(CLIP); the hidden state is carried and
-              detached between windows (truncated BPTT). TF32 off unless --tf32.
+    torch     nn.Embedding(V, E) -> nn.Dropout(P) -> nn.LSTM(E, H, L, dropout=P) -> nn.Dropout(P) ->
+              nn.Linear(H, V), F.cross_entropy (mean), torch.optim.Adam(lr=LR), clip_grad_norm_(CLIP);
+              the hidden state is carried and detached between windows (truncated BPTT); model.train()
+              while training, model.eval() while evaluating. TF32 off unless --tf32.
+    ``--dropout P`` (default 0: none) is Zaremba et al. 2014's placement (the non-recurrent
+    connections: the input of every LSTM layer and of the softmax), inverted dropout in both; the
+    masks come from each library's own generator, so with P > 0 the first losses differ.
 see the same windows: ``rnngraph.data.batches(train_ids, T, S)`` over the CharVocab ids of the
 training split, states carried from window to window and reset at each epoch start (as
 ``rnngraph train`` does). By default torch starts from rnngraph's initial weights (``--init
@@ -45,10 +51,12 @@ cuDNN ~11 ms + ~2 ms head/optimizer -> ~500k tokens/s. What the held-out text al
 a CPU with these defaults (torch, which with ``--init rnngraph`` computes what rnngraph computes):
 after 4.2 epochs (15M tokens) train 1.53, valid 1.78 (its first 60k characters: 1.83), test 1.75
 bits/char, the validation curve still falling by ~0.015 bits per epoch while the gap to the
-training loss grows (Persuasion is another novel: its names and places are unseen; there is no
-dropout). So < 1.6 needs the later epochs and may not come at all with a constant lr: read the
+training loss grows (Persuasion is another novel: its names and places are unseen; that run had
+no dropout). So < 1.6 needs the later epochs and may not come at all with a constant lr: read the
 best point (``best``) and ``time_to_target``; the final numbers drift up as the model overfits.
-``--lr-schedule cosine`` (both models alike) is the knob to try next.
+``--dropout P`` (Zaremba et al. used 0.5 for their 2x650 word model) and ``--lr-schedule cosine``
+(both models alike) are the knobs against it; e.g. ``LM_ARGS="--dropout 0.2"`` for
+bench/lm_gpu_session.sh (not yet measured here).
 
 The GPU machine has no network: carry the corpus in a cache directory. Prepare it here once
 (``.cache/`` is git-ignored; only the six NAME.txt files are needed, ~4 MB)::
@@ -140,6 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="constant (default), or cosine from --lr down to --lr * --lr-final over the budget "
                         "(each model's own fraction of --minutes / --steps, whichever ends it first)")
     m.add_argument("--lr-final", type=float, default=0.1, help="cosine: the last lr as a fraction of --lr (0.1)")
+    m.add_argument("--dropout", type=float, default=0.0,
+                   help="dropout probability after the embedding, between the LSTM layers and before the head "
+                        "(Zaremba et al. 2014), training only (default 0: none)")
     m.add_argument("--seed", type=int, default=0)
     m.add_argument("--init", choices=("rnngraph", "native"), default="rnngraph",
                    help="torch's initial weights: rnngraph's (same seed; default) or torch's own")
@@ -179,6 +190,8 @@ def check_args(args) -> list[str]:
         raise RunError(f"--lr-final must be in [0, 1], got {args.lr_final}")
     if args.clip < 0:
         raise RunError(f"--clip must be >= 0, got {args.clip}")
+    if not 0 <= args.dropout < 1:
+        raise RunError(f"--dropout must be in [0, 1), got {args.dropout}")
     if args.minutes < 0 or (args.steps is not None and args.steps < 1):
         raise RunError("--minutes must be >= 0 and --steps >= 1")
     if args.minutes == 0 and args.steps is None:
@@ -253,13 +266,16 @@ class RnngraphModel:
         from rnngraph.lm import Evaluator
 
         t0 = time.perf_counter()
-        cells = [rg.cells.lstm(hidden=args.hidden) for _ in range(args.layers)]
-        self.net = rg.Sequential(rg.Embedding(vocab_size, args.embed), *cells, rg.SoftmaxCrossEntropy(vocab_size))
+        net = lambda p: rg.stacked(rg.cells.lstm, args.layers, args.hidden, vocab=vocab_size,  # noqa: E731
+                                   embed=args.embed, dropout=p)
+        self.net = net(args.dropout)
         self.step = rg.compile(self.net, window=args.window, streams=args.streams, device=args.device,
                                optimizer=rg.Adam(lr=args.lr), clip_norm=args.clip or None, seed=args.seed)
         self.device = self.step.device
-        self.evaluator = Evaluator(self.net, args.window, args.eval_streams, "float32", device=self.device)
-        self.info = {"device": self.device, "plan": self.step.schedule.plan, "build_s": time.perf_counter() - t0,
+        # evaluation never drops: the same parameters in the graph without Dropout layers
+        self.evaluator = Evaluator(net(0.0), args.window, args.eval_streams, "float32", device=self.device)
+        self.info = {"device": self.device, "plan": self.step.schedule.plan, "dropout": args.dropout,
+                     "build_s": time.perf_counter() - t0,
                      "parameters": int(sum(v.size for v in self.step.parameters.values()))}
         if self.device == "cuda":
             self.info["gpu"] = _numba_gpu_name()
@@ -301,13 +317,16 @@ class TorchModel:
         class LM(nn.Module):
             def __init__(self):
                 super().__init__()
+                p = args.dropout
                 self.embed = nn.Embedding(vocab_size, args.embed)
-                self.lstm = nn.LSTM(args.embed, args.hidden, args.layers)
+                self.drop = nn.Dropout(p)  # no parameters: the state dict is unchanged
+                # nn.LSTM drops between its layers only (and warns about dropout with one layer)
+                self.lstm = nn.LSTM(args.embed, args.hidden, args.layers, dropout=p if args.layers > 1 else 0.0)
                 self.head = nn.Linear(args.hidden, vocab_size)
 
             def forward(self, x, state=None):
-                h, state = self.lstm(self.embed(x), state)
-                return self.head(h), state
+                h, state = self.lstm(self.drop(self.embed(x)), state)
+                return self.head(self.drop(h)), state
 
         self.model = LM()
         if args.init == "rnngraph":
@@ -316,7 +335,7 @@ class TorchModel:
         self.opt = torch.optim.Adam(self.model.parameters(), lr=args.lr)
         self.clip, self.V = args.clip, vocab_size
         self.state = None
-        self.info = {"device": self.device, "init": args.init, "tf32": bool(args.tf32),
+        self.info = {"device": self.device, "init": args.init, "tf32": bool(args.tf32), "dropout": args.dropout,
                      "cudnn": torch.backends.cudnn.version() if self.device == "cuda" else None,
                      "build_s": time.perf_counter() - t0,
                      "parameters": int(sum(p.numel() for p in self.model.parameters()))}
@@ -350,6 +369,7 @@ class TorchModel:
     def train(self, x, y) -> float:
         torch, F = self.torch, self.torch.nn.functional
         xt, yt = self._ids(x), self._ids(y)
+        self.model.train()  # dropout on (evaluate() switches it off and back)
         logits, state = self.model(xt, self.state)
         loss = F.cross_entropy(logits.reshape(-1, self.V), yt.reshape(-1))
         self.opt.zero_grad(set_to_none=True)
@@ -626,9 +646,10 @@ def merge(paths: list[str], out: str | None) -> dict:
     results = [json.loads(Path(p).read_text()) for p in paths]
     base = dict(results[0])
     base["impls"] = {}
-    keys = ("layers", "hidden", "embed", "window", "streams", "lr", "clip", "seed", "init", "corpus")
+    keys = ("layers", "hidden", "embed", "window", "streams", "lr", "clip", "seed", "init", "corpus", "dropout")
     for p, r in zip(paths, results):
-        diff = [k for k in keys if r["config"].get(k) != base["config"].get(k)]
+        old = {"dropout": 0.0}  # files written before the option existed ran without dropout
+        diff = [k for k in keys if r["config"].get(k, old.get(k)) != base["config"].get(k, old.get(k))]
         if diff:
             raise RunError(f"{p}: its config differs from {paths[0]}'s in {diff}")
         for name, rec in r["impls"].items():
@@ -722,7 +743,8 @@ def _run(args, impls: list[str], log) -> int:
     log(f"{corpus!r}, vocab {len(vocab)}; {args.layers}x LSTM {args.hidden}, embed {args.embed}; window {args.window} "
         f"x {args.streams} streams ({args.window * args.streams:,} tokens, {W:,} windows an epoch); "
         f"Adam lr {args.lr:g}, "
-        f"clip {args.clip:g}; budget {args.minutes:g} min" + (f" / {args.steps:,} steps" if args.steps else "")
+        f"clip {args.clip:g}" + (f", dropout {args.dropout:g}" if args.dropout else "")
+        + f"; budget {args.minutes:g} min" + (f" / {args.steps:,} steps" if args.steps else "")
         + f" per model; {', '.join(impls)}")
     interrupted = None
     for name in impls:

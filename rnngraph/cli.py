@@ -62,6 +62,7 @@ positive_int = _number(int, lambda v: v >= 1, "a positive integer")
 nonnegative_int = _number(int, lambda v: v >= 0, "an integer >= 0")
 positive_float = _number(float, lambda v: v > 0 and math.isfinite(v), "a positive number")
 nonnegative_float = _number(float, lambda v: v >= 0 and math.isfinite(v), "a number >= 0")
+probability = _number(float, lambda v: 0 <= v < 1, "a number in [0, 1)")
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ class Command:
 #: Defaults of the flags that a resumed run takes from its checkpoint when they are not given.
 TRAIN_DEFAULTS = dict(cell="lstm", layers=1, hidden=128, embed=32, window=64, streams=32, level="char",
                       corpus="austen", seed=0, dtype="float32", max_words=10_000, optimizer="adam",
-                      lr=2e-3, clip=1.0)
+                      lr=2e-3, clip=1.0, dropout=0.0)
 
 
 def _train_arguments(p: argparse.ArgumentParser) -> None:
@@ -113,6 +114,10 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--lr", metavar="LR", type=positive_float, help=f"learning rate (default {d['lr']})")
     g.add_argument("--clip", metavar="C", type=nonnegative_float,
                    help=f"global gradient-norm clip, 0 = off (default {d['clip']})")
+    g.add_argument("--dropout", metavar="P", type=probability,
+                   help="dropout probability on the non-recurrent connections (after the embedding, "
+                        "between cells, before the softmax; Zaremba et al. 2014), training only; a resumed "
+                        f"run may change it (default {d['dropout']:g}: none)")
     g.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto", help="(default auto)")
     g.add_argument("--time-limit", metavar="SECONDS", type=nonnegative_float, default=0,
                    help="stop early (validating and checkpointing as at the end) once training has run "
@@ -142,11 +147,11 @@ def _config_from_args(args) -> LMConfig:
                     window=d["window"], streams=d["streams"], level=d["level"],
                     corpus=canonical_corpus(d["corpus"]), seed=d["seed"], dtype=d["dtype"],
                     max_words=d["max_words"], optimizer=make_optimizer(d["optimizer"], d["lr"]).config(),
-                    clip=d["clip"] or None)
+                    clip=d["clip"] or None, dropout=d["dropout"])
 
 
 def _resumed_config(args, saved: LMConfig, directory: str) -> LMConfig:
-    """The checkpoint's config, with lr/clip overridden where given; CheckpointError when a
+    """The checkpoint's config, with lr/clip/dropout overridden where given; CheckpointError when a
     flag that fixes shapes or the data layout disagrees with it."""
     canon = {"cell": canonical_cell, "corpus": canonical_corpus}
     for name in LMConfig.FIXED:
@@ -167,6 +172,8 @@ def _resumed_config(args, saved: LMConfig, directory: str) -> LMConfig:
         cfg.optimizer = {**cfg.optimizer, "lr": args.lr}
     if args.clip is not None:
         cfg.clip = args.clip or None
+    if args.dropout is not None:
+        cfg.dropout = args.dropout
     return cfg
 
 
@@ -228,7 +235,8 @@ class _Trainer:
         if len(self.valid_ids) < 2:
             raise CorpusError(f"{corpus.name}: the validation split has {len(self.valid_ids)} {what}(s); "
                               f"need at least 2")
-        self.evaluator = Evaluator(self.net, cfg.window, args.eval_streams, cfg.dtype, device=self.step.device)
+        eval_net = build_network(cfg, len(self.vocab), dropout=0.0) if cfg.dropout else self.net  # no dropout
+        self.evaluator = Evaluator(eval_net, cfg.window, args.eval_streams, cfg.dtype, device=self.step.device)
         if self.ckdir:  # fail now, not at the first checkpoint
             if os.path.exists(self.ckdir) and not os.path.isdir(self.ckdir):
                 raise CLIError(f"--checkpoint {self.ckdir}: exists and is not a directory")
@@ -243,7 +251,9 @@ class _Trainer:
               f"{self.corpus.name} ({cfg.level} level, vocab {len(self.vocab):,}, {len(self.train_ids):,} "
               f"training {unit(cfg.level)}s, {self.data.windows_per_epoch:,} windows an epoch)\n"
               f"window {cfg.window} x {cfg.streams} streams, {cfg.optimizer['name']} lr "
-              f"{cfg.optimizer['lr']:g}, clip {cfg.clip}, {self.step.device} {cfg.dtype}", flush=True)
+              f"{cfg.optimizer['lr']:g}, clip {cfg.clip}"
+              + (f", dropout {cfg.dropout:g}" if cfg.dropout else "") + f", {self.step.device} {cfg.dtype}",
+              flush=True)
         if args.show_schedule:
             schedule = getattr(self.step, "schedule", None)
             print(schedule if schedule is not None else
@@ -389,7 +399,7 @@ def _sample_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_sample(args) -> int:
     ck = load_checkpoint(args.checkpoint)
-    net = build_network(ck.config, len(ck.vocab))
+    net = build_network(ck.config, len(ck.vocab), dropout=0.0)  # sampling never drops
     step = _compile(net, LMConfig(**{**ck.config.to_json(), "window": 1, "streams": 1}), "cpu")
     ck.apply(step, optimizer=False, state=False)
     text = sample(net, step.parameters, ck.vocab, args.prime, args.length, args.temperature, args.seed,
@@ -415,7 +425,7 @@ def _eval_arguments(p: argparse.ArgumentParser) -> None:
 def run_eval(args) -> int:
     ck = load_checkpoint(args.checkpoint)
     cfg = ck.config
-    net = build_network(cfg, len(ck.vocab))
+    net = build_network(cfg, len(ck.vocab), dropout=0.0)  # evaluation never drops
     step = _compile(net, LMConfig(**{**cfg.to_json(), "window": 1, "streams": 1}), "cpu")
     ck.apply(step, optimizer=False, state=False)
     corpus = load_corpus(canonical_corpus(args.corpus) if args.corpus else cfg.corpus)
@@ -446,6 +456,9 @@ def _schedule_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input-size", type=positive_int, default=None, help="float inputs of this size (default: hidden)")
     p.add_argument("--vocab", type=positive_int, default=None,
                    help="a language model: Embedding(vocab) first and a softmax head last")
+    p.add_argument("--dropout", metavar="P", type=probability, default=0.0,
+                   help="rg.stacked(..., dropout=P): Dropout layers between cells (and, with --vocab, after "
+                        "the embedding and before the head) (default 0: none)")
     p.add_argument("--plan", choices=("wavefront", "scc-sequential", "naive"), default=None,
                    help="force a plan (default: the cost model chooses; naive: one kernel per op per timestep)")
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
@@ -462,7 +475,8 @@ def run_schedule(args) -> int:
     from .schedule_export import gantt, to_dot, to_json
 
     factory = resolve_cell(args.cell, flag="CELL")
-    net = stacked(factory, args.layers, args.hidden, input_size=args.input_size, vocab=args.vocab)
+    net = stacked(factory, args.layers, args.hidden, input_size=args.input_size, vocab=args.vocab,
+                  dropout=args.dropout)
     s = schedule(net.graph, args.window, args.streams, args.dtype, args.plan)
     if args.format == "gantt":
         if not args.out:

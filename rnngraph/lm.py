@@ -35,7 +35,7 @@ import numpy as np
 from .cells import STANDARD
 from .data import CharVocab, Corpus, WordVocab, batches, vocab_from_json
 from .errors import GraphError
-from .network import Embedding, Sequential, SoftmaxCrossEntropy
+from .network import Sequential, stacked
 from .optim import SGD, Adam, Optimizer
 from .runtime import TrainingStep, compile
 
@@ -60,7 +60,9 @@ class LMConfig:
 
     cell: a standard cell name (``rg.cells.STANDARD``) or ``/abs/path/file.py:function``;
     corpus: ``"austen"`` or a text file's absolute path; level: ``"char"`` or ``"word"``;
-    optimizer: :meth:`rnngraph.optim.Optimizer.config`; clip: global-norm clip or None.
+    optimizer: :meth:`rnngraph.optim.Optimizer.config`; clip: global-norm clip or None;
+    dropout: p of the Dropout layers of :func:`build_network` (0 = none; checkpoints written
+    before it existed load as 0).
     """
 
     cell: str = "lstm"
@@ -76,7 +78,10 @@ class LMConfig:
     max_words: int = 10_000
     optimizer: dict = field(default_factory=lambda: {"name": "adam", "lr": 2e-3})
     clip: float | None = 1.0
+    dropout: float = 0.0
 
+    #: Fields that older checkpoints lack, with the value that reproduces what they trained.
+    OPTIONAL = {"dropout": 0.0}
     #: Fields that fix the parameters' shapes or the data layout: a resumed run must agree.
     FIXED = ("cell", "layers", "hidden", "embed", "window", "streams", "level", "corpus", "dtype",
              "max_words")
@@ -87,6 +92,7 @@ class LMConfig:
     @classmethod
     def from_json(cls, d: dict) -> LMConfig:
         names = {f.name for f in dataclasses.fields(cls)}
+        d = {**cls.OPTIONAL, **d}
         missing = sorted(names - set(d))
         if missing:
             raise CheckpointError(f"config lacks {missing}")
@@ -171,12 +177,18 @@ def _user_line(exc: BaseException, path: str) -> str:
     return line
 
 
-def build_network(cfg: LMConfig, vocab_size: int) -> Sequential:
-    """Embedding(V, embed) -> ``layers`` x cell(hidden=hidden) -> SoftmaxCrossEntropy(V),
-    traced and validated (GraphError from the cell is raised here, prefixed with its name)."""
+def build_network(cfg: LMConfig, vocab_size: int, dropout: float | None = None) -> Sequential:
+    """Embedding(V, embed) -> ``layers`` x cell(hidden=hidden) -> SoftmaxCrossEntropy(V), with
+    ``rg.Dropout(p)`` after the embedding, between the cells and before the head when p > 0
+    (``rg.stacked(..., vocab=V, dropout=p)``: Zaremba et al. 2014's placement), traced and
+    validated (GraphError from the cell is raised here, prefixed with its name).
+
+    dropout: p, default ``cfg.dropout``. Evaluation and sampling pass 0: the same parameters
+    (Dropout has none) in a graph without masks, which computes what ``forward`` computes with
+    masks of ones."""
     factory = resolve_cell(cfg.cell)
-    cells = [factory(hidden=cfg.hidden) for _ in range(cfg.layers)]
-    net = Sequential(Embedding(vocab_size, cfg.embed), *cells, SoftmaxCrossEntropy(vocab_size))
+    p = cfg.dropout if dropout is None else dropout
+    net = stacked(factory, cfg.layers, cfg.hidden, vocab=vocab_size, embed=cfg.embed, dropout=p)
     try:
         net.graph  # trace and validate now, so errors surface before any data work
     except GraphError as exc:

@@ -1,13 +1,19 @@
 """Composing cells into networks: ``rg.Sequential(rg.Embedding(V, E), cell, ..., rg.SoftmaxCrossEntropy(V))``.
 
-Layers are named ``embed.``, ``layer0.``, ``layer1.``, ... (cells only, counted from 0) and
+Layers are named ``embed.``, ``layer0.``, ``layer1.``, ... (cells only, counted from 0),
+``drop0.``, ``drop1.``, ... (Dropout layers with p > 0, counted from 0 on their own) and
 ``head.``; so a 2-layer LSTM's recurrent weight is ``layer1.U.weight``. The network's inputs
 are the node ``x`` (token ids of shape (T, S) when the first layer is an Embedding, else floats
-of shape (T, S, input_size)) and, with a loss head, the targets ``y`` (token ids, (T, S)).
+of shape (T, S, input_size)), one dropout mask ``dropK.mask`` per Dropout layer with p > 0
+(floats of shape (T, S, width); :class:`rnngraph.runtime.TrainingStep` feeds them) and, with a
+loss head, the targets ``y`` (token ids, (T, S)).
 """
 from __future__ import annotations
 
 from functools import cached_property
+from numbers import Real
+
+import numpy as np
 
 from .errors import GraphError
 from .ir import FLOAT, INDEX, Graph, Init
@@ -31,6 +37,69 @@ class Embedding:
 
     def __repr__(self):
         return f"Embedding({self.vocab}, {self.dim})"
+
+
+class Dropout:
+    """Inverted dropout on the value passing between two layers (Zaremba et al. 2014, "Recurrent
+    Neural Network Regularization": dropout on the non-recurrent connections only; PyTorch's
+    nn.Dropout convention).
+
+    Traced as a graph input ``dropK.mask`` (float, the width of the value it drops, attribute
+    ``dropout=p``) and a pointwise ``dropK.out = mul(value, dropK.mask)``. The mask is data, not
+    randomness inside the graph: :meth:`rnngraph.runtime.TrainingStep.train` feeds fresh masks
+    of shape (T, S, width) in the step's dtype whose elements are 0 with probability p and
+    1/(1-p) otherwise (so the expected value is unchanged), and ``forward`` (evaluation,
+    sampling) feeds ones: no dropout at inference, like PyTorch's ``model.eval()``.
+    ``rg.Reference`` takes the masks as ordinary inputs. With p == 0 the layer adds nothing (the
+    graph is that of the network without it).
+
+    Allowed anywhere in rg.Sequential after the first layer and before a SoftmaxCrossEntropy
+    head. Raises GraphError unless p is a number in [0, 1).
+    """
+
+    prefix = "drop"  # Sequential numbers them: drop0., drop1., ...
+
+    def __init__(self, p: float = 0.5):
+        if isinstance(p, bool) or not isinstance(p, Real) or not 0.0 <= float(p) < 1.0:
+            raise GraphError(f"rg.Dropout({p!r}): p must be a number in [0, 1) (the probability of "
+                             f"zeroing an element)")
+        self.p = float(p)
+
+    def trace(self, b: _Builder, x: Value) -> Value:
+        if self.p == 0.0:
+            return x
+        mask = b.add("input", size=x.size, dtype=FLOAT, attrs={"dropout": self.p}, name=f"{b.prefix}mask")
+        return b.add("mul", [x, mask], name=f"{b.prefix}out")
+
+    def __repr__(self):
+        return f"Dropout({self.p!r})"
+
+
+def mask_inputs(g: Graph) -> dict[str, float]:
+    """Dropout mask input -> its probability p, in graph order: the float inputs carrying a
+    ``dropout`` attribute (see :class:`Dropout`). Read from the graph alone, so a parsed graph
+    works too."""
+    return {n.name: float(n.attr["dropout"]) for n in g.inputs if "dropout" in n.attr}
+
+
+def mask_seed(seed: int, step: int, k: int) -> np.random.SeedSequence:
+    """The seed of mask ``k`` (its position among :func:`mask_inputs`) in the training call
+    that follows ``step`` earlier ones, for a network compiled with ``seed``: a pure function of
+    the three numbers, so a resumed run draws the masks an uninterrupted one would."""
+    return np.random.SeedSequence([seed, step, k, _MASK_TAG])
+
+
+_MASK_TAG = 0x64726F70  # "drop": keeps mask streams apart from init_params' default_rng(seed)
+
+
+def draw_mask(p: float, shape: tuple[int, ...], seed: np.random.SeedSequence, dtype="float32") -> np.ndarray:
+    """An inverted-dropout mask of ``shape`` (T, S, width) in ``dtype``: each element
+    independently 0 with probability p, else 1/(1-p) (PyTorch's nn.Dropout scaling), from
+    ``np.random.default_rng(seed)``. The pattern of zeros depends only on the seed, not on
+    ``dtype`` (the uniforms are drawn in float64)."""
+    dt = np.dtype(dtype)
+    keep = np.random.default_rng(seed).random(shape) >= p
+    return np.where(keep, dt.type(1.0 / (1.0 - p)), dt.type(0.0))
 
 
 class SoftmaxCrossEntropy:
@@ -60,8 +129,9 @@ class Sequential:
     """A stack of layers traced into one :class:`rnngraph.ir.Graph` (``.graph``).
 
     layers: optional Embedding first, then cells (``rg.cells.lstm(hidden=512)`` ...), then
-    optionally a SoftmaxCrossEntropy head last. input_size is required when the first layer
-    is a cell (float inputs of shape (T, S, input_size)).
+    optionally a SoftmaxCrossEntropy head last; ``rg.Dropout(p)`` anywhere after the first
+    layer and before the head. input_size is required when the first layer is a cell (float
+    inputs of shape (T, S, input_size)).
     Raises GraphError for a misplaced layer, a missing input_size, or any error of the cells
     (named by node and op); warns UnusedWarning for unused params/inputs.
     """
@@ -70,13 +140,21 @@ class Sequential:
         if not layers:
             raise GraphError("rg.Sequential needs at least one layer")
         for k, layer in enumerate(layers):
+            if isinstance(layer, Dropout) and k == 0:
+                raise GraphError(f"layer {k}: a Dropout cannot be the first layer (it drops the output of "
+                                 f"the layer before it)")
+            if isinstance(layer, Dropout) and any(isinstance(l, SoftmaxCrossEntropy) for l in layers[:k]):
+                raise GraphError(f"layer {k}: a Dropout cannot follow the SoftmaxCrossEntropy head (put it "
+                                 f"before the head)")
+        for k, layer in enumerate(layers):
             if isinstance(layer, Embedding) and k != 0:
                 raise GraphError(f"layer {k}: an Embedding must be the first layer")
             if isinstance(layer, SoftmaxCrossEntropy) and k != len(layers) - 1:
                 raise GraphError(f"layer {k}: a SoftmaxCrossEntropy head must be the last layer")
-            if not isinstance(layer, (Embedding, SoftmaxCrossEntropy, Cell)):
+            if not isinstance(layer, (Embedding, SoftmaxCrossEntropy, Cell, Dropout)):
                 hint = " (did you forget to call the cell, e.g. lstm(hidden=64)?)" if callable(layer) else ""
-                raise GraphError(f"layer {k}: {layer!r} is not a cell, rg.Embedding or rg.SoftmaxCrossEntropy{hint}")
+                raise GraphError(f"layer {k}: {layer!r} is not a cell, rg.Embedding, rg.Dropout or "
+                                 f"rg.SoftmaxCrossEntropy{hint}")
         if not isinstance(layers[0], Embedding) and input_size is None:
             raise GraphError("rg.Sequential: the first layer is a cell, so give input_size=")
         self.layers = layers
@@ -102,7 +180,7 @@ class Sequential:
         try:
             x = b.add("input", size=1 if first_is_embedding else self.input_size,
                       dtype=INDEX if first_is_embedding else FLOAT, name="x")
-            outputs, loss, k = [x], None, 0
+            outputs, loss, k, j = [x], None, 0, 0
             for layer in self.layers:
                 if isinstance(layer, Cell):
                     b.prefix = f"layer{k}."
@@ -111,6 +189,11 @@ class Sequential:
                     outputs = [x]
                     continue
                 b.prefix, b.hidden = layer.prefix, None
+                if isinstance(layer, Dropout):
+                    if layer.p == 0.0:
+                        continue  # nothing at all: not even a name
+                    b.prefix = f"drop{j}."
+                    j += 1
                 if isinstance(layer, SoftmaxCrossEntropy):
                     logits, loss = layer.trace(b, x)
                     outputs = [logits]
@@ -129,13 +212,28 @@ class Sequential:
 
 
 def stacked(cell, layers: int, hidden: int, *, input_size: int | None = None, vocab: int | None = None,
-            embed: int | None = None, name: str | None = None) -> Sequential:
+            embed: int | None = None, name: str | None = None, dropout: float = 0.0) -> Sequential:
     """``layers`` copies of ``cell(hidden=hidden)`` stacked; with ``vocab`` a language model
     (Embedding(vocab, embed or hidden) first, SoftmaxCrossEntropy(vocab) last), else float inputs
-    of ``input_size`` (default: hidden). Raises GraphError for layers < 1."""
+    of ``input_size`` (default: hidden).
+
+    dropout: p of an ``rg.Dropout(p)`` between consecutive cells (like
+    ``nn.LSTM(dropout=p)``); a language model (``vocab`` given) also gets one after the
+    Embedding and one after the last cell, before the head: Zaremba et al. 2014's placement,
+    dropout on the input of every recurrent layer and of the softmax, never on the recurrent
+    connections. So a 2-layer LM is Embedding, Dropout, cell, Dropout, cell, Dropout, head
+    (``drop0.`` .. ``drop2.``). 0 (the default) adds nothing.
+    Raises GraphError for layers < 1 or dropout outside [0, 1)."""
     if not isinstance(layers, int) or layers < 1:
         raise GraphError(f"layers must be a positive integer, got {layers!r}")
+    drop = Dropout(dropout)  # checks p
     cells = [cell(hidden=hidden) for _ in range(layers)]
+    body: list = []
+    for c in cells:
+        if drop.p > 0 and (body or vocab is not None):
+            body.append(drop)
+        body.append(c)
     if vocab is not None:
-        return Sequential(Embedding(vocab, embed or hidden), *cells, SoftmaxCrossEntropy(vocab), name=name)
-    return Sequential(*cells, input_size=input_size or hidden, name=name)
+        tail = [drop] if drop.p > 0 else []
+        return Sequential(Embedding(vocab, embed or hidden), *body, *tail, SoftmaxCrossEntropy(vocab), name=name)
+    return Sequential(*body, input_size=input_size or hidden, name=name)

@@ -12,7 +12,7 @@ import os
 import numpy as np
 
 from .errors import GraphError
-from .network import Sequential
+from .network import Sequential, draw_mask, mask_inputs, mask_seed
 from .optim import Adam, Optimizer, clip_grad_norm
 from .executor import ScheduleExecutor
 from .passes import schedule as build_schedule
@@ -48,6 +48,17 @@ class TrainingStep:
     and ``state`` (name -> (depth, S, n)) read as NumPy arrays; on the CPU backend
     ``parameters`` is the live dict, on CUDA a copy: change parameters with
     :meth:`set_parameters` and states by assigning ``step.state = {...}``.
+
+    Dropout (``rg.Dropout`` layers; their masks are graph inputs, see :func:`mask_inputs`):
+    :meth:`train` feeds fresh inverted-dropout masks, shape (T, S, width) in the step's dtype,
+    each element 0 with probability p and 1/(1-p) otherwise (PyTorch's convention); mask k of
+    the training call made after ``optimizer.steps`` earlier ones is drawn from
+    ``mask_seed(seed, optimizer.steps, k)``, so it depends only on the compile ``seed`` and the
+    step count a checkpoint saves with the optimizer: a resumed run draws what an uninterrupted
+    one would. The CPU backend and the CUDA simulator draw them with NumPy (identical masks);
+    on a GPU with CuPy they are drawn on the device (cuRAND Philox, same seeds, other values).
+    :meth:`forward` (evaluation, sampling) feeds masks of ones: no dropout, like
+    ``model.eval()`` in PyTorch.
     """
 
     def __init__(self, net: Sequential, window: int, streams: int, device: str, dtype: str,
@@ -65,12 +76,15 @@ class TrainingStep:
         self.optimizer = optimizer if optimizer is not None else Adam()
         self.schedule: Schedule = build_schedule(self.graph, self.window, self.streams, dtype, plan)
         params = init_params(self.graph, seed, dtype)
+        self.seed = seed
+        self.dropout: dict[str, float] = mask_inputs(self.graph)  # mask input -> p
+        self._ones: dict[str, np.ndarray] | None = None  # the masks forward() feeds (CPU)
         self.last_grad_norm: float | None = None
         if device == "cuda":
             if dtype != "float32":
                 raise ValueError("the CUDA backend runs float32")
             from .codegen.step import CudaBackend
-            self._cuda = CudaBackend(self.schedule, params, self.optimizer, clip_norm)
+            self._cuda = CudaBackend(self.schedule, params, self.optimizer, clip_norm, dropout_seed=seed)
         else:
             self._cuda = None
             self._params = params
@@ -124,6 +138,19 @@ class TrainingStep:
                 self._params[name][...] = v
 
     # ------------------------------------------------------------------ running
+    def dropout_masks(self, train: bool) -> dict[str, np.ndarray]:
+        """The masks the next :meth:`train` (``train=True``) or :meth:`forward` call feeds, as
+        host arrays: mask name -> (T, S, width). The CUDA backend on a GPU with CuPy draws its
+        training masks on the device instead (see the class docstring)."""
+        shape = lambda name: (self.window, self.streams, self.graph.by_name[name].size)  # noqa: E731
+        if not train:
+            if self._ones is None:
+                self._ones = {m: np.ones(shape(m), self.dtype) for m in self.dropout}
+            return self._ones
+        step = self.optimizer.steps
+        return {m: draw_mask(p, shape(m), mask_seed(self.seed, step, k), self.dtype)
+                for k, (m, p) in enumerate(self.dropout.items())}
+
     def _feed(self, inputs, targets) -> dict:
         feed = {"x": inputs}
         if targets is not None:
@@ -143,14 +170,18 @@ class TrainingStep:
         return feed
 
     def forward(self, inputs, targets=None, carry: bool = True) -> Forward:
-        """Run one window without training. Returns a Forward (``.values`` of the outputs and the
-        loss node, ``.loss`` when targets are given); with ``carry`` the final states become the
-        next window's initial states."""
+        """Run one window without training and without dropout (masks of ones). Returns a
+        Forward (``.values`` of the outputs and the loss node, ``.loss`` when targets are given);
+        with ``carry`` the final states become the next window's initial states."""
         feed = self._feed(inputs, targets)
         if self._cuda:
+            if self.dropout:
+                self._cuda.ones_masks()
             values = self._cuda.forward(feed, carry)
             loss = float(values[self.graph.loss].mean()) if (self.graph.loss and targets is not None) else None
             return Forward(values, {}, {}, {}, loss)
+        if self.dropout:
+            feed.update(self.dropout_masks(train=False))
         fwd = self._executor.forward(self._params, feed, self._state)
         if targets is None:
             fwd.loss = None
@@ -160,14 +191,19 @@ class TrainingStep:
 
     def train(self, inputs, targets) -> float:
         """Forward, BPTT through the window, clip, optimizer update; states carry. Returns the
-        window's mean loss (nats per token). Raises GraphError when the network has no loss."""
+        window's mean loss (nats per token), with dropout applied where the network has
+        ``rg.Dropout`` layers. Raises GraphError when the network has no loss."""
         if self.graph.loss is None:
             raise GraphError("this network has no loss head: end it with rg.SoftmaxCrossEntropy(vocab)")
         if targets is None:
             raise ValueError("train needs targets: token ids of shape (T, S), the next token of each input")
         feed = self._feed(inputs, targets)
         if self._cuda:
+            if self.dropout:
+                self._cuda.train_masks(self.optimizer.steps)
             return self._cuda.train(feed)
+        if self.dropout:
+            feed.update(self.dropout_masks(train=True))
         fwd = self._executor.forward(self._params, feed, self._state)
         grads = self._executor.backward(fwd).params
         if self.clip_norm is not None:
@@ -184,7 +220,8 @@ def compile(net: Sequential, window: int, streams: int, device: str = "auto", dt
 
     device: ``"cpu"`` (NumPy backend), ``"cuda"`` or ``"auto"``; dtype ``"float32"``/``"float64"``;
     optimizer default Adam(lr=1e-3); clip_norm: global gradient-norm clip (None = off);
-    seed: parameter initialisation seed; plan: force "wavefront" or "scc-sequential" (default:
+    seed: parameter initialisation seed, and the seed of the dropout masks (see
+    :class:`TrainingStep`); plan: force "wavefront" or "scc-sequential" (default:
     the cost model's choice; ``step.schedule`` shows it), or "naive" (one kernel per op per
     timestep: the baseline, for benchmarks). Returns a :class:`TrainingStep`. Raises TypeError
     for an optimizer that is not an rg.Adam/rg.SGD instance, and ValueError for non-positive window/streams, an

@@ -282,6 +282,20 @@ def test_fill(rng):
     np.testing.assert_array_equal(host(d), np.full((2, 3, 2), 1.5, np.float32))
 
 
+@pytest.mark.parametrize("p", [0.0, 0.3, 0.75])
+def test_dropout_threshold(rng, p):
+    """Uniforms in (0, 1] -> 1/(1-p) (float32) where u > p, else 0, in place, any shape."""
+    u = rng.uniform(0, 1, size=(3, 5, 7)).astype(np.float32)
+    u.reshape(-1)[:3] = [np.float32(p), np.nextafter(np.float32(p), np.float32(2)), 1.0]  # the boundary
+    d = dev(u)
+    library.dropout_threshold(d, p)
+    want = np.where(u > np.float32(p), np.float32(1.0 / (1.0 - p)), np.float32(0.0))
+    np.testing.assert_array_equal(host(d), want)
+    assert host(d).reshape(-1)[:2].tolist() == [0.0, np.float32(1.0 / (1.0 - p))]  # u == p is dropped
+    with pytest.raises(ValueError, match=r"\[0, 1\)"):
+        library.dropout_threshold(d, 1.0)
+
+
 # ---------------------------------------------------------------------------- clipping
 def test_sum_squares_and_scale(rng):
     g = f32(rng, 40)

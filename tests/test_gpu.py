@@ -78,3 +78,41 @@ def test_no_f64_in_float32_kernels():
     assert checked >= 2  # the persistent forward and backward loops at least
     from rnngraph.codegen import library
     assert all(n == 0 for n in library.ptx_f64_report().values())
+
+
+def test_dropout_masks_on_the_device():
+    """Training masks on the GPU (cuRAND through CuPy where present, else NumPy's copied in):
+    dropout statistics and the exact kept value, the same masks for the same (seed, step) and
+    others for the next step, ordered before the kernels that read them (the CPU backend fed
+    the masks the GPU drew computes the GPU's loss), ones for evaluation."""
+    from rnngraph.codegen.device import have_cupy
+    from rnngraph.network import draw_mask, mask_seed
+
+    V, T, S, H, p = 50, 50, 16, 128, 0.3
+    net = rg.stacked(rg.cells.lstm, 2, H, vocab=V, embed=64, dropout=p)
+    mk = lambda: rg.compile(net, window=T, streams=S, device="cuda", optimizer=rg.SGD(lr=0.1), seed=5)  # noqa: E731
+    a, b = mk(), mk()
+    rng = np.random.default_rng(0)
+    x, y = rng.integers(0, V, (T, S)), rng.integers(0, V, (T, S))
+    p0 = a.parameters
+    host = lambda step, m: step._cuda.buf.V[m].copy_to_host()  # noqa: E731
+    a._cuda.train_masks(0)
+    masks = {m: host(a, m) for m in a.dropout}
+    for k, (m, arr) in enumerate(masks.items()):
+        n = arr.size
+        assert abs(float((arr == 0).mean()) - p) < 5 * np.sqrt(p * (1 - p) / n), m
+        assert np.all(arr[arr != 0] == np.float32(1.0 / (1.0 - p))), m
+        if not have_cupy():
+            np.testing.assert_array_equal(arr, draw_mask(p, arr.shape, mask_seed(5, 0, k)))
+    assert not np.array_equal(masks["drop1.mask"][:, :, :64], masks["drop0.mask"])  # each its own seed
+    loss = a.train(x, y)
+    b.train(x, y)
+    for m, arr in masks.items():  # train drew step 0's masks again, and so did the other step
+        np.testing.assert_array_equal(host(a, m), arr, err_msg=m)
+        np.testing.assert_array_equal(host(b, m), arr, err_msg=m)
+    want = ScheduleExecutor(a.schedule, "float64").forward(p0, {"x": x, "y": y, **masks}).loss
+    assert loss == pytest.approx(want, rel=1e-4)
+    a.train(x, y)
+    assert not np.array_equal(host(a, "drop2.mask"), masks["drop2.mask"])  # step 1: fresh masks
+    a.forward(x, y)
+    assert all(np.all(host(a, m) == 1) for m in masks)

@@ -95,6 +95,36 @@ def test_both_see_identical_batches_and_weights(tmp_path, text_file):
         assert a["final"][f"{k}_bpc"] == pytest.approx(b["final"][f"{k}_bpc"], abs=5e-3)
 
 
+def test_dropout_in_both_models(tmp_path, text_file):
+    """--dropout P: the same placement in both (after the embedding, between the LSTM layers,
+    before the head), on while training, off while evaluating."""
+    pytest.importorskip("torch")
+    rc, res = run(tmp_path, text_file, "--steps", "2", "--eval-every", "0", "--dropout", "0.4")
+    _, plain = run(tmp_path, text_file, "--steps", "2", "--eval-every", "0", name="plain.json")
+    assert rc == 0 and res["config"]["dropout"] == 0.4 and plain["config"]["dropout"] == 0.0
+    a, b = res["impls"]["rnngraph"], res["impls"]["torch"]
+    pa, pb = plain["impls"]["rnngraph"], plain["impls"]["torch"]
+    assert a["dropout"] == b["dropout"] == 0.4 and a["status"] == b["status"] == "done"
+    # step 0 is scored without dropout by both: the untrained weights give the dropout-free numbers
+    assert a["curve"][0]["valid_bpc"] == pa["curve"][0]["valid_bpc"]
+    assert b["curve"][0]["valid_bpc"] == pytest.approx(pa["curve"][0]["valid_bpc"], abs=1e-4)
+    # training drops in both: the first losses leave the dropout-free ones (which agree)
+    assert pa["first_losses"][0] == pytest.approx(pb["first_losses"][0], rel=1e-4)
+    assert abs(a["first_losses"][0] - pa["first_losses"][0]) > 1e-3
+    assert abs(b["first_losses"][0] - pb["first_losses"][0]) > 1e-3
+    # the torch modules: nn.Dropout around nn.LSTM(dropout=P); none inside a 1-layer nn.LSTM
+    args = lvt.build_parser().parse_args(["--dropout", "0.4", "--hidden", "8", "--embed", "4", "--device", "cpu"])
+    m = lvt.TorchModel(args, 10)
+    assert m.model.drop.p == 0.4 and m.model.lstm.dropout == 0.4 and m.model.lstm.num_layers == 2
+    args.layers = 1
+    assert lvt.TorchModel(args, 10).model.lstm.dropout == 0.0
+    # rnngraph: the network rnngraph train --dropout builds
+    from rnngraph.lm import LMConfig, build_network
+    r = lvt.RnngraphModel(args, 10)
+    assert str(r.net.graph) == str(build_network(LMConfig(layers=1, hidden=8, embed=4, dropout=0.4), 10).graph)
+    assert lvt.main(["--text", str(text_file), "--dropout", "1", "--steps", "1"]) == 2
+
+
 def test_torch_native_init_differs(tmp_path, text_file):
     pytest.importorskip("torch")
     rc, res = run(tmp_path, text_file, "--steps", "2", "--eval-every", "0", "--init", "native")

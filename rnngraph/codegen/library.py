@@ -11,6 +11,7 @@ them synchronises with the host, and none allocates unless its docstring says so
 - row reductions (:mod:`.reductions`): :func:`layer_norm_forward`, :func:`layer_norm_backward`,
   :func:`softmax_xent_forward`, :func:`softmax_xent_backward`;
 - embedding gather and scatter-add (here): :func:`embedding_forward`, :func:`embedding_backward`;
+- dropout masks (here): :func:`dropout_threshold` (uniforms -> an inverted-dropout mask, in place);
 - optimizers and clipping (:mod:`.optim_kernels`): :func:`sgd_update`, :func:`adam_update`,
   :func:`sum_squares`, :func:`scale_by_clip`, :func:`clip_grad_norm`, and :func:`fill`.
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import types
 
+import numpy as np
 from numba import cuda, float32
 
 from . import gemm as _gemm_mod
@@ -102,7 +104,39 @@ for _idx in ("int32", "int64"):
         (_embedding_backward_kernel, f"void({_idx}[::1], float32[:, ::1], float32[:, ::1])"),
     ]
 
+
+
+# ---------------------------------------------------------------------------- dropout masks
+def _dropout_threshold_kernel(u, p, scale):
+    """u[i] = scale where u[i] > p, else 0: uniforms in (0, 1] become an inverted-dropout mask."""
+    i = cuda.grid(1)
+    if i < u.size:
+        u[i] = scale if u[i] > p else float32(0.0)
+
+
+dropout_threshold_kernel = cuda.jit(_dropout_threshold_kernel)
+
+
+def dropout_threshold(u, p: float, *, stream=None):
+    """In place, ``u = where(u > p, 1/(1-p), 0)`` (float32, 1/(1-p) rounded once to float32):
+    uniforms in (0, 1] (cuRAND's) become a mask that drops with probability p and scales what
+    it keeps, PyTorch's inverted dropout. u: C-contiguous float32, any shape; 0 <= p < 1.
+    Returns u."""
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout_threshold: p must be in [0, 1), got {p!r}")
+    u = as_device(u, stream)
+    check("dropout_threshold u", u, u.ndim)
+    if not u.is_c_contiguous():
+        raise ValueError("dropout_threshold u: expected a C-contiguous array")
+    if u.size:
+        t = elementwise_threads()
+        dropout_threshold_kernel[blocks(u.size, t), t, launch_stream(stream)](
+            u.reshape(u.size), np.float32(p), np.float32(1.0 / (1.0 - p)))
+    return u
+
+
 KERNELS: list[tuple] = (_gemm_mod.KERNELS + _red_mod.KERNELS + _EMBEDDING_KERNELS
+                        + [(_dropout_threshold_kernel, "void(float32[::1], float32, float32)")]
                         + _optim_mod.KERNELS)
 
 
@@ -148,7 +182,7 @@ def _device_functions_for_cc(cc):
 
 __all__ = [
     "KERNELS", "add_bias", "adam_update", "as_device", "clip_grad_norm", "column_sum",
-    "embedding_backward", "embedding_forward", "fill", "gemm", "have_cupy", "in_simulator",
+    "dropout_threshold", "embedding_backward", "embedding_forward", "fill", "gemm", "have_cupy", "in_simulator",
     "layer_norm_backward", "layer_norm_forward", "ptx_f64_report", "scale_by_clip",
     "sgd_update", "softmax_xent_backward", "softmax_xent_forward", "sum_squares",
 ]

@@ -3,16 +3,27 @@ on the device, states carried in the history rows of the state buffers.
 
 Host round trips per ``train`` call: the inputs in (skipped for device arrays, which are
 copied device to device), the mean loss out (one float).
+
+Dropout masks (graph inputs ``dropK.mask``, see :class:`rnngraph.network.Dropout`) are written
+straight into their input buffers: :meth:`CudaBackend.train_masks` draws them on the device
+where CuPy is usable (cuRAND's Philox generator through CuPy's bindings, on the step's numba
+stream, so the kernels that read them are ordered after it: no host copy, no sync), else with
+NumPy on the host (the simulator: the CPU backend's masks exactly) and copies them in;
+:meth:`CudaBackend.ones_masks` fills them with ones for evaluation, once until the next
+training call.
 """
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 from numba import cuda
 
 from ..optim import SGD, Adam, Optimizer
 from ..schedule import Schedule
+from ..network import draw_mask, mask_inputs, mask_seed
 from . import library
-from .device import as_device
+from .device import as_device, have_cupy, stream_handle
 from .program import CudaProgram
 
 
@@ -20,7 +31,7 @@ class CudaBackend:
     """Runs ``schedule`` on the GPU with ``optimizer`` (Adam or SGD) and optional ``clip_norm``."""
 
     def __init__(self, schedule: Schedule, params: dict[str, np.ndarray], optimizer: Optimizer,
-                 clip_norm: float | None):
+                 clip_norm: float | None, dropout_seed: int = 0):
         if not isinstance(optimizer, (SGD, Adam)):
             raise TypeError(f"the CUDA backend runs SGD and Adam, not {type(optimizer).__name__}")
         self.schedule, self.g = schedule, schedule.graph
@@ -34,6 +45,9 @@ class CudaBackend:
         self.set_parameters(params)
         self.reset_state()
         optimizer.on_save, optimizer.on_load = self._pull_slots, self._push_slots
+        self.dropout, self.dropout_seed = mask_inputs(self.g), dropout_seed
+        self._masks_are_ones = False
+        self._curand = None  # see _device_rng: None until first asked, then a tuple or False
 
     def _slot_names(self, name: str) -> list[str]:
         return [f"m/{name}", f"v/{name}"] if isinstance(self.optimizer, Adam) else [f"momentum/{name}"]
@@ -92,6 +106,66 @@ class CudaBackend:
                 tmp = cuda.device_array_like(tail, stream=self.stream)
                 tmp.copy_to_device(tail, stream=self.stream)
                 v[:s.depth].copy_to_device(tmp, stream=self.stream)
+
+    # ------------------------------------------------------------------ dropout masks
+    def ones_masks(self) -> None:
+        """Every dropout mask buffer = 1 (no dropout: evaluation), unless it already is."""
+        if not self._masks_are_ones:
+            for m in self.dropout:
+                library.fill(self.buf.V[m], 1.0, stream=self.stream)
+            self._masks_are_ones = True
+
+    def train_masks(self, step: int) -> None:
+        """Draw the masks of the training call that follows ``step`` earlier ones into their
+        buffers (see the module docstring); mask k's seed is ``mask_seed(dropout_seed, step, k)``."""
+        self._masks_are_ones = False
+        for k, (m, p) in enumerate(self.dropout.items()):
+            dst, seed = self.buf.V[m], mask_seed(self.dropout_seed, step, k)  # (T, S, width)
+            if self._device_rng() is not None:
+                self._device_mask(dst, p, seed)
+            else:
+                shape = (self.T, self.S, self.g.by_name[m].size)
+                dst.copy_to_device(draw_mask(p, shape, seed, np.float32), stream=self.stream)
+
+    def _device_rng(self):
+        """(CuPy's curand module, a Philox4x32-10 generator, the numba stream as a CuPy stream),
+        made once; None where CuPy is not usable (the simulator, no CuPy) or cuRAND fails to
+        load, which warns once: the masks then come from the host."""
+        if self._curand is None:
+            self._curand = False
+            if have_cupy():
+                try:
+                    import cupy
+                    try:
+                        from cupy.cuda import curand
+                    except ImportError:
+                        from cupy_backends.cuda.libs import curand
+                    gen = curand.createGenerator(curand.CURAND_RNG_PSEUDO_PHILOX4_32_10)
+                    self._curand = (curand, gen, cupy.cuda.ExternalStream(stream_handle(self.stream)))
+                except Exception as exc:  # no libcurand for this CuPy, or another CUDA
+                    warnings.warn(f"dropout masks from the host: cuRAND through CuPy failed ({type(exc).__name__}: "
+                                  f"{exc})", RuntimeWarning, stacklevel=3)
+        return self._curand or None
+
+    def _device_mask(self, dst, p: float, seed: np.random.SeedSequence) -> None:
+        """Uniforms in (0, 1] from cuRAND (Philox4x32-10 seeded with 64 bits of ``seed``, offset 0)
+        into ``dst``, then in place 1/(1-p) where u > p, else 0: all on the numba stream, so the
+        step's kernels read them after they are written."""
+        curand, gen, stream = self._curand
+        flat = dst.reshape(dst.size)
+        curand.setPseudoRandomGeneratorSeed(gen, int(seed.generate_state(1, np.uint64)[0]))
+        curand.setGeneratorOffset(gen, 0)
+        with stream:  # CuPy's curand wrappers set the generator's stream to CuPy's current stream
+            curand.generateUniform(gen, int(flat.__cuda_array_interface__["data"][0]), flat.size)
+        library.dropout_threshold(flat, p, stream=self.stream)
+
+    def __del__(self):
+        rng = getattr(self, "_curand", None)
+        if rng:
+            try:
+                rng[0].destroyGenerator(rng[1])
+            except Exception:  # interpreter shutdown
+                pass
 
     # ------------------------------------------------------------------ running
     def _feed(self, inputs: dict) -> None:
