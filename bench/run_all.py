@@ -10,8 +10,10 @@ Configurations (float32, I = H unless said; jobs run in this order, most importa
  4. a char-level LM training step (Embedding(96, 128) -> LSTM 512 -> softmax, T=100, S in {1, 64}):
     rnngraph on the GPU against rnngraph-cpu (the NumPy backend);
  5. LSTM T=1000 S=1 H=512; 6. 4-layer LSTM T=100 S=64 H=512: cuDNN fp32/TF32, rnngraph;
- 7. LSTM T=100, H in {256, 1024} x S in {1, 4, 16, 64, 128}: cuDNN fp32/TF32, rnngraph;
- 8. with --compile only: torch-compile of peephole_lstm, layernorm_lstm, gru, lstm (S=64, then
+ 7. torch-compile-cell (torch.compile of the cell, the loop in Python: seconds to compile) of
+    peephole_lstm, layernorm_lstm, gru, lstm at S in {1, 64};
+ 8. LSTM T=100, H in {256, 1024} x S in {1, 4, 16, 64, 128}: cuDNN fp32/TF32, rnngraph;
+ 9. with --compile only: torch-compile of peephole_lstm, layernorm_lstm, gru, lstm (S=64, then
     S=1), within --compile-budget (each compile takes about 100 s on an H200).
 
 Usage (GPU machine):  python bench/run_all.py --out bench/results/h200-YYYYMMDD.json --time-budget 420
@@ -61,6 +63,8 @@ def full_grid(compile: bool = False) -> list[tuple[Config, str]]:
     jobs += [(lstm(64, layers=4), i) for i in CORE]
     for S in (1, 64):  # the cost model's plan choice against a measurement of both plans
         jobs += [(lstm(S, layers=4), i) for i in CORE + ("rnngraph-wavefront", "rnngraph-scc-sequential")]
+    for cell in ("peephole_lstm", "layernorm_lstm", "gru", "lstm"):  # the cell compiled, the loop eager
+        jobs += [(lstm(S, cell=cell), "torch-compile-cell") for S in (1, 64)]
     for H in (256, 1024):
         for S in (1, 4, 16, 64, 128):
             jobs += [(lstm(S, H), i) for i in CORE]

@@ -47,7 +47,7 @@ from pathlib import Path
 import numpy as np
 
 IMPLS = ("rnngraph", "rnngraph-naive", "rnngraph-wavefront", "rnngraph-scc-sequential", "cudnn-fp32",
-         "cudnn-tf32", "torch-eager", "torchscript", "torch-compile", "rnngraph-cpu")
+         "cudnn-tf32", "torch-eager", "torchscript", "torch-compile", "torch-compile-cell", "rnngraph-cpu")
 #: rnngraph implementations that force a plan (to check the cost model's choice against a measurement)
 FORCED_PLANS = {"rnngraph-naive": "naive", "rnngraph-wavefront": "wavefront",
                 "rnngraph-scc-sequential": "scc-sequential"}
@@ -55,7 +55,10 @@ FORCED_PLANS = {"rnngraph-naive": "naive", "rnngraph-wavefront": "wavefront",
 GATES = {"lstm": 4, "peephole_lstm": 4, "layernorm_lstm": 4, "gru": 3, "gru_reset_before": 3, "elman": 1}
 CUDNN_CELLS = {"lstm": "LSTM", "gru": "GRU"}
 TORCH_CELLS = ("lstm", "peephole_lstm", "gru", "layernorm_lstm")  # bench/torch_cells.py
-TORCH_MODES = {"torch-eager": "eager", "torchscript": "script", "torch-compile": "compile"}
+#: torch-compile compiles the whole window's loop (minutes); torch-compile-cell only the cell, called
+#: once per timestep by the eager loop (seconds to compile)
+TORCH_MODES = {"torch-eager": "eager", "torchscript": "script", "torch-compile": "compile",
+               "torch-compile-cell": "compile-cell"}
 PROTOCOL = ("CUDA events, median of `iters` timed calls after `warmup` (fastrnns: 100 after 10; "
             "fewer for calls slower than max_seconds/iters, see each record); fwd without gradients; "
             "fwdbwd = forward + backward with weight gradients, optimizer excluded; step_ms (LM) = "
@@ -366,7 +369,8 @@ def torch_cells():
 
 
 def _torch_custom(cfg: Config, proto: Protocol, mode: str, device: str) -> dict:
-    """The cell as a PyTorch module looped over time: eager, TorchScript or torch.compile."""
+    """The cell as a PyTorch module looped over time: eager, TorchScript, torch.compile of the
+    whole loop, or torch.compile of the cell alone (the loop stays in Python)."""
     torch, x, dy, timer = _torch_setup(cfg, device)
     restore = _torch_flags(False)
     try:
@@ -379,6 +383,10 @@ def _torch_custom(cfg: Config, proto: Protocol, mode: str, device: str) -> dict:
         elif mode == "compile":
             torch._dynamo.reset()
             model = torch.compile(model, dynamic=False)
+        elif mode == "compile-cell":
+            torch._dynamo.reset()
+            for layer in model.layers:
+                layer.cell = torch.compile(layer.cell, dynamic=False)
 
         def fwd():
             with torch.no_grad():

@@ -193,8 +193,9 @@ def test_run_all_grid_and_only(capsys):
                  "lstm-l1-t100-s128-h1024-i1024/rnngraph", "gru-l1-t100-s1-h512-i512/cudnn-fp32",
                  "layernorm_lstm-l1-t100-s64-h512-i512/torchscript", "lm-lstm-l1-t100-s64-h512-i128-v96/rnngraph-cpu"):
         assert must in labels
-    assert not any("torch-compile" in l for l in labels)
-    assert sum("torch-compile" in c.label(i) for c, i in run_all.full_grid(compile=True)) == 8
+    assert not any(l.endswith("/torch-compile") for l in labels)
+    assert sum(i == "torch-compile" for _, i in run_all.full_grid(compile=True)) == 8
+    assert sum(i == "torch-compile-cell" for _, i in jobs) == 8  # 4 cells x S in {1, 64}, seconds each
     assert all(B.applicable(c, i) is None for c, i in run_all.full_grid(compile=True))
     assert run_all.main(["--list", "--only", "peephole.*s64.*torch"]) == 0
     assert capsys.readouterr().out.split() == ["peephole_lstm-l1-t100-s64-h512-i512/torch-eager",
@@ -228,7 +229,7 @@ def test_torch_cells_match_reference(cell):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize("impl", ["cudnn-fp32", "cudnn-tf32", "torch-eager", "torchscript"])
+@pytest.mark.parametrize("impl", ["cudnn-fp32", "cudnn-tf32", "torch-eager", "torchscript", "torch-compile-cell"])
 def test_torch_baselines_on_cpu(impl):
     pytest.importorskip("torch")
     rec = B.run(B.Config("gru", 1, 3, 2, 4, 3), impl, B.Protocol(1, 2), torch_device="cpu")
