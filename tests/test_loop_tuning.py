@@ -16,7 +16,7 @@ sim = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1",
 
 # (RNNGRAPH_LOOP, shared arrays expected): unroll 3 over an inner size of 4 (hidden) leaves a
 # remainder trip; smem_kib=0 reads the weights from global memory.
-VARIANTS = [("unroll=3,smem_kib=0", False), ("unroll=3,rows=3", True), ("unroll=1,smem_kib=1,rows=2", True)]
+VARIANTS = [("unroll=3,smem_kib=0", False), ("unroll=3,rows=3,smem_kib=44", True), ("unroll=1,smem_kib=1,rows=2", True)]
 
 
 @sim

@@ -1,7 +1,10 @@
 """Launch and code-shape parameters of the persistent loop kernels (``codegen/loop.py``).
 
-Defaults are the H200 measurements' best (bench/results/); ``RNNGRAPH_LOOP`` overrides them for
-tuning runs, e.g. ``RNNGRAPH_LOOP="threads=512,unroll=4,rows=2,smem_kib=44"``:
+Defaults are the H200 measurements' best (bench/loop_sweep.py, bench/results/h200-20261129-loop-sweep*.json:
+LSTM H=512 T=100 fwd+bwd at S=64, 10.2 ms with 512 threads, unroll 4, weights read through L2;
+11.5 ms with them in shared memory, 13.0 ms with session 1's 256 threads and no unrolling);
+``RNNGRAPH_LOOP`` overrides them for tuning runs, e.g.
+``RNNGRAPH_LOOP="threads=256,unroll=2,rows=2,smem_kib=44"`` (the best at S=1: 1.74 ms vs 1.94):
 
 threads   threads per block of a persistent kernel (a multiple of 32, at most 1024); the grid is
           one block per multiprocessor, so this is the number of warps an SM works with. A kernel
@@ -11,7 +14,7 @@ rows      GEMM rows per work item (register blocking: each vector element loaded
           this many rows; a work item is rows x up to 8 streams, reduced across a warp).
 smem_kib  shared memory (KiB, static: at most 48) a block may fill with its owned rows of the
           recurrent weights, loaded once per launch; GEMMs whose rows don't fit read the weights
-          from global memory (L2) every timestep. 0 turns it off.
+          from global memory (L2) every timestep. 0 (the default) turns it off.
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ class LoopTuning:
     threads: int = 512
     unroll: int = 4
     rows: int = 1
-    smem_kib: int = 44
+    smem_kib: int = 0
 
     def __post_init__(self):
         if self.threads % 32 or not 32 <= self.threads <= 1024:
