@@ -38,7 +38,7 @@ def test_loop_variants_train_like_numpy(monkeypatch, env, shared, cell):
     unrolled = "unroll=3" in env  # loads of the third unrolled copy (w0_2) and the remainder loop
     assert ("w0_0_2 = " in gpu.kernels and "kk + 2 < " in gpu.kernels) == unrolled
     assert ("w0_0_1 = " in gpu.kernels) == unrolled
-    rows = int(env.partition("rows=")[2] or 1)  # row blocking: weights of rows 0 .. rows-1 per item
+    rows = int(dict(kv.split("=") for kv in env.split(",")).get("rows", 1))  # row blocking: rows 0 .. rows-1
     assert f"w0_{rows - 1}_0 = " in gpu.kernels and f"w0_{rows}_0 = " not in gpu.kernels
 
 
