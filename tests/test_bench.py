@@ -199,7 +199,8 @@ def test_run_all_grid_and_only(capsys):
     assert all(B.applicable(c, i) is None for c, i in run_all.full_grid(compile=True))
     assert run_all.main(["--list", "--only", "peephole.*s64.*torch"]) == 0
     assert capsys.readouterr().out.split() == ["peephole_lstm-l1-t100-s64-h512-i512/torch-eager",
-                                               "peephole_lstm-l1-t100-s64-h512-i512/torchscript"]
+                                               "peephole_lstm-l1-t100-s64-h512-i512/torchscript",
+                                               "peephole_lstm-l1-t100-s64-h512-i512/torch-compile-cell"]
     assert run_all.main(["--only", "nothing-matches-this"]) == 2
 
 
