@@ -14,13 +14,15 @@ Usage (GPU):  python bench/loop_sweep.py --out $OUT/loop_sweep.json
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # rnngraph from this checkout
 
-from rnngraph.bench import Config, Protocol, describe, run, versions, write_results  # noqa: E402
+from rnngraph.bench import (PROTOCOL, Config, Protocol, describe, device_name, run, versions,  # noqa: E402
+                            write_results)
 
 SETTINGS = ("threads=256,unroll=1,rows=1,smem_kib=0",  # session 1's kernel
             "threads=256,unroll=4,rows=1,smem_kib=44", "threads=512,unroll=4,rows=1,smem_kib=44",
@@ -46,7 +48,8 @@ def main(argv=None) -> int:
             configs = [Config(cell, S=int(streams)) for cell, _, streams in (c.partition(":") for c in a.configs)]
         except ValueError:
             ap.error(f"--configs: expected CELL:S items such as lstm:64, got {a.configs}")
-    result = {"versions": versions(), "settings": list(a.settings), "records": []}
+    result = {"device": device_name(True), "date": datetime.date.today().isoformat(), "versions": versions(),
+              "protocol": PROTOCOL, "settings": list(a.settings), "records": []}
     for cfg in configs:
         for impl in BASELINES.get(cfg.cell, ()):
             rec = run(cfg, impl, proto)

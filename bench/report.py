@@ -7,7 +7,10 @@ Usage:
       --plot bench/results/h200-YYYYMMDD.png
 
 ``--md FILE`` replaces the text between the markers ``<!-- results -->`` and
-``<!-- /results -->`` in FILE (appending the markers and the section when FILE lacks them).
+``<!-- /results -->`` in FILE (appending the markers and the section when FILE lacks them);
+``--section NAME`` uses ``<!-- results:NAME -->`` ... ``<!-- /results:NAME -->`` instead, so one
+README holds several runs. Records of bench/loop_sweep.py (with a ``setting``) become columns
+``rnngraph [setting]``.
 Tables: one row per configuration, one column per implementation, each entry "ms (speed-up)",
 the speed-up being the cudnn-fp32 time of the same configuration in the same run divided by
 this time (above 1 = faster than cuDNN; cells cuDNN lacks are compared with cuDNN's plain LSTM
@@ -31,7 +34,8 @@ BEGIN, END = "<!-- results -->", "<!-- /results -->"
 CELL_ORDER = ("lstm", "peephole_lstm", "gru", "layernorm_lstm")
 METRICS = (("fwdbwd_ms", "Forward + backward"), ("fwd_ms", "Forward"))
 #: Table columns and plot lines, the anchor first.
-ORDER = ("cudnn-fp32", "cudnn-tf32", "rnngraph", "rnngraph-naive", "torch-eager", "torchscript", "torch-compile")
+ORDER = ("cudnn-fp32", "cudnn-tf32", "rnngraph", "rnngraph-naive", "torch-eager", "torchscript", "torch-compile",
+         "torch-compile-cell")
 
 
 def _order(impls) -> list[str]:
@@ -77,7 +81,8 @@ def rows(records: list[dict]) -> list[tuple[str, dict[str, dict]]]:
 def layer_table(records: list[dict], metric: str) -> str:
     """The markdown table of ``metric`` ("fwd_ms" or "fwdbwd_ms") for every layer config."""
     table = rows(records)
-    impls = [i for i in _order(IMPLS) if any(i in g for _, g in table)]
+    present = list(dict.fromkeys(i for _, g in table for i in g))
+    impls = [i for i in _order(IMPLS) if i in present] + [i for i in present if i not in IMPLS]
     out = ["| configuration | " + " | ".join(impls) + " |", "|---" * (len(impls) + 1) + "|"]
     for name, g in table:
         cells = []
@@ -191,12 +196,13 @@ def markdown(result: dict, source: str | None = None, plot: str | None = None) -
     return "\n".join(parts) + "\n"
 
 
-def replace_section(text: str, section: str) -> str:
-    """``text`` with everything between the markers replaced by ``section`` (markers appended
-    at the end when absent)."""
-    block = f"{BEGIN}\n{section.rstrip()}\n{END}"
-    if BEGIN in text and END in text and text.index(BEGIN) < text.index(END):
-        return re.sub(re.escape(BEGIN) + r".*?" + re.escape(END), lambda _: block, text, count=1, flags=re.S)
+def replace_section(text: str, section: str, name: str | None = None) -> str:
+    """``text`` with everything between the markers (of section ``name``, or the unnamed ones)
+    replaced by ``section`` (markers appended at the end when absent)."""
+    begin, end = (BEGIN, END) if name is None else (f"<!-- results:{name} -->", f"<!-- /results:{name} -->")
+    block = f"{begin}\n{section.rstrip()}\n{end}"
+    if begin in text and end in text and text.index(begin) < text.index(end):
+        return re.sub(re.escape(begin) + r".*?" + re.escape(end), lambda _: block, text, count=1, flags=re.S)
     return text.rstrip() + ("\n\n" if text.strip() else "") + block + "\n"
 
 
@@ -243,9 +249,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("results", help="a results JSON")
     ap.add_argument("--md", metavar="FILE", help="replace the section between the markers in FILE (else: stdout)")
     ap.add_argument("--plot", metavar="FILE.png", help="write the plot here")
+    ap.add_argument("--section", metavar="NAME", help="with --md: the markers <!-- results:NAME --> instead")
     args = ap.parse_args(argv)
     with open(args.results) as f:
         result = json.load(f)
+    for r in result["records"]:  # bench/loop_sweep.py: one rnngraph column per RNNGRAPH_LOOP setting
+        if r.get("setting"):
+            r["impl"] = f"{r['impl']} [{r['setting']}]"
     rel = lambda p: os.path.relpath(p, os.path.dirname(os.path.abspath(args.md)) if args.md else os.getcwd())
     if args.plot:
         n = plot(result, args.plot)
@@ -255,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(section)
         return 0
     text = Path(args.md).read_text(encoding="utf-8") if os.path.exists(args.md) else ""
-    Path(args.md).write_text(replace_section(text, section), encoding="utf-8")
+    Path(args.md).write_text(replace_section(text, section, args.section), encoding="utf-8")
     print(f"wrote {args.md}", file=sys.stderr)
     return 0
 

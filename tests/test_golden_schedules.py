@@ -1,8 +1,11 @@
 """Golden schedule dumps for the standard cells and stacks (regenerate: pytest --regen-golden).
 
-Read them as a user would: lstm_4layer_s1 shows the wavefront (layer l at t-l), lstm_lm_s32 the
-output layer hoisted after the loop, lstm the one merged gate GEMM per side."""
+Read them as a user would: lstm_4layer_h256_s1 shows the wavefront (layer l at t-l), chosen by the
+cost model where the weights streamed per timestep are small; at hidden 512 (lstm_4layer_s1)
+it picks scc-sequential, as measured on the H200 (passes/cost.py); lstm_lm_s32 shows the output
+layer hoisted after the loop, lstm the one merged gate GEMM per side."""
 import os
+import re
 
 import pytest
 
@@ -11,7 +14,7 @@ from rnngraph.passes import schedule
 
 HERE = os.path.join(os.path.dirname(__file__), "golden")
 
-# name -> (cell, layers, vocab, streams)
+# name -> (cell, layers, vocab, streams[, hidden: 512])
 CONFIGS = {
     "elman": ("elman", 1, None, 1),
     "lstm": ("lstm", 1, None, 1),
@@ -21,14 +24,15 @@ CONFIGS = {
     "skip_rnn": ("skip_rnn", 1, None, 1),
     "lstm_2layer_s1": ("lstm", 2, None, 1),
     "lstm_4layer_s1": ("lstm", 4, None, 1),
+    "lstm_4layer_h256_s1": ("lstm", 4, None, 1, 256),
     "lstm_4layer_s64": ("lstm", 4, None, 64),
     "lstm_lm_s32": ("lstm", 1, 82, 32),
 }
 
 
 def dump(name: str) -> str:
-    cell, layers, vocab, streams = CONFIGS[name]
-    net = rg.stacked(rg.cells.STANDARD[cell], layers, 512, vocab=vocab, embed=128)
+    cell, layers, vocab, streams, hidden = (*CONFIGS[name], 512)[:5]
+    net = rg.stacked(rg.cells.STANDARD[cell], layers, hidden, vocab=vocab, embed=128)
     return str(schedule(net.graph, 100, streams))
 
 
@@ -67,7 +71,7 @@ def test_separately_written_gate_gemms_are_merged():
 
 
 def test_four_layer_wavefront_stages_and_lm_head_hoisted():
-    s = schedule(rg.stacked(rg.cells.lstm, 4, 512).graph, 100, 1)
+    s = schedule(rg.stacked(rg.cells.lstm, 4, 256).graph, 100, 1)
     loop = next(st for st in s.forward if isinstance(st, rg.schedule.Loop))
     assert s.plan == "wavefront" and [o for o, _ in loop.stages] == [0, 1, 2, 3]
     assert loop.levels == 1 and loop.ticks == 103
@@ -80,6 +84,19 @@ def test_hoisted_kernels_launch_once_per_window_whatever_t(plan):
     net = rg.stacked(rg.cells.lstm, 2, 64, vocab=50)
     launches = [schedule(net.graph, T, 4, plan=plan).launches for T in (1, 10, 1000)]
     assert launches[0] == launches[1] == launches[2] > 0
+
+
+def test_cost_model_follows_the_h200_measurement_of_both_plans():
+    """4-layer LSTM, hidden 512, T=100 on the H200 (bench/results/h200-20261129-session2-extra.json and
+    the first sweep's run): forward scc-sequential 2.24 ms vs wavefront 3.02 ms at S=1, 25.4 vs
+    39.9 ms at S=64; the estimates must order the plans the same way and stay within 2x of the
+    measured times."""
+    net = rg.stacked(rg.cells.lstm, 4, 512)
+    for S, seq_ms, wf_ms in ((1, 2.24, 3.02), (64, 25.4, 39.9)):
+        s = schedule(net.graph, 100, S)
+        wf_est, seq_est = (float(v) for v in re.findall(r"([\d.]+) ms", s.reason))
+        assert s.plan == "scc-sequential" and seq_est < wf_est, S
+        assert 0.5 < seq_est / seq_ms < 2 and 0.5 < wf_est / wf_ms < 2, (S, seq_est, wf_est)
 
 
 def test_layer_norm_adds_levels():

@@ -1,11 +1,20 @@
 """The cost model the pipeline pass uses to choose a plan, and FLOP counts for the dump.
 
-Constants are the measured H200 facts in DESIGN.md (numba-cuda 0.30.4): a grid sync ~1.5 us;
-the hand-written persistent LSTM at S=1, H=512 ran 3.45 us a timestep, i.e. ~2 us of fixed
-latency a timestep beyond the sync; cuDNN's recurrent product reaches ~7 TFLOP/s in a loop,
-while hoisted time-batched GEMMs reach cuBLAS's ~51 TFLOP/s; a kernel replayed from a CUDA
-graph costs ~1.2 us. On-chip capacity for persistent weights: 132 SMs x 227 KB of shared
-memory. Times are estimates in microseconds for one forward window.
+Constants are measured H200 facts (DESIGN.md, numba-cuda 0.30.4): a grid sync ~1.5 us; ~2 us of
+fixed latency a timestep beyond the sync (the hand-written persistent LSTM at S=1, H=512 ran
+3.45 us a timestep); hoisted time-batched GEMMs reach cuBLAS's ~51 TFLOP/s; a kernel replayed
+from a CUDA graph costs ~1.2 us. On-chip capacity for persistent weights: 132 SMs x 227 KB.
+
+The products inside a persistent loop are calibrated on rnngraph's own generated kernels
+(bench/results/h200-20261129-loop-sweep2.json and -session2-extra.json, forward, T=100,
+H=512): a timestep's recurrent products take the larger of (a) streaming their weights from L2
+once per 8 streams (a work item blocks 8 streams, codegen/loop.py) at ~1.0 TB/s and (b) their
+FLOPs at ~3 TFLOP/s. That fits the measured ticks within ~25%: 1 LSTM layer at S=1 ~4.3 us of
+products (4 MB of weights), at S=64 ~45 us (8 x 4 MB, 134 MFLOP), a 4-layer wavefront at S=1
+~25 us (7 weight matrices, 28 MB). It makes a 4-layer LSTM at S=1 run scc-sequential (measured
+2.24 ms forward, 7.12 ms forward+backward) rather than wavefront (3.02 / 7.83 ms): with weights
+streamed from L2, one wide tick costs as much as the narrow ticks it replaces.
+Times are estimates in microseconds for one forward window.
 """
 from __future__ import annotations
 
@@ -20,15 +29,21 @@ class CostModel:
 
     sync_us: float = 1.5
     tick_latency_us: float = 2.0
-    loop_flops_per_s: float = 7e12
+    loop_flops_per_s: float = 3e12
+    loop_weight_bytes_per_s: float = 1.0e12
+    streams_per_item: int = 8
     gemm_flops_per_s: float = 51e12
     replay_us: float = 1.2
     on_chip_bytes: int = 132 * 227 * 1024
 
-    def tick_us(self, levels: int, flops: float, persistent: bool = True, kernels: int = 0) -> float:
-        """One timestep of a loop body: syncs (or kernel replays) plus its products."""
+    def tick_us(self, levels: int, flops: float, persistent: bool = True, kernels: int = 0,
+                weight_bytes: int = 0, streams: int = 1) -> float:
+        """One timestep of a loop body (us): syncs (or kernel replays) plus its products, the
+        larger of their FLOPs (all streams) at the loop rate and their weights (bytes)
+        streamed once per ``streams_per_item`` streams."""
         overhead = levels * self.sync_us + self.tick_latency_us if persistent else kernels * self.replay_us
-        return overhead + flops / self.loop_flops_per_s * 1e6
+        passes = -(-streams // self.streams_per_item)
+        return overhead + max(flops / self.loop_flops_per_s, weight_bytes * passes / self.loop_weight_bytes_per_s) * 1e6
 
     def hoisted_us(self, flops: float, kernels: int) -> float:
         """Once-per-window kernels: launches plus GEMM time at the cuBLAS rate."""

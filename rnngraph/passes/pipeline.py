@@ -86,12 +86,16 @@ def _tick_flops(plan: Plan, names) -> int:
     return sum(node_flops(g, g.by_name[m]) for m in names if g.by_name[m].op == "linear") * plan.streams
 
 
+def _weight_bytes(plan: Plan, names) -> int:
+    return param_bytes(plan.graph, names, 4 if plan.dtype == "float32" else 8)
+
+
 def _fits(plan: Plan, names) -> bool:
     """Whether a loop over ``names`` can be one persistent kernel: its weights fit on chip and its
     ops are GEMMs and pointwise ops (the persistent emitter's scope; a layer norm inside the
     recurrence runs per timestep, graph mode)."""
     kinds_ok = all(plan.kind(m) in ("gemm", "pointwise") for m in names)
-    return kinds_ok and param_bytes(plan.graph, names, 4 if plan.dtype == "float32" else 8) <= DEFAULT.on_chip_bytes
+    return kinds_ok and _weight_bytes(plan, names) <= DEFAULT.on_chip_bytes
 
 
 def pipeline(plan: Plan) -> Plan:
@@ -101,7 +105,8 @@ def pipeline(plan: Plan) -> Plan:
     T, cm = plan.window, DEFAULT
     loop_nodes = set(plan.loop_of)
     between = _between(plan)
-    seq_us = sum(T * cm.tick_us(max(plan.level_of[m] for m in members), _tick_flops(plan, members))
+    seq_us = sum(T * cm.tick_us(max(plan.level_of[m] for m in members), _tick_flops(plan, members),
+                                weight_bytes=_weight_bytes(plan, members), streams=plan.streams)
                  for members in plan.loops)
     seq_us += cm.hoisted_us(sum(node_flops(plan.graph, plan.graph.by_name[m]) for m in between) * T * plan.streams,
                             len({g for g in plan.groups if set(g) & set(between)}))
@@ -118,7 +123,8 @@ def pipeline(plan: Plan) -> Plan:
     fits = _fits(plan, body)
     wf_levels = max(level_of[m] for m in body)
     wf_us = (T + depth) * cm.tick_us(wf_levels, _tick_flops(plan, body), fits,
-                                     kernels=len([g for g in plan.groups if g[0] in body]))
+                                     kernels=len([g for g in plan.groups if g[0] in body]),
+                                     weight_bytes=_weight_bytes(plan, body), streams=plan.streams)
     choice = plan.force_plan or ("wavefront" if wf_us < seq_us else "scc-sequential")
     how = "forced" if plan.force_plan else "cost model"
     reason = (f"{how}: wavefront {wf_us / 1000:.3g} ms vs scc-sequential {seq_us / 1000:.3g} ms "
