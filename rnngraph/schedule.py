@@ -63,6 +63,14 @@ class Loop:
     ticks: int
     reverse: bool = False
 
+    @property
+    def reduction_syncs(self) -> int:
+        """Extra grid syncs per timestep of a persistent loop: one per level holding a layer norm
+        (its row sums are added across blocks before the normalisation); 0 in graph mode."""
+        if self.mode != "persistent":
+            return 0
+        return len({k.level for k in self.kernels if "layer_norm" in k.op_names})
+
     def at(self, level: int, stage: int) -> list[Kernel]:
         """The kernels of one level of one stage, in order."""
         return [k for k in self.kernels if k.level == level and k.stage == stage]
@@ -98,8 +106,9 @@ class Schedule:
 
     @property
     def critical_path(self) -> int:
-        """Levels on the longest chain of one window: dependent kernels in phases, ticks x levels in loops."""
-        return sum(_phase_depth(s) if isinstance(s, Phase) else s.ticks * s.levels
+        """Levels on the longest chain of one window: dependent kernels in phases, ticks x levels in
+        loops (a persistent loop's reduction syncs count as levels)."""
+        return sum(_phase_depth(s) if isinstance(s, Phase) else s.ticks * (s.levels + s.reduction_syncs)
                    for s in self.forward + self.backward)
 
     @property
@@ -159,7 +168,9 @@ def _step_lines(s, window: int, columns: int) -> list[str]:
         lines += [_kernel_line(k, "    ") for k in s.kernels]
         return lines
     span = f"t={window - 1}..0" if s.reverse else f"t=0..{window - 1}"
-    lines = [f"  {s.name} {span}  {s.mode}, {s.levels} level{'s' if s.levels != 1 else ''} per timestep "
+    syncs = s.reduction_syncs
+    extra = f" + {syncs} reduction sync{'s' if syncs != 1 else ''}" if syncs else ""
+    lines = [f"  {s.name} {span}  {s.mode}, {s.levels} level{'s' if s.levels != 1 else ''}{extra} per timestep "
              f"(initiation interval), {s.ticks} ticks"]
     for offset, label in s.stages:
         lag = "t" if offset == 0 else (f"t+{offset}" if s.reverse else f"t-{offset}")

@@ -23,7 +23,7 @@ def to_json(s: Schedule) -> dict:
         if isinstance(x, Phase):
             return {"type": "phase", "name": x.name, "kernels": [asdict(k) for k in x.kernels]}
         return {"type": "loop", "name": x.name, "reverse": x.reverse, "mode": x.mode, "levels": x.levels,
-                "ticks": x.ticks, "stages": [{"offset": o, "label": lbl} for o, lbl in x.stages],
+                "reduction_syncs": x.reduction_syncs, "ticks": x.ticks, "stages": [{"offset": o, "label": lbl} for o, lbl in x.stages],
                 "kernels": [asdict(k) for k in x.kernels]}
 
     return {"graph": s.graph.name, "window": s.window, "streams": s.streams, "dtype": s.dtype,

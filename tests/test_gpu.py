@@ -39,6 +39,21 @@ def _gpu_grads(step, feed, dy, out):
 
 @pytest.mark.parametrize("cell, layers, S", CASES, ids=[f"{c}-{n}l-s{s}" for c, n, s in CASES])
 def test_generated_step_matches_float64_reference(cell, layers, S):
+    _check_against_float64(cell, layers, S)
+
+
+@pytest.mark.parametrize("S", [1, 64])
+def test_persistent_layer_norm_loop_matches_float64_reference(monkeypatch, S):
+    """layernorm_lstm with RNNGRAPH_LOOP="ln=1": both loops one cooperative kernel each, layer
+    norms reduced across all blocks with atomics (codegen/loop.py); off by default until this passes."""
+    monkeypatch.setenv("RNNGRAPH_LOOP", "ln=1")
+    step = _check_against_float64("layernorm_lstm", 1, S)
+    loops = [s for s in step.schedule.forward + step.schedule.backward if hasattr(s, "reduction_syncs")]
+    assert loops and all(lp.mode == "persistent" and lp.reduction_syncs for lp in loops)
+    assert "cuda.atomic.add(N" in step.kernels and "layer_norm_forward" not in step.kernels
+
+
+def _check_against_float64(cell, layers, S):
     net = rg.stacked(rg.cells.STANDARD[cell], layers, H, input_size=H)
     step = rg.compile(net, window=T, streams=S, device="cuda", seed=0)
     g, out = net.graph, net.graph.outputs[0]
@@ -59,6 +74,7 @@ def test_generated_step_matches_float64_reference(cell, layers, S):
         scale = max(np.abs(want).max(), 1e-12)
         gpu_err, cpu_err = np.abs(grads[name] - want).max() / scale, np.abs(g32[name] - want).max() / scale
         assert gpu_err <= bound(cpu_err), f"{name}: GPU error {gpu_err:.2e}, float32 NumPy error {cpu_err:.2e}"
+    return step
 
 
 def test_no_f64_in_float32_kernels():

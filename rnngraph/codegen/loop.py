@@ -13,22 +13,51 @@ stay resident in the 50 MB L2 across timesteps.
 
 Backward: the same structure in reverse time; a GEMM's VJP adds W^T g into the gradient of its
 input (``G[x] += ...``), each block for the input units it owns.
+
+Layer norms (``RNNGRAPH_LOOP="ln=1"``, codegen/tuning.py): a level holding layer norms starts
+with a *reduction phase*: for each layer norm and column s, each block sums over the row
+elements it owns (a warp per column, lanes over the elements, shuffles; a thread in the
+simulator) and adds its partial sums into a global float32 buffer indexed (t, s, 2) with
+``cuda.atomic.add``; then one extra grid sync (the "reduction sync" of the schedule dump), after
+which every block reads the column's totals and runs the level's kernels for its own units as
+usual (the layer norm is one more op of the fused pointwise code, codegen/pointwise.py).
+Indexing the sums by t means one zeroing per launch (a grid-strided loop at kernel start, then a
+grid sync), none inside the time loop; the backward reads the forward's sums (kept to the end of
+the window) to recompute mean and rstd, so the forward row statistics are never recomputed.
+- forward sums: sum(x - K) and sum((x - K)^2) with the shift K = x[t, s, 0] (an element of the
+  row, read by every block from memory). One pass instead of the two-pass mean-then-variance
+  (which would need a second reduction sync per layer norm): the shift keeps
+  var = E[(x-K)^2] - E[x-K]^2 from cancelling catastrophically when |mean| >> std (the plain
+  sum-of-squares failure mode), since |mean - K| is of the order of one standard deviation.
+- backward sums: sum(g * gain) and sum(g * gain * xhat) over the row; the gradient g of the
+  layer norm's output is complete in memory when its level starts (its consumers run on earlier
+  backward levels, levels.py), and so are x and the forward sums. The gain and bias gradients
+  are added with atomics straight into the parameter-gradient buffers (sums over t and s).
 """
 from __future__ import annotations
 
 import math
 
+from .. import ops
 from ..ir import Graph
 from ..schedule import Kernel, Loop
-from .pointwise import Names, PointwiseEmitter, kernel_unit
+from .pointwise import Names, PointwiseEmitter, f32, kernel_unit, ln_moments, ln_row
 from .tuning import LoopTuning
 
 SUPPORTED = ("gemm", "pointwise")
 
 
+def _layer_norm_kernel(k: Kernel) -> bool:
+    """A fused kernel of pointwise ops and layer norms (no other row reduction)."""
+    return k.kind == "reduction" and all(op == "layer_norm" or ops.REGISTRY[op].kind == "pointwise"
+                                         for op in k.op_names)
+
+
 def persistent_supported(loop: Loop) -> bool:
-    """Whether every kernel of the loop is a GEMM or fused pointwise kernel (the persistent emitter's scope)."""
-    return all(k.kind in SUPPORTED for k in loop.kernels)
+    """Whether every kernel of the loop is a GEMM, a fused pointwise kernel or a fused kernel with
+    layer norms (the persistent emitter's scope; the pipeline pass marks loops with layer norms
+    persistent only with ``RNNGRAPH_LOOP="ln=1"``)."""
+    return all(k.kind in SUPPORTED or _layer_norm_kernel(k) for k in loop.kernels)
 
 
 class LoopEmitter:
@@ -39,11 +68,16 @@ class LoopEmitter:
     """
 
     def __init__(self, g: Graph, loop: Loop, name: str, coop: bool = True, recompute: dict | None = None,
-                 streams: int = 1, nblocks: int = 1, tuning: LoopTuning | None = None):
+                 streams: int = 1, nblocks: int = 1, tuning: LoopTuning | None = None, virtual_blocks: int = 0):
         self.g, self.loop, self.name, self.coop = g, loop, name, coop
         self.nblocks = nblocks  # the grid the kernel must be launched with (sizes the shared arrays)
+        # simulator tests only: split one block into this many "blocks" of its threads (the
+        # simulator runs a cooperative grid of one block; this exercises multi-block ownership and
+        # cross-block atomics, grid.sync being the block's barrier); no shared-memory weights
+        self.virtual_blocks = virtual_blocks
         self.tuning = tuning or LoopTuning()
-        self.smem_left = self.tuning.smem_kib * 1024  # bytes of shared memory still free for weights
+        self.smem_left = 0 if virtual_blocks else self.tuning.smem_kib * 1024  # bytes of shared memory still free
+        self.ln_zero: list[str] = []  # row-sum buffers (T, S, 2) this kernel accumulates into: zeroed at start
         self.prologue: list[str] = []  # kernel-start code: weight rows into shared memory
         self.smem: dict[tuple, str] = {}  # (weight, reps, unit, inner) -> its shared array
         self.stream_block = max(1, min(streams, 8))  # streams per GEMM work item (register blocking)
@@ -64,7 +98,12 @@ class LoopEmitter:
     def level_unit(self, ks: list[Kernel]) -> int:
         vals = []
         for k in ks:
-            vals += self._gemm_sizes(k) if k.kind == "gemm" else [kernel_unit(self.g, k.ops)]
+            if k.kind == "gemm":
+                vals += self._gemm_sizes(k)
+            else:  # a backward kernel works in the unit of the forward kernel it recomputes
+                vals.append(kernel_unit(self.g, k.ops))
+                if self.loop.reverse and k.ops[0] in self.recompute:
+                    vals.append(kernel_unit(self.g, self.recompute[k.ops[0]]))
         return math.gcd(*vals)
 
     # ------------------------------------------------------------------ emit helpers
@@ -122,6 +161,62 @@ class LoopEmitter:
                 terms.append((self._weight(wt, K // uL, uL, R), f"{gy}[{self.names.depth(n.name)} + t, {{s}}, {{k}}]"))
             self.emit(f"# {k.name}: d.{ref} += sum W^T d.({', '.join(k.ops)})", depth)
             self._rows(depth, K // uL, uL, R, terms, f"{GX}[{xrow}, {{s}}, {{r}}] += {{acc}}")
+
+    def layer_norm_sums(self, name: str, uL: int, depth: int) -> None:
+        """The reduction phase of layer norm ``name`` at timestep t (see the module docstring):
+        this block's partial row sums per column, added into the (t, s, 2) sums buffer."""
+        n = self.g.by_name[name]
+        ref = n.args[0]
+        X, P = self.names.value(ref.node), self.names.param(n.params[0])
+        row = f"{ln_row(self.names, ref)} + t"
+        reps = n.size // uL
+        e = lambda line, d=0: self.emit(line, depth + d)
+        if self.loop.reverse:
+            out, G = self.names.ln_grad_sums(name), self.names.grad(name)
+            self.buffers |= {X, P, G, self.names.ln_sums(name)}
+            what = "sum(g * gain), sum(g * gain * xhat)"
+        else:
+            out = self.names.ln_sums(name)
+            self.buffers.add(X)
+            what = "sum(x - K), sum((x - K)^2), K = x[0]"
+        self.buffers.add(out)
+        self.ln_zero.append(out)
+        start, step, estart, estep = ("warp", "nwarps", "lane", 32) if self.coop else ("tid", "bdim", "0", 1)
+        e(f"# {name}: layer norm row sums of the owned elements ({what})")
+        e(f"item = {start}")
+        e("while item < S:")
+        e("s = item", 1)
+        if self.loop.reverse:
+            tag = str(self.names.idx(name))
+            ln_moments(self.names, n, lambda line: e(line, 1), tag)
+        else:
+            e(f"kx = {X}[{row}, s, 0]", 1)
+        e("p1 = float32(0.0)", 1)
+        e("p2 = float32(0.0)", 1)
+        e(f"el = {estart}", 1)
+        e(f"while el < nj * {reps}:", 1)
+        e(f"jj = el // {reps}", 2)
+        e(f"r = j0 + jj + (el - jj * {reps}) * {uL}", 2)
+        if self.loop.reverse:
+            e(f"xh = (({X}[{row}, s, r] - mu{tag}) - m{tag}) * rs{tag}", 2)
+            e(f"gg = {G}[{self.names.depth(name)} + t, s, r] * {P}[r]", 2)
+            e("p1 += gg", 2)
+            e("p2 += gg * xh", 2)
+        else:
+            e(f"d = {X}[{row}, s, r] - kx", 2)
+            e("p1 += d", 2)
+            e("p2 += d * d", 2)
+        e(f"el += {estep}", 2)
+        if self.coop:
+            e("off = 16", 1)
+            e("while off > 0:", 1)
+            e("p1 += cuda.shfl_down_sync(0xFFFFFFFF, p1, off)", 2)
+            e("p2 += cuda.shfl_down_sync(0xFFFFFFFF, p2, off)", 2)
+            e("off //= 2", 2)
+        e(f"if {'lane == 0 and ' if self.coop else ''}nj > 0:", 1)
+        e(f"cuda.atomic.add({out}, (t, s, 0), p1)", 2)
+        e(f"cuda.atomic.add({out}, (t, s, 1), p2)", 2)
+        e(f"item += {step}", 1)
 
     def _weight(self, w: str, reps: int, uL: int, inner: int) -> str:
         """The read of weight buffer ``w`` at (owned row {r}, column {k}): from a shared-memory copy of
@@ -217,6 +312,16 @@ class LoopEmitter:
             self.emit(f"# level {level}: unit {uL}", 2)
             self.emit(f"j0 = (bid * {uL}) // nblocks", 2)
             self.emit(f"nj = ((bid + 1) * {uL}) // nblocks - j0", 2)
+            norms = [(offset, m) for offset, _ in loop.stages for k in loop.at(level, offset)
+                     for m in k.ops if self.g.by_name[m].op == "layer_norm"]
+            if norms:
+                self.emit("# reduction phase: layer norm row sums, then the level's reduction sync", 2)
+                for offset, m in norms:
+                    tt = f"T - 1 - (tick - {offset})" if loop.reverse else f"tick - {offset}"
+                    self.emit(f"t = {tt}", 2)
+                    self.emit("if t >= 0 and t < T:", 2)
+                    self.layer_norm_sums(m, uL, 3)
+                self.emit("grid.sync()", 2)
             for offset, label in loop.stages:
                 ks = loop.at(level, offset)
                 if not ks:
@@ -235,13 +340,27 @@ class LoopEmitter:
             "@cuda.jit",
             f"def {self.name}(T, S, {', '.join(args)}):",
             "    grid = cuda.cg.this_grid()",
-            "    tid = cuda.threadIdx.x",
-            "    bdim = cuda.blockDim.x",
-            "    bid = cuda.blockIdx.x",
-            "    nblocks = cuda.gridDim.x",
         ]
+        if self.virtual_blocks:
+            head += [f"    bdim = cuda.blockDim.x // {self.virtual_blocks}",
+                     "    tid = cuda.threadIdx.x % bdim",
+                     "    bid = cuda.threadIdx.x // bdim",
+                     f"    nblocks = {self.virtual_blocks}"]
+        else:
+            head += ["    tid = cuda.threadIdx.x",
+                     "    bdim = cuda.blockDim.x",
+                     "    bid = cuda.blockIdx.x",
+                     "    nblocks = cuda.gridDim.x"]
         if self.coop:
             head += ["    lane = tid % 32", "    warp = tid // 32", "    nwarps = bdim // 32"]
+        if self.ln_zero:
+            head += ["    # zero the layer-norm row sums (indexed by t: no zeroing inside the time loop)",
+                     "    i = bid * bdim + tid",
+                     "    while i < T * S * 2:",
+                     "        tz = i // (S * 2)",
+                     "        sz = (i // 2) % S"]
+            head += [f"        {b}[tz, sz, i % 2] = float32(0.0)" for b in dict.fromkeys(self.ln_zero)]
+            head += ["        i += nblocks * bdim", "    grid.sync()"]
         if self.prologue:
             head += self.prologue + ["    cuda.syncthreads()"]
         text = "\n\n".join(self.device_fns) + "\n\n" + "\n".join(head + self.body) + "\n"

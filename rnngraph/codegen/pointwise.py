@@ -55,6 +55,19 @@ class Names:
     def param(self, name: str) -> str:
         return f"P{[p.name for p in self.graph.params].index(name)}"
 
+    def param_grad(self, name: str) -> str:
+        return f"Q{[p.name for p in self.graph.params].index(name)}"
+
+    def ln_sums(self, node: str) -> str:
+        """Forward row sums of a layer norm inside a persistent loop, (T, S, 2): sum(x - K) and
+        sum((x - K)^2) per column, K = x[0] of the column (see :func:`ln_moments`)."""
+        return f"N{self.idx(node)}"
+
+    def ln_grad_sums(self, node: str) -> str:
+        """Backward row sums of a layer norm inside a persistent loop, (T, S, 2): sum(g * gain)
+        and sum(g * gain * xhat) per column."""
+        return f"M{self.idx(node)}"
+
     def depth(self, node: str) -> int:
         s = self.graph.state_of_node.get(node)
         return s.depth if s else 0
@@ -75,6 +88,25 @@ def kernel_unit(g: Graph, names) -> int:
                 vals.append(off or g.by_name[r.node].size)
                 off += g.by_name[r.node].size
     return math.gcd(*vals)
+
+
+def ln_row(names: Names, ref) -> str:
+    """The history row offset of a layer norm's argument ``ref`` (read at ``{row} + t``)."""
+    return str(names.depth(ref.node) - ref.delay)
+
+
+def ln_moments(names: Names, node: Node, emit, tag: str) -> None:
+    """Emit ``mu{tag}`` (the shift K = x[0] of the column), ``m{tag}`` (mean - K) and
+    ``rs{tag}`` (1 / sqrt(var + eps)) of layer norm ``node`` at column (t, s) from its forward
+    row sums. Shifted one-pass moments (see codegen/loop.py): the sums are of x - K, so
+    var = E[(x-K)^2] - E[x-K]^2 cancels only as much as K is away from the mean, which for a
+    sample of the row itself is about one standard deviation."""
+    ref = node.args[0]
+    X, N, n = names.value(ref.node), names.ln_sums(node.name), f32(node.size)
+    emit(f"mu{tag} = {X}[{ln_row(names, ref)} + t, s, 0]")
+    emit(f"m{tag} = {N}[t, s, 0] / {n}")
+    emit(f"v{tag} = max({N}[t, s, 1] / {n} - m{tag} * m{tag}, float32(0.0))")
+    emit(f"rs{tag} = float32(1.0) / math.sqrt(v{tag} + {f32(ops.LAYER_NORM_EPS)})")
 
 
 class PointwiseEmitter:
@@ -150,6 +182,9 @@ class PointwiseEmitter:
         for name in self.recompute:
             n = self.g.by_name[name]
             alias = self._alias(n)
+            if n.op == "layer_norm":
+                self._layer_norm_forward(n, loaded)
+                continue
             for i in range(self.chunks(name)):
                 if alias:
                     ref, c = alias[i]
@@ -162,6 +197,58 @@ class PointwiseEmitter:
                 self.emit(f"{self.local(name, i)} = {expr}  # {name}[{i}]" if i == 0 else
                           f"{self.local(name, i)} = {expr}")
         return loaded
+
+    # ------------------------------------------------------------------ layer norm (persistent loops)
+    def _ln_inputs(self, n: Node, loaded: dict) -> tuple[str, str]:
+        """Emit the column's moments (once per kernel); returns (tag, gain buffer). The argument
+        must come from memory: a layer norm starts a new level (levels.py), so its input was
+        computed by another kernel, and its other elements by other blocks."""
+        ref = n.args[0]
+        if ref.node in self.computed and ref.delay == 0:
+            raise NotImplementedError(f"layer norm {n.name}: its input {ref.node} is computed in the same kernel")
+        tag = str(self.names.idx(n.name))
+        if ("ln", n.name) not in loaded:
+            ln_moments(self.names, n, self.emit, tag)
+            self.buffers |= {self.names.value(ref.node), self.names.ln_sums(n.name)}
+            loaded[("ln", n.name)] = tag
+        gain, bias = (self.names.param(p) for p in n.params)
+        self.buffers |= {gain, bias}
+        return tag, gain
+
+    def _xhat(self, n: Node, i: int, loaded: dict, tag: str) -> str:
+        key = ("xhat", n.name, i)
+        if key not in loaded:
+            x = self.operand(n.args[0], i, loaded)
+            var = loaded[key] = f"xh{tag}_{i}"
+            self.emit(f"{var} = (({x} - mu{tag}) - m{tag}) * rs{tag}")
+        return loaded[key]
+
+    def _layer_norm_forward(self, n: Node, loaded: dict) -> None:
+        """y = xhat * gain + bias of the unit's elements, from the column's moments."""
+        tag, gain = self._ln_inputs(n, loaded)
+        bias = self.names.param(n.params[1])
+        for i in range(self.chunks(n.name)):
+            e = f"j + {i * self.u}"
+            self.emit(f"{self.local(n.name, i)} = {self._xhat(n, i, loaded, tag)} * {gain}[{e}] + {bias}[{e}]")
+
+    def _layer_norm_backward(self, n: Node, loaded: dict, target) -> None:
+        """dx += rstd * (g*gain - mean(g*gain) - xhat * mean(g*gain*xhat)), the means from the
+        column's backward row sums (added by every block before the level's reduction sync);
+        the gain and bias gradients (sums over t, s) are added with atomics."""
+        tag, gain = self._ln_inputs(n, loaded)
+        M, size = self.names.ln_grad_sums(n.name), f32(n.size)
+        qg, qb = (self.names.param_grad(p) for p in n.params)
+        self.buffers |= {M, qg, qb}
+        if ("lnb", n.name) not in loaded:
+            self.emit(f"a{tag} = {M}[t, s, 0] / {size}")
+            self.emit(f"b{tag} = {M}[t, s, 1] / {size}")
+            loaded[("lnb", n.name)] = True
+        for i in range(self.chunks(n.name)):
+            g, e, xh = f"g{self.local(n.name, i)}", f"j + {i * self.u}", self._xhat(n, i, loaded, tag)
+            tgt = target(n.args[0], i)
+            self.emit(f"{tgt} = {tgt} + rs{tag} * ({g} * {gain}[{e}] - a{tag} - {xh} * b{tag})")
+            self.emit(f"cuda.atomic.add({qg}, {e}, {g} * {xh})")
+            self.emit(f"cuda.atomic.add({qb}, {e}, {g})")
 
     def signature(self, fn: str) -> str:
         return f"def {fn}(t, s, j, {', '.join(sorted(self.buffers, key=_buffer_key))}):"
@@ -204,6 +291,9 @@ class PointwiseEmitter:
         for name in reversed(self.ops):
             n = self.g.by_name[name]
             alias = self._alias(n)
+            if n.op == "layer_norm":
+                self._layer_norm_backward(n, loaded, target)
+                continue
             for i in range(self.chunks(name)):
                 g = f"g{self.local(name, i)}"
                 if alias:

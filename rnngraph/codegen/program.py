@@ -4,8 +4,9 @@ Every step of the schedule becomes a list of launches, built once: fused pointwi
 persistent loop kernels are generated (rnngraph.codegen.pointwise / loop) into one module;
 GEMMs, layer norm, softmax cross-entropy, embedding gather/scatter, optimizers and clipping come
 from rnngraph.codegen.library (cuBLAS through CuPy where present). Loops the persistent emitter
-cannot take (layer norm inside the recurrence) run per timestep (graph mode); phases and such
-loops are captured once into CUDA graphs and replayed (rnngraph.codegen.graphs).
+cannot take, or that the schedule marks graph mode (by default a layer norm inside the
+recurrence; with ``RNNGRAPH_LOOP="ln=1"`` such loops are persistent too), run per timestep;
+phases and such loops are captured once into CUDA graphs and replayed (rnngraph.codegen.graphs).
 
 Buffers (float32): ``V[node]`` and ``G[node]`` of shape (D + T, S, n), rows 0..D-1 holding the
 state history (so a read at t - d is row D + t - d); token ids (T, S) int32; params and their
@@ -28,6 +29,7 @@ from .pointwise import PRELUDE, Names, PointwiseEmitter, phase_kernel, step_kern
 from .tuning import loop_tuning
 
 THREADS = 256
+SIM_BLOCKS = 1  # simulator only: "blocks" a persistent loop kernel's one block is split into (tests set 2)
 
 
 def _blocks(n: int, threads: int) -> int:
@@ -71,6 +73,16 @@ class Buffers:
         self.param_grad_arena = _arena(self.PG, {p.name: p.shape for p in g.params}, stream)
         for p in g.params:
             self.P[p.name] = cuda.device_array(p.shape, np.float32, stream=stream)
+        self.stream = stream
+        self.LN: dict[str, tuple] = {}  # layer norm in a persistent loop -> (forward, backward) row sums
+
+    def ln_sums(self, node: str) -> tuple:
+        """The (T, S, 2) row-sum buffers of a layer norm inside a persistent loop (forward sums,
+        backward sums; zeroed by the loop kernels themselves), allocated on first use."""
+        if node not in self.LN:
+            self.LN[node] = tuple(cuda.device_array((self.T, self.S, 2), np.float32, stream=self.stream)
+                                  for _ in range(2))
+        return self.LN[node]
 
     def add_transposed(self, param: str, stream) -> None:
         """Keep a transposed copy ``PT[param]`` (refresh it with :meth:`refresh_transposed`)."""
@@ -85,12 +97,17 @@ class Buffers:
             _transpose[(_blocks(src.shape[0], 16), _blocks(src.shape[1], 16)), (16, 16), stream](src, dst)
 
     def lookup(self, name: str):
-        """The array behind a generated-code buffer name (V<k>, G<k>, P<k>)."""
+        """The array behind a generated-code buffer name (V<k>, G<k>, P<k>; T<k> a transposed
+        weight, Q<k> a parameter gradient, N<k>/M<k> a layer norm's forward/backward row sums)."""
         kind, k = name[0], int(name[1:])
         if kind == "P":
             return self.P[self.g.params[k].name]
         if kind == "T":
             return self.PT[self.g.params[k].name]
+        if kind == "Q":
+            return self.PG[self.g.params[k].name]
+        if kind in "NM":
+            return self.ln_sums(self.g.nodes[k].name)[kind == "M"]
         node = self.g.nodes[k].name
         return self.V[node] if kind == "V" else self.G[node]
 
@@ -119,6 +136,9 @@ class CudaProgram:
         self.sources: list[str] = [PRELUDE]
         self.loop_threads: dict[str, int] = {}  # persistent kernel -> threads per block it launches with
         self.segment_of = self._forward_segments()
+        # node -> ops of the whole forward kernel computing it: what a persistent backward kernel
+        # recomputes (layer norms included: their statistics come from the forward's row sums)
+        self.kernel_of = {m: k.ops for k in schedule.kernels("forward") for m in k.ops}
         self.forward_plan = [self._step(st, backward=False) for st in schedule.forward]
         self.backward_plan = [self._step(st, backward=True) for st in schedule.backward]
         self.source = "\n\n".join(self.sources)
@@ -344,8 +364,9 @@ class CudaProgram:
         name = f"{loop.name.split(' ')[0]}_{'bwd' if loop.reverse else 'fwd'}_{len(self.sources)}"
         tuning = loop_tuning()
         nblocks = 1 if self.sim else cuda.get_current_device().MULTIPROCESSOR_COUNT
-        emitter = LoopEmitter(self.g, loop, name, coop=not self.sim, recompute=self.segment_of, streams=self.S,
-                              nblocks=nblocks, tuning=tuning)
+        virtual = SIM_BLOCKS if self.sim and SIM_BLOCKS > 1 else 0
+        emitter = LoopEmitter(self.g, loop, name, coop=not self.sim, recompute=self.kernel_of, streams=self.S,
+                              nblocks=nblocks, tuning=tuning, virtual_blocks=virtual)
         src, args = emitter.source()
         self.sources.append(src)
         for p in emitter.transposed:
@@ -354,7 +375,7 @@ class CudaProgram:
         def make():
             kern = getattr(self.module, name)
             arrays = [self.buf.lookup(a) for a in args]
-            threads = 8 if self.sim else tuning.threads
+            threads = 8 * max(1, virtual) if self.sim else tuning.threads
             # one block per multiprocessor must be co-resident: halve the block until its registers fit
             while not self.sim and self._cooperative_blocks(kern, threads, arrays) < nblocks:
                 if threads <= 64:

@@ -15,6 +15,12 @@ rows      GEMM rows per work item (register blocking: each vector element loaded
 smem_kib  shared memory (KiB, static: at most 48) a block may fill with its owned rows of the
           recurrent weights, loaded once per launch; GEMMs whose rows don't fit read the weights
           from global memory (L2) every timestep. 0 (the default) turns it off.
+ln        1: loops with a layer norm in the recurrence (e.g. ``layernorm_lstm``) run as one
+          persistent kernel too (each layer norm costs an extra grid sync per timestep and
+          direction: blocks add partial row sums with atomics, sync, then normalise their own
+          units; see codegen/loop.py); read by the pipeline pass, which marks such loops
+          persistent. 0 (the default): they run per timestep (graph mode). Off by default until
+          the GPU tier (tests/test_gpu.py, ``RNNGRAPH_LOOP="ln=1"``) has validated it on a GPU.
 """
 from __future__ import annotations
 
@@ -32,6 +38,7 @@ class LoopTuning:
     unroll: int = 4
     rows: int = 1
     smem_kib: int = 0
+    ln: int = 0
 
     def __post_init__(self):
         if self.threads % 32 or not 32 <= self.threads <= 1024:
@@ -42,10 +49,12 @@ class LoopTuning:
             raise ValueError(f"{_ENV}: rows must be in [1, 8], got {self.rows}")
         if not 0 <= self.smem_kib <= 48:
             raise ValueError(f"{_ENV}: smem_kib must be in [0, 48] (static shared memory), got {self.smem_kib}")
+        if self.ln not in (0, 1):
+            raise ValueError(f"{_ENV}: ln must be 0 or 1, got {self.ln}")
 
 
 def loop_tuning() -> LoopTuning:
-    """The defaults, overridden by ``RNNGRAPH_LOOP="key=value,..."`` (keys: threads, unroll, rows, smem_kib)."""
+    """The defaults, overridden by ``RNNGRAPH_LOOP="key=value,..."`` (keys: threads, unroll, rows, smem_kib, ln)."""
     text = os.environ.get(_ENV, "").strip()
     if not text:
         return LoopTuning()

@@ -12,8 +12,8 @@ Assumes: levels has run. Two plans (DESIGN.md):
   read also needs s(B) >= s(A) + 1 - d.
 Guarantees: ``plan.plan``, ``plan.stage_of`` (every body node; 0 in scc-sequential),
 ``plan.body`` (nodes that run per timestep), ``plan.mode`` (loop step -> "persistent" when the
-loop's weights fit on chip and its ops are GEMMs and pointwise ops, else "graph": per-timestep
-kernels),
+loop's weights fit on chip and its ops are GEMMs and pointwise ops — or layer norms, with
+``RNNGRAPH_LOOP="ln=1"`` — else "graph": per-timestep kernels),
 ``plan.reason`` (the cost model's estimates), and levels/groups updated for the wavefront body.
 With one loop SCC there is nothing to overlap and the plan is scc-sequential. The output
 layer stays hoisted after the loop (one GEMM over the window at the cuBLAS rate).
@@ -90,12 +90,34 @@ def _weight_bytes(plan: Plan, names) -> int:
     return param_bytes(plan.graph, names, 4 if plan.dtype == "float32" else 8)
 
 
+def persistent_layer_norm() -> bool:
+    """Whether layer norms may run inside a persistent loop kernel (``RNNGRAPH_LOOP="ln=1"``,
+    rnngraph/codegen/tuning.py; off by default until validated on a GPU). Read through the one
+    parser of that variable: codegen/tuning.py imports only the standard library (and the
+    codegen package's ``__init__`` nothing), so this import creates no cycle and loads no numba;
+    it is done here, at call time, so that the pass layer has no import-time dependency on codegen."""
+    from ..codegen.tuning import loop_tuning
+    return bool(loop_tuning().ln)
+
+
 def _fits(plan: Plan, names) -> bool:
     """Whether a loop over ``names`` can be one persistent kernel: its weights fit on chip and its
-    ops are GEMMs and pointwise ops (the persistent emitter's scope; a layer norm inside the
-    recurrence runs per timestep, graph mode)."""
-    kinds_ok = all(plan.kind(m) in ("gemm", "pointwise") for m in names)
-    return kinds_ok and _weight_bytes(plan, names) <= DEFAULT.on_chip_bytes
+    ops are GEMMs and pointwise ops (the persistent emitter's scope), or layer norms when
+    :func:`persistent_layer_norm` allows them (a layer norm then costs an extra grid sync per
+    timestep; without it a layer norm inside the recurrence runs per timestep, graph mode)."""
+    ln = None
+
+    def ok(m: str) -> bool:
+        nonlocal ln
+        if plan.kind(m) in ("gemm", "pointwise"):
+            return True
+        if plan.graph.by_name[m].op != "layer_norm":
+            return False
+        if ln is None:
+            ln = persistent_layer_norm()
+        return ln
+
+    return all(ok(m) for m in names) and _weight_bytes(plan, names) <= DEFAULT.on_chip_bytes
 
 
 def pipeline(plan: Plan) -> Plan:

@@ -1,0 +1,108 @@
+"""Layer norms inside persistent loop kernels (``RNNGRAPH_LOOP="ln=1"``, codegen/loop.py): the
+whole window in one cooperative kernel per direction, each layer norm adding its row sums across
+blocks with atomics before an extra grid sync. Off by default (the pipeline pass then keeps such
+loops in graph mode) until tests/test_gpu.py validates it on a GPU.
+
+In numba's simulator a cooperative grid has one block (its grid.sync is the block barrier and
+blocks run one after another), so multi-block runs split the one simulated block into
+``program.SIM_BLOCKS`` "blocks" of its threads (LoopEmitter's ``virtual_blocks``): each owns its
+slice of the hidden units and adds its own partial sums with atomics, and grid.sync is a true
+barrier over all of them. Tiny shapes: T=3, S=2, hidden 8; one Adam step against the NumPy backend.
+"""
+import os
+
+import numpy as np
+import pytest
+
+import rnngraph as rg
+from rnngraph.codegen import program
+from rnngraph.codegen.tuning import LoopTuning, loop_tuning
+from rnngraph.passes import schedule
+from rnngraph.schedule import Loop
+
+V, T, S, H = 5, 3, 2, 8
+sim = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1",
+                         reason="simulator tests (the GPU tier runs tests/test_gpu.py)")
+
+# (layers, plan, simulated blocks): 3 blocks split hidden 8 unevenly (2, 3, 3 units)
+CASES = [(1, None, 1), (1, None, 3), (2, "wavefront", 2), (2, "scc-sequential", 2)]
+
+
+def _loops(schedule) -> list[Loop]:
+    return [s for s in schedule.forward + schedule.backward if isinstance(s, Loop)]
+
+
+def _pair(cell, layers, plan):
+    net = rg.stacked(rg.cells.STANDARD[cell], layers, H, vocab=V, embed=3)
+    mk = lambda dev: rg.compile(net, window=T, streams=S, device=dev, optimizer=rg.Adam(lr=1e-2), clip_norm=0.5,
+                                seed=1, plan=plan)
+    return mk("cpu"), mk("cuda")
+
+
+def _check_training(cpu, gpu, steps=1, seed=0):
+    rng = np.random.default_rng(seed)
+    for _ in range(steps):
+        x, y = rng.integers(0, V, (T, S)), rng.integers(0, V, (T, S))
+        assert gpu.train(x, y) == pytest.approx(cpu.train(x, y), abs=1e-5)
+    for name, value in cpu.parameters.items():
+        np.testing.assert_allclose(gpu.parameters[name], value, atol=1e-5, err_msg=name)
+    for name, value in cpu.state.items():
+        np.testing.assert_allclose(gpu.state[name], value, atol=1e-5, err_msg=name)
+    x = rng.integers(0, V, (T, S))
+    a, b = cpu.forward(x), gpu.forward(x)
+    np.testing.assert_allclose(b.values["head.logits"], a.values["head.logits"], atol=1e-5)
+
+
+@sim
+@pytest.mark.parametrize("layers, plan, blocks", CASES, ids=[f"{n}l-{p}-b{b}" for n, p, b in CASES])
+def test_layer_norm_loop_trains_like_numpy(monkeypatch, layers, plan, blocks):
+    monkeypatch.setenv("RNNGRAPH_LOOP", "ln=1")
+    monkeypatch.setattr(program, "SIM_BLOCKS", blocks)
+    cpu, gpu = _pair("layernorm_lstm", layers, plan)
+    loops = _loops(gpu.schedule)
+    assert loops and all(lp.mode == "persistent" and lp.reduction_syncs > 0 for lp in loops)
+    if plan:
+        assert gpu.schedule.plan == plan
+    assert "reduction sync" in str(gpu.schedule)
+    src = gpu.kernels
+    assert "cuda.atomic.add(N" in src and "cuda.atomic.add(M" in src and "grid.sync()" in src
+    assert "layer_norm_forward" not in src  # no per-timestep library layer norm: loops are one kernel each
+    plan_ = gpu._cuda.program
+    assert all(len(step) == 1 for step, s in zip(plan_.forward_plan, gpu.schedule.forward) if isinstance(s, Loop))
+    _check_training(cpu, gpu, steps=2 if layers == 1 else 1)
+
+
+@sim
+def test_multi_block_simulation_of_plain_loops(monkeypatch):
+    """The simulated blocks also run the GEMM + pointwise persistent kernels (flag off)."""
+    monkeypatch.setattr(program, "SIM_BLOCKS", 2)
+    cpu, gpu = _pair("lstm", 2, "wavefront")
+    assert all(lp.mode == "persistent" for lp in _loops(gpu.schedule))
+    _check_training(cpu, gpu)
+
+
+def test_flag_off_keeps_layer_norm_loops_in_graph_mode(monkeypatch):
+    net = rg.stacked(rg.cells.layernorm_lstm, 1, 512, input_size=512)
+    lstm = rg.stacked(rg.cells.lstm, 2, 64, input_size=64)
+    monkeypatch.delenv("RNNGRAPH_LOOP", raising=False)
+    off = schedule(net.graph, window=100, streams=1)
+    lstm_off = str(schedule(lstm.graph, window=10, streams=1))
+    assert all(lp.mode == "graph" and lp.reduction_syncs == 0 for lp in _loops(off))
+    assert "reduction sync" not in str(off)
+    monkeypatch.setenv("RNNGRAPH_LOOP", "ln=1")
+    on = schedule(net.graph, window=100, streams=1)
+    fwd, bwd = _loops(on)
+    assert fwd.mode == bwd.mode == "persistent"
+    assert (fwd.reduction_syncs, bwd.reduction_syncs) == (2, 2)  # ln_h + ln_c levels; their VJP levels
+    assert "3 levels + 2 reduction syncs per timestep" in str(on)
+    assert on.launches < off.launches and on.critical_path == off.critical_path + 100 * 4
+    assert str(schedule(lstm.graph, window=10, streams=1)) == lstm_off  # loops without layer norms: unchanged
+
+
+def test_ln_knob_parses_and_validates(monkeypatch):
+    monkeypatch.setenv("RNNGRAPH_LOOP", "ln=1,threads=256")
+    assert loop_tuning() == LoopTuning(threads=256, ln=1)
+    monkeypatch.setenv("RNNGRAPH_LOOP", "ln=2")
+    with pytest.raises(ValueError, match="RNNGRAPH_LOOP: ln must be 0 or 1"):
+        loop_tuning()
+    assert LoopTuning().ln == 0  # off by default until validated on a GPU
