@@ -245,14 +245,21 @@ def plot(result: dict, path: str, H: int = 512) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description="Markdown tables and a plot from one benchmark results JSON.")
     ap.add_argument("results", help="a results JSON")
     ap.add_argument("--md", metavar="FILE", help="replace the section between the markers in FILE (else: stdout)")
     ap.add_argument("--plot", metavar="FILE.png", help="write the plot here")
     ap.add_argument("--section", metavar="NAME", help="with --md: the markers <!-- results:NAME --> instead")
     args = ap.parse_args(argv)
-    with open(args.results) as f:
-        result = json.load(f)
+    try:
+        with open(args.results) as f:
+            result = json.load(f)
+    except (OSError, json.JSONDecodeError) as exc:
+        ap.error(f"{args.results}: {exc}")
+    if not isinstance(result, dict) or not isinstance(result.get("records"), list) or not all(
+            isinstance(r, dict) and {"impl", "cell", "S"} <= r.keys() for r in result["records"]):
+        ap.error(f"{args.results}: not a benchmark results file (bench/run_all.py, bench/loop_sweep.py or "
+                 f"rnngraph bench write them: an object whose 'records' hold cell, S, impl, ...)")
     for r in result["records"]:  # bench/loop_sweep.py: one rnngraph column per RNNGRAPH_LOOP setting
         if r.get("setting"):
             r["impl"] = f"{r['impl']} [{r['setting']}]"

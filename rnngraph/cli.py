@@ -508,6 +508,8 @@ def run_bench(args) -> int:
     """LSTM H=512 T=100 S in {1, 64}: rnngraph against cuDNN fp32 (the full grid: bench/run_all.py)."""
     from .bench import cli_bench
 
+    if args.out and not os.path.isdir(os.path.dirname(os.path.abspath(args.out))):
+        raise CLIError(f"--out {args.out}: no such directory {os.path.dirname(os.path.abspath(args.out))!r}")
     return cli_bench(iters=args.iters, warmup=args.warmup, out=args.out, device=args.device)
 
 

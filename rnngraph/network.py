@@ -226,7 +226,10 @@ def stacked(cell, layers: int, hidden: int, *, input_size: int | None = None, vo
     Raises GraphError for layers < 1 or dropout outside [0, 1)."""
     if not isinstance(layers, int) or layers < 1:
         raise GraphError(f"layers must be a positive integer, got {layers!r}")
-    drop = Dropout(dropout)  # checks p
+    try:
+        drop = Dropout(dropout)  # checks p
+    except GraphError as exc:
+        raise GraphError(f"rg.stacked(dropout={dropout!r}): {exc}") from None
     cells = [cell(hidden=hidden) for _ in range(layers)]
     body: list = []
     for c in cells:

@@ -237,3 +237,26 @@ def test_torch_baselines_on_cpu(impl):
     assert rec.get("error") is None, rec.get("error")
     assert rec["fwd_ms"] > 0 and rec["fwdbwd_ms"] > 0 and rec["tflops_fwdbwd"] > 0
     assert rec["iters"] == {"fwd": 2, "fwdbwd": 2}
+
+
+def test_bench_out_in_a_missing_directory_fails_before_timing(capsys, tmp_path):
+    """Regression (fresh-user review): `rnngraph bench --out /nonexistent/dir/x.json` timed
+    everything, then failed naming the internal x.json.tmp."""
+    missing = tmp_path / "no" / "x.json"
+    assert cli.main(["bench", "--iters", "1", "--warmup", "0", "--out", str(missing)]) != 0
+    err = capsys.readouterr().err
+    assert "--out" in err and "no such directory" in err and ".tmp" not in err
+
+
+@pytest.mark.parametrize("content", ['{"format": "lm_vs_torch", "impls": {}}', '{"records": [{"pass": "fuse"}]}',
+                                     "not json", "[]"])
+def test_report_refuses_other_files_in_one_line(tmp_path, capsys, content):
+    """Regression (fresh-user review): report.py on bench/results/*-lm.json or passes-cpu-*.json
+    raised KeyError tracebacks."""
+    f = tmp_path / "x.json"
+    f.write_text(content)
+    with pytest.raises(SystemExit) as e:
+        load("report").main([str(f)])
+    assert e.value.code == 2
+    assert str(f) in capsys.readouterr().err
+

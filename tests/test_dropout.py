@@ -92,7 +92,7 @@ def test_misplaced_dropout(layers, index, words):
 def test_bad_probability(p):
     with pytest.raises(rg.GraphError, match=r"rg.Dropout.*\[0, 1\)"):
         rg.Dropout(p)
-    with pytest.raises(rg.GraphError, match=r"\[0, 1\)"):
+    with pytest.raises(rg.GraphError, match=r"rg.stacked\(dropout=.*\[0, 1\)"):  # names stacked's argument
         rg.stacked(rg.cells.lstm, 2, H, vocab=V, dropout=p)
 
 
