@@ -96,9 +96,10 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--seed", metavar="SEED", type=int,
                    help=f"parameter initialisation seed (default {d['seed']})")
     g = p.add_argument_group("data (a resumed run takes these from the checkpoint too)")
-    g.add_argument("--corpus", metavar="austen|FILE",
+    g.add_argument("--corpus", "--text", dest="corpus", metavar="austen|FILE",
                    help="'austen' (Jane Austen's novels; train on five, validate and test on halves of "
-                        f"Persuasion) or a UTF-8 text file (split 90/5/5) (default {d['corpus']})")
+                        f"Persuasion) or a UTF-8 text file (split 90/5/5); --text FILE is the same "
+                        f"(default {d['corpus']})")
     g.add_argument("--level", choices=("char", "word"), help=f"tokens (default {d['level']})")
     g.add_argument("--max-words", metavar="N", type=positive_int,
                    help=f"word level: keep the N most frequent words plus <unk> (default {d['max_words']})")
@@ -133,12 +134,13 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--checkpoint", metavar="DIR",
                    help="write config.json and params.npz here at each validation and at the end")
     g.add_argument("--checkpoint-every", metavar="K", type=nonnegative_int, default=None,
-                   help="checkpoint every K steps (default: with each validation)")
+                   help="checkpoint every K steps (default: with each validation; 0: only at the end)")
     g.add_argument("--resume", action="store_true", help="continue the run saved in --checkpoint DIR")
     g = p.add_argument_group("output")
     g.add_argument("--show-schedule", action="store_true",
                    help="print the compiled schedule (the network graph where there is none) first")
-    g.add_argument("--no-progress", action="store_true", help="no progress bar")
+    g.add_argument("--no-progress", action="store_true",
+                   help="no progress bar (there is none either when stderr is not a terminal)")
 
 
 def _config_from_args(args) -> LMConfig:
@@ -198,6 +200,8 @@ class _Trainer:
 
     def __init__(self, args):
         self.args, self.ckdir, ck = args, args.checkpoint, None
+        if args.checkpoint_every is not None and not self.ckdir:
+            raise CLIError("--checkpoint-every needs --checkpoint DIR (where to write the checkpoints)")
         if args.resume:
             if not self.ckdir:
                 raise CLIError("--resume needs --checkpoint DIR")
@@ -300,11 +304,12 @@ class _Trainer:
         args = self.args
         self.banner()
         if self.done >= args.steps:
-            print(f"nothing to do: the checkpoint is at step {self.done:,} and --steps is {args.steps:,}")
+            where = f"the checkpoint is at step {self.done:,}" if self.resumed is not None else "nothing trained yet"
+            print(f"nothing to do: {where} and --steps is {args.steps:,}")
             return 0
         ckpt_every = args.eval_every if args.checkpoint_every is None else args.checkpoint_every
         bar = tqdm(total=args.steps, initial=self.done, unit="step", dynamic_ncols=True,
-                   disable=args.no_progress, leave=False, mininterval=0.5)
+                   disable=True if args.no_progress else None, leave=False, mininterval=0.5)  # None: off when not a TTY
         started = t_shown = time.perf_counter()
         updating = False
         with _SigintGuard() as guard:
@@ -413,8 +418,8 @@ def run_sample(args) -> int:
 def _eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", metavar="DIR", required=True)
     p.add_argument("--split", choices=("valid", "test", "train"), default="test", help="(default test)")
-    p.add_argument("--corpus", metavar="austen|FILE",
-                   help="evaluate on this corpus's split instead of the checkpoint's corpus")
+    p.add_argument("--corpus", "--text", dest="corpus", metavar="austen|FILE",
+                   help="evaluate on this corpus's split instead of the checkpoint's corpus (--text: the same)")
     p.add_argument("--streams", metavar="S", type=positive_int, default=16,
                    help="parallel streams over the split, states carried through each (default 16)")
     p.add_argument("--window", metavar="T", type=positive_int,
@@ -433,6 +438,10 @@ def run_eval(args) -> int:
     if len(ids) < 2:
         raise CorpusError(f"{corpus.name}: the {args.split} split has {len(ids)} {unit(cfg.level)}(s); "
                           f"need at least 2")
+    unknown = float((ids == 0).mean())  # id 0 is <unk>
+    if cfg.level == "char" and unknown > 0.01:  # another text than the checkpoint's
+        print(f"note: {unknown:.1%} of the {args.split} split's characters are not in the checkpoint's "
+              f"vocabulary: they are scored as <unk>", file=sys.stderr)
     evaluator = Evaluator(net, args.window or cfg.window, args.streams, cfg.dtype, device=args.device)
     try:
         nats, count = evaluator(step.parameters, ids)

@@ -275,6 +275,32 @@ def test_unknown_cell_name(capsys, text_file):
     assert_one_line_error(code, err, "lstmm", "unknown cell", "lstm")
 
 
+def test_checkpoint_every_needs_a_checkpoint(capsys, text_file):
+    """Regression (fresh-user review): --checkpoint-every without --checkpoint was ignored silently."""
+    code, _, err = run(capsys, "train", "--corpus", text_file, *TINY, "--checkpoint-every", 2)
+    assert_one_line_error(code, err, "--checkpoint-every", "--checkpoint DIR")
+
+
+def test_text_is_the_corpus_option_and_zero_steps_says_so(capsys, text_file):
+    """--text FILE (issue 5's spelling) is --corpus FILE; with --steps 0 and no checkpoint the
+    message does not speak of a checkpoint (fresh-user review)."""
+    code, out, _ = run(capsys, "train", "--text", text_file, *TINY, "--steps", 0)
+    assert code == 0 and "nothing trained yet" in out and "checkpoint" not in out.split("nothing to do")[1]
+    code, out, _ = run(capsys, "train", "--text", text_file, *TINY, "--steps", 2, "--eval-every", 2)
+    assert code == 0 and text_file.name in out
+
+
+def test_eval_on_another_text_notes_unknown_characters(capsys, tmp_path, trained):
+    """Regression (fresh-user review): eval on a corpus with characters the checkpoint never saw
+    scored them as <unk> without a word."""
+    other = tmp_path / "other.txt"
+    other.write_text("ZQXJ 0123456789 ZQXJ\n" * 400, encoding="utf-8")
+    code, out, err = run(capsys, "eval", "--checkpoint", trained, "--corpus", other, "--split", "valid")
+    assert code == 0 and "bits/char" in out
+    share = float(re.search(r"note: ([\d.]+)% of the valid split", err).group(1))
+    assert share > 50  # nothing of it is in the tiny word corpus's vocabulary but the space and newline
+
+
 def test_unknown_flag_is_one_line(capsys):
     code, _, err = run(capsys, "train", "--hiden", 8)
     assert_one_line_error(code, err, "--hiden", exit_code=2)
