@@ -123,6 +123,19 @@ def test_schedules_with_dropout_verify_and_run_like_the_reference(monkeypatch):
             np.testing.assert_allclose(got_g.params[k], want_g.params[k], rtol=1e-10, atol=1e-12, err_msg=k)
 
 
+def test_wavefront_runs_the_between_layers_dropout_in_the_producers_stage():
+    """Regression (session 2): the mask multiply between two layers sat in the consumer's stage
+    and cost the wavefront a second level per timestep; it is attached to the producing layer
+    now (passes/pipeline.py attached_to_loops), so the forward keeps one level."""
+    for p, levels in ((0.0, 1), (0.3, 1)):
+        s = schedule(rg.stacked(rg.cells.lstm, 2, 16, vocab=V, embed=8, dropout=p).graph, 10, 1, plan="wavefront")
+        (loop,) = [st for st in s.forward if hasattr(st, "levels")]
+        assert loop.levels == levels, p
+        if p:
+            stage_of = {m: k.stage for k in loop.kernels for m in k.ops}
+            assert stage_of["drop1.out"] == stage_of["layer0.h_next"] == 0 and stage_of["layer1.W"] == 1
+
+
 def test_gradient_check_through_the_masks():
     """Central differences of the loss through mul(value, mask) (masks as given inputs)."""
     assert check_graph(lm_net(0.5, layers=1).graph, T=3, S=2, seed=4) < 1e-6

@@ -9,7 +9,9 @@ Assumes: levels has run. Two plans (DESIGN.md):
   the body. A stage offset s satisfies s(B) >= s(A) + 1 - d for a loop A read by B with delay
   d (A's value is ready at the end of a tick), and s(B) >= s(A) when a node A between loops is
   read with delay 0 (it runs in B's timestep, on an earlier level); with a delay d >= 1 such a
-  read also needs s(B) >= s(A) + 1 - d.
+  read also needs s(B) >= s(A) + 1 - d. A pointwise node between loops that reads only one loop's
+  values (a dropout mask multiplied onto a layer's output) runs in that loop's stage and counts
+  as part of it (:func:`attached_to_loops`).
 Guarantees: ``plan.plan``, ``plan.stage_of`` (every body node; 0 in scc-sequential),
 ``plan.body`` (nodes that run per timestep), ``plan.mode`` (loop step -> "persistent" when the
 loop's weights fit on chip and its ops are GEMMs and pointwise ops — or layer norms, with
@@ -43,33 +45,62 @@ def _between(plan: Plan) -> list[str]:
     return out
 
 
+def attached_to_loops(plan: Plan, body: set[str]) -> dict[str, int]:
+    """Between-loops pointwise nodes that read (with delay 0) only one loop's values, or other
+    such nodes of the same loop, besides graph inputs: node -> that loop. A dropout mask
+    multiplied onto a layer's output is one. In a wavefront they run in their loop's stage, on
+    the units the loop's blocks own, so their consumers see them one tick later like the loop's
+    own outputs, instead of costing those consumers a level."""
+    attached: dict[str, int] = {}
+    for n in plan.graph.nodes:  # topological order
+        if n.name not in body or n.name in plan.loop_of or plan.kind(n.name) != "pointwise":
+            continue
+        owners = set()
+        for r in n.args:
+            if r.node not in body:
+                continue  # a graph input (e.g. a dropout mask) or a hoisted value
+            owner = plan.loop_of.get(r.node, attached.get(r.node))
+            owners.add(None if owner is None or r.delay else owner)
+        if len(owners) == 1 and None not in owners:
+            attached[n.name] = owners.pop()
+    return attached
+
+
 def wavefront_stages(plan: Plan, body: set[str], reverse: bool = False) -> dict[str, int]:
-    """Stage offsets of the body nodes (see the module docstring).
+    """Stage offsets of the body nodes (see the module docstring; nodes of
+    :func:`attached_to_loops` share their loop's stage and count as part of it).
 
     With ``reverse`` the offsets of the backward loop: gradients flow from consumer to producer,
     so a producer's VJP runs ``1 - d`` stages behind a loop consumer's, and in the same stage as a
     between-loops consumer that reads it with delay 0 (whose transposed product runs in the
     producer's timestep, on an earlier level).
     """
-    unit = lambda m: ("loop", plan.loop_of[m]) if m in plan.loop_of else ("node", m)
+    loop_of = {**attached_to_loops(plan, body), **plan.loop_of}
+    unit = lambda m: ("loop", loop_of[m]) if m in loop_of else ("node", m)
     edges = [(r.node, n.name, r.delay) for n in plan.graph.nodes if n.name in body
              for r in n.args if r.node in body and unit(r.node) != unit(n.name)]
+    inner = [(r.node, n.name) for n in plan.graph.nodes if n.name in body
+             for r in n.args if r.node in body and unit(r.node) == unit(n.name)]
     if reverse:
         edges = [(dst, src, d) for src, dst, d in edges]
+        inner = [(dst, src) for src, dst in inner]
     flow = nx.DiGraph()
     flow.add_nodes_from(body)
     flow.add_edges_from((u, v) for u, v, _ in edges)
-    flow.add_edges_from((r.node, n.name) if not reverse else (n.name, r.node) for n in plan.graph.nodes
-                        if n.name in body for r in n.args if r.node in body and unit(r.node) == unit(n.name))
+    flow.add_edges_from(inner)
     into: dict[str, list] = {}
     for u, v, d in edges:
         into.setdefault(v, []).append((u, d))
+    same_unit_into: dict[str, list] = {}
+    for u, v in inner:
+        same_unit_into.setdefault(v, []).append(u)
     stage: dict[str, int] = {}
     cond = nx.condensation(flow)
     for c in nx.topological_sort(cond):
         members = cond.nodes[c]["members"]
-        s = max([0] + [stage[u] + (1 if u in plan.loop_of or d else 0) - d
-                       for m in members for u, d in into.get(m, ())])
+        s = max([0] + [stage[u] + (1 if u in loop_of or d else 0) - d
+                       for m in members for u, d in into.get(m, ())]
+                + [stage[u] for m in members for u in same_unit_into.get(m, ()) if u in stage])
         for m in members:
             stage[m] = s
     return stage
