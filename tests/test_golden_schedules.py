@@ -99,6 +99,27 @@ def test_cost_model_follows_the_h200_measurement_of_both_plans():
         assert 0.5 < seq_est / seq_ms < 2 and 0.5 < wf_est / wf_ms < 2, (S, seq_est, wf_est)
 
 
+def test_cost_model_prices_graph_mode_and_layer_norm_syncs(monkeypatch):
+    """layernorm_lstm, hidden 512, S=1, T=100 runs per timestep (graph mode) at 4.26 ms forward on
+    the H200 (bench/results/h200-20261129-session2-extra.json): the estimate of its loop must be
+    within 2x; with RNNGRAPH_LOOP="ln=1" the loop is persistent and each of its 2 layer norms adds
+    a grid sync a timestep to the estimate."""
+    from rnngraph.passes import PIPELINE, Plan, pipeline
+    from rnngraph.passes.cost import DEFAULT
+    from rnngraph.passes.pipeline import _loop_tick_us
+    plan = Plan(rg.stacked(rg.cells.layernorm_lstm, 1, 512).graph, 100, 1, "float32", None)
+    for p in PIPELINE[:PIPELINE.index(pipeline)]:  # the passes before the pipeline pass
+        plan = p(plan)
+    (members,) = plan.loops
+    levels = max(plan.level_of[m] for m in members)
+    graph_ms = 100 * _loop_tick_us(plan, members, levels) / 1000
+    assert 0.5 < graph_ms / 4.26 < 2, graph_ms
+    monkeypatch.setenv("RNNGRAPH_LOOP", "ln=1")
+    persistent = _loop_tick_us(plan, members, levels)
+    no_norms = DEFAULT.tick_us(levels, 0, weight_bytes=4 * 512 * 2048, streams=1)  # the same tick, no LN syncs
+    assert persistent - no_norms == pytest.approx(2 * DEFAULT.sync_us, rel=0.05)
+
+
 def test_layer_norm_adds_levels():
     s = schedule(rg.stacked(rg.cells.layernorm_lstm, 1, 8).graph, 10, 1)
     fwd = next(st for st in s.forward if isinstance(st, rg.schedule.Loop))

@@ -13,7 +13,9 @@ FLOPs at ~3 TFLOP/s. That fits the measured ticks within ~25%: 1 LSTM layer at S
 products (4 MB of weights), at S=64 ~45 us (8 x 4 MB, 134 MFLOP), a 4-layer wavefront at S=1
 ~25 us (7 weight matrices, 28 MB). It makes a 4-layer LSTM at S=1 run scc-sequential (measured
 2.24 ms forward, 7.12 ms forward+backward) rather than wavefront (3.02 / 7.83 ms): with weights
-streamed from L2, one wide tick costs as much as the narrow ticks it replaces.
+streamed from L2, one wide tick costs as much as the narrow ticks it replaces. A loop that runs
+per timestep (graph mode: a layer norm inside the recurrence) costs ~9 us a kernel a timestep
+(replay plus a small kernel's run: layernorm_lstm, S=1, 4.26 ms forward for ~4 kernels a tick).
 Times are estimates in microseconds for one forward window.
 """
 from __future__ import annotations
@@ -34,6 +36,7 @@ class CostModel:
     streams_per_item: int = 8
     gemm_flops_per_s: float = 51e12
     replay_us: float = 1.2
+    graph_kernel_us: float = 9.0
     on_chip_bytes: int = 132 * 227 * 1024
 
     def tick_us(self, levels: int, flops: float, persistent: bool = True, kernels: int = 0,
@@ -41,7 +44,7 @@ class CostModel:
         """One timestep of a loop body (us): syncs (or kernel replays) plus its products, the
         larger of their FLOPs (all streams) at the loop rate and their weights (bytes)
         streamed once per ``streams_per_item`` streams."""
-        overhead = levels * self.sync_us + self.tick_latency_us if persistent else kernels * self.replay_us
+        overhead = levels * self.sync_us + self.tick_latency_us if persistent else kernels * self.graph_kernel_us
         passes = -(-streams // self.streams_per_item)
         return overhead + max(flops / self.loop_flops_per_s, weight_bytes * passes / self.loop_weight_bytes_per_s) * 1e6
 

@@ -136,19 +136,25 @@ def _fits(plan: Plan, names) -> bool:
     ops are GEMMs and pointwise ops (the persistent emitter's scope), or layer norms when
     :func:`persistent_layer_norm` allows them (a layer norm then costs an extra grid sync per
     timestep; without it a layer norm inside the recurrence runs per timestep, graph mode)."""
-    ln = None
+    ln_ok = _layer_norms(plan, names) > 0 and persistent_layer_norm()
+    ops_ok = all(plan.kind(m) in ("gemm", "pointwise") or (ln_ok and plan.graph.by_name[m].op == "layer_norm")
+                 for m in names)
+    return ops_ok and _weight_bytes(plan, names) <= DEFAULT.on_chip_bytes
 
-    def ok(m: str) -> bool:
-        nonlocal ln
-        if plan.kind(m) in ("gemm", "pointwise"):
-            return True
-        if plan.graph.by_name[m].op != "layer_norm":
-            return False
-        if ln is None:
-            ln = persistent_layer_norm()
-        return ln
 
-    return all(ok(m) for m in names) and _weight_bytes(plan, names) <= DEFAULT.on_chip_bytes
+def _layer_norms(plan: Plan, names) -> int:
+    """Layer norms among ``names``: each costs a persistent loop one extra grid sync a timestep."""
+    return sum(plan.graph.by_name[m].op == "layer_norm" for m in names)
+
+
+def _loop_tick_us(plan: Plan, names, levels: int) -> float:
+    """The cost model's time of one timestep of a loop body over ``names`` with ``levels`` levels:
+    persistent (syncs, one more per layer norm) or graph mode (one replayed kernel per group)."""
+    persistent = _fits(plan, names)
+    syncs = levels + (_layer_norms(plan, names) if persistent else 0)
+    return DEFAULT.tick_us(syncs, _tick_flops(plan, names), persistent,
+                           kernels=len([g for g in plan.groups if g[0] in names]),
+                           weight_bytes=_weight_bytes(plan, names), streams=plan.streams)
 
 
 def pipeline(plan: Plan) -> Plan:
@@ -158,9 +164,7 @@ def pipeline(plan: Plan) -> Plan:
     T, cm = plan.window, DEFAULT
     loop_nodes = set(plan.loop_of)
     between = _between(plan)
-    seq_us = sum(T * cm.tick_us(max(plan.level_of[m] for m in members), _tick_flops(plan, members),
-                                weight_bytes=_weight_bytes(plan, members), streams=plan.streams)
-                 for members in plan.loops)
+    seq_us = sum(T * _loop_tick_us(plan, members, max(plan.level_of[m] for m in members)) for members in plan.loops)
     seq_us += cm.hoisted_us(sum(node_flops(plan.graph, plan.graph.by_name[m]) for m in between) * T * plan.streams,
                             len({g for g in plan.groups if set(g) & set(between)}))
     seq = plan.replace(plan="scc-sequential", stage_of={m: 0 for m in loop_nodes}, body=frozenset(loop_nodes),
@@ -175,9 +179,7 @@ def pipeline(plan: Plan) -> Plan:
     depth = max(stage.values())
     fits = _fits(plan, body)
     wf_levels = max(level_of[m] for m in body)
-    wf_us = (T + depth) * cm.tick_us(wf_levels, _tick_flops(plan, body), fits,
-                                     kernels=len([g for g in plan.groups if g[0] in body]),
-                                     weight_bytes=_weight_bytes(plan, body), streams=plan.streams)
+    wf_us = (T + depth) * _loop_tick_us(plan, body, wf_levels)
     choice = plan.force_plan or ("wavefront" if wf_us < seq_us else "scc-sequential")
     how = "forced" if plan.force_plan else "cost model"
     reason = (f"{how}: wavefront {wf_us / 1000:.3g} ms vs scc-sequential {seq_us / 1000:.3g} ms "
