@@ -173,6 +173,13 @@ class Graph:
         """The per-timestep input nodes (op ``input``), in order."""
         return tuple(n for n in self.nodes if n.op == "input")
 
+    def differentiable(self, name: str) -> bool:
+        """Whether backpropagation through a generated schedule computes the gradient of node
+        ``name``: float nodes, except inputs that are data no one differentiates — a dropout
+        mask (an ``input`` carrying a ``dropout`` attribute, rnngraph.network.Dropout)."""
+        n = self.by_name[name]
+        return n.dtype == FLOAT and not (n.op == "input" and "dropout" in n.attr)
+
     def consumers(self) -> dict[str, list[tuple[Node, Ref]]]:
         """Node name -> list of (consumer node, edge) reading it (computed once per graph)."""
         return self._consumers

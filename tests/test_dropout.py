@@ -136,6 +136,18 @@ def test_wavefront_runs_the_between_layers_dropout_in_the_producers_stage():
             assert stage_of["drop1.out"] == stage_of["layer0.h_next"] == 0 and stage_of["layer1.W"] == 1
 
 
+@pytest.mark.parametrize("plan", ["wavefront", "scc-sequential"])
+def test_backward_computes_no_mask_gradient(plan):
+    """Regression (session 2 reviews): every float input got a gradient, so the backward stored
+    an unused d.mask per dropout layer; masks are not differentiable (Graph.differentiable)."""
+    g = rg.stacked(rg.cells.lstm, 2, 16, vocab=V, embed=8, dropout=0.3).graph
+    s = schedule(g, 10, 2, plan=plan)
+    writes = {w for k in s.kernels("backward") for w in k.writes}
+    assert not any(w.endswith(".mask") for w in writes), sorted(writes)
+    assert {"d.layer0.h_next", "d.embed.e"} <= {w.split("[")[0] for w in writes}  # what they multiply still is
+    assert not any(g.differentiable(m) for m in mask_inputs(g)) and g.differentiable("drop1.out")
+
+
 def test_gradient_check_through_the_masks():
     """Central differences of the loss through mul(value, mask) (masks as given inputs)."""
     assert check_graph(lm_net(0.5, layers=1).graph, T=3, S=2, seed=4) < 1e-6

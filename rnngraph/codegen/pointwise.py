@@ -305,7 +305,7 @@ class PointwiseEmitter:
                 xs = {f"x{k}": self.operand(r, i, loaded) for k, r in enumerate(n.args)}
                 value = n.attr.get("value")
                 for k, r in enumerate(n.args):
-                    if self.g.by_name[r.node].dtype != "float":
+                    if not self.g.differentiable(r.node):  # token ids, dropout masks
                         continue
                     expr = template(vjps[k], **xs, g=g, y=self.local(name, i),
                                     value=f32(value) if value is not None else "")

@@ -70,13 +70,13 @@ class _Lowering:
         rows = sum(n.size for n in nodes) if kind == "gemm" else max(n.size for n in nodes)
         flops = sum((backward_flops if backward else node_flops)(g, n) for n in nodes) * cols
         if backward:
-            reads, writes = [f"d.{w}" for w in writes], [f"d.{r}" for r in reads if not self._is_index(r)]
+            reads, writes = [f"d.{w}" for w in writes], [f"d.{r}" for r in reads if self._differentiable(r)]
             kind = {"gather": "scatter"}.get(kind, kind)
         return Kernel(self.name(), kind, tuple(grp), tuple(n.op for n in nodes), tuple(dict.fromkeys(reads)),
                       tuple(writes), tuple(dict.fromkeys(params)), rows, cols, flops, level, stage)
 
-    def _is_index(self, ref: str) -> bool:
-        return self.g.by_name[ref.split("[")[0]].dtype == "index"
+    def _differentiable(self, ref: str) -> bool:
+        return self.g.differentiable(ref.split("[")[0])
 
     def wgrad(self, grp, cols: int) -> Kernel:
         g = self.g
