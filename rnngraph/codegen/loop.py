@@ -208,15 +208,20 @@ class LoopEmitter:
             e("p2 += d * d", 2)
         e(f"el += {estep}", 2)
         if self.coop:
-            e("off = 16", 1)
-            e("while off > 0:", 1)
-            e("p1 += cuda.shfl_down_sync(0xFFFFFFFF, p1, off)", 2)
-            e("p2 += cuda.shfl_down_sync(0xFFFFFFFF, p2, off)", 2)
-            e("off //= 2", 2)
+            self._warp_sum(["p1", "p2"], depth + 1)
         e(f"if {'lane == 0 and ' if self.coop else ''}nj > 0:", 1)
         e(f"cuda.atomic.add({out}, (t, s, 0), p1)", 2)
         e(f"cuda.atomic.add({out}, (t, s, 1), p2)", 2)
         e(f"item += {step}", 1)
+
+    def _warp_sum(self, names: list[str], depth: int) -> None:
+        """Tree-reduce the per-lane values ``names`` across the warp with shuffles (lane 0 ends
+        with the sums)."""
+        self.emit("off = 16", depth)
+        self.emit("while off > 0:", depth)
+        for v in names:
+            self.emit(f"{v} += cuda.shfl_down_sync(0xFFFFFFFF, {v}, off)", depth + 1)
+        self.emit("off //= 2", depth + 1)
 
     def _weight(self, w: str, reps: int, uL: int, inner: int) -> str:
         """The read of weight buffer ``w`` at (owned row {r}, column {k}): from a shared-memory copy of
@@ -288,10 +293,7 @@ class LoopEmitter:
         accs = [(a, i) for a in range(RB) for i in range(SB)]
         if self.coop:
             for a, i in accs:
-                e("off = 16", 1)
-                e("while off > 0:", 1)
-                e(f"acc{a}_{i} += cuda.shfl_down_sync(0xFFFFFFFF, acc{a}_{i}, off)", 2)
-                e("off //= 2", 2)
+                self._warp_sum([f"acc{a}_{i}"], depth + 1)
         guard = "if lane == 0 and " if self.coop else "if "
         for a, i in accs:
             e(f"{guard}g0 + {a} < nrows and sb * {SB} + {i} < S:", 1)
