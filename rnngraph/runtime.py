@@ -56,7 +56,9 @@ class TrainingStep:
     ``mask_seed(seed, optimizer.steps, k)``, so it depends only on the compile ``seed`` and the
     step count a checkpoint saves with the optimizer: a resumed run draws what an uninterrupted
     one would. The CPU backend and the CUDA simulator draw them with NumPy (identical masks);
-    on a GPU with CuPy they are drawn on the device (cuRAND Philox, same seeds, other values).
+    on a GPU with CuPy they are drawn on the device (cuRAND Philox, same seeds, other values),
+    unless the environment variable ``RNNGRAPH_MASKS=host`` asks for NumPy's (copied in: the
+    CPU backend's masks exactly, at the cost of a host-to-device copy per call).
     :meth:`forward` (evaluation, sampling) feeds masks of ones: no dropout, like
     ``model.eval()`` in PyTorch.
     """

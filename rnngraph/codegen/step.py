@@ -14,6 +14,7 @@ training call.
 """
 from __future__ import annotations
 
+import os
 import warnings
 
 import numpy as np
@@ -130,9 +131,12 @@ class CudaBackend:
     def _device_rng(self):
         """(CuPy's curand module, a Philox4x32-10 generator, the numba stream as a CuPy stream),
         made once; None where CuPy is not usable (the simulator, no CuPy) or cuRAND fails to
-        load, which warns once: the masks then come from the host."""
+        load, which warns once, or where ``RNNGRAPH_MASKS=host`` asks for the host's masks
+        (NumPy's, identical to the CPU backend's): the masks then come from the host."""
         if self._curand is None:
             self._curand = False
+            if os.environ.get("RNNGRAPH_MASKS", "").strip().lower() == "host":
+                return None  # the CPU backend's masks, bit for bit (comparisons across backends)
             if have_cupy():
                 try:
                     import cupy
