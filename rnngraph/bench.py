@@ -276,7 +276,7 @@ def _rnngraph_gpu(cfg: Config, proto: Protocol, plan: str | None) -> dict:
     loops = [st for st in s.forward if hasattr(st, "levels")]
     rec = {**_timed(fwd, fwdbwd, timer, proto), "plan": s.plan, "loop_modes": [lp.mode for lp in loops],
            "levels_per_timestep": [lp.levels for lp in loops], "launches_per_window": s.launches,
-           "compile_s": compile_s, "loop_tuning": dataclasses.asdict(loop_tuning()),
+           "compile_s": compile_s, "loop_tuning": dataclasses.asdict(loop_tuning(cfg.S)),
            "loop_threads": dict(prog.loop_threads)}
     replay_errors = getattr(prog, "replay_errors", None)  # steps whose CUDA-graph capture failed
     if replay_errors:

@@ -16,7 +16,7 @@ import pytest
 
 import rnngraph as rg
 from rnngraph.codegen import program
-from rnngraph.codegen.tuning import LoopTuning, loop_tuning
+from rnngraph.codegen.tuning import LoopTuning, default_tuning, loop_tuning
 from rnngraph.passes import schedule
 from rnngraph.schedule import Loop
 
@@ -81,10 +81,10 @@ def test_multi_block_simulation_of_plain_loops(monkeypatch):
     _check_training(cpu, gpu)
 
 
-def test_flag_off_keeps_layer_norm_loops_in_graph_mode(monkeypatch):
+def test_ln_knob_moves_layer_norm_loops_between_graph_mode_and_persistent(monkeypatch):
     net = rg.stacked(rg.cells.layernorm_lstm, 1, 512, input_size=512)
     lstm = rg.stacked(rg.cells.lstm, 2, 64, input_size=64)
-    monkeypatch.delenv("RNNGRAPH_LOOP", raising=False)
+    monkeypatch.setenv("RNNGRAPH_LOOP", "ln=0")
     off = schedule(net.graph, window=100, streams=1)
     lstm_off = str(schedule(lstm.graph, window=10, streams=1))
     assert all(lp.mode == "graph" and lp.reduction_syncs == 0 for lp in _loops(off))
@@ -97,6 +97,9 @@ def test_flag_off_keeps_layer_norm_loops_in_graph_mode(monkeypatch):
     assert "3 levels + 2 reduction syncs per timestep" in str(on)
     assert on.launches < off.launches and on.critical_path == off.critical_path + 100 * 4
     assert str(schedule(lstm.graph, window=10, streams=1)) == lstm_off  # loops without layer norms: unchanged
+    monkeypatch.delenv("RNNGRAPH_LOOP")  # the defaults: persistent at S <= 8, graph mode above
+    assert str(schedule(net.graph, window=100, streams=1)) == str(on)
+    assert all(lp.mode == "graph" for lp in _loops(schedule(net.graph, window=100, streams=64)))
 
 
 def test_ln_knob_parses_and_validates(monkeypatch):
@@ -105,4 +108,5 @@ def test_ln_knob_parses_and_validates(monkeypatch):
     monkeypatch.setenv("RNNGRAPH_LOOP", "ln=2")
     with pytest.raises(ValueError, match="RNNGRAPH_LOOP: ln must be 0 or 1"):
         loop_tuning()
-    assert LoopTuning().ln == 0  # off by default until validated on a GPU
+    # validated on the H200: on by default where it was faster (S <= 8), off above
+    assert default_tuning(1).ln == default_tuning(8).ln == 1 and default_tuning(9).ln == default_tuning().ln == 0

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import rnngraph as rg
-from rnngraph.codegen.tuning import LoopTuning, loop_tuning
+from rnngraph.codegen.tuning import LoopTuning, default_tuning, loop_tuning
 from rnngraph.schedule import Loop
 
 V, T, S, H = 5, 2, 2, 4
@@ -16,7 +16,7 @@ sim = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1",
 
 # (RNNGRAPH_LOOP, shared arrays expected): unroll 3 over an inner size of 4 (hidden) leaves a
 # remainder trip; smem_kib=0 reads the weights from global memory.
-VARIANTS = [("unroll=3,smem_kib=0", False), ("unroll=3,rows=3,smem_kib=44", True), ("unroll=1,smem_kib=1,rows=2", True)]
+VARIANTS = [("unroll=3,rows=1,smem_kib=0", False), ("unroll=3,rows=3,smem_kib=44", True), ("unroll=1,smem_kib=1,rows=2", True)]
 
 
 @sim
@@ -67,5 +67,9 @@ def test_bad_environment_names_the_variable(monkeypatch, text, msg):
 def test_environment_overrides_defaults(monkeypatch):
     monkeypatch.setenv("RNNGRAPH_LOOP", "threads=256, unroll=2")
     assert loop_tuning() == LoopTuning(threads=256, unroll=2, rows=1, smem_kib=LoopTuning().smem_kib)
+    # the keys the variable leaves out keep the defaults of the step's number of streams
+    assert loop_tuning(1) == LoopTuning(threads=256, unroll=2, rows=2, smem_kib=44, ln=1)
+    assert loop_tuning(64) == loop_tuning() == LoopTuning(threads=256, unroll=2)
     monkeypatch.delenv("RNNGRAPH_LOOP")
-    assert loop_tuning() == LoopTuning()
+    assert loop_tuning() == loop_tuning(9) == LoopTuning()
+    assert loop_tuning(8) == default_tuning(1) != LoopTuning()

@@ -362,7 +362,7 @@ class CudaProgram:
     # ------------------------------------------------------------------ loops
     def _persistent(self, loop: Loop):
         name = f"{loop.name.split(' ')[0]}_{'bwd' if loop.reverse else 'fwd'}_{len(self.sources)}"
-        tuning = loop_tuning()
+        tuning = loop_tuning(self.S)
         nblocks = 1 if self.sim else cuda.get_current_device().MULTIPROCESSOR_COUNT
         virtual = SIM_BLOCKS if self.sim and SIM_BLOCKS > 1 else 0
         emitter = LoopEmitter(self.g, loop, name, coop=not self.sim, recompute=self.kernel_of, streams=self.S,

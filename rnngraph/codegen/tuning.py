@@ -1,10 +1,17 @@
 """Launch and code-shape parameters of the persistent loop kernels (``codegen/loop.py``).
 
-Defaults are the H200 measurements' best (bench/loop_sweep.py, bench/results/h200-20261129-loop-sweep*.json:
-LSTM H=512 T=100 fwd+bwd at S=64, 10.2 ms with 512 threads, unroll 4, weights read through L2;
-11.5 ms with them in shared memory, 13.0 ms with session 1's 256 threads and no unrolling);
-``RNNGRAPH_LOOP`` overrides them for tuning runs, e.g.
-``RNNGRAPH_LOOP="threads=256,unroll=2,rows=2,smem_kib=44"`` (the best at S=1: 1.74 ms vs 1.94):
+Defaults are the H200 measurements' best, per number of streams S (bench/loop_sweep.py,
+bench/results/h200-2026112*-loop-sweep*.json, LSTM and layernorm_lstm H=512 T=100 fwd+bwd):
+
+- S <= 8 (``SMALL_STREAMS``): threads=256, unroll=2, rows=2, smem_kib=44, ln=1. LSTM S=1: 1.73 ms
+  vs 1.94 with the large-S shape (measured twice); layernorm_lstm S=1: 4.49 ms with its layer
+  norms inside the persistent kernel vs 14.2 ms per timestep in graph mode.
+- S > 8: threads=512, unroll=4, rows=1, smem_kib=0, ln=0. LSTM S=64: 10.2 ms (11.5 ms with the
+  weights in shared memory, 11.1-20.5 ms with rows=2, 13.0 ms with session 1's 256 threads and no
+  unrolling); layernorm_lstm S=64: 19.2 ms in graph mode vs 24.0 ms persistent.
+
+``RNNGRAPH_LOOP`` overrides them key by key for tuning runs (the keys it leaves out keep the
+default for the step's S), e.g. ``RNNGRAPH_LOOP="threads=256,unroll=2,rows=2,smem_kib=44"``:
 
 threads   threads per block of a persistent kernel (a multiple of 32, at most 1024); the grid is
           one block per multiprocessor, so this is the number of warps an SM works with. A kernel
@@ -19,15 +26,17 @@ ln        1: loops with a layer norm in the recurrence (e.g. ``layernorm_lstm``)
           persistent kernel too (each layer norm costs an extra grid sync per timestep and
           direction: blocks add partial row sums with atomics, sync, then normalise their own
           units; see codegen/loop.py); read by the pipeline pass, which marks such loops
-          persistent. 0 (the default): they run per timestep (graph mode). Off by default until
-          the GPU tier (tests/test_gpu.py, ``RNNGRAPH_LOOP="ln=1"``) has validated it on a GPU.
+          persistent (validated on the H200 by tests/test_gpu.py). 0: they run per timestep
+          (graph mode), the faster choice at S=64, where the atomics of the row sums contend.
 """
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 _ENV = "RNNGRAPH_LOOP"
+#: Streams up to which a loop kernel takes the small-S defaults (see the module docstring).
+SMALL_STREAMS = 8
 
 
 @dataclass(frozen=True)
@@ -53,11 +62,20 @@ class LoopTuning:
             raise ValueError(f"{_ENV}: ln must be 0 or 1, got {self.ln}")
 
 
-def loop_tuning() -> LoopTuning:
-    """The defaults, overridden by ``RNNGRAPH_LOOP="key=value,..."`` (keys: threads, unroll, rows, smem_kib, ln)."""
+def default_tuning(streams: int | None = None) -> LoopTuning:
+    """The measured best shape for a loop over ``streams`` streams (None: the large-S one)."""
+    if streams is not None and streams <= SMALL_STREAMS:
+        return LoopTuning(threads=256, unroll=2, rows=2, smem_kib=44, ln=1)
+    return LoopTuning()
+
+
+def loop_tuning(streams: int | None = None) -> LoopTuning:
+    """:func:`default_tuning` for ``streams``, overridden key by key by
+    ``RNNGRAPH_LOOP="key=value,..."`` (keys: threads, unroll, rows, smem_kib, ln)."""
+    base = default_tuning(streams)
     text = os.environ.get(_ENV, "").strip()
     if not text:
-        return LoopTuning()
+        return base
     known = {f.name for f in fields(LoopTuning)}
     values = {}
     for item in text.split(","):
@@ -69,4 +87,4 @@ def loop_tuning() -> LoopTuning:
             values[key] = int(val)
         except ValueError:
             raise ValueError(f"{_ENV}={text!r}: {key} must be an integer, got {val!r}") from None
-    return LoopTuning(**values)
+    return replace(base, **values)

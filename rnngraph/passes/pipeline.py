@@ -121,14 +121,15 @@ def _weight_bytes(plan: Plan, names) -> int:
     return param_bytes(plan.graph, names, 4 if plan.dtype == "float32" else 8)
 
 
-def persistent_layer_norm() -> bool:
-    """Whether layer norms may run inside a persistent loop kernel (``RNNGRAPH_LOOP="ln=1"``,
-    rnngraph/codegen/tuning.py; off by default until validated on a GPU). Read through the one
+def persistent_layer_norm(streams: int | None = None) -> bool:
+    """Whether layer norms may run inside a persistent loop kernel over ``streams`` streams
+    (``ln`` of rnngraph/codegen/tuning.py: on for S <= 8 by default, ``RNNGRAPH_LOOP="ln=0|1"``
+    decides for every S). Read through the one
     parser of that variable: codegen/tuning.py imports only the standard library (and the
     codegen package's ``__init__`` nothing), so this import creates no cycle and loads no numba;
     it is done here, at call time, so that the pass layer has no import-time dependency on codegen."""
     from ..codegen.tuning import loop_tuning
-    return bool(loop_tuning().ln)
+    return bool(loop_tuning(streams).ln)
 
 
 def _fits(plan: Plan, names) -> bool:
@@ -136,7 +137,7 @@ def _fits(plan: Plan, names) -> bool:
     ops are GEMMs and pointwise ops (the persistent emitter's scope), or layer norms when
     :func:`persistent_layer_norm` allows them (a layer norm then costs an extra grid sync per
     timestep; without it a layer norm inside the recurrence runs per timestep, graph mode)."""
-    ln_ok = _layer_norms(plan, names) > 0 and persistent_layer_norm()
+    ln_ok = _layer_norms(plan, names) > 0 and persistent_layer_norm(plan.streams)
     ops_ok = all(plan.kind(m) in ("gemm", "pointwise") or (ln_ok and plan.graph.by_name[m].op == "layer_norm")
                  for m in names)
     return ops_ok and _weight_bytes(plan, names) <= DEFAULT.on_chip_bytes
