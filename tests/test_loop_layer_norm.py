@@ -97,7 +97,7 @@ def test_ln_knob_moves_layer_norm_loops_between_graph_mode_and_persistent(monkey
     assert "3 levels + 2 reduction syncs per timestep" in str(on)
     assert on.launches < off.launches and on.critical_path == off.critical_path + 100 * 4
     assert str(schedule(lstm.graph, window=10, streams=1)) == lstm_off  # loops without layer norms: unchanged
-    monkeypatch.delenv("RNNGRAPH_LOOP")  # the defaults: persistent at S <= 8, graph mode above
+    monkeypatch.delenv("RNNGRAPH_LOOP")  # the defaults: persistent at S <= 16, graph mode above
     assert str(schedule(net.graph, window=100, streams=1)) == str(on)
     assert all(lp.mode == "graph" for lp in _loops(schedule(net.graph, window=100, streams=64)))
 
@@ -108,5 +108,5 @@ def test_ln_knob_parses_and_validates(monkeypatch):
     monkeypatch.setenv("RNNGRAPH_LOOP", "ln=2")
     with pytest.raises(ValueError, match="RNNGRAPH_LOOP: ln must be 0 or 1"):
         loop_tuning()
-    # validated on the H200: on by default where it was faster (S <= 8), off above
-    assert default_tuning(1).ln == default_tuning(8).ln == 1 and default_tuning(9).ln == default_tuning().ln == 0
+    # validated on the H200: on by default where it was faster (S <= 16), off above
+    assert default_tuning(1).ln == default_tuning(16).ln == 1 and default_tuning(17).ln == default_tuning().ln == 0

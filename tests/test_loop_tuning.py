@@ -71,5 +71,6 @@ def test_environment_overrides_defaults(monkeypatch):
     assert loop_tuning(1) == LoopTuning(threads=256, unroll=2, rows=2, smem_kib=44, ln=1)
     assert loop_tuning(64) == loop_tuning() == LoopTuning(threads=256, unroll=2)
     monkeypatch.delenv("RNNGRAPH_LOOP")
-    assert loop_tuning() == loop_tuning(9) == LoopTuning()
-    assert loop_tuning(8) == default_tuning(1) != LoopTuning()
+    assert loop_tuning() == loop_tuning(17) == LoopTuning()
+    assert loop_tuning(2) == LoopTuning(ln=1) and loop_tuning(16) == LoopTuning(ln=1)
+    assert default_tuning(1).rows == 2 and default_tuning(2).rows == 1

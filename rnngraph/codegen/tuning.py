@@ -1,14 +1,16 @@
 """Launch and code-shape parameters of the persistent loop kernels (``codegen/loop.py``).
 
-Defaults are the H200 measurements' best, per number of streams S (bench/loop_sweep.py,
-bench/results/h200-2026112*-loop-sweep*.json, LSTM and layernorm_lstm H=512 T=100 fwd+bwd):
+Defaults are the H200 measurements' best, per number of streams S (bench/loop_sweep.py and the
+grid, bench/results/h200-2026113*-*.json; LSTM and layernorm_lstm H=512 T=100 fwd+bwd):
 
-- S <= 8 (``SMALL_STREAMS``): threads=256, unroll=2, rows=2, smem_kib=44, ln=1. LSTM S=1: 1.73 ms
-  vs 1.94 with the large-S shape (measured twice); layernorm_lstm S=1: 4.49 ms with its layer
-  norms inside the persistent kernel vs 14.2 ms per timestep in graph mode.
-- S > 8: threads=512, unroll=4, rows=1, smem_kib=0, ln=0. LSTM S=64: 10.2 ms (11.5 ms with the
-  weights in shared memory, 11.1-20.5 ms with rows=2, 13.0 ms with session 1's 256 threads and no
-  unrolling); layernorm_lstm S=64: 19.2 ms in graph mode vs 24.0 ms persistent.
+- code shape, S = 1 (``SMALL_SHAPE_STREAMS``): threads=256, unroll=2, rows=2, smem_kib=44
+  (LSTM 1.73 ms vs 1.94 with the other shape, measured twice); S >= 2: threads=512, unroll=4,
+  rows=1, smem_kib=0 (LSTM S=8 3.30 vs 4.14 ms with the S=1 shape, S=64 10.2 ms; 11.5 ms
+  with the weights in shared memory, 11.1-20.5 ms with rows=2, 13.0 ms with session 1's 256
+  threads and no unrolling).
+- layer norms, ``ln=1`` for S <= 16 (``LN_PERSISTENT_STREAMS``): layernorm_lstm S=1 / 8 / 16
+  4.49 / 7.65 / 9.49 ms as one persistent kernel vs 14.2 / 15.9 / 16.6 ms per timestep in
+  graph mode; ``ln=0`` above: S=64 19.2 ms in graph mode vs 24.0 ms persistent.
 
 ``RNNGRAPH_LOOP`` overrides them key by key for tuning runs (the keys it leaves out keep the
 default for the step's S), e.g. ``RNNGRAPH_LOOP="threads=256,unroll=2,rows=2,smem_kib=44"``:
@@ -35,8 +37,10 @@ import os
 from dataclasses import dataclass, fields, replace
 
 _ENV = "RNNGRAPH_LOOP"
-#: Streams up to which a loop kernel takes the small-S defaults (see the module docstring).
-SMALL_STREAMS = 8
+#: Streams up to which a loop kernel takes the small-S code shape (see the module docstring).
+SMALL_SHAPE_STREAMS = 1
+#: Streams up to which layer norms run inside the persistent kernel by default.
+LN_PERSISTENT_STREAMS = 16
 
 
 @dataclass(frozen=True)
@@ -64,9 +68,9 @@ class LoopTuning:
 
 def default_tuning(streams: int | None = None) -> LoopTuning:
     """The measured best shape for a loop over ``streams`` streams (None: the large-S one)."""
-    if streams is not None and streams <= SMALL_STREAMS:
-        return LoopTuning(threads=256, unroll=2, rows=2, smem_kib=44, ln=1)
-    return LoopTuning()
+    small = streams is not None and streams <= SMALL_SHAPE_STREAMS
+    shape = LoopTuning(threads=256, unroll=2, rows=2, smem_kib=44) if small else LoopTuning()
+    return replace(shape, ln=int(streams is not None and streams <= LN_PERSISTENT_STREAMS))
 
 
 def loop_tuning(streams: int | None = None) -> LoopTuning:

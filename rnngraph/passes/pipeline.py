@@ -123,7 +123,7 @@ def _weight_bytes(plan: Plan, names) -> int:
 
 def persistent_layer_norm(streams: int | None = None) -> bool:
     """Whether layer norms may run inside a persistent loop kernel over ``streams`` streams
-    (``ln`` of rnngraph/codegen/tuning.py: on for S <= 8 by default, ``RNNGRAPH_LOOP="ln=0|1"``
+    (``ln`` of rnngraph/codegen/tuning.py: on for S <= 16 by default, ``RNNGRAPH_LOOP="ln=0|1"``
     decides for every S). Read through the one
     parser of that variable: codegen/tuning.py imports only the standard library (and the
     codegen package's ``__init__`` nothing), so this import creates no cycle and loads no numba;
