@@ -102,7 +102,7 @@ def test_cost_model_follows_the_h200_measurement_of_both_plans():
 def test_cost_model_prices_graph_mode_and_layer_norm_syncs(monkeypatch):
     """layernorm_lstm, hidden 512, S=1, T=100 on the H200: 4.26 ms forward per timestep (graph
     mode, RNNGRAPH_LOOP="ln=0"; bench/results/h200-20261129-session2-extra.json) and 2.08 ms as one
-    persistent kernel (the S=1 default; bench/results/h200-20261130-session3.json): each estimate
+    persistent kernel (the S=1 default; bench/results/h200-20261130-loop-sweep3.json): each estimate
     of the loop must be within 2x, and in the persistent one each of the 2 layer norms adds a grid
     sync a timestep."""
     from rnngraph.passes import PIPELINE, Plan, pipeline
