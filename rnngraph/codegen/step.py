@@ -28,6 +28,16 @@ from .device import as_device, have_cupy, stream_handle
 from .program import CudaProgram
 
 
+def _cupy_stream(cupy, stream):
+    """``stream`` (numba's) as a CuPy stream object, without a copy of the CUDA stream: through
+    the ``__cuda_stream__`` protocol where this CuPy has ``Stream.from_external`` (CuPy 14
+    deprecates ``ExternalStream``), else ``ExternalStream`` over the raw handle."""
+    from_external = getattr(cupy.cuda.Stream, "from_external", None)
+    if from_external is not None and hasattr(stream, "__cuda_stream__"):
+        return from_external(stream)
+    return cupy.cuda.ExternalStream(stream_handle(stream))
+
+
 class CudaBackend:
     """Runs ``schedule`` on the GPU with ``optimizer`` (Adam or SGD) and optional ``clip_norm``."""
 
@@ -145,7 +155,7 @@ class CudaBackend:
                     except ImportError:
                         from cupy_backends.cuda.libs import curand
                     gen = curand.createGenerator(curand.CURAND_RNG_PSEUDO_PHILOX4_32_10)
-                    self._curand = (curand, gen, cupy.cuda.ExternalStream(stream_handle(self.stream)))
+                    self._curand = (curand, gen, _cupy_stream(cupy, self.stream))
                 except Exception as exc:  # no libcurand for this CuPy, or another CUDA
                     warnings.warn(f"dropout masks from the host: cuRAND through CuPy failed ({type(exc).__name__}: "
                                   f"{exc})", RuntimeWarning, stacklevel=3)
