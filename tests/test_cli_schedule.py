@@ -43,3 +43,12 @@ def test_custom_cell_file_and_errors(tmp_path, capsys):
     assert main(["schedule", "lstm", "--format", "gantt"]) == 1
     assert "--out" in capsys.readouterr().err
     assert main(["schedule", "lstm", "--window", "0"]) == 2
+
+
+def test_bad_loop_tuning_variable_is_one_line_for_any_cell(monkeypatch, capsys):
+    """Regression (session 3 review): `RNNGRAPH_LOOP=rows=99 rnngraph schedule lstm` printed the
+    schedule and exited 0; only graphs with a layer norm parsed the variable."""
+    monkeypatch.setenv("RNNGRAPH_LOOP", "rows=99")
+    assert main(["schedule", "lstm"]) == 1
+    err = capsys.readouterr().err
+    assert "RNNGRAPH_LOOP: rows must be in [1, 8], got 99" in err and "Traceback" not in err

@@ -74,3 +74,15 @@ def test_environment_overrides_defaults(monkeypatch):
     assert loop_tuning() == loop_tuning(17) == LoopTuning()
     assert loop_tuning(2) == LoopTuning(ln=1) and loop_tuning(16) == LoopTuning(ln=1)
     assert default_tuning(1).rows == 2 and default_tuning(2).rows == 1
+
+
+def test_bad_environment_fails_for_every_graph(monkeypatch):
+    """Regression (session 3 review): RNNGRAPH_LOOP=rows=99 was parsed only for graphs with a
+    layer norm, so `rnngraph schedule lstm` and CPU training ran on, silently ignoring it."""
+    from rnngraph.passes import schedule
+    monkeypatch.setenv("RNNGRAPH_LOOP", "rows=99")
+    for cell in ("lstm", "gru"):
+        with pytest.raises(ValueError, match="RNNGRAPH_LOOP: rows must be in"):
+            schedule(rg.stacked(rg.cells.STANDARD[cell], 1, 8).graph, 4, 2)
+    with pytest.raises(ValueError, match="RNNGRAPH_LOOP"):
+        rg.compile(rg.stacked(rg.cells.lstm, 1, 8, vocab=5), window=2, streams=1, device="cpu")

@@ -14,8 +14,8 @@ Assumes: levels has run. Two plans (DESIGN.md):
   as part of it (:func:`attached_to_loops`).
 Guarantees: ``plan.plan``, ``plan.stage_of`` (every body node; 0 in scc-sequential),
 ``plan.body`` (nodes that run per timestep), ``plan.mode`` (loop step -> "persistent" when the
-loop's weights fit on chip and its ops are GEMMs and pointwise ops — or layer norms, with
-``RNNGRAPH_LOOP="ln=1"`` — else "graph": per-timestep kernels),
+loop's weights fit on chip and its ops are GEMMs and pointwise ops — or layer norms, where
+``ln`` of codegen/tuning.py allows them (by default S <= 16) — else "graph": per-timestep kernels),
 ``plan.reason`` (the cost model's estimates), and levels/groups updated for the wavefront body.
 With one loop SCC there is nothing to overlap and the plan is scc-sequential. The output
 layer stays hoisted after the loop (one GEMM over the window at the cuBLAS rate).
@@ -163,6 +163,7 @@ def pipeline(plan: Plan) -> Plan:
     if plan.force_plan is not None and plan.force_plan not in PLANS:
         raise GraphError(f"unknown plan {plan.force_plan!r} (choose from {', '.join(PLANS)}, naive)")
     T, cm = plan.window, DEFAULT
+    persistent_layer_norm(plan.streams)  # parses RNNGRAPH_LOOP for every graph: a bad value fails here, named
     loop_nodes = set(plan.loop_of)
     between = _between(plan)
     seq_us = sum(T * _loop_tick_us(plan, members, max(plan.level_of[m] for m in members)) for members in plan.loops)
