@@ -246,6 +246,19 @@ def test_forward_is_deterministic_and_ignores_p():
 
 # ---- the CUDA backend in the simulator ------------------------------------------------------------
 @pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1", reason="simulator test")
+def test_masks_variable_is_checked(monkeypatch):
+    """Regression (session 3 review): RNNGRAPH_MASKS=foo was silently ignored."""
+    from rnngraph.codegen.step import masks_on_host
+    net = rg.stacked(rg.cells.lstm, 1, H, vocab=V, embed=E, dropout=0.5)
+    for value, host in (("host", True), (" Device ", False), ("", False)):
+        monkeypatch.setenv("RNNGRAPH_MASKS", value)
+        assert masks_on_host() is host
+    monkeypatch.setenv("RNNGRAPH_MASKS", "foo")
+    with pytest.raises(ValueError, match="RNNGRAPH_MASKS='foo': expected 'host' or 'device'"):
+        rg.compile(net, window=2, streams=1, device="cuda")
+
+
+@pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1", reason="simulator test")
 @pytest.mark.parametrize("plan", ["wavefront", "scc-sequential"])
 def test_cuda_simulator_matches_cpu_with_dropout(plan):
     T, S = 2, 2

@@ -28,6 +28,16 @@ from .device import as_device, have_cupy, stream_handle
 from .program import CudaProgram
 
 
+def masks_on_host() -> bool:
+    """Whether ``RNNGRAPH_MASKS`` asks for the training masks to be drawn on the host: ``host``
+    (NumPy, the CPU backend's masks exactly) -> True; unset, empty or ``device`` (cuRAND where
+    CuPy has it) -> False. ValueError naming the variable for anything else."""
+    value = os.environ.get("RNNGRAPH_MASKS", "").strip().lower()
+    if value not in ("", "device", "host"):
+        raise ValueError(f"RNNGRAPH_MASKS={value!r}: expected 'host' or 'device'")
+    return value == "host"
+
+
 def _cupy_stream(cupy, stream):
     """``stream`` (numba's) as a CuPy stream object, without a copy of the CUDA stream: through
     the ``__cuda_stream__`` protocol where this CuPy has ``Stream.from_external`` (CuPy 14
@@ -57,6 +67,8 @@ class CudaBackend:
         self.reset_state()
         optimizer.on_save, optimizer.on_load = self._pull_slots, self._push_slots
         self.dropout, self.dropout_seed = mask_inputs(self.g), dropout_seed
+        if self.dropout:
+            masks_on_host()  # a bad RNNGRAPH_MASKS fails at compile time, named
         self._masks_are_ones = False
         self._curand = None  # see _device_rng: None until first asked, then a tuple or False
 
@@ -145,7 +157,7 @@ class CudaBackend:
         (NumPy's, identical to the CPU backend's): the masks then come from the host."""
         if self._curand is None:
             self._curand = False
-            if os.environ.get("RNNGRAPH_MASKS", "").strip().lower() == "host":
+            if masks_on_host():
                 return None  # the CPU backend's masks, bit for bit (comparisons across backends)
             if have_cupy():
                 try:
