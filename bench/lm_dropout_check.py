@@ -3,19 +3,25 @@
 models on the same batches, without the lr schedule and the time budget.
 
 Trains the issue-5 language model (2x LSTM 512, embedding 128, char-level Austen, T=100, S=64,
-Adam 2e-3, clip 1, ``--dropout``, default 0.5) for N windows three times from the same initial
-weights and batches: torch.nn.LSTM (cuDNN, its own masks), rnngraph with the masks drawn on the
-host (``RNNGRAPH_MASKS=host``: NumPy, the CPU backend's) and rnngraph with cuRAND's on the
-device (the default). Prints, per variant, the mean training bits/char of each block of 200
-windows and the validation bits/char on the first ``--valid-chars`` characters (8 streams).
+Adam 2e-3, clip 1, ``--dropout``, default 0.5) for ``--steps`` windows (default 1000) three times
+from the same initial weights and batches: torch.nn.LSTM (cuDNN, its own masks), rnngraph with the
+masks drawn on the host (``RNNGRAPH_MASKS=host``: NumPy, the CPU backend's) and rnngraph with
+cuRAND's on the device (the default). Prints, per variant, the mean training bits/char of each
+block of 200 windows and the validation bits/char on the first ``--valid-chars`` characters
+(8 streams). Needs torch; ``--device cpu`` runs all three on the CPU (the two rnngraph
+variants then draw the same NumPy masks).
 
 Usage (GPU):  python bench/lm_dropout_check.py --cache .cache/rg [--steps 1000] [--dropout 0.5]
-Other lm_vs_torch.py model options (``--hidden``, ``--window``, ``--streams``, ...) pass through.
-Result of session 3 (bench/results/h200-20261130-lm-dropout-check.log): after 1000 windows the
-three curves agree within 0.006 bits/char; validation 2.049 (torch), 2.055 (host), 2.060 (cuRAND).
+The model and data options of bench/lm_vs_torch.py (``--hidden``, ``--window``, ``--streams``,
+``--lr``, ``--clip``, ``--seed``, ``--text``, ``--device``, ...) pass through.
+Session 3 (bench/results/h200-20261130-lm-dropout-check.log, run as this script's draft with the
+same variants, batches and output): after 1000 windows the per-block training curves lie within
+0.011 bits/char of each other (torch and host masks within 0.006); validation 2.049 (torch),
+2.055 (host masks), 2.060 (cuRAND).
 """
 from __future__ import annotations
 
+import argparse
 import math
 import os
 import sys
@@ -34,21 +40,46 @@ VARIANTS = ("torch", "rnngraph-host", "rnngraph-curand")
 BLOCK = 200
 
 
-def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    steps, valid_chars = 1000, 50_000
-    for flag in ("--steps", "--valid-chars"):  # ours; the rest goes to lm_vs_torch's parser
-        if flag in argv:
-            k = argv.index(flag)
-            value = int(argv[k + 1])
-            del argv[k:k + 2]
-            steps, valid_chars = (value, valid_chars) if flag == "--steps" else (steps, value)
-    if "--dropout" not in argv:
-        argv += ["--dropout", "0.5"]
-    args = lvt.build_parser().parse_args(["--eval-streams", "8"] + argv)
-    from rnngraph.data import CharVocab, batches
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
 
-    corpus = lvt.load_corpus(args)
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "),
+                                 epilog="Model and data options of bench/lm_vs_torch.py pass through "
+                                        "(see python bench/lm_vs_torch.py --help).")
+    ap.add_argument("--steps", type=positive_int, default=1000, help="training windows per variant (default 1000)")
+    ap.add_argument("--valid-chars", type=positive_int, default=50_000,
+                    help="validation characters scored at the end (default 50000)")
+    ap.add_argument("--dropout", type=float, default=0.5, help="dropout probability (default 0.5)")
+    ours, rest = ap.parse_known_args(argv)
+    ignored = {"--impl", "--minutes", "--lr-schedule", "--lr-final", "--out", "--merge", "--eval-every",
+               "--eval-tokens", "--eval-streams", "--wall-limit", "--target", "--keep-best", "--no-keep-best",
+               "--hash-batches", "--quiet"}
+    bad = sorted({a.split("=")[0] for a in rest if a.split("=")[0] in ignored})
+    if bad:
+        ap.error(f"{', '.join(bad)}: lm_vs_torch.py's run options have no meaning here")
+    args = lvt.build_parser().parse_args(["--eval-streams", "8", "--dropout", str(ours.dropout)] + rest)
+    steps, valid_chars = ours.steps, ours.valid_chars
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("lm_dropout_check.py: error: needs torch (pip install torch)", file=sys.stderr)
+        return 1
+    from rnngraph.data import CharVocab, CorpusError, batches
+
+    try:
+        lvt.check_args(args)
+        corpus = lvt.load_corpus(args)
+    except (lvt.RunError, CorpusError) as exc:
+        print(f"lm_dropout_check.py: error: {exc}", file=sys.stderr)
+        return 1
     vocab = CharVocab.build(corpus.train)
     train_ids, valid_ids = vocab.encode(corpus.train), vocab.encode(corpus.valid)[:valid_chars + 1]
     print(f"{steps} windows of {args.window} x {args.streams}, dropout {args.dropout:g}, Adam lr {args.lr:g}, "
