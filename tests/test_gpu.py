@@ -45,7 +45,7 @@ def test_generated_step_matches_float64_reference(cell, layers, S):
 @pytest.mark.parametrize("S", [1, 64])
 def test_persistent_layer_norm_loop_matches_float64_reference(monkeypatch, S):
     """layernorm_lstm with RNNGRAPH_LOOP="ln=1": both loops one cooperative kernel each, layer
-    norms reduced across all blocks with atomics (codegen/loop.py); off by default until this passes."""
+    norms reduced across all blocks with atomics (codegen/loop.py); the default up to S=16."""
     monkeypatch.setenv("RNNGRAPH_LOOP", "ln=1")
     step = _check_against_float64("layernorm_lstm", 1, S)
     loops = [s for s in step.schedule.forward + step.schedule.backward if hasattr(s, "reduction_syncs")]

@@ -56,7 +56,7 @@ def _layer_norm_kernel(k: Kernel) -> bool:
 def persistent_supported(loop: Loop) -> bool:
     """Whether every kernel of the loop is a GEMM, a fused pointwise kernel or a fused kernel with
     layer norms (the persistent emitter's scope; the pipeline pass marks loops with layer norms
-    persistent only with ``RNNGRAPH_LOOP="ln=1"``)."""
+    persistent when ``ln`` of codegen/tuning.py allows it: by default up to S=16)."""
     return all(k.kind in SUPPORTED or _layer_norm_kernel(k) for k in loop.kernels)
 
 

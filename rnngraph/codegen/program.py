@@ -4,8 +4,8 @@ Every step of the schedule becomes a list of launches, built once: fused pointwi
 persistent loop kernels are generated (rnngraph.codegen.pointwise / loop) into one module;
 GEMMs, layer norm, softmax cross-entropy, embedding gather/scatter, optimizers and clipping come
 from rnngraph.codegen.library (cuBLAS through CuPy where present). Loops the persistent emitter
-cannot take, or that the schedule marks graph mode (by default a layer norm inside the
-recurrence; with ``RNNGRAPH_LOOP="ln=1"`` such loops are persistent too), run per timestep;
+cannot take, or that the schedule marks graph mode (a layer norm inside the recurrence above
+S=16 by default; ``ln`` of codegen/tuning.py decides), run per timestep;
 phases and such loops are captured once into CUDA graphs and replayed (rnngraph.codegen.graphs).
 
 Buffers (float32): ``V[node]`` and ``G[node]`` of shape (D + T, S, n), rows 0..D-1 holding the

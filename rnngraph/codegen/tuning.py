@@ -23,7 +23,7 @@ rows      GEMM rows per work item (register blocking: each vector element loaded
           this many rows; a work item is rows x up to 8 streams, reduced across a warp).
 smem_kib  shared memory (KiB, static: at most 48) a block may fill with its owned rows of the
           recurrent weights, loaded once per launch; GEMMs whose rows don't fit read the weights
-          from global memory (L2) every timestep. 0 (the default) turns it off.
+          from global memory (L2) every timestep. 0 turns it off (the default for S >= 2; 44 at S=1).
 ln        1: loops with a layer norm in the recurrence (e.g. ``layernorm_lstm``) run as one
           persistent kernel too (each layer norm costs an extra grid sync per timestep and
           direction: blocks add partial row sums with atomics, sync, then normalise their own
