@@ -458,10 +458,10 @@ FORMATS = ("text", "json", "dot", "gantt")
 
 def _schedule_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("cell", metavar="CELL", help="a standard cell name or file.py:function")
-    p.add_argument("--layers", type=positive_int, default=1)
-    p.add_argument("--hidden", type=positive_int, default=512)
-    p.add_argument("--window", type=positive_int, default=100, help="timesteps T per window")
-    p.add_argument("--streams", type=positive_int, default=1, help="parallel streams S")
+    p.add_argument("--layers", type=positive_int, default=1, help="stacked cells (default 1)")
+    p.add_argument("--hidden", type=positive_int, default=512, help="hidden size H (default 512)")
+    p.add_argument("--window", type=positive_int, default=100, help="timesteps T per window (default 100)")
+    p.add_argument("--streams", type=positive_int, default=1, help="parallel streams S (default 1)")
     p.add_argument("--input-size", type=positive_int, default=None, help="float inputs of this size (default: hidden)")
     p.add_argument("--vocab", type=positive_int, default=None,
                    help="a language model: Embedding(vocab) first and a softmax head last")
@@ -470,8 +470,8 @@ def _schedule_arguments(p: argparse.ArgumentParser) -> None:
                         "the embedding and before the head) (default 0: none)")
     p.add_argument("--plan", choices=("wavefront", "scc-sequential", "naive"), default=None,
                    help="force a plan (default: the cost model chooses; naive: one kernel per op per timestep)")
-    p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
-    p.add_argument("--format", choices=FORMATS, default="text")
+    p.add_argument("--dtype", choices=("float32", "float64"), default="float32", help="(default float32)")
+    p.add_argument("--format", choices=FORMATS, default="text", help="(default text)")
     p.add_argument("--out", default=None, help="write here instead of stdout (required for gantt: a PNG)")
 
 
