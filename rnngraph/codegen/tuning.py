@@ -30,6 +30,10 @@ ln        1: loops with a layer norm in the recurrence (e.g. ``layernorm_lstm``)
           units; see codegen/loop.py); read by the pipeline pass, which marks such loops
           persistent (validated on the H200 by tests/test_gpu.py). 0: they run per timestep
           (graph mode), the faster choice at S=64, where the atomics of the row sums contend.
+stage     1: each timestep's GEMM input vectors (all S streams, when S <= 8) are first copied
+          into shared memory by the whole block, then the inner products read the copy: one round
+          of global (L2) loads instead of one per inner-product trip, the suspected cost of the
+          S=1 timestep (8.7 us against a hand-written 3.45). 0 (the default): not yet timed on a GPU.
 """
 from __future__ import annotations
 
@@ -52,6 +56,7 @@ class LoopTuning:
     rows: int = 1
     smem_kib: int = 0
     ln: int = 0
+    stage: int = 0
 
     def __post_init__(self):
         if self.threads % 32 or not 32 <= self.threads <= 1024:
@@ -64,6 +69,8 @@ class LoopTuning:
             raise ValueError(f"{_ENV}: smem_kib must be in [0, 48] (static shared memory), got {self.smem_kib}")
         if self.ln not in (0, 1):
             raise ValueError(f"{_ENV}: ln must be 0 or 1, got {self.ln}")
+        if self.stage not in (0, 1):
+            raise ValueError(f"{_ENV}: stage must be 0 or 1, got {self.stage}")
 
 
 def default_tuning(streams: int | None = None) -> LoopTuning:
@@ -75,7 +82,7 @@ def default_tuning(streams: int | None = None) -> LoopTuning:
 
 def loop_tuning(streams: int | None = None) -> LoopTuning:
     """:func:`default_tuning` for ``streams``, overridden key by key by
-    ``RNNGRAPH_LOOP="key=value,..."`` (keys: threads, unroll, rows, smem_kib, ln)."""
+    ``RNNGRAPH_LOOP="key=value,..."`` (keys: threads, unroll, rows, smem_kib, ln, stage)."""
     base = default_tuning(streams)
     text = os.environ.get(_ENV, "").strip()
     if not text:
