@@ -16,8 +16,7 @@ sim = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1",
 
 # (RNNGRAPH_LOOP, shared arrays expected): unroll 3 over an inner size of 4 (hidden) leaves a
 # remainder trip; smem_kib=0 reads the weights from global memory.
-VARIANTS = [("unroll=3,rows=1,smem_kib=0", False), ("unroll=3,rows=3,smem_kib=44", True), ("unroll=1,smem_kib=1,rows=2", True),
-            ("unroll=3,rows=1,smem_kib=0,stage=1", True), ("unroll=1,rows=2,smem_kib=1,stage=1", True)]
+VARIANTS = [("unroll=3,rows=1,smem_kib=0", False), ("unroll=3,rows=3,smem_kib=44", True), ("unroll=1,smem_kib=1,rows=2", True)]
 
 
 @sim
@@ -36,8 +35,6 @@ def test_loop_variants_train_like_numpy(monkeypatch, env, shared, cell):
     for name, value in cpu.parameters.items():
         np.testing.assert_allclose(gpu.parameters[name], value, atol=1e-5, err_msg=name)
     assert ("cuda.shared.array" in gpu.kernels) == shared
-    staged = "stage=1" in env  # the GEMMs' vectors copied into shared arrays sx0, sx1, ... each timestep
-    assert ("sx0 = cuda.shared.array" in gpu.kernels and "= sx0[s0, kk]" in gpu.kernels) == staged
     unrolled = "unroll=3" in env  # loads of the third unrolled copy (w0_2) and the remainder loop
     assert ("w0_0_2 = " in gpu.kernels and "kk + 2 < " in gpu.kernels) == unrolled
     assert ("w0_0_1 = " in gpu.kernels) == unrolled
@@ -59,7 +56,7 @@ def test_budget_limits_the_shared_arrays():
 
 @pytest.mark.parametrize("text, msg", [("threads=100", "multiple of 32"), ("unroll=0", "unroll"),
                                        ("smem_kib=64", "smem_kib"), ("rows=9", "rows"), ("blocks=3", "keys"),
-                                       ("threads=lots", "integer"), ("stage=2", "stage must be 0 or 1")])
+                                       ("threads=lots", "integer")])
 def test_bad_environment_names_the_variable(monkeypatch, text, msg):
     monkeypatch.setenv("RNNGRAPH_LOOP", text)
     with pytest.raises(ValueError, match=msg) as err:

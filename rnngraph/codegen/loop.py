@@ -77,9 +77,6 @@ class LoopEmitter:
         self.virtual_blocks = virtual_blocks
         self.tuning = tuning or LoopTuning()
         self.smem_left = 0 if virtual_blocks else self.tuning.smem_kib * 1024  # bytes of shared memory still free
-        self.smem_used = 0  # bytes of static shared memory taken (weights and staged vectors)
-        self.staged = 0  # shared arrays of staged vectors (sx0, sx1, ...)
-        self.streams = streams
         self.ln_zero: list[str] = []  # row-sum buffers (T, S, 2) this kernel accumulates into: zeroed at start
         self.prologue: list[str] = []  # kernel-start code: weight rows into shared memory
         self.smem: dict[tuple, str] = {}  # (weight, reps, unit, inner) -> its shared array
@@ -148,7 +145,7 @@ class LoopEmitter:
                 self.buffers |= {w, out, X} | ({b} if b else set())
                 self.emit(f"# {k.name}: {n.name} = {n.params[0]} @ {ref}{' + bias' if b else ''}", depth)
                 reps = n.size // uL
-                self._rows(depth, reps, uL, K, [(self._weight(w, reps, uL, K), f"{X}[{xrow}, {{s}}, {{k}}]", (X, xrow))],
+                self._rows(depth, reps, uL, K, [(self._weight(w, reps, uL, K), f"{X}[{xrow}, {{s}}, {{k}}]")],
                            f"{out}[{self.names.depth(n.name)} + t, {{s}}, {{r}}] = {{acc}}" + (f" + {b}[{{r}}]" if b else ""))
         else:
             GX, terms = self.names.grad(x), []
@@ -161,8 +158,7 @@ class LoopEmitter:
                 gy = self.names.grad(n.name)
                 self.buffers |= {wt, gy}
                 self.transposed.add(n.params[0])
-                row = f"{self.names.depth(n.name)} + t"
-                terms.append((self._weight(wt, K // uL, uL, R), f"{gy}[{row}, {{s}}, {{k}}]", (gy, row)))
+                terms.append((self._weight(wt, K // uL, uL, R), f"{gy}[{self.names.depth(n.name)} + t, {{s}}, {{k}}]"))
             self.emit(f"# {k.name}: d.{ref} += sum W^T d.({', '.join(k.ops)})", depth)
             self._rows(depth, K // uL, uL, R, terms, f"{GX}[{xrow}, {{s}}, {{r}}] += {{acc}}")
 
@@ -239,7 +235,6 @@ class LoopEmitter:
         if rows * inner * 4 > self.smem_left:
             return f"{w}[{{r}}, {{k}}]"
         self.smem_left -= rows * inner * 4
-        self.smem_used += rows * inner * 4
         sw = self.smem[key] = f"sw{len(self.smem)}"
         p = lambda line, d=0: self.prologue.append("    " * (1 + d) + line)
         p(f"# {w}: the block's {reps} x {-(-uL // self.nblocks)} owned rows into shared memory")
@@ -256,43 +251,15 @@ class LoopEmitter:
         self.buffers.add(w)
         return f"{sw}[{{rem}}, {{k}}]"
 
-    def _staged(self, src: tuple[str, str], inner: int, depth: int) -> str | None:
-        """With ``tuning.stage``: copy the vectors ``buffer[row, 0:S, 0:inner]`` of this timestep
-        into a shared array, every thread of the block one element at a time (one round of global
-        loads instead of one per inner-product trip), and return the read of the copy (with {s},
-        {k}); None, and the products read global memory, when staging is off, the streams exceed
-        one work item's stream block or the copy doesn't fit the static shared memory left
-        (48 KiB with the weights' rows)."""
-        nbytes = self.streams * inner * 4
-        if (not self.tuning.stage or self.virtual_blocks or self.streams > self.stream_block
-                or self.smem_used + nbytes > 48 * 1024):
-            return None
-        buf, row = src
-        self.smem_used += nbytes
-        sx = f"sx{self.staged}"
-        self.staged += 1
-        self.prologue.append(f"    {sx} = cuda.shared.array(({self.streams}, {inner}), float32)")
-        e = lambda line, d=0: self.emit(line, depth + d)
-        e(f"# {buf}[{row}]: the S x {inner} vectors of this timestep into shared memory")
-        e("i = tid")
-        e(f"while i < {self.streams * inner}:")
-        e(f"ss = i // {inner}", 1)
-        e(f"{sx}[ss, i - ss * {inner}] = {buf}[{row}, ss, i - ss * {inner}]", 1)
-        e("i += bdim", 1)
-        e("cuda.syncthreads()")
-        return f"{sx}[{{s}}, {{k}}]"
-
     def _rows(self, depth: int, reps: int, uL: int, inner: int, terms, store: str) -> None:
         """Loop over the block's owned rows, RB rows x SB streams per work item (a warp on the GPU,
         a thread in the simulator), reducing sum_m W_m[r, kk] * v_m[s, kk] over kk < inner.
-        ``terms`` are (weight read with {r}, {rem}, {k}; vector read with {s}, {k}; (vector buffer,
-        row expression) for :meth:`_staged`) triples and
+        ``terms`` are (weight read with {r}, {rem}, {k}; vector read with {s}, {k}) pairs and
         ``store`` the statement with {r}, {s} and {acc}. Register blocking: a weight element is
         loaded once for SB streams and a vector element once for RB rows; the kk loop is unrolled
         ``tuning.unroll`` times (independent loads in flight), with a remainder loop."""
         e = lambda line, d=0: self.emit(line, depth + d)
         SB, RB = self.stream_block, self.tuning.rows
-        terms = [(w, self._staged(src, inner, depth) or vec) for w, vec, src in terms]
         start, step, kstep = ("warp", "nwarps", 32) if self.coop else ("tid", "bdim", 1)
         e(f"nrows = nj * {reps}")
         e(f"ngroups = (nrows + {RB - 1}) // {RB}")

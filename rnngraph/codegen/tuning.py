@@ -12,6 +12,10 @@ grid, bench/results/h200-2026113*-*.json; LSTM and layernorm_lstm H=512 T=100 fw
   4.49 / 7.65 / 9.49 ms as one persistent kernel vs 14.2 / 15.9 / 16.6 ms per timestep in
   graph mode; ``ln=0`` above: S=64 19.2 ms in graph mode vs 24.0 ms persistent.
 
+Tried and dropped: copying each timestep's GEMM input vectors into shared memory before the
+inner products (commit c14f0ec, ``stage=1``; correct on the H200 but LSTM S=1 1.83 vs 1.73 ms,
+bench/results/h200-20261130-stage-sweep.*): the vector loads are not what the S=1 timestep waits on.
+
 ``RNNGRAPH_LOOP`` overrides them key by key for tuning runs (the keys it leaves out keep the
 default for the step's S), e.g. ``RNNGRAPH_LOOP="threads=256,unroll=2,rows=2,smem_kib=44"``:
 
@@ -30,10 +34,6 @@ ln        1: loops with a layer norm in the recurrence (e.g. ``layernorm_lstm``)
           units; see codegen/loop.py); read by the pipeline pass, which marks such loops
           persistent (validated on the H200 by tests/test_gpu.py). 0: they run per timestep
           (graph mode), the faster choice at S=64, where the atomics of the row sums contend.
-stage     1: each timestep's GEMM input vectors (all S streams, when S <= 8) are first copied
-          into shared memory by the whole block, then the inner products read the copy: one round
-          of global (L2) loads instead of one per inner-product trip, the suspected cost of the
-          S=1 timestep (8.7 us against a hand-written 3.45). 0 (the default): not yet timed on a GPU.
 """
 from __future__ import annotations
 
@@ -56,7 +56,6 @@ class LoopTuning:
     rows: int = 1
     smem_kib: int = 0
     ln: int = 0
-    stage: int = 0
 
     def __post_init__(self):
         if self.threads % 32 or not 32 <= self.threads <= 1024:
@@ -69,8 +68,6 @@ class LoopTuning:
             raise ValueError(f"{_ENV}: smem_kib must be in [0, 48] (static shared memory), got {self.smem_kib}")
         if self.ln not in (0, 1):
             raise ValueError(f"{_ENV}: ln must be 0 or 1, got {self.ln}")
-        if self.stage not in (0, 1):
-            raise ValueError(f"{_ENV}: stage must be 0 or 1, got {self.stage}")
 
 
 def default_tuning(streams: int | None = None) -> LoopTuning:
@@ -82,7 +79,7 @@ def default_tuning(streams: int | None = None) -> LoopTuning:
 
 def loop_tuning(streams: int | None = None) -> LoopTuning:
     """:func:`default_tuning` for ``streams``, overridden key by key by
-    ``RNNGRAPH_LOOP="key=value,..."`` (keys: threads, unroll, rows, smem_kib, ln, stage)."""
+    ``RNNGRAPH_LOOP="key=value,..."`` (keys: threads, unroll, rows, smem_kib, ln)."""
     base = default_tuning(streams)
     text = os.environ.get(_ENV, "").strip()
     if not text:
