@@ -149,10 +149,10 @@ class CudaProgram:
                               for st, step in zip(schedule.backward, self.backward_plan)]
 
     def _replayable(self, step, launches: list, direction: str) -> list:
-        """A step's launches, replayed from a captured CUDA graph where that helps: phases and
-        per-timestep loops (a persistent loop is one launch already)."""
-        persistent = isinstance(step, Loop) and step.mode == "persistent" and persistent_supported(step)
-        if self.sim or persistent or self.replay is False:
+        """A step's launches, replayed from a captured CUDA graph: phases, per-timestep loops and
+        persistent loops too (one cooperative launch, but numba prepares its dozens of array
+        arguments on every call; a graph replay launches the prepared kernel)."""
+        if self.sim or self.replay is False:
             return launches
 
         def run():
