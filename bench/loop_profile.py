@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""Where does a persistent loop kernel's time go? Knock-out timings of its generated source (GPU).
+
+For each configuration (cell, S; H=512, T=100, one layer) the script builds the CudaProgram, takes
+its persistent loop kernels (forward and backward) and times each one alone (CUDA events, median
+of --iters launches on the program's stream) in several *variants* of its generated source:
+
+  full          the kernel as generated
+  no-grid-sync  the grid.sync() at the end of each level removed (blocks race; timing only)
+  sync-only     every stage body emptied: the time loop, its grid syncs and nothing else
+  no-gemm       the GEMM sections of each stage removed (pointwise code and syncs kept)
+  no-pointwise  the pointwise sections removed (GEMMs and syncs kept)
+  constants     T, S and the grid size written as constants into the kernel (the compiler can
+                then strength-reduce the index arithmetic and fix trip counts)
+  barrier       grid.sync() replaced by a self-resetting atomic-counter barrier
+                (rnngraph.codegen.barrier) instead of numba's cooperative-groups call
+  lineinfo      the kernel as generated, compiled with line information (for ncu's source view)
+  fastmath      every function of the module compiled with fastmath=True (approximate exp, division)
+
+The record "whole" times the program's whole forward (GPU events) and the host time to enqueue it.
+Results are wrong for every variant but ``full`` (the output is not checked): only the times
+matter. The per-timestep time (kernel ms / T) is what the issue compares against the 1.5 us
+grid-sync floor. Writes JSON records to --out.
+
+Usage (GPU):  python bench/loop_profile.py --out $OUT/loop_profile.json
+              python bench/loop_profile.py --configs lstm:1 gru:1 --variants full sync-only
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # rnngraph from this checkout
+
+import numpy as np  # noqa: E402
+
+VARIANTS = ("full", "no-grid-sync", "sync-only", "no-gemm", "no-pointwise", "constants", "barrier", "fastmath",
+            "lineinfo")
+
+
+def _stage_bodies(lines: list[str]):
+    """Yield (start, end) line ranges of each ``if t >= 0 and t < T:`` stage body."""
+    i = 0
+    while i < len(lines):
+        if lines[i].strip() == "if t >= 0 and t < T:":
+            ind = len(lines[i]) - len(lines[i].lstrip())
+            j = i + 1
+            while j < len(lines) and (not lines[j].strip() or len(lines[j]) - len(lines[j].lstrip()) > ind):
+                j += 1
+            yield i + 1, j
+            i = j
+        else:
+            i += 1
+
+
+def _drop_sections(src: str, kind: str | None) -> str:
+    """Remove the GEMM (kind "gemm"), pointwise ("pointwise") or all (None) sections of every
+    stage body; a section starts at its ``# k<n>:`` comment, and the ``cuda.syncthreads()``
+    between sections stays."""
+    lines = src.split("\n")
+    out, last = [], 0
+    for a, b in _stage_bodies(lines):
+        out += lines[last:a]
+        ind = " " * (len(lines[a]) - len(lines[a].lstrip()))
+        sections: list[list[str]] = []
+        for line in lines[a:b]:
+            if line.startswith(ind + "# k") or line == ind + "cuda.syncthreads()" or not sections:
+                sections.append([line])
+            else:
+                sections[-1].append(line)
+        for sec in sections:
+            head = sec[0]
+            pointwise = "pointwise" in head
+            if head.strip() == "cuda.syncthreads()" or (kind == "gemm" and pointwise) or (kind == "pointwise" and not pointwise and head.startswith(ind + "# k")):
+                out += sec
+        out.append(ind + "pass")
+        last = b
+    return "\n".join(out + lines[last:])
+
+
+def variant_source(src: str, name: str, kernel: str, T: int, S: int, nblocks: int) -> str:
+    """``src`` (a loop kernel's generated module text) transformed into variant ``name``."""
+    if name == "full":
+        return src
+    if name == "no-grid-sync":
+        return re.sub(r"\n        grid\.sync\(\)", "\n        pass", src)
+    if name == "sync-only":
+        return _drop_sections(src, None)
+    if name in ("no-gemm", "no-pointwise"):
+        return _drop_sections(src, name[3:])
+    if name == "constants":
+        src = src.replace("    nblocks = cuda.gridDim.x", f"    nblocks = {nblocks}")
+        return src.replace("    grid = cuda.cg.this_grid()\n",
+                           f"    grid = cuda.cg.this_grid()\n    T = {T}\n    S = {S}\n", 1)
+    if name == "barrier":
+        from rnngraph.codegen.barrier import BARRIER_SOURCE
+        src = re.sub(rf"def {kernel}\(T, S, ", f"def {kernel}(BAR, T, S, ", src)
+        src = src.replace("grid.sync()", "grid_barrier(BAR, nblocks)")
+        return src + "\n\n" + BARRIER_SOURCE
+    if name == "fastmath":
+        return src.replace("@cuda.jit(device=True, inline=True)", "@cuda.jit(device=True, inline=True, fastmath=True)") \
+                  .replace("@cuda.jit\n", "@cuda.jit(fastmath=True)\n")
+    if name == "lineinfo":  # for ncu's source view: the kernel as generated, with line numbers
+        return src.replace("@cuda.jit\n", "@cuda.jit(lineinfo=True)\n")
+    raise ValueError(f"unknown variant {name!r} (known: {', '.join(VARIANTS)})")
+
+
+def profile(cell: str, S: int, variants, iters: int, T: int = 100, H: int = 512) -> list[dict]:
+    from numba import cuda
+
+    import rnngraph as rg
+    from rnngraph.codegen import library, module
+    from rnngraph.codegen.loop import LoopEmitter
+    from rnngraph.codegen.pointwise import PRELUDE
+    from rnngraph.codegen.program import CudaProgram
+    from rnngraph.codegen.tuning import loop_tuning
+    from rnngraph.passes import schedule
+
+    net = rg.stacked(rg.cells.STANDARD[cell], 1, H, input_size=H)
+    s = schedule(net.graph, T, S, "float32", None)
+    prog = CudaProgram(s)
+    b, g = prog.buf, net.graph
+    for name, p in rg.init_params(g, 0, "float32").items():
+        b.P[name].copy_to_device(p)
+    b.refresh_transposed(prog.stream)
+    b.V["x"].copy_to_device(np.random.default_rng(0).normal(size=(T, S, H)).astype(np.float32))
+    for st in g.states:
+        library.fill(b.V[st.node][:st.depth], 0.0, stream=prog.stream)
+    nblocks = cuda.get_current_device().MULTIPROCESSOR_COUNT
+    records = [_whole_forward(prog, cell, S, T, H, iters)]
+    print(json.dumps(records[0]), flush=True)
+    bar = cuda.to_device(np.zeros(2, np.int32))
+    for loop in [st for st in s.forward + s.backward if getattr(st, "mode", None) == "persistent"]:
+        name = f"prof_{'bwd' if loop.reverse else 'fwd'}"
+        e = LoopEmitter(g, loop, name, coop=True, recompute=prog.kernel_of, streams=S, nblocks=nblocks,
+                        tuning=loop_tuning(S))
+        src, args = e.source()
+        arrays = [b.lookup(a) for a in args]
+        threads = max(prog.loop_threads.values())
+        for v in variants:
+            text = PRELUDE + "\n\n" + variant_source(src, v, name, T, S, nblocks)
+            kern = getattr(module.load(text), name)
+            extra = [bar] if v == "barrier" else []
+            launch = lambda: kern[nblocks, threads, prog.stream](*extra, T, S, *arrays)  # noqa: E731
+            times = []
+            try:
+                for i in range(iters + 3):
+                    a_, b_ = cuda.event(timing=True), cuda.event(timing=True)
+                    a_.record(prog.stream)
+                    launch()
+                    b_.record(prog.stream)
+                    b_.synchronize()
+                    if i >= 3:
+                        times.append(cuda.event_elapsed_time(a_, b_))
+                ms = statistics.median(times)
+                rec = {"cell": cell, "S": S, "T": T, "H": H, "loop": name, "variant": v, "ms": ms,
+                       "us_per_timestep": 1000 * ms / T, "threads": threads, "blocks": nblocks}
+            except Exception as exc:  # a variant that does not compile must not lose the others
+                rec = {"cell": cell, "S": S, "loop": name, "variant": v, "error": f"{type(exc).__name__}: {exc}"[:300]}
+            print(json.dumps(rec), flush=True)
+            records.append(rec)
+    return records
+
+
+def _whole_forward(prog, cell: str, S: int, T: int, H: int, iters: int) -> dict:
+    """The whole forward (``run_forward``: hoisted GEMMs, loop kernels): GPU time between events,
+    and the host time to enqueue it (the GPU idles while Python launches the first kernels)."""
+    import time
+
+    from numba import cuda
+    gpu, host = [], []
+    for i in range(iters + 3):
+        prog.stream.synchronize()
+        a_, b_ = cuda.event(timing=True), cuda.event(timing=True)
+        a_.record(prog.stream)
+        t0 = time.perf_counter()
+        prog.run_forward()
+        host.append(1000 * (time.perf_counter() - t0))
+        b_.record(prog.stream)
+        b_.synchronize()
+        gpu.append(cuda.event_elapsed_time(a_, b_))
+    return {"cell": cell, "S": S, "T": T, "H": H, "loop": "run_forward", "variant": "whole", "ms": statistics.median(gpu[3:]),
+            "host_enqueue_ms": statistics.median(host[3:]), "replay_errors": list(prog.replay_errors)}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--configs", nargs="+", default=["lstm:1", "lstm:64", "gru:1"], metavar="CELL:S")
+    ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--out", help="JSON file for the records")
+    a = ap.parse_args(argv)
+    records = []
+    for c in a.configs:
+        cell, _, streams = c.partition(":")
+        records += profile(cell, int(streams), a.variants, a.iters)
+        if a.out:
+            Path(a.out).write_text(json.dumps(records, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
