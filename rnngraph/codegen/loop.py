@@ -43,6 +43,7 @@ from ..ir import Graph
 from ..schedule import Kernel, Loop
 from .pointwise import Names, PointwiseEmitter, f32, kernel_unit, ln_moments, ln_row
 from .tuning import LoopTuning
+from .warp_reduce import transpose_reduce, tree_reduce
 
 SUPPORTED = ("gemm", "pointwise")
 
@@ -114,6 +115,8 @@ class LoopEmitter:
         e = PointwiseEmitter(self.g, k.name, k.ops, gradient_inputs(k) if self.loop.reverse else k.writes,
                              self.recompute.get(k.ops[0]) if self.loop.reverse else None)
         src = e.backward() if self.loop.reverse else e.forward()
+        if self.tuning.fast:
+            src = src.replace("@cuda.jit(device=True, inline=True)", "@cuda.jit(device=True, inline=True, fastmath=True)")
         self.device_fns.append(src)
         self.buffers |= e.buffers
         args = ", ".join(sorted(e.buffers, key=_key))
@@ -216,12 +219,9 @@ class LoopEmitter:
 
     def _warp_sum(self, names: list[str], depth: int) -> None:
         """Tree-reduce the per-lane values ``names`` across the warp with shuffles (lane 0 ends
-        with the sums)."""
-        self.emit("off = 16", depth)
-        self.emit("while off > 0:", depth)
-        for v in names:
-            self.emit(f"{v} += cuda.shfl_down_sync(0xFFFFFFFF, {v}, off)", depth + 1)
-        self.emit("off //= 2", depth + 1)
+        with the sums; codegen/warp_reduce.py)."""
+        for line in tree_reduce(names):
+            self.emit(line, depth)
 
     def _weight(self, w: str, reps: int, uL: int, inner: int) -> str:
         """The read of weight buffer ``w`` at (owned row {r}, column {k}): from a shared-memory copy of
@@ -291,6 +291,23 @@ class LoopEmitter:
                             e(f"acc{a}_{i} += w{m}_{a}_{u} * v", 2)
             e(f"kk += {unroll * kstep}", 2)
         accs = [(a, i) for a in range(RB) for i in range(SB)]
+        if self.coop and self.tuning.xreduce and len(accs) <= 32:
+            lines, index, leader = transpose_reduce([f"acc{a}_{i}" for a, i in accs])
+            for line in lines:
+                e(line, 1)
+            e(f"ix = {index}", 1)
+            e(f"aa = ix // {SB}", 1)
+            e(f"ii = ix - aa * {SB}", 1)
+            e("rsel = r0", 1)
+            e("ssel = s0", 1)
+            for a in range(1, RB):
+                e(f"rsel = r{a} if aa == {a} else rsel", 1)
+            for i in range(1, SB):
+                e(f"ssel = s{i} if ii == {i} else ssel", 1)
+            e(f"if {leader} and ix < {len(accs)} and g0 + aa < nrows and sb * {SB} + ii < S:", 1)
+            e(store.format(r="rsel", s="ssel", acc="red"), 2)
+            e(f"item += {step}", 1)
+            return
         if self.coop:
             for a, i in accs:
                 self._warp_sum([f"acc{a}_{i}"], depth + 1)
@@ -339,7 +356,7 @@ class LoopEmitter:
             self.emit("grid.sync()", 2)
         args = sorted(self.buffers, key=_key)
         head = [
-            "@cuda.jit",
+            "@cuda.jit(fastmath=True)" if self.tuning.fast else "@cuda.jit",
             f"def {self.name}(T, S, {', '.join(args)}):",
             "    grid = cuda.cg.this_grid()",
         ]
