@@ -3,11 +3,14 @@
 Defaults are the H200 measurements' best, per number of streams S (bench/loop_sweep.py and the
 grid, bench/results/h200-2026113*-*.json; LSTM and layernorm_lstm H=512 T=100 fwd+bwd):
 
-- code shape, S = 1 (``SMALL_SHAPE_STREAMS``): threads=256, unroll=2, rows=2, smem_kib=44
-  (LSTM 1.73 ms vs 1.94 with the other shape, measured twice); S >= 2: threads=512, unroll=4,
-  rows=1, smem_kib=0 (LSTM S=8 3.30 vs 4.14 ms with the S=1 shape, S=64 10.2 ms; 11.5 ms
-  with the weights in shared memory, 11.1-20.5 ms with rows=2, 13.0 ms with session 1's 256
-  threads and no unrolling).
+- code shape, S = 1 (``SMALL_SHAPE_STREAMS``): threads=256, unroll=2, rows=2, smem_kib=44,
+  xreduce=0 (LSTM 1.73 ms vs 1.94 with session 3's large-S shape, measured twice; 1.50 vs 1.84
+  with xreduce=1, bench/results/h200-20261130-session4-*). S >= 2: threads=512, unroll=4,
+  rows=4, smem_kib=44, xreduce=1 (session 4: LSTM S=64 fwd+bwd 6.15 ms vs 9.48 with session 3's
+  rows=1, smem_kib=0, tree reductions; 8.59 with xreduce=1 alone, 8.13 rows=2, 6.34 rows=4
+  without the weights in shared memory, 7.22 with unroll=2). With the tree reductions rows > 1
+  had been slower (S=64 11.1-20.5 ms with rows=2). A block of 512 threads does not fit the
+  registers of 4 rows x 8 streams of accumulators: those kernels run with 256.
 - layer norms, ``ln=1`` for S <= 16 (``LN_PERSISTENT_STREAMS``): layernorm_lstm S=1 / 8 / 16
   4.49 / 7.65 / 9.49 ms as one persistent kernel vs 14.2 / 15.9 / 16.6 ms per timestep in
   graph mode; ``ln=0`` above: S=64 19.2 ms in graph mode vs 24.0 ms persistent.
@@ -27,13 +30,19 @@ rows      GEMM rows per work item (register blocking: each vector element loaded
           this many rows; a work item is rows x up to 8 streams, reduced across a warp).
 smem_kib  shared memory (KiB, static: at most 48) a block may fill with its owned rows of the
           recurrent weights, loaded once per launch; GEMMs whose rows don't fit read the weights
-          from global memory (L2) every timestep. 0 turns it off (the default for S >= 2; 44 at S=1).
+          from global memory (L2) every timestep. 0 turns it off (default 44).
 ln        1: loops with a layer norm in the recurrence (e.g. ``layernorm_lstm``) run as one
           persistent kernel too (each layer norm costs an extra grid sync per timestep and
           direction: blocks add partial row sums with atomics, sync, then normalise their own
           units; see codegen/loop.py); read by the pipeline pass, which marks such loops
           persistent (validated on the H200 by tests/test_gpu.py). 0: they run per timestep
           (graph mode), the faster choice at S=64, where the atomics of the row sums contend.
+fast      1: compile the persistent loop kernels with numba's ``fastmath=True`` (approximate exp
+          and division in the gate functions, flush-to-zero, reassociation): LSTM S=1 forward
+          kernel 4.3 vs 4.9 us a timestep, backward 8.7 vs 9.4 (bench/loop_profile.py).
+xreduce   1: a GEMM work item's rows x streams partial sums (at most 32) are summed across the
+          warp by the transpose butterfly (codegen/warp_reduce.py: 31 shuffles for 32 sums, stored
+          by 32 lanes at once) instead of one 5-step tree per sum (160 shuffles, lane 0 storing).
 """
 from __future__ import annotations
 
@@ -53,9 +62,11 @@ class LoopTuning:
 
     threads: int = 512
     unroll: int = 4
-    rows: int = 1
-    smem_kib: int = 0
+    rows: int = 4
+    smem_kib: int = 44
     ln: int = 0
+    fast: int = 0
+    xreduce: int = 1
 
     def __post_init__(self):
         if self.threads % 32 or not 32 <= self.threads <= 1024:
@@ -68,18 +79,22 @@ class LoopTuning:
             raise ValueError(f"{_ENV}: smem_kib must be in [0, 48] (static shared memory), got {self.smem_kib}")
         if self.ln not in (0, 1):
             raise ValueError(f"{_ENV}: ln must be 0 or 1, got {self.ln}")
+        if self.fast not in (0, 1):
+            raise ValueError(f"{_ENV}: fast must be 0 or 1, got {self.fast}")
+        if self.xreduce not in (0, 1):
+            raise ValueError(f"{_ENV}: xreduce must be 0 or 1, got {self.xreduce}")
 
 
 def default_tuning(streams: int | None = None) -> LoopTuning:
     """The measured best shape for a loop over ``streams`` streams (None: the large-S one)."""
     small = streams is not None and streams <= SMALL_SHAPE_STREAMS
-    shape = LoopTuning(threads=256, unroll=2, rows=2, smem_kib=44) if small else LoopTuning()
+    shape = LoopTuning(threads=256, unroll=2, rows=2, smem_kib=44, xreduce=0) if small else LoopTuning()
     return replace(shape, ln=int(streams is not None and streams <= LN_PERSISTENT_STREAMS))
 
 
 def loop_tuning(streams: int | None = None) -> LoopTuning:
     """:func:`default_tuning` for ``streams``, overridden key by key by
-    ``RNNGRAPH_LOOP="key=value,..."`` (keys: threads, unroll, rows, smem_kib, ln)."""
+    ``RNNGRAPH_LOOP="key=value,..."`` (keys: threads, unroll, rows, smem_kib, ln, fast, xreduce)."""
     base = default_tuning(streams)
     text = os.environ.get(_ENV, "").strip()
     if not text:
