@@ -125,7 +125,22 @@ def gemm(a, b, out, *, trans_a: bool = False, trans_b: bool = False, alpha: floa
 
     backend: ``"cublas"`` (CuPy, zero-copy, on ``stream``), ``"numba"`` (the tiled kernel), or
     None: cuBLAS where :func:`have_cupy`, else numba (always numba in the simulator).
-    Returns ``out``.
+    Returns ``out``. Raises ValueError for shapes that do not chain or a non-contiguous last axis.
+    """
+    run, out = gemm_launcher(a, b, out, trans_a=trans_a, trans_b=trans_b, alpha=alpha, beta=beta,
+                             stream=stream, backend=backend)
+    run()
+    return out
+
+
+def gemm_launcher(a, b, out, *, trans_a: bool = False, trans_b: bool = False, alpha: float = 1.0,
+                  beta: float = 0.0, stream=None, backend: str | None = None):
+    """:func:`gemm`'s checks and argument preparation done once: returns (run, out), where
+    ``run()`` launches the product on these arrays (same arguments and errors as :func:`gemm`).
+
+    For a step that repeats the same product on buffers that never move: the cuBLAS call then
+    costs its own launch only, not the views, shape checks and ``__cuda_array_interface__``
+    lookups (tens of microseconds of Python a call, which the GPU waits for at S=1).
     """
     a, b, out = as_device(a, stream), as_device(b, stream), as_device(out, stream)
     m, n, k = _gemm_dims(a, b, out, trans_a, trans_b)
@@ -134,15 +149,13 @@ def gemm(a, b, out, *, trans_a: bool = False, trans_b: bool = False, alpha: floa
     if backend not in ("cublas", "numba"):
         raise ValueError(f"gemm: backend must be 'cublas', 'numba' or None, got {backend!r}")
     if m == 0 or n == 0:
-        return out
+        return (lambda: None), out
     if backend == "cublas" and k > 0:  # k == 0 (out = beta * out) goes to the numba kernel
-        _gemm_cublas(a, b, out, m, n, k, trans_a, trans_b, alpha, beta, stream)
-    else:
-        grid = (blocks(n, TILE), blocks(m, TILE))
-        gemm_kernel[grid, (TILE, TILE), launch_stream(stream)](
-            a, b, out, np.int32(bool(trans_a)), np.int32(bool(trans_b)), np.float32(alpha),
-            np.float32(beta))
-    return out
+        return _cublas_launcher(a, b, out, m, n, k, trans_a, trans_b, alpha, beta, stream), out
+    grid = (blocks(n, TILE), blocks(m, TILE))
+    kern = gemm_kernel[grid, (TILE, TILE), launch_stream(stream)]
+    flags = (np.int32(bool(trans_a)), np.int32(bool(trans_b)), np.float32(alpha), np.float32(beta))
+    return (lambda: kern(a, b, out, *flags)), out
 
 
 def _row_stride(x) -> int:
@@ -158,8 +171,9 @@ def _device_ptr(x) -> int:
     return int(x.__cuda_array_interface__["data"][0])
 
 
-def _gemm_cublas(a, b, out, m, n, k, trans_a, trans_b, alpha, beta, stream):
-    """cuBLAS SGEMM on the raw pointers (no CuPy arrays, so no copies and no syncs).
+def _cublas_launcher(a, b, out, m, n, k, trans_a, trans_b, alpha, beta, stream):
+    """A function launching cuBLAS SGEMM on the raw pointers (no CuPy arrays, so no copies and
+    no syncs).
 
     cuBLAS is column-major; a row-major (M, N) ``out`` is a column-major (N, M) matrix, so we
     ask for out^T = op(b)^T @ op(a)^T: cuBLAS's A is our b, its B our a, with the same
@@ -169,16 +183,21 @@ def _gemm_cublas(a, b, out, m, n, k, trans_a, trans_b, alpha, beta, stream):
 
     if in_simulator():
         raise RuntimeError("gemm: the cuBLAS backend cannot run in the CUDA simulator")
-    handle = cupy_device.get_cublas_handle()
-    cublas.setStream(handle, stream_handle(stream))
-    cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
-    scalars = np.array([alpha, beta], dtype=np.float32)  # read by cuBLAS during the call
+    scalars = np.array([alpha, beta], dtype=np.float32)  # read by cuBLAS during each call; kept alive here
     op_b = cublas.CUBLAS_OP_T if trans_b else cublas.CUBLAS_OP_N
     op_a = cublas.CUBLAS_OP_T if trans_a else cublas.CUBLAS_OP_N
-    cublas.sgemm(handle, op_b, op_a, n, m, k,
-                 scalars.ctypes.data, _device_ptr(b), _row_stride(b),
-                 _device_ptr(a), _row_stride(a),
-                 scalars.ctypes.data + 4, _device_ptr(out), _row_stride(out))
+    args = (op_b, op_a, n, m, k, scalars.ctypes.data, _device_ptr(b), _row_stride(b), _device_ptr(a),
+            _row_stride(a), scalars.ctypes.data + 4, _device_ptr(out), _row_stride(out))
+    stream_h = stream_handle(stream)
+
+    def run():
+        handle = cupy_device.get_cublas_handle()
+        cublas.setStream(handle, stream_h)
+        cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
+        cublas.sgemm(handle, *args)
+        return scalars  # (keeps the scalars referenced by the closure)
+
+    return run
 
 
 def add_bias(out, bias, *, stream=None):

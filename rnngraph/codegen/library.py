@@ -6,7 +6,8 @@ Every launcher takes device arrays (numba device arrays, or anything with
 and int32/int64 ids, and an optional numba ``stream`` (default: numba's default stream). None of
 them synchronises with the host, and none allocates unless its docstring says so.
 
-- GEMM (:mod:`.gemm`): :func:`gemm` (cuBLAS through CuPy, or a tiled numba kernel),
+- GEMM (:mod:`.gemm`): :func:`gemm` (cuBLAS through CuPy, or a tiled numba kernel; :func:`gemm_launcher`
+  prepares one for repeated launches),
   :func:`add_bias`, :func:`column_sum`;
 - row reductions (:mod:`.reductions`): :func:`layer_norm_forward`, :func:`layer_norm_backward`,
   :func:`softmax_xent_forward`, :func:`softmax_xent_backward`;
@@ -32,7 +33,7 @@ from . import optim_kernels as _optim_mod
 from . import reductions as _red_mod
 from .device import (INDEX_DTYPES, as_device, blocks, check, elementwise_threads, have_cupy,
                      in_simulator, launch_stream)
-from .gemm import add_bias, column_sum, gemm
+from .gemm import add_bias, column_sum, gemm, gemm_launcher
 from .optim_kernels import (adam_update, clip_grad_norm, fill, scale_by_clip, sgd_update,
                             sum_squares)
 from .reductions import (layer_norm_backward, layer_norm_forward, softmax_xent_backward,
@@ -182,7 +183,7 @@ def _device_functions_for_cc(cc):
 
 __all__ = [
     "KERNELS", "add_bias", "adam_update", "as_device", "clip_grad_norm", "column_sum",
-    "dropout_threshold", "embedding_backward", "embedding_forward", "fill", "gemm", "have_cupy", "in_simulator",
+    "dropout_threshold", "embedding_backward", "embedding_forward", "fill", "gemm", "gemm_launcher", "have_cupy", "in_simulator",
     "layer_norm_backward", "layer_norm_forward", "ptx_f64_report", "scale_by_clip",
     "sgd_update", "softmax_xent_backward", "softmax_xent_forward", "sum_squares",
 ]

@@ -270,9 +270,9 @@ class CudaProgram:
                     makes.append(self._layer_norm(ops[0], backward, None))
             return makes
         if k.kind == "gemm":
-            return [lambda n=n: (lambda: self._gemm_window(n, backward)) for n in nodes]
+            return [lambda n=n: self._gemm_window_launcher(n, backward) for n in nodes]
         if k.kind == "wgrad":
-            return [lambda n=n: (lambda: self._wgrad(n)) for n in nodes]
+            return [lambda n=n: self._wgrad_launcher(n) for n in nodes]
         if k.kind in ("gather", "scatter"):
             n = nodes[0]
             return [lambda n=n: (lambda: self._embedding(n, backward))]
@@ -313,12 +313,32 @@ class CudaProgram:
             library.gemm(view(n.name, grad=True), W, view(r.node, grad=True, delay=r.delay), beta=1.0,
                          stream=self.stream, backend=backend)
 
-    def _wgrad(self, n) -> None:
+    def _gemm_window_launcher(self, n, backward: bool):
+        """A linear node over the whole window (cuBLAS), its views and GEMM arguments prepared
+        once (buffers never move): the launch function of a phase."""
+        b, r = self.buf, n.args[0]
+        W = b.P[n.params[0]]
+        if backward:
+            run, _ = library.gemm_launcher(b.window(n.name, grad=True), W, b.window(r.node, r.delay, grad=True),
+                                           beta=1.0, stream=self.stream)
+            return run
+        out = b.window(n.name)
+        run, _ = library.gemm_launcher(b.window(r.node, r.delay), W, out, trans_b=True, stream=self.stream)
+        if len(n.params) < 2:
+            return run
+        bias = b.P[n.params[1]]
+        return lambda: (run(), library.add_bias(out, bias, stream=self.stream))
+
+    def _wgrad_launcher(self, n):
+        """A weight-gradient GEMM (and bias column sum) over the window, prepared once."""
         b, r = self.buf, n.args[0]
         gy = b.window(n.name, grad=True)
-        library.gemm(gy, b.window(r.node, r.delay), b.PG[n.params[0]], trans_a=True, beta=1.0, stream=self.stream)
-        if len(n.params) == 2:
-            library.column_sum(gy, b.PG[n.params[1]], accumulate=True, stream=self.stream)
+        run, _ = library.gemm_launcher(gy, b.window(r.node, r.delay), b.PG[n.params[0]], trans_a=True, beta=1.0,
+                                       stream=self.stream)
+        if len(n.params) < 2:
+            return run
+        gb = b.PG[n.params[1]]
+        return lambda: (run(), library.column_sum(gy, gb, accumulate=True, stream=self.stream))
 
     def _embedding(self, n, backward: bool, t: int | None = None) -> None:
         b, view = self.buf, self._views(t)
