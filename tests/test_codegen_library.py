@@ -105,6 +105,26 @@ def test_gemm_weight_gradient_and_views(rng):
     np.testing.assert_allclose(host(out), np.repeat(big[:, 2:7].sum(1, keepdims=True), 4, 1), **TOL)
 
 
+def test_prepared_gemms_keep_their_own_grid_and_see_new_inputs(rng):
+    """Regression (session 4): gemm_launcher kept the numba kernel configured at build time, but the
+    simulator's kernel[grid, block] sets the grid on the shared kernel object, so the first of two
+    prepared products of different sizes ran with the second's grid (an LM trained on the simulator
+    diverged from the CPU backend). Each prepared product must use its own grid, and read the
+    operands' current contents at each call."""
+    a1, b1, a2, b2 = f32(rng, 40, 3), f32(rng, 3, 37), f32(rng, 2, 5), f32(rng, 5, 3)
+    d1, o1, o2 = dev(a1), dev(np.zeros((40, 37), np.float32)), dev(np.zeros((2, 3), np.float32))
+    run1, _ = library.gemm_launcher(d1, dev(b1), o1, backend="numba")
+    run2, _ = library.gemm_launcher(dev(a2), dev(b2), o2, backend="numba")
+    run2()
+    run1()
+    np.testing.assert_allclose(host(o1), a1.astype(np.float64) @ b1, **TOL)
+    np.testing.assert_allclose(host(o2), a2.astype(np.float64) @ b2, **TOL)
+    a1[...] = f32(rng, 40, 3)
+    d1.copy_to_device(a1)
+    run1()
+    np.testing.assert_allclose(host(o1), a1.astype(np.float64) @ b1, **TOL)
+
+
 def test_gemm_zero_k_scales_out(rng):
     c = f32(rng, 3, 2)
     out = dev(c)

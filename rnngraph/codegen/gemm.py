@@ -153,9 +153,10 @@ def gemm_launcher(a, b, out, *, trans_a: bool = False, trans_b: bool = False, al
     if backend == "cublas" and k > 0:  # k == 0 (out = beta * out) goes to the numba kernel
         return _cublas_launcher(a, b, out, m, n, k, trans_a, trans_b, alpha, beta, stream), out
     grid = (blocks(n, TILE), blocks(m, TILE))
-    kern = gemm_kernel[grid, (TILE, TILE), launch_stream(stream)]
     flags = (np.int32(bool(trans_a)), np.int32(bool(trans_b)), np.float32(alpha), np.float32(beta))
-    return (lambda: kern(a, b, out, *flags)), out
+    # configured at each call: the simulator's kernel[grid, block] sets the grid on the kernel
+    # object itself, so a configuration kept from build time would take the last one set
+    return (lambda: gemm_kernel[grid, (TILE, TILE), launch_stream(stream)](a, b, out, *flags)), out
 
 
 def _row_stride(x) -> int:
