@@ -10,10 +10,12 @@ Both models
     rnngraph  rg.stacked(rg.cells.lstm, L, H, vocab=V, embed=E, dropout=P) (= rg.Sequential(rg.Embedding(V, E),
               rg.cells.lstm(hidden=H) x L, rg.SoftmaxCrossEntropy(V)) with an rg.Dropout(P) after the
               embedding, between the cells and before the head when P > 0; what ``rnngraph train
-              --dropout P`` builds), rg.compile(net, window=T, streams=S, device=..., optimizer=rg.Adam(lr=LR),
-              clip_norm=CLIP, seed=SEED); ``step.train(x, y)`` per window
+              --dropout P`` builds), rg.compile(net, window=T, streams=S, device=..., optimizer=rg.Adam(lr=LR)
+              (rg.AdamW(lr=LR, weight_decay=WD) with --weight-decay WD > 0), clip_norm=CLIP, seed=SEED);
+              ``step.train(x, y)`` per window
     torch     nn.Embedding(V, E) -> nn.Dropout(P) -> nn.LSTM(E, H, L, dropout=P) -> nn.Dropout(P) ->
-              nn.Linear(H, V), F.cross_entropy (mean), torch.optim.Adam(lr=LR), clip_grad_norm_(CLIP);
+              nn.Linear(H, V), F.cross_entropy (mean), torch.optim.Adam(lr=LR) (torch.optim.AdamW(lr=LR,
+              weight_decay=WD) with --weight-decay WD > 0), clip_grad_norm_(CLIP);
               the hidden state is carried and detached between windows (truncated BPTT); model.train()
               while training, model.eval() while evaluating. TF32 off unless --tf32.
     ``--dropout P`` (default 0: none) is Zaremba et al. 2014's placement (the non-recurrent
@@ -143,6 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--window", type=int, default=100, help="T, timesteps per window (default 100)")
     m.add_argument("--streams", type=int, default=64, help="S, parallel streams (default 64)")
     m.add_argument("--lr", type=float, default=2e-3, help="Adam learning rate (default 2e-3)")
+    m.add_argument("--weight-decay", type=float, default=0.0, metavar="WD",
+                   help="> 0: AdamW for both (torch.optim.AdamW's decoupled weight decay: parameters *= 1 - lr*WD "
+                        "each step before the Adam update; Loshchilov & Hutter 2019); 0 = plain Adam (default 0)")
     m.add_argument("--clip", type=float, default=1.0, help="global gradient-norm clip; 0 = off (default 1.0)")
     m.add_argument("--lr-schedule", choices=("constant", "cosine"), default="constant",
                    help="constant (default), or cosine from --lr down to --lr * --lr-final over the budget "
@@ -190,6 +195,8 @@ def check_args(args) -> list[str]:
         raise RunError(f"--lr-final must be in [0, 1], got {args.lr_final}")
     if args.clip < 0:
         raise RunError(f"--clip must be >= 0, got {args.clip}")
+    if not (args.weight_decay >= 0 and math.isfinite(args.weight_decay)):
+        raise RunError(f"--weight-decay must be a number >= 0, got {args.weight_decay}")
     if not 0 <= args.dropout < 1:
         raise RunError(f"--dropout must be in [0, 1), got {args.dropout}")
     if args.minutes < 0 or (args.steps is not None and args.steps < 1):
@@ -270,7 +277,8 @@ class RnngraphModel:
                                    embed=args.embed, dropout=p)
         self.net = net(args.dropout)
         self.step = rg.compile(self.net, window=args.window, streams=args.streams, device=args.device,
-                               optimizer=rg.Adam(lr=args.lr), clip_norm=args.clip or None, seed=args.seed)
+                               optimizer=rg.AdamW(lr=args.lr, weight_decay=args.weight_decay) if args.weight_decay
+                               else rg.Adam(lr=args.lr), clip_norm=args.clip or None, seed=args.seed)
         self.device = self.step.device
         # evaluation never drops: the same parameters in the graph without Dropout layers
         self.evaluator = Evaluator(net(0.0), args.window, args.eval_streams, "float32", device=self.device)
@@ -332,7 +340,10 @@ class TorchModel:
         if args.init == "rnngraph":
             self._load_rnngraph_init(args, vocab_size)
         self.model.to(self.device)
-        self.opt = torch.optim.Adam(self.model.parameters(), lr=args.lr)
+        if args.weight_decay:
+            self.opt = torch.optim.AdamW(self.model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+        else:
+            self.opt = torch.optim.Adam(self.model.parameters(), lr=args.lr)
         self.clip, self.V = args.clip, vocab_size
         self.state = None
         self.info = {"device": self.device, "init": args.init, "tf32": bool(args.tf32), "dropout": args.dropout,
@@ -646,9 +657,10 @@ def merge(paths: list[str], out: str | None) -> dict:
     results = [json.loads(Path(p).read_text()) for p in paths]
     base = dict(results[0])
     base["impls"] = {}
-    keys = ("layers", "hidden", "embed", "window", "streams", "lr", "clip", "seed", "init", "corpus", "dropout")
+    keys = ("layers", "hidden", "embed", "window", "streams", "lr", "clip", "seed", "init", "corpus", "dropout",
+            "weight_decay")
     for p, r in zip(paths, results):
-        old = {"dropout": 0.0}  # files written before the option existed ran without dropout
+        old = {"dropout": 0.0, "weight_decay": 0.0}  # files written before these options ran without them
         diff = [k for k in keys if r["config"].get(k, old.get(k)) != base["config"].get(k, old.get(k))]
         if diff:
             raise RunError(f"{p}: its config differs from {paths[0]}'s in {diff}")
@@ -730,7 +742,8 @@ def _run(args, impls: list[str], log) -> int:
     config = {k: v for k, v in vars(args).items() if k not in ("merge", "quiet", "out")}
     config.update(eval_every=f"{args.eval_every[1]:g}{'s' if args.eval_every[0] == 's' else ''}"
                   if args.eval_every[0] != "off" else "0", impl=impls, corpus=corpus.name if not args.text else
-                  os.path.basename(args.text), cell="lstm", optimizer="adam", vocab=len(vocab), dtype="float32",
+                  os.path.basename(args.text), cell="lstm", optimizer="adamw" if args.weight_decay else "adam",
+                  vocab=len(vocab), dtype="float32",
                   train_chars=len(train_ids), valid_chars=len(valid_ids), test_chars=len(test_ids),
                   valid_curve_chars=len(valid_curve), windows_per_epoch=W, tokens_per_window=args.window * args.streams,
                   budget="per model: --minutes of training time (evaluation excluded) or --steps, first reached")
@@ -742,8 +755,9 @@ def _run(args, impls: list[str], log) -> int:
     save()
     log(f"{corpus!r}, vocab {len(vocab)}; {args.layers}x LSTM {args.hidden}, embed {args.embed}; window {args.window} "
         f"x {args.streams} streams ({args.window * args.streams:,} tokens, {W:,} windows an epoch); "
-        f"Adam lr {args.lr:g}, "
-        f"clip {args.clip:g}" + (f", dropout {args.dropout:g}" if args.dropout else "")
+        + (f"AdamW lr {args.lr:g}, weight decay {args.weight_decay:g}, " if args.weight_decay else
+           f"Adam lr {args.lr:g}, ")
+        + f"clip {args.clip:g}" + (f", dropout {args.dropout:g}" if args.dropout else "")
         + f"; budget {args.minutes:g} min" + (f" / {args.steps:,} steps" if args.steps else "")
         + f" per model; {', '.join(impls)}")
     interrupted = None

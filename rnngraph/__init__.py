@@ -7,7 +7,7 @@ from . import cells, ir, ops, passes, schedule
 from .errors import CycleError, DelayError, DtypeError, GraphError, OpError, ShapeError, StateError, UnusedWarning
 from .ir import Graph, Init, parse
 from .network import Dropout, Embedding, Sequential, SoftmaxCrossEntropy, stacked
-from .optim import SGD, Adam, clip_grad_norm
+from .optim import SGD, Adam, AdamW, clip_grad_norm
 from .reference import Reference, init_params, reset_streams, zero_states
 from .runtime import TrainingStep, compile
 from .trace import State, Value, cell, concat, exp, layer_norm, linear, param, relu, sigmoid, slice, split, tanh
@@ -18,7 +18,7 @@ __all__ = [
     "cells", "ir", "ops", "Graph", "Init", "parse",
     "CycleError", "DelayError", "DtypeError", "GraphError", "OpError", "ShapeError", "StateError", "UnusedWarning",
     "Dropout", "Embedding", "Sequential", "SoftmaxCrossEntropy", "stacked",
-    "Reference", "init_params", "reset_streams", "zero_states", "SGD", "Adam", "clip_grad_norm",
+    "Reference", "init_params", "reset_streams", "zero_states", "SGD", "Adam", "AdamW", "clip_grad_norm",
     "TrainingStep", "compile",
     "State", "Value", "cell", "concat", "exp", "layer_norm", "linear", "param", "relu", "sigmoid", "slice",
     "split", "tanh",

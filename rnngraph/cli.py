@@ -111,8 +111,13 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--steps", metavar="N", type=nonnegative_int, default=1000,
                    help="train until this many steps in total (a resumed run counts its old steps) "
                         "(default 1000)")
-    g.add_argument("--optimizer", choices=("adam", "sgd"), help=f"(default {d['optimizer']})")
+    g.add_argument("--optimizer", choices=("adam", "adamw", "sgd"),
+                   help=f"adamw: Adam with decoupled weight decay, as torch.optim.AdamW (default {d['optimizer']})")
     g.add_argument("--lr", metavar="LR", type=positive_float, help=f"learning rate (default {d['lr']})")
+    g.add_argument("--weight-decay", metavar="WD", type=nonnegative_float,
+                   help="--optimizer adamw only: each step multiplies the parameters by 1 - lr*WD before the "
+                        "Adam update (torch.optim.AdamW; Loshchilov & Hutter 2019); a resumed run may change "
+                        "it (default 0.01)")
     g.add_argument("--clip", metavar="C", type=nonnegative_float,
                    help=f"global gradient-norm clip, 0 = off (default {d['clip']})")
     g.add_argument("--dropout", metavar="P", type=probability,
@@ -143,18 +148,26 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
                    help="no progress bar (there is none either when stderr is not a terminal)")
 
 
+def _check_weight_decay(args, optimizer: str) -> None:
+    if args.weight_decay is not None and optimizer != "adamw":
+        raise CLIError(f"--weight-decay applies to --optimizer adamw only (decoupled weight decay, "
+                       f"torch.optim.AdamW), not {optimizer}")
+
+
 def _config_from_args(args) -> LMConfig:
     d = {k: (getattr(args, k) if getattr(args, k) is not None else v) for k, v in TRAIN_DEFAULTS.items()}
+    _check_weight_decay(args, d["optimizer"])
+    optimizer = make_optimizer(d["optimizer"], d["lr"], args.weight_decay).config()
     return LMConfig(cell=canonical_cell(d["cell"]), layers=d["layers"], hidden=d["hidden"], embed=d["embed"],
                     window=d["window"], streams=d["streams"], level=d["level"],
                     corpus=canonical_corpus(d["corpus"]), seed=d["seed"], dtype=d["dtype"],
-                    max_words=d["max_words"], optimizer=make_optimizer(d["optimizer"], d["lr"]).config(),
+                    max_words=d["max_words"], optimizer=optimizer,
                     clip=d["clip"] or None, dropout=d["dropout"])
 
 
 def _resumed_config(args, saved: LMConfig, directory: str) -> LMConfig:
-    """The checkpoint's config, with lr/clip/dropout overridden where given; CheckpointError when a
-    flag that fixes shapes or the data layout disagrees with it."""
+    """The checkpoint's config, with lr/weight decay/clip/dropout overridden where given;
+    CheckpointError when a flag that fixes shapes or the data layout disagrees with it."""
     canon = {"cell": canonical_cell, "corpus": canonical_corpus}
     for name in LMConfig.FIXED:
         given = getattr(args, name)
@@ -170,8 +183,11 @@ def _resumed_config(args, saved: LMConfig, directory: str) -> LMConfig:
     if args.optimizer is not None and args.optimizer != saved.optimizer["name"]:
         raise CheckpointError(f"{directory}: the checkpoint was trained with --optimizer "
                               f"{saved.optimizer['name']}, not {args.optimizer}")
+    _check_weight_decay(args, saved.optimizer["name"])
     if args.lr is not None:
         cfg.optimizer = {**cfg.optimizer, "lr": args.lr}
+    if args.weight_decay is not None:
+        cfg.optimizer = {**cfg.optimizer, "weight_decay": args.weight_decay}
     if args.clip is not None:
         cfg.clip = args.clip or None
     if args.dropout is not None:
@@ -255,7 +271,9 @@ class _Trainer:
               f"{self.corpus.name} ({cfg.level} level, vocab {len(self.vocab):,}, {len(self.train_ids):,} "
               f"training {unit(cfg.level)}s, {self.data.windows_per_epoch:,} windows an epoch)\n"
               f"window {cfg.window} x {cfg.streams} streams, {cfg.optimizer['name']} lr "
-              f"{cfg.optimizer['lr']:g}, clip {cfg.clip}"
+              f"{cfg.optimizer['lr']:g}"
+              + (f", weight decay {cfg.optimizer['weight_decay']:g}" if "weight_decay" in cfg.optimizer else "")
+              + f", clip {cfg.clip}"
               + (f", dropout {cfg.dropout:g}" if cfg.dropout else "") + f", {self.step.device} {cfg.dtype}",
               flush=True)
         if args.show_schedule:

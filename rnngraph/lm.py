@@ -36,7 +36,7 @@ from .cells import STANDARD
 from .data import CharVocab, Corpus, WordVocab, batches, vocab_from_json
 from .errors import GraphError
 from .network import Sequential, stacked
-from .optim import SGD, Adam, Optimizer
+from .optim import SGD, Adam, AdamW, Optimizer
 from .runtime import TrainingStep, compile
 
 FORMAT = 1
@@ -99,13 +99,19 @@ class LMConfig:
         return cls(**{k: d[k] for k in names})
 
 
-def make_optimizer(name: str, lr: float) -> Optimizer:
-    """``"adam"`` -> Adam(lr), ``"sgd"`` -> SGD(lr); ValueError otherwise."""
+def make_optimizer(name: str, lr: float, weight_decay: float | None = None) -> Optimizer:
+    """``"adam"`` -> Adam(lr), ``"adamw"`` -> AdamW(lr, weight_decay) (torch.optim.AdamW's
+    decoupled weight decay; None: its default 0.01), ``"sgd"`` -> SGD(lr). ValueError for another
+    name, for a weight_decay given with adam or sgd, or a negative one."""
+    if name == "adamw":
+        return AdamW(lr=lr) if weight_decay is None else AdamW(lr=lr, weight_decay=weight_decay)
+    if name in ("adam", "sgd") and weight_decay is not None:
+        raise ValueError(f"weight decay applies to adamw only, not {name} (got weight_decay {weight_decay!r})")
     if name == "adam":
         return Adam(lr=lr)
     if name == "sgd":
         return SGD(lr=lr)
-    raise ValueError(f"unknown optimizer {name!r} (adam, sgd)")
+    raise ValueError(f"unknown optimizer {name!r} (adam, adamw, sgd)")
 
 
 # ---------------------------------------------------------------------------------- cells

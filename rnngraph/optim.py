@@ -107,15 +107,59 @@ class Adam(Optimizer):
         self.steps += 1
 
 
+class AdamW(Adam):
+    """torch.optim.AdamW: Adam with decoupled weight decay (Loshchilov & Hutter 2019, "Decoupled
+    Weight Decay Regularization"; PyTorch's rule, ``amsgrad=False``). Each step first shrinks
+    every parameter, then makes :class:`Adam`'s update with the unchanged gradient:
+
+        p *= 1 - lr * weight_decay
+        m = b1 m + (1-b1) g, v = b2 v + (1-b2) g^2,
+        p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
+
+    The decay is not added to the gradient, so it does not enter m and v (unlike Adam with L2
+    regularisation). weight_decay is per unit of lr (a pure number; the shrink factor per step is
+    1 - lr*weight_decay, with the lr of that step); default 1e-2, PyTorch's. ValueError (naming
+    AdamW) for a weight_decay that is negative, not finite or not a number, and for a bad lr or
+    betas as :class:`Adam`.
+    """
+
+    name = "adamw"
+
+    def __init__(self, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+                 weight_decay: float = 1e-2):
+        super().__init__(lr, betas, eps)
+        if not (isinstance(weight_decay, (int, float)) and weight_decay >= 0 and math.isfinite(weight_decay)):
+            raise ValueError(f"AdamW: weight_decay must be a finite number >= 0, got {weight_decay!r}")
+        self.weight_decay = float(weight_decay)
+
+    def config(self) -> dict:
+        return {**super().config(), "weight_decay": self.weight_decay}
+
+    def decay_factor(self) -> float:
+        """The factor ``1 - lr * weight_decay`` each parameter is multiplied by before the Adam update
+        (computed in float64; the update casts it to the parameter's dtype, as the GPU kernel does)."""
+        return 1.0 - self.lr * self.weight_decay
+
+    def step(self, params: dict, grads: dict) -> None:
+        """One update of every parameter (in place): the decay, then :meth:`Adam.step`."""
+        decay = self.decay_factor()
+        for p in params.values():
+            p *= p.dtype.type(decay)
+        super().step(params, grads)
+
+
 def from_config(cfg: dict) -> Optimizer:
     """Rebuild an optimizer from :meth:`Optimizer.config`; ValueError for an unknown name."""
     cfg = dict(cfg)
     kind = cfg.pop("name")
     if kind == "adam":
         return Adam(cfg["lr"], tuple(cfg.get("betas", (0.9, 0.999))), cfg.get("eps", 1e-8))
+    if kind == "adamw":
+        return AdamW(cfg["lr"], tuple(cfg.get("betas", (0.9, 0.999))), cfg.get("eps", 1e-8),
+                     cfg.get("weight_decay", 1e-2))
     if kind == "sgd":
         return SGD(cfg["lr"], cfg.get("momentum", 0.0))
-    raise ValueError(f"unknown optimizer {kind!r} (adam, sgd)")
+    raise ValueError(f"unknown optimizer {kind!r} (adam, adamw, sgd)")
 
 
 def clip_grad_norm(grads: dict[str, np.ndarray], max_norm: float) -> float:

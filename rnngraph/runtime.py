@@ -74,7 +74,7 @@ class TrainingStep:
             raise ValueError(f"clip_norm must be positive or None, got {clip_norm!r}")
         self.dtype, self.clip_norm, self.device = dtype, clip_norm, device
         if optimizer is not None and not isinstance(optimizer, Optimizer):
-            raise TypeError(f"optimizer must be an rg.Adam or rg.SGD instance, got {optimizer!r}")
+            raise TypeError(f"optimizer must be an rg.Adam, rg.AdamW or rg.SGD instance, got {optimizer!r}")
         self.optimizer = optimizer if optimizer is not None else Adam()
         self.schedule: Schedule = build_schedule(self.graph, self.window, self.streams, dtype, plan)
         params = init_params(self.graph, seed, dtype)
@@ -226,7 +226,7 @@ def compile(net: Sequential, window: int, streams: int, device: str = "auto", dt
     :class:`TrainingStep`); plan: force "wavefront" or "scc-sequential" (default:
     the cost model's choice; ``step.schedule`` shows it), or "naive" (one kernel per op per
     timestep: the baseline, for benchmarks). Returns a :class:`TrainingStep`. Raises TypeError
-    for an optimizer that is not an rg.Adam/rg.SGD instance, and ValueError for non-positive window/streams, an
+    for an optimizer that is not an rg.Adam/rg.AdamW/rg.SGD instance, and ValueError for non-positive window/streams, an
     unknown device or dtype; RuntimeError when CUDA is asked for but unavailable.
     """
     if not isinstance(net, Sequential):

@@ -94,7 +94,7 @@ def test_values_do_not_outlive_their_network():
 
 
 def test_optimizer_must_be_an_optimizer():
-    with pytest.raises(TypeError, match="rg.Adam or rg.SGD"):
+    with pytest.raises(TypeError, match="rg.Adam, rg.AdamW or rg.SGD"):
         _lm_step(optimizer="adam")
 
 

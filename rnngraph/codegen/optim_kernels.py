@@ -40,9 +40,10 @@ def _sgd_kernel(p, g, v, lr, momentum, use_momentum, first_step):
         p[i] -= lr * d
 
 
-def _adam_kernel(p, g, m, v, step_size, b1, one_minus_b1, b2, one_minus_b2, bias_correction2, eps):
-    """torch.optim.Adam as rnngraph.optim writes it:
-    m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= step_size * m / (sqrt(v / bc2) + eps)."""
+def _adam_kernel(p, g, m, v, step_size, b1, one_minus_b1, b2, one_minus_b2, bias_correction2, eps, decay):
+    """torch.optim.Adam / AdamW as rnngraph.optim writes them: p *= decay (AdamW's 1 - lr*wd;
+    exactly 1.0 for Adam, which leaves p unchanged bit for bit); m = b1 m + (1-b1) g;
+    v = b2 v + (1-b2) g^2; p -= step_size * m / (sqrt(v / bc2) + eps)."""
     i = cuda.grid(1)
     if i < p.size:
         gi = g[i]
@@ -50,7 +51,7 @@ def _adam_kernel(p, g, m, v, step_size, b1, one_minus_b1, b2, one_minus_b2, bias
         vi = v[i] * b2 + one_minus_b2 * gi * gi
         m[i] = mi
         v[i] = vi
-        p[i] -= step_size * mi / (math.sqrt(vi / bias_correction2) + eps)
+        p[i] = p[i] * decay - step_size * mi / (math.sqrt(vi / bias_correction2) + eps)
 
 
 def _sum_squares_kernel(g, acc):
@@ -85,7 +86,7 @@ _V = "float32[::1]"
 KERNELS = [
     (_fill_kernel, f"void({_V}, float32)"),
     (_sgd_kernel, f"void({_V}, {_V}, {_V}, float32, float32, int32, int32)"),
-    (_adam_kernel, f"void({_V}, {_V}, {_V}, {_V}, " + ", ".join(["float32"] * 7) + ")"),
+    (_adam_kernel, f"void({_V}, {_V}, {_V}, {_V}, " + ", ".join(["float32"] * 8) + ")"),
     (_sum_squares_kernel, f"void({_V}, {_V})"),
     (_scale_by_clip_kernel, f"void({_V}, {_V}, float32, {_V}, int32)"),
 ]
@@ -130,9 +131,13 @@ def sgd_update(p, g, v, lr: float, momentum: float = 0.0, first_step: bool = Fal
 
 
 def adam_update(p, g, m, v, lr: float, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
-                step: int = 1, *, stream=None):
+                step: int = 1, *, decay: float = 1.0, stream=None):
     """One torch.optim.Adam step in place; ``step`` counts from 1 (the first update is step 1).
-    p, g, m, v: float32, same size, any shape, C-contiguous; m, v start at zero."""
+    p, g, m, v: float32, same size, any shape, C-contiguous; m, v start at zero.
+
+    ``decay``: p is multiplied by it (as float32) before the update: ``1 - lr * weight_decay``
+    makes the step torch.optim.AdamW's (decoupled weight decay, Loshchilov & Hutter 2019; see
+    rnngraph.optim.AdamW); 1.0 (the default) is plain Adam. ValueError for ``step < 1``."""
     if step < 1:
         raise ValueError(f"adam_update: step counts from 1, got {step}")
     pf = _flat_f32("adam p", p, stream)
@@ -142,7 +147,7 @@ def adam_update(p, g, m, v, lr: float, beta1: float = 0.9, beta2: float = 0.999,
     if pf.size:
         f = np.float32
         _launch_1d(adam_kernel, pf.size, stream, pf, gf, mf, vf, f(lr / (1 - beta1 ** step)),
-                   f(beta1), f(1 - beta1), f(beta2), f(1 - beta2), f(1 - beta2 ** step), f(eps))
+                   f(beta1), f(1 - beta1), f(beta2), f(1 - beta2), f(1 - beta2 ** step), f(eps), f(decay))
 
 
 def sum_squares(g, acc, *, stream=None):

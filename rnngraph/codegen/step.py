@@ -20,7 +20,7 @@ import warnings
 import numpy as np
 from numba import cuda
 
-from ..optim import SGD, Adam, Optimizer
+from ..optim import SGD, Adam, AdamW, Optimizer
 from ..schedule import Schedule
 from ..network import draw_mask, mask_inputs, mask_seed
 from . import library
@@ -247,12 +247,14 @@ class CudaBackend:
     def _update(self) -> None:
         opt = self.optimizer
         opt.steps += 1
+        decay = opt.decay_factor() if isinstance(opt, AdamW) else 1.0  # AdamW: p *= 1 - lr*wd first
         for name, p in self.buf.P.items():
             m, v = self.slots[name]
             gr = self.buf.PG[name]
-            if isinstance(opt, Adam):
+            if isinstance(opt, Adam):  # Adam and AdamW (m, v slots)
                 library.adam_update(p.reshape(-1), gr.reshape(-1), m.reshape(-1), v.reshape(-1), opt.lr,
-                                    opt.betas[0], opt.betas[1], opt.eps, opt.steps, stream=self.stream)
+                                    opt.betas[0], opt.betas[1], opt.eps, opt.steps, decay=decay,
+                                    stream=self.stream)
             else:
                 library.sgd_update(p.reshape(-1), gr.reshape(-1), m.reshape(-1), opt.lr, opt.momentum,
                                    opt.steps == 1, stream=self.stream)
