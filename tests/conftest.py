@@ -29,3 +29,19 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+#: Words of the small training text of the command-line tests (``text_file``).
+WORDS = "the a of and to in her she was it that not be as for with had his you but".split()
+
+
+@pytest.fixture(scope="module")
+def text_file(tmp_path_factory):
+    """A UTF-8 file of 80 lines of 12 random WORDS (fixed seed; about 4,500 characters)."""
+    import numpy as np
+    rng = np.random.default_rng(0)
+    path = tmp_path_factory.mktemp("corpus") / "words.txt"
+    lines = [" ".join(rng.choice(WORDS, size=12)) for _ in range(80)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+

@@ -17,18 +17,8 @@ from rnngraph import cli
 from rnngraph.lm import load_checkpoint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WORDS = "the a of and to in her she was it that not be as for with had his you but".split()
 TINY = ["--hidden", "8", "--embed", "4", "--window", "8", "--streams", "4", "--lr", "0.01",
         "--device", "cpu", "--no-progress", "--eval-streams", "4"]
-
-
-@pytest.fixture(scope="module")
-def text_file(tmp_path_factory):
-    rng = np.random.default_rng(0)
-    path = tmp_path_factory.mktemp("corpus") / "words.txt"
-    lines = [" ".join(rng.choice(WORDS, size=12)) for _ in range(80)]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")  # about 4,500 characters
-    return path
 
 
 def run(capsys, *argv):

@@ -317,17 +317,8 @@ def test_cuda_simulator_checkpoint_resume_with_dropout(tmp_path):
 
 
 # ---- the command line --------------------------------------------------------------------------
-WORDS = "the a of and to in her she was it that not be as for with had his you but".split()
 TINY = ["--hidden", "8", "--embed", "4", "--window", "8", "--streams", "4", "--lr", "0.01", "--layers", "2",
         "--device", "cpu", "--no-progress", "--eval-streams", "4", "--eval-every", "3"]
-
-
-@pytest.fixture(scope="module")
-def text_file(tmp_path_factory):
-    rng = np.random.default_rng(0)
-    path = tmp_path_factory.mktemp("corpus") / "words.txt"
-    path.write_text("\n".join(" ".join(rng.choice(WORDS, size=12)) for _ in range(80)) + "\n", encoding="utf-8")
-    return path
 
 
 def train(text_file, ckpt, steps, *extra):
