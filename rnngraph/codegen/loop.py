@@ -4,12 +4,14 @@ The kernel runs the whole window: for each tick, for each level, every stage who
 t = tick - offset is inside the window runs its kernels, and the grid syncs at the end of the
 level (``cuda.cg.this_grid().sync()``). Work is split by *ownership*: a level has a unit
 u_L (the gcd of its kernels' units and GEMM sizes) and block b owns units
-[b*u_L/B, (b+1)*u_L/B); it computes the GEMM rows of those units (one warp per row, lanes
-striding over the inner dimension and reducing with warp shuffles; one thread per row in the
-simulator, which has no shuffles), syncs its threads, then runs the fused pointwise code for
-the same units. So a level costs one grid sync, as the schedule says: the values a block
-reads within a level are its own. Recurrent weights are read from global memory, where they
-stay resident in the 50 MB L2 across timesteps.
+[b*u_L/B, (b+1)*u_L/B); it computes the GEMM rows of those units (a warp per work item of
+``rows`` rows x up to 8 streams, lanes striding over the inner dimension, the partial sums
+reduced across the warp with shuffles, by a tree per sum or the transpose butterfly of
+codegen/warp_reduce.py (``xreduce``); one thread per work item in the simulator, which has no
+shuffles), syncs its threads, then runs the fused pointwise code for the same units. So a level
+costs one grid sync, as the schedule says: the values a block reads within a level are its own. Recurrent weights are copied once per launch into shared
+memory where ``smem_kib`` allows (the block's own rows), else read from global memory, where
+they stay resident in the 50 MB L2 across timesteps. Code-shape knobs: codegen/tuning.py.
 
 Backward: the same structure in reverse time; a GEMM's VJP adds W^T g into the gradient of its
 input (``G[x] += ...``), each block for the input units it owns.
