@@ -11,7 +11,8 @@ codegen/warp_reduce.py (``xreduce``); one thread per work item in the simulator,
 shuffles), syncs its threads, then runs the fused pointwise code for the same units. So a level
 costs one grid sync, as the schedule says: the values a block reads within a level are its own.
 Recurrent weights are copied once per launch into shared memory where ``smem_kib`` allows (the
-block's own rows), else read from global memory, where they stay resident in the 50 MB L2. Code-shape knobs: codegen/tuning.py.
+block's own rows), else read from global memory, where they stay resident in the 50 MB L2.
+Code-shape knobs: codegen/tuning.py.
 
 Backward: the same structure in reverse time; a GEMM's VJP adds W^T g into the gradient of its
 input (``G[x] += ...``), each block for the input units it owns.
