@@ -62,13 +62,24 @@ def check_graph(g, T=3, S=2, seed=0, most=12, tol=1e-6, states=True):
         return total
 
     grads = ref.backward(ref.forward(params, inputs, st), dy, ds)
+    floor = rounding_floor(scalar())
     worst = 0.0
     groups = [(params, grads.params), (st, grads.states),
               ({k: v for k, v in inputs.items() if k in grads.inputs}, grads.inputs)]
     for arrays, analytic in groups:
         for name, arr in arrays.items():
             idx = sample(arr, rng, most)
-            err = relative_error(numeric(scalar, arr, idx), analytic[name].reshape(-1)[idx])
-            assert err < tol, f"{name}: relative error {err:.2e}"
+            num, ana = numeric(scalar, arr, idx), analytic[name].reshape(-1)[idx]
+            err = relative_error(num, ana)
+            within_rounding = np.linalg.norm(num - ana) <= floor * np.sqrt(len(idx))
+            assert err < tol or within_rounding, f"{name}: relative error {err:.2e}"
             worst = max(worst, err)
     return worst
+
+
+def rounding_floor(total: float) -> float:
+    """How far a central difference of a float64 scalar of size ``total`` can be off from rounding
+    alone: each evaluation is off by a few ulps of |total| (8 eps here), and the difference is divided by
+    2 EPS. A tiny gradient beside a large scalar can have a relative error above ``tol`` that is
+    only this (tests/test_random_cells.py's ROUNDING_CASE); a wrong gradient is off by far more."""
+    return 8 * np.finfo(np.float64).eps * max(abs(total), 1.0) / (2 * EPS)
