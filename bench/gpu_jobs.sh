@@ -3,9 +3,13 @@
 #   bash bench/gpu_jobs.sh "0:python3 bench/lm_vs_torch.py --impl rnngraph ..." "1:python3 ..." "1:bash ..."
 # Each argument is GPU:COMMAND; a GPU's commands run one after the other with CUDA_VISIBLE_DEVICES
 # set to it, the GPUs at the same time. A queue's output goes to $OUT/gpu<N>.log; the script waits
-# for every queue and exits non-zero if any command failed. The caller sets PYTHONPATH (numpy
-# wheel, this checkout) as for any device command.
+# for every queue and exits non-zero if any command failed (2 for bad arguments). OUT defaults to
+# /tmp/out. The caller sets PYTHONPATH (numpy wheel, this checkout) as for any GPU command.
 set -uo pipefail
+if [ $# -eq 0 ]; then
+  echo "usage: bench/gpu_jobs.sh GPU:COMMAND [GPU:COMMAND ...]  (e.g. \"0:python3 bench/run_all.py ...\")" >&2
+  exit 2
+fi
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 declare -A queue

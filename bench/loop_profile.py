@@ -19,8 +19,8 @@ of --iters launches on the program's stream) in several *variants* of its genera
 
 The record "whole" times the program's whole forward (GPU events) and the host time to enqueue it.
 Results are wrong for every variant but ``full`` (the output is not checked): only the times
-matter. The per-timestep time (kernel ms / T) is what the issue compares against the 1.5 us
-grid-sync floor. Writes JSON records to --out.
+matter. The per-timestep time (kernel ms / T) is the figure to compare with the 1.5 us grid-sync
+floor (DESIGN's measured cost of one cuda.cg grid sync on the H200). Writes JSON records to --out.
 
 Usage (GPU):  python bench/loop_profile.py --out $OUT/loop_profile.json
               python bench/loop_profile.py --configs lstm:1 gru:1 --variants full sync-only
@@ -188,16 +188,28 @@ def _whole_forward(prog, cell: str, S: int, T: int, H: int, iters: int) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--configs", nargs="+", default=["lstm:1", "lstm:64", "gru:1"], metavar="CELL:S")
-    ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
-    ap.add_argument("--iters", type=int, default=20)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--configs", nargs="+", default=["lstm:1", "lstm:64", "gru:1"], metavar="CELL:S",
+                    help="standard cells and stream counts, H=512, T=100 (default: lstm:1 lstm:64 gru:1)")
+    ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS, metavar="VARIANT",
+                    help="source variants to time, see above (default: all)")
+    ap.add_argument("--iters", type=int, default=20, help="timed launches per variant; the median is kept (default 20)")
     ap.add_argument("--out", help="JSON file for the records")
     a = ap.parse_args(argv)
-    records = []
+    from rnngraph.cells import STANDARD
+    configs = []
     for c in a.configs:
         cell, _, streams = c.partition(":")
-        records += profile(cell, int(streams), a.variants, a.iters)
+        if cell not in STANDARD or not streams.isdigit() or int(streams) < 1:
+            ap.error(f"--configs: expected CELL:S with CELL in {sorted(STANDARD)} and S >= 1, got {c!r}")
+        configs.append((cell, int(streams)))
+    from rnngraph.bench import gpu_available
+    if not gpu_available():
+        print("loop_profile.py: numba finds no CUDA GPU (the kernels are timed on the device)", file=sys.stderr)
+        return 1
+    records = []
+    for cell, streams in configs:
+        records += profile(cell, streams, a.variants, a.iters)
         if a.out:
             Path(a.out).write_text(json.dumps(records, indent=1))
     return 0

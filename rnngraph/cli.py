@@ -117,7 +117,7 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--weight-decay", metavar="WD", type=nonnegative_float,
                    help="--optimizer adamw only: each step multiplies the parameters by 1 - lr*WD before the "
                         "Adam update (torch.optim.AdamW; Loshchilov & Hutter 2019); a resumed run may change "
-                        "it (default 0.01)")
+                        "it (adamw's default 0.01; an error with adam or sgd)")
     g.add_argument("--clip", metavar="C", type=nonnegative_float,
                    help=f"global gradient-norm clip, 0 = off (default {d['clip']})")
     g.add_argument("--dropout", metavar="P", type=probability,
