@@ -13,7 +13,9 @@ of --iters launches on the program's stream) in several *variants* of its genera
   constants     T, S and the grid size written as constants into the kernel (the compiler can
                 then strength-reduce the index arithmetic and fix trip counts)
   barrier       grid.sync() replaced by a self-resetting atomic-counter barrier
-                (rnngraph.codegen.barrier) instead of numba's cooperative-groups call
+                (BARRIER_SOURCE below) instead of numba's cooperative-groups call, which
+                calls cudaCGSynchronize of the CUDA device runtime (7.4 vs 4.9 us a timestep for
+                the S=1 LSTM forward on the H200: slower, so not in the code generator)
   lineinfo      the kernel as generated, compiled with line information (for ncu's source view)
   fastmath      every function of the module compiled with fastmath=True (approximate exp, division)
 
@@ -40,6 +42,29 @@ import numpy as np  # noqa: E402
 
 VARIANTS = ("full", "no-grid-sync", "sync-only", "no-gemm", "no-pointwise", "constants", "barrier", "fastmath",
             "lineinfo")
+
+
+# A sense-reversing barrier on two int32 words of a global buffer BAR = [arrived, generation], zero
+# before the first launch and self-resetting (the last block to arrive sets ``arrived`` back to 0,
+# then bumps ``generation``). Thread 0's threadfence before arriving publishes the block's writes;
+# the one after its wait orders the block's later reads after every other block's writes.
+BARRIER_SOURCE = '''
+@cuda.jit(device=True, inline=True)
+def grid_barrier(BAR, nblocks):
+    cuda.syncthreads()
+    if cuda.threadIdx.x == 0:
+        gen = cuda.atomic.add(BAR, 1, 0)
+        cuda.threadfence()
+        if cuda.atomic.add(BAR, 0, 1) == nblocks - 1:
+            cuda.atomic.exch(BAR, 0, 0)
+            cuda.threadfence()
+            cuda.atomic.add(BAR, 1, 1)
+        else:
+            while cuda.atomic.add(BAR, 1, 0) == gen:
+                pass
+        cuda.threadfence()
+    cuda.syncthreads()
+'''
 
 
 def _stage_bodies(lines: list[str]):
@@ -97,7 +122,6 @@ def variant_source(src: str, name: str, kernel: str, T: int, S: int, nblocks: in
         return src.replace("    grid = cuda.cg.this_grid()\n",
                            f"    grid = cuda.cg.this_grid()\n    T = {T}\n    S = {S}\n", 1)
     if name == "barrier":
-        from rnngraph.codegen.barrier import BARRIER_SOURCE
         src = re.sub(rf"def {kernel}\(T, S, ", f"def {kernel}(BAR, T, S, ", src)
         src = src.replace("grid.sync()", "grid_barrier(BAR, nblocks)")
         return src + "\n\n" + BARRIER_SOURCE

@@ -299,31 +299,23 @@ class CudaProgram:
         return v.reshape(self.T * self.S) if t is None else v[t]
 
     def _gemm_window(self, n, backward: bool, t: int | None = None) -> None:
-        """A linear node over the window (cuBLAS) or at timestep t (inside a per-timestep loop:
-        the numba GEMM, because CuPy's cuBLAS refuses to run under CUDA-graph capture)."""
+        """A linear node at timestep t, inside a per-timestep loop (captured into a CUDA graph)."""
+        self._gemm_window_launcher(n, backward, t)()
+
+    def _gemm_window_launcher(self, n, backward: bool, t: int | None = None):
+        """A linear node over the whole window (t None: cuBLAS) or at timestep t (the numba GEMM,
+        because CuPy's cuBLAS refuses to run under CUDA-graph capture), its views and GEMM arguments
+        prepared once (buffers never move): returns the function that launches it."""
         b, r, view = self.buf, n.args[0], self._views(t)
         W = b.P[n.params[0]]
         backend = "numba" if t is not None and self.replay else None
-        if not backward:
-            out = view(n.name)
-            library.gemm(view(r.node, delay=r.delay), W, out, trans_b=True, stream=self.stream, backend=backend)
-            if len(n.params) == 2:
-                library.add_bias(out, b.P[n.params[1]], stream=self.stream)
-        else:
-            library.gemm(view(n.name, grad=True), W, view(r.node, grad=True, delay=r.delay), beta=1.0,
-                         stream=self.stream, backend=backend)
-
-    def _gemm_window_launcher(self, n, backward: bool):
-        """A linear node over the whole window (cuBLAS), its views and GEMM arguments prepared
-        once (buffers never move): the launch function of a phase."""
-        b, r = self.buf, n.args[0]
-        W = b.P[n.params[0]]
         if backward:
-            run, _ = library.gemm_launcher(b.window(n.name, grad=True), W, b.window(r.node, r.delay, grad=True),
-                                           beta=1.0, stream=self.stream)
+            run, _ = library.gemm_launcher(view(n.name, grad=True), W, view(r.node, grad=True, delay=r.delay),
+                                           beta=1.0, stream=self.stream, backend=backend)
             return run
-        out = b.window(n.name)
-        run, _ = library.gemm_launcher(b.window(r.node, r.delay), W, out, trans_b=True, stream=self.stream)
+        out = view(n.name)
+        run, _ = library.gemm_launcher(view(r.node, delay=r.delay), W, out, trans_b=True, stream=self.stream,
+                                       backend=backend)
         if len(n.params) < 2:
             return run
         bias = b.P[n.params[1]]
