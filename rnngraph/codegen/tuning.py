@@ -6,11 +6,12 @@ grid, bench/results/h200-2026113*-*.json; LSTM and layernorm_lstm H=512 T=100 fw
 - code shape, S = 1 (``SMALL_SHAPE_STREAMS``): threads=256, unroll=2, rows=2, smem_kib=44,
   xreduce=0 (LSTM 1.73 ms vs 1.94 with session 3's large-S shape, measured twice; xreduce=1 is
   slower here: 1.84 vs 1.50 ms, bench/results/h200-20261130-session4-xreduce.log).
-  S >= 2: threads=512, unroll=4, rows=4, smem_kib=44, xreduce=1 (session 4: LSTM S=64 fwd+bwd 6.15 ms vs 9.48 with session 3's
-  rows=1, smem_kib=0, tree reductions; 8.59 with xreduce=1 alone, 8.13 rows=2, 6.34 rows=4
-  without the weights in shared memory, 7.22 with unroll=2). With the tree reductions rows > 1
-  had been slower (S=64 11.1-20.5 ms with rows=2). A block of 512 threads does not fit the
-  registers of 4 rows x 8 streams of accumulators: those kernels run with 256.
+  S >= 2: threads=512, unroll=4, rows=4, smem_kib=44, xreduce=1 (session 4: LSTM S=64 fwd+bwd
+  6.15 ms vs 9.48 with session 3's rows=1, smem_kib=0, tree reductions; 8.59 with xreduce=1
+  alone, 8.13 rows=2, 6.34 rows=4 without the weights in shared memory, 7.22 with unroll=2).
+  With the tree reductions rows > 1 had been slower (S=64 11.1-20.5 ms with rows=2). A block of
+  512 threads does not fit the registers of 4 rows x 8 streams of accumulators: those kernels
+  run with 256.
 - layer norms, ``ln=1`` for S <= 16 (``LN_PERSISTENT_STREAMS``): layernorm_lstm S=1 / 8 / 16
   4.49 / 7.65 / 9.49 ms as one persistent kernel vs 14.2 / 15.9 / 16.6 ms per timestep in
   graph mode; ``ln=0`` above: S=64 19.2 ms in graph mode vs 24.0 ms persistent (both measured
