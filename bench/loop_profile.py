@@ -112,7 +112,7 @@ def variant_source(src: str, name: str, kernel: str, T: int, S: int, nblocks: in
     if name == "full":
         return src
     if name == "no-grid-sync":
-        return re.sub(r"\n        grid\.sync\(\)", "\n        pass", src)
+        return re.sub(r"\n        (grid\.sync\(\)|grid_barrier\(BAR, nblocks\))", "\n        pass", src)
     if name == "sync-only":
         return _drop_sections(src, None)
     if name in ("no-gemm", "no-pointwise"):
@@ -163,7 +163,8 @@ def profile(cell: str, S: int, variants, iters: int, T: int = 100, H: int = 512)
         e = LoopEmitter(g, loop, name, coop=True, recompute=prog.kernel_of, streams=S, nblocks=nblocks,
                         tuning=loop_tuning(S))
         src, args = e.source()
-        arrays = [b.lookup(a) for a in args]
+        counter = cuda.to_device(np.zeros(1, np.uint32))  # the PTX barrier's (tuning barrier=1)
+        arrays = ([int(counter.device_ctypes_pointer.value)] if e.barrier else []) + [b.lookup(a) for a in args]
         threads = max(prog.loop_threads.values())
         for v in variants:
             text = PRELUDE + "\n\n" + variant_source(src, v, name, T, S, nblocks)

@@ -50,9 +50,11 @@ class Loop:
     """A loop over the window's timesteps (``reverse`` in backward).
 
     stages: (offset, label) pairs; kernels: all kernels of the body, each with its level and
-    stage; levels: levels (grid syncs) per timestep = the initiation interval; mode:
+    stage; levels: dependency levels per timestep = the initiation interval; mode:
     ``persistent`` (one cooperative kernel per window) or ``graph`` (per-timestep kernels
-    replayed from a CUDA graph); ticks = window + largest offset.
+    replayed from a CUDA graph); ticks = window + largest offset; syncs: the levels whose end
+    needs a grid sync (passes/grid_syncs.py; the others end with a block barrier, their
+    successor touching only what its own block wrote), all of them in graph mode.
     """
 
     name: str
@@ -62,6 +64,7 @@ class Loop:
     mode: str
     ticks: int
     reverse: bool = False
+    syncs: tuple[int, ...] = ()
 
     @property
     def reduction_syncs(self) -> int:
@@ -162,6 +165,15 @@ def _fmt_flops(f: float) -> str:
     return f"{f:.3g} FLOP"
 
 
+def _sync_text(s: Loop) -> str:
+    """Where a persistent loop's grid syncs (passes/grid_syncs.py); graph mode: every level."""
+    if s.mode != "persistent":
+        return ""
+    if not s.syncs:
+        return ", no grid sync"
+    return f", grid sync after level{'s' if len(s.syncs) > 1 else ''} {', '.join(map(str, s.syncs))}"
+
+
 def _step_lines(s, window: int, columns: int) -> list[str]:
     if isinstance(s, Phase):
         lines = [f"  {s.name}  [once per window over {columns} columns]"]
@@ -171,7 +183,7 @@ def _step_lines(s, window: int, columns: int) -> list[str]:
     syncs = s.reduction_syncs
     extra = f" + {syncs} reduction sync{'s' if syncs != 1 else ''}" if syncs else ""
     lines = [f"  {s.name} {span}  {s.mode}, {s.levels} level{'s' if s.levels != 1 else ''}{extra} per timestep "
-             f"(initiation interval), {s.ticks} ticks"]
+             f"(initiation interval){_sync_text(s)}, {s.ticks} ticks"]
     for offset, label in s.stages:
         lag = "t" if offset == 0 else (f"t+{offset}" if s.reverse else f"t-{offset}")
         lines.append(f"    stage {offset} ({lag})  {label}")

@@ -16,14 +16,16 @@ from .schedule import Loop, Phase, Schedule
 
 def to_json(s: Schedule) -> dict:
     """The schedule as plain data: keys ``graph``, ``window``, ``streams``, ``dtype``, ``plan``,
-    ``reason``, ``forward``/``backward`` (lists of steps with their kernels), ``work_flops``,
+    ``reason``, ``forward``/``backward`` (lists of steps with their kernels; a loop's
+    ``grid_syncs_after`` lists the levels whose end needs a grid sync), ``work_flops``,
     ``critical_path_levels``, ``parallelism_flops_per_level``, ``launches_per_window``."""
 
     def step(x):
         if isinstance(x, Phase):
             return {"type": "phase", "name": x.name, "kernels": [asdict(k) for k in x.kernels]}
         return {"type": "loop", "name": x.name, "reverse": x.reverse, "mode": x.mode, "levels": x.levels,
-                "reduction_syncs": x.reduction_syncs, "ticks": x.ticks, "stages": [{"offset": o, "label": lbl} for o, lbl in x.stages],
+                "reduction_syncs": x.reduction_syncs, "grid_syncs_after": list(x.syncs), "ticks": x.ticks,
+                "stages": [{"offset": o, "label": lbl} for o, lbl in x.stages],
                 "kernels": [asdict(k) for k in x.kernels]}
 
     return {"graph": s.graph.name, "window": s.window, "streams": s.streams, "dtype": s.dtype,

@@ -53,6 +53,15 @@ def test_persistent_layer_norm_loop_matches_float64_reference(monkeypatch, S):
     assert "cuda.atomic.add(N" in step.kernels and "layer_norm_forward" not in step.kernels
 
 
+@pytest.mark.parametrize("cell, layers, S", [("lstm", 1, 1), ("lstm", 4, 64), ("gru", 1, 64)])
+def test_ptx_grid_barrier_matches_float64_reference(monkeypatch, cell, layers, S):
+    """RNNGRAPH_LOOP="barrier=1": the loop kernels sync through codegen/grid_barrier.py's
+    PTX barrier (linked into the module) instead of numba's grid.sync()."""
+    monkeypatch.setenv("RNNGRAPH_LOOP", "barrier=1")
+    step = _check_against_float64(cell, layers, S)
+    assert "grid_barrier(BAR, nblocks)" in step.kernels
+
+
 def _check_against_float64(cell, layers, S):
     net = rg.stacked(rg.cells.STANDARD[cell], layers, H, input_size=H)
     step = rg.compile(net, window=T, streams=S, device="cuda", seed=0)

@@ -2,6 +2,7 @@
 unrolled inner products with a remainder loop. Every variant must train exactly like the NumPy
 backend (in numba's simulator), and bad RNNGRAPH_LOOP values must name the variable."""
 import os
+import re
 
 import numpy as np
 import pytest
@@ -87,3 +88,25 @@ def test_bad_environment_fails_for_every_graph(monkeypatch):
             schedule(rg.stacked(rg.cells.STANDARD[cell], 1, 8).graph, 4, 2)
     with pytest.raises(ValueError, match="RNNGRAPH_LOOP"):
         rg.compile(rg.stacked(rg.cells.lstm, 1, 8, vocab=5), window=2, streams=1, device="cpu")
+
+
+def test_ptx_barrier_replaces_the_level_syncs(tmp_path, monkeypatch):
+    """barrier=1 on the GPU emitter: every level's grid sync becomes the linked PTX barrier on the
+    kernel's counter BAR (an argument after S); one grid.sync() stays at kernel start (numba then
+    launches the kernel cooperatively). The PTX file is written to the kernel cache."""
+    from rnngraph.codegen.grid_barrier import PTX
+    from rnngraph.codegen.loop import LoopEmitter
+    monkeypatch.setenv("RNNGRAPH_CACHE", str(tmp_path))
+    net = rg.stacked(rg.cells.layernorm_lstm, 1, 8, input_size=3)
+    sched = rg.compile(net, window=2, streams=1, device="cpu").schedule
+    for loop in [s for s in sched.forward + sched.backward if isinstance(s, Loop)]:
+        syncs = len(loop.syncs) + loop.reduction_syncs
+        src, _ = LoopEmitter(net.graph, loop, "k", coop=True, nblocks=4, tuning=LoopTuning(barrier=1, ln=1)).source()
+        assert src.count("grid_barrier(BAR, nblocks)") == syncs > 0 and src.count("grid.sync()") == 1, loop.name
+        assert "def k(T, S, BAR, " in src
+        link = re.search(r"link=\['([^']+)'\]", src)[1]
+        assert open(link).read() == PTX
+        plain, _ = LoopEmitter(net.graph, loop, "k", coop=True, nblocks=4, tuning=LoopTuning(ln=1)).source()
+        assert plain.count("grid.sync()") == syncs + 1 and "BAR" not in plain  # + the row sums' zeroing
+        sim, _ = LoopEmitter(net.graph, loop, "k", coop=False, tuning=LoopTuning(barrier=1, ln=1)).source()
+        assert "BAR" not in sim  # the simulator has no PTX: numba's grid.sync()

@@ -9,7 +9,10 @@ u_L (the gcd of its kernels' units and GEMM sizes) and block b owns units
 reduced across the warp with shuffles, by a tree per sum or the transpose butterfly of
 codegen/warp_reduce.py (``xreduce``); one thread per work item in the simulator, which has no
 shuffles), syncs its threads, then runs the fused pointwise code for the same units. So a level
-costs one grid sync, as the schedule says: the values a block reads within a level are its own.
+costs at most one grid sync: the values a block reads within a level are its own. The loop's
+``syncs`` (passes/grid_syncs.py) say which levels end with one; the others end with
+``cuda.syncthreads()`` (e.g. the LSTM backward's GEMM level: the next timestep's pointwise VJP
+reads the rows of dh its own block just wrote).
 Recurrent weights are copied once per launch into shared memory where ``smem_kib`` allows (the
 block's own rows), else read from global memory, where they stay resident in the 50 MB L2.
 Code-shape knobs: codegen/tuning.py.
@@ -39,12 +42,13 @@ the window) to recompute mean and rstd, so the forward row statistics are never 
 """
 from __future__ import annotations
 
-import math
-
 from .. import ops
 from ..ir import Graph
+from ..passes.ownership import level_unit
 from ..schedule import Kernel, Loop
-from .pointwise import Names, PointwiseEmitter, f32, kernel_unit, ln_moments, ln_row
+from .grid_barrier import DECLARATION as BARRIER_DECLARATION
+from .grid_barrier import ptx_path
+from .pointwise import Names, PointwiseEmitter, ln_moments, ln_row
 from .tuning import LoopTuning
 from .warp_reduce import transpose_reduce, tree_reduce
 
@@ -91,24 +95,15 @@ class LoopEmitter:
         self.buffers: set[str] = set()
         self.device_fns: list[str] = []
         self.body: list[str] = []
+        # the grid sync between levels: numba's, or the linked PTX barrier on the counter BAR
+        # (codegen/grid_barrier.py; the caller passes BAR, a uint32's address, after S)
+        self.barrier = bool(coop and self.tuning.barrier and not virtual_blocks)
+        self.grid_sync = "grid_barrier(BAR, nblocks)" if self.barrier else "grid.sync()"
 
     # ------------------------------------------------------------------ units
-    def _gemm_sizes(self, k: Kernel) -> list[int]:
-        nodes = [self.g.by_name[m] for m in k.ops]
-        if self.loop.reverse:
-            return [self.g.by_name[nodes[0].args[0].node].size]
-        return [n.size for n in nodes]
-
     def level_unit(self, ks: list[Kernel]) -> int:
-        vals = []
-        for k in ks:
-            if k.kind == "gemm":
-                vals += self._gemm_sizes(k)
-            else:  # a backward kernel works in the unit of the forward kernel it recomputes
-                vals.append(kernel_unit(self.g, k.ops))
-                if self.loop.reverse and k.ops[0] in self.recompute:
-                    vals.append(kernel_unit(self.g, self.recompute[k.ops[0]]))
-        return math.gcd(*vals)
+        """The unit by which the blocks split this level's work (passes/ownership.py)."""
+        return level_unit(self.g, ks, self.loop.reverse, self.recompute)
 
     # ------------------------------------------------------------------ emit helpers
     def emit(self, line: str, depth: int) -> None:
@@ -322,7 +317,8 @@ class LoopEmitter:
 
     # ------------------------------------------------------------------ kernel
     def source(self) -> tuple[str, list[str]]:
-        """(device functions + the persistent kernel, its buffer arguments in order)."""
+        """(device functions + the persistent kernel, its buffer arguments in order). The kernel's
+        arguments are (T, S, [BAR if ``self.barrier``], *buffers)."""
         loop = self.loop
         top = max(o for o, _ in loop.stages)
         self.emit(f"for tick in range(T + {top}):", 1)
@@ -343,7 +339,7 @@ class LoopEmitter:
                     self.emit(f"t = {tt}", 2)
                     self.emit("if t >= 0 and t < T:", 2)
                     self.layer_norm_sums(m, uL, 3)
-                self.emit("grid.sync()", 2)
+                self.emit(self.grid_sync, 2)
             for offset, label in loop.stages:
                 ks = loop.at(level, offset)
                 if not ks:
@@ -356,11 +352,12 @@ class LoopEmitter:
                     if j:
                         self.emit("cuda.syncthreads()", 3)
                     (self.gemm if k.kind == "gemm" else self.pointwise)(k, uL, 3)
-            self.emit("grid.sync()", 2)
+            self.emit(self.grid_sync if level in loop.syncs else "cuda.syncthreads()  # no grid sync needed here", 2)
         args = sorted(self.buffers, key=_key)
+        options = (["fastmath=True"] if self.tuning.fast else []) + ([f"link=[{ptx_path()!r}]"] if self.barrier else [])
         head = [
-            "@cuda.jit(fastmath=True)" if self.tuning.fast else "@cuda.jit",
-            f"def {self.name}(T, S, {', '.join(args)}):",
+            f"@cuda.jit({', '.join(options)})" if options else "@cuda.jit",
+            f"def {self.name}(T, S, {'BAR, ' if self.barrier else ''}{', '.join(args)}):",
             "    grid = cuda.cg.this_grid()",
         ]
         if self.virtual_blocks:
@@ -385,7 +382,10 @@ class LoopEmitter:
             head += ["        i += nblocks * bdim", "    grid.sync()"]
         if self.prologue:
             head += self.prologue + ["    cuda.syncthreads()"]
-        text = "\n\n".join(self.device_fns) + "\n\n" + "\n".join(head + self.body) + "\n"
+        if self.barrier and not self.ln_zero:  # numba launches cooperatively (co-resident blocks)
+            head.append("    grid.sync()")  # only kernels that call grid.sync(): codegen/grid_barrier.py
+        fns = ([BARRIER_DECLARATION] if self.barrier else []) + self.device_fns
+        text = "\n\n".join(fns) + "\n\n" + "\n".join(head + self.body) + "\n"
         return text, args
 
 

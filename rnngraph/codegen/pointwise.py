@@ -15,11 +15,11 @@ D + t - d); ``P<k>`` is parameter k of the graph (vector params are read per ele
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from .. import ops
 from ..ir import Graph, Node
+from ..passes.ownership import kernel_unit
 
 F32 = {"ONE": "float32(1.0)", "ZERO": "float32(0.0)"}
 
@@ -71,23 +71,6 @@ class Names:
     def depth(self, node: str) -> int:
         s = self.graph.state_of_node.get(node)
         return s.depth if s else 0
-
-
-def kernel_unit(g: Graph, names) -> int:
-    """The gcd of the sizes of the kernel's nodes and arguments and of its slice/concat offsets."""
-    vals = []
-    for m in names:
-        n = g.by_name[m]
-        vals.append(n.size)
-        vals += [g.by_name[r.node].size for r in n.args]
-        if n.op == "slice":
-            vals.append(n.attr["start"])
-        if n.op == "concat":
-            off = 0
-            for r in n.args:
-                vals.append(off or g.by_name[r.node].size)
-                off += g.by_name[r.node].size
-    return math.gcd(*vals)
 
 
 def ln_row(names: Names, ref) -> str:

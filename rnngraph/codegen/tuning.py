@@ -47,6 +47,10 @@ fast      1: compile the persistent loop kernels with numba's ``fastmath=True`` 
 xreduce   1: a GEMM work item's rows x streams partial sums (at most 32) are summed across the
           warp by the transpose butterfly (codegen/warp_reduce.py: 31 shuffles for 32 sums, stored
           by 32 lanes at once) instead of one 5-step tree per sum (160 shuffles, lane 0 storing).
+barrier   1: the grid syncs between levels are the PTX barrier of codegen/grid_barrier.py (one
+          atomic add and a spin per block on the kernel's own counter) instead of numba's
+          ``grid.sync()``, a call into the CUDA device runtime. The simulator always runs
+          ``grid.sync()``.
 """
 from __future__ import annotations
 
@@ -71,6 +75,7 @@ class LoopTuning:
     ln: int = 0
     fast: int = 0
     xreduce: int = 1
+    barrier: int = 0
 
     def __post_init__(self):
         if self.threads % 32 or not 32 <= self.threads <= 1024:
@@ -81,12 +86,9 @@ class LoopTuning:
             raise ValueError(f"{_ENV}: rows must be in [1, 8], got {self.rows}")
         if not 0 <= self.smem_kib <= 48:
             raise ValueError(f"{_ENV}: smem_kib must be in [0, 48] (static shared memory), got {self.smem_kib}")
-        if self.ln not in (0, 1):
-            raise ValueError(f"{_ENV}: ln must be 0 or 1, got {self.ln}")
-        if self.fast not in (0, 1):
-            raise ValueError(f"{_ENV}: fast must be 0 or 1, got {self.fast}")
-        if self.xreduce not in (0, 1):
-            raise ValueError(f"{_ENV}: xreduce must be 0 or 1, got {self.xreduce}")
+        for knob in ("ln", "fast", "xreduce", "barrier"):
+            if getattr(self, knob) not in (0, 1):
+                raise ValueError(f"{_ENV}: {knob} must be 0 or 1, got {getattr(self, knob)}")
 
 
 def default_tuning(streams: int | None = None) -> LoopTuning:
@@ -98,7 +100,7 @@ def default_tuning(streams: int | None = None) -> LoopTuning:
 
 def loop_tuning(streams: int | None = None) -> LoopTuning:
     """:func:`default_tuning` for ``streams``, overridden key by key by
-    ``RNNGRAPH_LOOP="key=value,..."`` (keys: threads, unroll, rows, smem_kib, ln, fast, xreduce)."""
+    ``RNNGRAPH_LOOP="key=value,..."`` (keys: threads, unroll, rows, smem_kib, ln, fast, xreduce, barrier)."""
     base = default_tuning(streams)
     text = os.environ.get(_ENV, "").strip()
     if not text:

@@ -1,0 +1,124 @@
+"""grid_syncs: the levels of a persistent loop after which the grid must sync.
+
+Assumes: a lowered Loop (kernels with levels, stages, reads and writes as ``name`` or
+``name[t-d]``, ``d.`` for gradients). Guarantees: ``grid_syncs(g, loop)`` lists the levels
+(1-based, in tick order; the last level's sync is the one between timesteps) whose end needs a
+grid-wide barrier; after every other level a block only waits for its own threads
+(``cuda.syncthreads()``).
+
+A level boundary needs a grid sync when something the next level does touches an element that
+another block touched since the last grid sync, one of the two being a write (a read after a
+write, or a write after a read, of the same value at the same timestep). Who touches what
+(passes/ownership.py): pointwise kernels, layer norms and GEMM outputs touch the block's own
+elements, the same elements in every level with the same unit; a GEMM reads its whole input
+vector, and so does a layer norm's row-sum phase (every block reads the row's first element,
+the shift of the one-pass moments; the backward's row sums read the gradient at the block's own
+elements). A level holding layer norms ends its row-sum phase with its own (reduction) sync,
+which also orders everything before it.
+
+Example, LSTM backward (levels: 1 = the pointwise VJP writing the gate gradients dG[t],
+2 = the GEMM dh[t-1] += U^T dG[t]): level 2 reads all of dG[t], written by every block in
+level 1: a sync after level 1. Level 1 of the next timestep reads dh[t-1] at its own units,
+which its own block wrote in level 2, and writes dG[t-1], a row no block reads before the
+next sync: no grid sync after level 2. One sync per timestep instead of two.
+
+The decision is checked by simulating the ticks: accesses at timestep t - d of a stage with
+offset o, seen from tick k, touch timestep k - o - d forward (k counts down in the backward:
+T - 1 - k + o - d); two accesses collide when they name the same value at the same timestep.
+Boundaries are added until a simulation of enough ticks for any two accesses that could
+collide finds no collision (the analysis assumes every stage active in every tick: a
+superset of the real accesses).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..ir import Graph
+from ..schedule import Loop
+from .ownership import level_unit
+
+_REF = re.compile(r"^(?P<name>.+?)(?:\[t-(?P<d>\d+)\])?$")
+
+
+@dataclass(frozen=True)
+class Access:
+    """One kernel's access to one value: ``value`` (``d.`` prefix for a gradient) at tick
+    coordinate tick + ``rel`` (see the module docstring), ``write``, ``whole`` (every block reads
+    the whole vector) or owned elements split by ``unit``."""
+
+    value: str
+    rel: int
+    write: bool
+    whole: bool
+    unit: int
+
+
+def _access(ref: str, offset: int, reverse: bool, write: bool, whole: bool, unit: int) -> Access:
+    m = _REF.match(ref)
+    d = int(m["d"] or 0)
+    return Access(m["name"], -offset + (d if reverse else -d), write, whole, unit)
+
+
+def _collide(a: Access, ta: int, b: Access, tb: int) -> bool:
+    """Whether ``a`` at tick ``ta`` and ``b`` at tick ``tb`` may touch one element from two blocks."""
+    return (a.value == b.value and ta + a.rel == tb + b.rel and (a.write or b.write)
+            and (a.whole or b.whole or a.unit != b.unit))
+
+
+def level_accesses(g: Graph, loop: Loop, recompute: dict | None = None) -> list[tuple[list, list]]:
+    """Per level (index 0 = level 1): (row-sum phase reads, kernel accesses) as Access lists.
+    The row-sum phase is empty for a level without layer norms."""
+    out = []
+    for level in range(1, loop.levels + 1):
+        ks = [k for k in loop.kernels if k.level == level]
+        if not ks:
+            out.append(([], []))
+            continue
+        u = level_unit(g, ks, loop.reverse, recompute)
+        phase, body = [], []
+        for k in ks:
+            gemm = k.kind == "gemm"
+            for m in k.ops:
+                n = g.by_name[m]
+                if n.op == "layer_norm":  # forward: the shift x[0] of every row; backward: own elements
+                    ref, whole = (f"d.{m}", False) if loop.reverse else (str(n.args[0]), True)
+                    phase.append(_access(ref, k.stage, loop.reverse, False, whole, u))
+            body += [_access(r, k.stage, loop.reverse, False, gemm, u) for r in k.reads]
+            body += [_access(w, k.stage, loop.reverse, True, False, u) for w in k.writes]
+        out.append((phase, body))
+    return out
+
+
+def _first_collision(levels: list[tuple[list, list]], syncs: set[int], ticks: int) -> int | None:
+    """Simulate ``ticks`` ticks syncing after the levels in ``syncs``; return the level after
+    which a missing sync lets two blocks collide (None: no collision)."""
+    pending: list[tuple[Access, int]] = []  # accesses since the last grid sync, with their tick
+    n = len(levels)
+    for tick in range(ticks):
+        for i, (phase, body) in enumerate(levels):
+            before = i if i else n  # the boundary before level i+1 (after level i; level n for i = 0)
+            for new in phase + body:
+                if any(_collide(p, tp, new, tick) for p, tp in pending):
+                    return before
+                if phase and new is phase[-1]:
+                    pending = []  # the row-sum phase ends with the reduction sync
+            pending += [(a, tick) for a in body]
+            if i + 1 in syncs:
+                pending = []
+    return None
+
+
+def grid_syncs(g: Graph, loop: Loop, recompute: dict | None = None) -> tuple[int, ...]:
+    """The levels of ``loop`` after which its persistent kernel's grid syncs (see the module
+    docstring); ``recompute``: node -> ops of the forward kernel computing it (backward loops).
+    A loop in graph mode syncs after every level (each launch ends at a kernel boundary)."""
+    if loop.mode != "persistent":
+        return tuple(range(1, loop.levels + 1))
+    levels = level_accesses(g, loop, recompute)
+    rels = [a.rel for phase, body in levels for a in phase + body] or [0]
+    ticks = max(rels) - min(rels) + 3  # long enough for any two accesses that could collide to meet
+    syncs: set[int] = set()
+    while (level := _first_collision(levels, syncs, ticks)) is not None:
+        syncs.add(level)
+    return tuple(sorted(syncs))

@@ -1,0 +1,163 @@
+"""passes/grid_syncs.py: which levels of a persistent loop end with a grid sync.
+
+Besides the hand-derived cases, every schedule is checked by an element-level race check
+written independently of the pass: it replays each tick of the loop (stages active only where
+0 <= t < T), gives each element to the block that owns it (codegen/loop.py's split j0 =
+b*u // B of the level's unit u), lets every block with work read the whole input vector of a
+GEMM (and a forward layer norm's first element, the shift of its moments), and fails when two
+blocks touch one element of one value at one timestep, one of them writing, with no grid sync
+between them. The numerics of the elided syncs on real blocks are checked by the GPU tier."""
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+import rnngraph as rg
+from random_cells import random_graphs
+from rnngraph.passes import schedule
+from rnngraph.passes.grid_syncs import Access, _collide, grid_syncs
+from rnngraph.passes.ownership import level_unit
+from rnngraph.schedule import Loop
+
+SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+
+
+def loops(net_or_graph, T=4, S=1):
+    g = getattr(net_or_graph, "graph", net_or_graph)
+    s = schedule(g, T, S, "float32", None)
+    return g, s, [st for st in s.forward + s.backward if isinstance(st, Loop)]
+
+
+def _owner(e: int, u: int, B: int) -> int:
+    k = e % u
+    return next(b for b in range(B) if (b * u) // B <= k < ((b + 1) * u) // B)
+
+
+def races(g, s, loop: Loop, B: int = 2) -> list[str]:
+    """Element-level race check of ``loop`` over the schedule's window (see the module docstring)."""
+    T = s.window
+    recompute = {m: k.ops for st in s.forward if isinstance(st, Loop) for k in st.kernels for m in k.ops}
+    found, pending = [], {}  # (value, t, element) -> [(block, write)] since the last grid sync
+    top = max(o for o, _ in loop.stages)
+
+    def touch(value, t, e, block, write, where):
+        key = (value, t, e)
+        for b, w in pending.get(key, []):
+            if b != block and (w or write):
+                found.append(f"{where}: {value}[t={t}][{e}] by blocks {b} and {block}")
+        pending.setdefault(key, []).append((block, write))
+
+    def parse(ref, t):
+        m = re.match(r"^(.+?)(?:\[t-(\d+)\])?$", ref)
+        name = m[1]
+        return name, t - int(m[2] or 0), g.by_name[name[2:] if name.startswith("d.") else name].size
+
+    for tick in range(T + top):
+        for level in range(1, loop.levels + 1):
+            ks = [k for k in loop.kernels if k.level == level]
+            if not ks:
+                continue
+            u = level_unit(g, ks, loop.reverse, recompute)
+            busy = [b for b in range(B) if ((b + 1) * u) // B > (b * u) // B]
+            active = []
+            for k in ks:
+                t = (T - 1 - (tick - k.stage)) if loop.reverse else tick - k.stage
+                if 0 <= t < T:
+                    active.append((k, t))
+            where = f"{loop.name} tick {tick} level {level}"
+            norms = [(k, t, g.by_name[m]) for k, t in active for m in k.ops if g.by_name[m].op == "layer_norm"]
+            for k, t, n in norms:  # row-sum phase, then the reduction sync
+                ref = f"d.{n.name}" if loop.reverse else str(n.args[0])
+                value, tt, size = parse(ref, t)
+                for e in range(size):
+                    touch(value, tt, e, _owner(e, u, B), False, where + " row sums")
+                if not loop.reverse:
+                    for b in busy:
+                        touch(value, tt, 0, b, False, where + " shift")
+            if any("layer_norm" in k.op_names for k in ks):  # the emitter syncs even where no stage is active
+                pending.clear()
+            for k, t in active:
+                for ref in k.reads:
+                    value, tt, size = parse(ref, t)
+                    for e in range(size):
+                        for b in (busy if k.kind == "gemm" else [_owner(e, u, B)]):
+                            touch(value, tt, e, b, False, f"{where} {k.name}")
+                for ref in k.writes:
+                    value, tt, size = parse(ref, t)
+                    for e in range(size):
+                        touch(value, tt, e, _owner(e, u, B), True, f"{where} {k.name}")
+            if level in loop.syncs:
+                pending.clear()
+    return found
+
+
+@pytest.mark.parametrize("cell", sorted(rg.cells.STANDARD))
+@pytest.mark.parametrize("layers", [1, 2])
+def test_standard_cells_have_no_races(cell, layers):
+    g, s, ls = loops(rg.stacked(rg.cells.STANDARD[cell], layers, 6, input_size=5))
+    for loop in ls:
+        assert races(g, s, loop, B=4) == [], loop.name
+
+
+def test_lstm_backward_syncs_once_a_timestep():
+    """Level 2 (dh[t-1] += U^T dG[t]) reads the gate gradients of every block: a sync after
+    level 1; the next timestep's pointwise VJP reads dh only at its own units: none after 2."""
+    g, s, (fwd, bwd) = loops(rg.stacked(rg.cells.lstm, 1, 8, input_size=4))
+    assert (fwd.levels, fwd.syncs) == (1, (1,))  # h[t-1] feeds every block's GEMM rows
+    assert (bwd.levels, bwd.syncs) == (2, (1,))
+    assert "2 levels per timestep (initiation interval), grid sync after level 1, 4 ticks" in str(s)
+
+
+def test_every_sync_of_the_lstm_backward_is_needed():
+    """Dropping the one remaining sync makes the race check fail (so it can see races)."""
+    from dataclasses import replace
+    g, s, (_, bwd) = loops(rg.stacked(rg.cells.lstm, 1, 8, input_size=4))
+    assert races(g, s, replace(bwd, syncs=())), "the race check found nothing without syncs"
+    assert races(g, s, replace(bwd, syncs=(2,)))
+
+
+def test_layer_norm_shift_keeps_the_forward_syncs():
+    """The forward row sums read x[t, s, 0] in every block (the shift of the moments), so each
+    layer-norm level needs the sync before it; the backward sums read own elements only."""
+    g, s, (fwd, bwd) = loops(rg.stacked(rg.cells.layernorm_lstm, 1, 8, input_size=4))
+    assert fwd.syncs == (1, 2, 3)
+    assert bwd.levels == 4 and bwd.syncs == (3,)  # before the GEMM dh += U^T dG
+
+
+@rg.cell
+def diagonal_rnn(x, h: rg.State, *, hidden: int):
+    """IndRNN-like: h' = tanh(W x + u * h), the recurrence element-wise (Li et al. 2018)."""
+    h_next = rg.tanh(rg.linear(x, hidden, name="W") + rg.param("u", hidden) * h)
+    return h_next, {"h": h_next}
+
+
+def test_elementwise_recurrence_needs_no_grid_sync():
+    g, s, ls = loops(rg.stacked(diagonal_rnn, 1, 8, input_size=4))
+    assert ls and all(loop.syncs == () for loop in ls), [(lp.name, lp.syncs) for lp in ls]
+    assert "no grid sync" in str(s)
+    for loop in ls:
+        assert races(g, s, loop, B=3) == []
+
+
+def test_collision_rule():
+    own = Access("h", 0, True, False, 8)
+    assert not _collide(own, 0, Access("h", 0, False, False, 8), 0)  # same unit: same block
+    assert _collide(own, 0, Access("h", 0, False, False, 4), 0)  # other unit: other blocks
+    assert _collide(own, 0, Access("h", -1, False, True, 8), 1)  # a GEMM reads it next tick
+    assert not _collide(own, 0, Access("h", -1, False, True, 8), 0)  # ... not this tick's row
+    assert not _collide(Access("h", 0, False, True, 8), 0, Access("h", 0, False, True, 8), 0)  # reads
+
+
+def test_graph_mode_syncs_every_level():
+    from dataclasses import replace
+    g, s, (_, bwd) = loops(rg.stacked(rg.cells.lstm, 1, 8, input_size=4))
+    assert grid_syncs(g, replace(bwd, mode="graph")) == (1, 2)
+
+
+@SETTINGS
+@given(random_graphs(max_blocks=2))
+def test_random_cells_have_no_races(g):
+    g, s, ls = loops(g, T=5)
+    for loop in ls:
+        if loop.mode == "persistent":
+            assert races(g, s, loop, B=2) == [], loop.name
