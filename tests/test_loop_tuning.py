@@ -57,7 +57,7 @@ def test_budget_limits_the_shared_arrays():
 
 @pytest.mark.parametrize("text, msg", [("threads=100", "multiple of 32"), ("unroll=0", "unroll"),
                                        ("smem_kib=64", "smem_kib"), ("rows=9", "rows"), ("blocks=3", "keys"),
-                                       ("threads=lots", "integer")])
+                                       ("threads=lots", "integer"), ("barrier=3", "barrier")])
 def test_bad_environment_names_the_variable(monkeypatch, text, msg):
     monkeypatch.setenv("RNNGRAPH_LOOP", text)
     with pytest.raises(ValueError, match=msg) as err:
@@ -91,9 +91,10 @@ def test_bad_environment_fails_for_every_graph(monkeypatch):
 
 
 def test_ptx_barrier_replaces_the_level_syncs(tmp_path, monkeypatch):
-    """barrier=1 on the GPU emitter: every level's grid sync becomes the linked PTX barrier on the
-    kernel's counter BAR (an argument after S); one grid.sync() stays at kernel start (numba then
-    launches the kernel cooperatively). The PTX file is written to the kernel cache."""
+    """barrier=2 (1 without its sleeps) on the GPU emitter: every level's grid sync becomes the
+    linked PTX barrier on the kernel's counter BAR (an argument after S); one grid.sync() stays at
+    kernel start (numba then launches the kernel cooperatively). The PTX file is written to the
+    kernel cache."""
     from rnngraph.codegen.grid_barrier import PTX
     from rnngraph.codegen.loop import LoopEmitter
     monkeypatch.setenv("RNNGRAPH_CACHE", str(tmp_path))
@@ -101,9 +102,9 @@ def test_ptx_barrier_replaces_the_level_syncs(tmp_path, monkeypatch):
     sched = rg.compile(net, window=2, streams=1, device="cpu").schedule
     for loop in [s for s in sched.forward + sched.backward if isinstance(s, Loop)]:
         syncs = len(loop.syncs) + loop.reduction_syncs
-        src, _ = LoopEmitter(net.graph, loop, "k", coop=True, nblocks=4, tuning=LoopTuning(barrier=1, ln=1)).source()
+        src, _ = LoopEmitter(net.graph, loop, "k", coop=True, nblocks=4, tuning=LoopTuning(barrier=2, ln=1)).source()
         assert src.count("grid_barrier(BAR, nblocks)") == syncs > 0 and src.count("grid.sync()") == 1, loop.name
-        assert "def k(T, S, BAR, " in src
+        assert "def k(T, S, BAR, " in src and '"rg_grid_barrier_backoff"' in src
         link = re.search(r"link=\['([^']+)'\]", src)[1]
         assert open(link).read() == PTX
         plain, _ = LoopEmitter(net.graph, loop, "k", coop=True, nblocks=4, tuning=LoopTuning(ln=1)).source()

@@ -26,18 +26,14 @@ from __future__ import annotations
 from .module import write_once
 
 #: numba's foreign-function ABI (docs: "Calling foreign functions from Python kernels"):
-#: int status = rg_grid_barrier(int32 *return_value, uint64 counter_address, int32 nblocks)
-PTX = """\
-.version 7.8
-.target sm_70
-.address_size 64
-
-.visible .func (.param .b32 status) rg_grid_barrier(
+#: int status = NAME(int32 *return_value, uint64 counter_address, int32 nblocks)
+_FUNCTION = """
+.visible .func (.param .b32 status) {name}(
     .param .b64 retp,
     .param .b64 counter,
     .param .b32 nblocks
 )
-{
+{{
     .reg .pred %p<4>;
     .reg .b32 %r<10>;
     .reg .b64 %rd<3>;
@@ -62,8 +58,10 @@ SPIN:
     ld.acquire.gpu.global.u32 %r7, [%rd1];
     xor.b32 %r8, %r7, %r6;
     and.b32 %r9, %r8, 0x80000000;
-    setp.eq.u32 %p3, %r9, 0;
-    @%p3 bra SPIN;
+    setp.ne.u32 %p3, %r9, 0;
+    @%p3 bra LEAVE;{backoff}
+    bra.uni SPIN;
+LEAVE:
     fence.acq_rel.gpu;
 DONE:
     bar.sync 0;
@@ -72,11 +70,21 @@ DONE:
     st.u32 [%rd2], %r1;
     st.param.b32 [status], %r1;
     ret;
-}
+}}
 """
 
-#: Lines the generated module needs: the declaration (called as grid_barrier(counter, nblocks)).
-DECLARATION = 'grid_barrier = cuda.declare_device("rg_grid_barrier", "int32(uint64, int32)")'
+#: knob value (codegen/tuning.py ``barrier``) -> the PTX function: 1 polls the counter back to
+#: back, 2 sleeps ~32 ns between polls (``nanosleep``: fewer loads queued at the counter's L2
+#: slice ahead of the last block's add)
+FUNCTIONS = {1: "rg_grid_barrier", 2: "rg_grid_barrier_backoff"}
+PTX = ".version 7.8\n.target sm_70\n.address_size 64\n" + _FUNCTION.format(name=FUNCTIONS[1], backoff="") \
+    + _FUNCTION.format(name=FUNCTIONS[2], backoff="\n    nanosleep.u32 32;")
+
+
+def declaration(knob: int) -> str:
+    """The generated module's line declaring the barrier of knob value ``knob`` as ``grid_barrier``
+    (called as ``grid_barrier(counter_address, nblocks)``)."""
+    return f'grid_barrier = cuda.declare_device("{FUNCTIONS[knob]}", "int32(uint64, int32)")'
 
 
 def ptx_path() -> str:

@@ -46,8 +46,7 @@ from .. import ops
 from ..ir import Graph
 from ..passes.ownership import level_unit
 from ..schedule import Kernel, Loop
-from .grid_barrier import DECLARATION as BARRIER_DECLARATION
-from .grid_barrier import ptx_path
+from .grid_barrier import declaration, ptx_path
 from .pointwise import Names, PointwiseEmitter, ln_moments, ln_row
 from .tuning import LoopTuning
 from .warp_reduce import transpose_reduce, tree_reduce
@@ -384,7 +383,7 @@ class LoopEmitter:
             head += self.prologue + ["    cuda.syncthreads()"]
         if self.barrier and not self.ln_zero:  # numba launches cooperatively (co-resident blocks)
             head.append("    grid.sync()")  # only kernels that call grid.sync(): codegen/grid_barrier.py
-        fns = ([BARRIER_DECLARATION] if self.barrier else []) + self.device_fns
+        fns = ([declaration(self.tuning.barrier)] if self.barrier else []) + self.device_fns
         text = "\n\n".join(fns) + "\n\n" + "\n".join(head + self.body) + "\n"
         return text, args
 
