@@ -106,7 +106,7 @@ def gantt(s: Schedule, path: str, timesteps: int = 4) -> None:
         ax.text(start + 0.05, y, text, va="center", fontsize=7)
     ax.set_yticks(list(rows.values()), list(rows.keys()), fontsize=8)
     ax.invert_yaxis()
-    ax.set_xlabel("levels (grid syncs); bars in one column run concurrently")
+    ax.set_xlabel("levels; bars in one column run concurrently")
     ax.set_title(f"{s.graph.name}: plan={s.plan}, first {timesteps} timesteps of the forward loop", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -161,3 +161,10 @@ def test_random_cells_have_no_races(g):
     for loop in ls:
         if loop.mode == "persistent":
             assert races(g, s, loop, B=2) == [], loop.name
+
+
+def test_json_export_lists_the_sync_levels():
+    from rnngraph.schedule_export import to_json
+    g, s, (fwd, bwd) = loops(rg.stacked(rg.cells.layernorm_lstm, 1, 8, input_size=4))
+    steps = {st["name"]: st for st in to_json(s)["forward"] + to_json(s)["backward"] if st["type"] == "loop"}
+    assert steps[fwd.name]["grid_syncs_after"] == [1, 2, 3] and steps[bwd.name]["grid_syncs_after"] == [3]

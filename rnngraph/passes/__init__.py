@@ -28,7 +28,7 @@ PIPELINE = (
     hoist,        # everything else runs once per window over all T*S columns
     merge_gemms,  # linear ops reading the same value -> one GEMM
     fuse,         # pointwise ops and row reductions -> fused kernels
-    levels,       # dependency levels inside one timestep (grid syncs)
+    levels,       # dependency levels inside one timestep (where a grid sync may be needed)
     pipeline,     # wavefront or scc-sequential, stage offsets, persistent or graph-replayed loops
 )
 

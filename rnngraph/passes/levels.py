@@ -1,7 +1,8 @@
 """levels: dependency levels inside one timestep of each loop SCC.
 
 Assumes: fuse has run. Guarantees: ``plan.level_of`` maps every loop node to its level (1-based)
-within one timestep; ops on one level may run concurrently, and a level ends with a grid sync.
+within one timestep; ops on one level may run concurrently, and a level ends with a grid sync
+where passes/grid_syncs.py (run by lower) finds one needed.
 A node starts a new level when it reads, through a delay-0 edge from its own loop, values that
 other blocks of a persistent kernel produce: a GEMM (a product over the whole vector), a row
 reduction (layer norm), a gather or loss, or an index-shuffling pointwise op (slice, concat)
