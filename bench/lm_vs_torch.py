@@ -494,6 +494,7 @@ def train_model(model, args, data: dict, rec: dict, save, log, t_process: float)
     """Train ``model`` within the budget, filling ``rec`` (curve, speed, final scores); ``save()``
     after every evaluation."""
     from rnngraph.data import batches
+    from rnngraph.optim import cosine_lr
 
     T, S = args.window, args.streams
     it = batches(data["train_ids"], T, S)
@@ -513,8 +514,7 @@ def train_model(model, args, data: dict, rec: dict, save, log, t_process: float)
     def lr_at() -> float:
         done = max(rec["train_s"] / budget if math.isfinite(budget) else 0.0,
                    rec["steps"] / args.steps if args.steps else 0.0)
-        low = args.lr * args.lr_final
-        return low + (args.lr - low) * 0.5 * (1.0 + math.cos(math.pi * min(1.0, done)))
+        return cosine_lr(args.lr, args.lr_final, done)
 
     def evaluate_point() -> None:
         t0 = time.perf_counter()

@@ -26,7 +26,8 @@ from .data import CorpusError, batches
 from .errors import GraphError
 from .lm import (LN2, CellFileError, CheckpointError, Evaluator, LMConfig, build_network, build_vocab,
                  canonical_cell, canonical_corpus, describe_loss, has_checkpoint, load_checkpoint,
-                 load_corpus, make_optimizer, resolve_cell, sample, save_checkpoint, unit)
+                 load_corpus, make_lr_schedule, make_optimizer, resolve_cell, sample, save_checkpoint,
+                 scheduled_lr, unit)
 from .optim import from_config
 from .runtime import compile as rg_compile
 
@@ -63,6 +64,7 @@ nonnegative_int = _number(int, lambda v: v >= 0, "an integer >= 0")
 positive_float = _number(float, lambda v: v > 0 and math.isfinite(v), "a positive number")
 nonnegative_float = _number(float, lambda v: v >= 0 and math.isfinite(v), "a number >= 0")
 probability = _number(float, lambda v: 0 <= v < 1, "a number in [0, 1)")
+fraction = _number(float, lambda v: 0 <= v <= 1, "a number in [0, 1]")
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,7 @@ class Command:
 #: Defaults of the flags that a resumed run takes from its checkpoint when they are not given.
 TRAIN_DEFAULTS = dict(cell="lstm", layers=1, hidden=128, embed=32, window=64, streams=32, level="char",
                       corpus="austen", seed=0, dtype="float32", max_words=10_000, optimizer="adam",
-                      lr=2e-3, clip=1.0, dropout=0.0)
+                      lr=2e-3, lr_schedule="constant", clip=1.0, dropout=0.0)
 
 
 def _train_arguments(p: argparse.ArgumentParser) -> None:
@@ -114,6 +116,12 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--optimizer", choices=("adam", "adamw", "sgd"),
                    help=f"adamw: Adam with decoupled weight decay, as torch.optim.AdamW (default {d['optimizer']})")
     g.add_argument("--lr", metavar="LR", type=positive_float, help=f"learning rate (default {d['lr']})")
+    g.add_argument("--lr-schedule", choices=("constant", "cosine"),
+                   help="cosine: from --lr down to --lr * --lr-final at step --steps (PyTorch's CosineAnnealingLR "
+                        "over the total step count, so a resumed run given the same --steps continues the same "
+                        f"curve); a resumed run may change it (default {d['lr_schedule']})")
+    g.add_argument("--lr-final", metavar="F", type=fraction,
+                   help="--lr-schedule cosine only: the last lr as a fraction of --lr, in [0, 1] (default 0.1)")
     g.add_argument("--weight-decay", metavar="WD", type=nonnegative_float,
                    help="--optimizer adamw only: each step multiplies the parameters by 1 - lr*WD before the "
                         "Adam update (torch.optim.AdamW; Loshchilov & Hutter 2019); a resumed run may change "
@@ -154,19 +162,26 @@ def _check_weight_decay(args, optimizer: str) -> None:
                        f"torch.optim.AdamW), not {optimizer}")
 
 
+def _check_lr_final(args, schedule: str) -> None:
+    if args.lr_final is not None and schedule != "cosine":
+        raise CLIError(f"--lr-final applies to --lr-schedule cosine only (the lr it ends at), not {schedule}")
+
+
 def _config_from_args(args) -> LMConfig:
     d = {k: (getattr(args, k) if getattr(args, k) is not None else v) for k, v in TRAIN_DEFAULTS.items()}
     _check_weight_decay(args, d["optimizer"])
+    _check_lr_final(args, d["lr_schedule"])
     optimizer = make_optimizer(d["optimizer"], d["lr"], args.weight_decay).config()
     return LMConfig(cell=canonical_cell(d["cell"]), layers=d["layers"], hidden=d["hidden"], embed=d["embed"],
                     window=d["window"], streams=d["streams"], level=d["level"],
                     corpus=canonical_corpus(d["corpus"]), seed=d["seed"], dtype=d["dtype"],
                     max_words=d["max_words"], optimizer=optimizer,
-                    clip=d["clip"] or None, dropout=d["dropout"])
+                    clip=d["clip"] or None, dropout=d["dropout"],
+                    lr_schedule=make_lr_schedule(d["lr_schedule"], args.lr_final))
 
 
 def _resumed_config(args, saved: LMConfig, directory: str) -> LMConfig:
-    """The checkpoint's config, with lr/weight decay/clip/dropout overridden where given;
+    """The checkpoint's config, with lr/weight decay/lr schedule/clip/dropout overridden where given;
     CheckpointError when a flag that fixes shapes or the data layout disagrees with it."""
     canon = {"cell": canonical_cell, "corpus": canonical_corpus}
     for name in LMConfig.FIXED:
@@ -188,6 +203,11 @@ def _resumed_config(args, saved: LMConfig, directory: str) -> LMConfig:
         cfg.optimizer = {**cfg.optimizer, "lr": args.lr}
     if args.weight_decay is not None:
         cfg.optimizer = {**cfg.optimizer, "weight_decay": args.weight_decay}
+    schedule = args.lr_schedule or saved.lr_schedule["name"]
+    _check_lr_final(args, schedule)
+    if args.lr_schedule is not None or args.lr_final is not None:  # an lr_final not given stays the saved one
+        lr_final = args.lr_final if args.lr_final is not None else saved.lr_schedule.get("lr_final")
+        cfg.lr_schedule = make_lr_schedule(schedule, lr_final if schedule == "cosine" else None)
     if args.clip is not None:
         cfg.clip = args.clip or None
     if args.dropout is not None:
@@ -263,6 +283,7 @@ class _Trainer:
             os.makedirs(self.ckdir, exist_ok=True)
         self.recent: list[float] = []  # the last losses, for the progress bar
         self.train_time = 0.0
+        self.lr = cfg.optimizer["lr"]  # the lr of the last step (train_one sets it: --lr-schedule)
 
     # ------------------------------------------------------------------ pieces
     def banner(self) -> None:
@@ -272,6 +293,8 @@ class _Trainer:
               f"training {unit(cfg.level)}s, {self.data.windows_per_epoch:,} windows an epoch)\n"
               f"window {cfg.window} x {cfg.streams} streams, {cfg.optimizer['name']} lr "
               f"{cfg.optimizer['lr']:g}"
+              + (f" (cosine to {cfg.optimizer['lr'] * cfg.lr_schedule['lr_final']:g} at step {args.steps:,})"
+                 if cfg.lr_schedule["name"] == "cosine" else "")
               + (f", weight decay {cfg.optimizer['weight_decay']:g}" if "weight_decay" in cfg.optimizer else "")
               + f", clip {cfg.clip}"
               + (f", dropout {cfg.dropout:g}" if cfg.dropout else "") + f", {self.step.device} {cfg.dtype}",
@@ -292,10 +315,12 @@ class _Trainer:
         return self.cfg.window * self.cfg.streams * steps_here / max(self.train_time, 1e-9)
 
     def train_one(self) -> float:
-        """One window: reset states at an epoch start, train, advance the position."""
+        """One window: reset states at an epoch start, set the step's lr, train, advance the position."""
         if self.data.index % self.data.windows_per_epoch == 0 and self.data.index > 0:
             self.step.reset_state()  # a new epoch: every stream jumps back to its start
         x, y = next(self.data)
+        self.lr = scheduled_lr(self.cfg, self.done, self.args.steps)
+        self.step.optimizer.lr = self.lr  # both backends read it at every update
         t0 = time.perf_counter()
         loss = self.step.train(x, y)
         self.train_time += time.perf_counter() - t0
@@ -346,8 +371,9 @@ class _Trainer:
                     if time.perf_counter() - t_shown > 0.5 or last:
                         avg = sum(self.recent) / len(self.recent)
                         key = "bpc" if self.cfg.level == "char" else "ppl"
-                        bar.set_postfix_str(f"loss {avg:.3f}  {key} {self.metric(avg)}  {self.rate():,.0f} tok/s",
-                                            refresh=False)
+                        lr = f"  lr {self.lr:.2e}" if self.cfg.lr_schedule["name"] != "constant" else ""
+                        bar.set_postfix_str(f"loss {avg:.3f}  {key} {self.metric(avg)}  {self.rate():,.0f} tok/s"
+                                            f"{lr}", refresh=False)
                         t_shown = time.perf_counter()
                     bar.update(1)
                     if (args.eval_every and self.done % args.eval_every == 0) or last:

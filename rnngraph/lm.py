@@ -36,7 +36,7 @@ from .cells import STANDARD
 from .data import CharVocab, Corpus, WordVocab, batches, vocab_from_json
 from .errors import GraphError
 from .network import Sequential, stacked
-from .optim import SGD, Adam, AdamW, Optimizer
+from .optim import SGD, Adam, AdamW, Optimizer, cosine_lr
 from .runtime import TrainingStep, compile
 
 FORMAT = 1
@@ -62,7 +62,8 @@ class LMConfig:
     corpus: ``"austen"`` or a text file's absolute path; level: ``"char"`` or ``"word"``;
     optimizer: :meth:`rnngraph.optim.Optimizer.config`; clip: global-norm clip or None;
     dropout: p of the Dropout layers of :func:`build_network` (0 = none; checkpoints written
-    before it existed load as 0).
+    before it existed load as 0); lr_schedule: :func:`make_lr_schedule`, the lr of each step
+    (:func:`scheduled_lr`; checkpoints written before it existed load as constant).
     """
 
     cell: str = "lstm"
@@ -79,9 +80,10 @@ class LMConfig:
     optimizer: dict = field(default_factory=lambda: {"name": "adam", "lr": 2e-3})
     clip: float | None = 1.0
     dropout: float = 0.0
+    lr_schedule: dict = field(default_factory=lambda: {"name": "constant"})
 
     #: Fields that older checkpoints lack, with the value that reproduces what they trained.
-    OPTIONAL = {"dropout": 0.0}
+    OPTIONAL = {"dropout": 0.0, "lr_schedule": {"name": "constant"}}
     #: Fields that fix the parameters' shapes or the data layout: a resumed run must agree.
     FIXED = ("cell", "layers", "hidden", "embed", "window", "streams", "level", "corpus", "dtype",
              "max_words")
@@ -96,6 +98,7 @@ class LMConfig:
         missing = sorted(names - set(d))
         if missing:
             raise CheckpointError(f"config lacks {missing}")
+        d["lr_schedule"] = make_lr_schedule(**d["lr_schedule"])  # a copy; ValueError for a bad one
         return cls(**{k: d[k] for k in names})
 
 
@@ -112,6 +115,35 @@ def make_optimizer(name: str, lr: float, weight_decay: float | None = None) -> O
     if name == "sgd":
         return SGD(lr=lr)
     raise ValueError(f"unknown optimizer {name!r} (adam, adamw, sgd)")
+
+
+LR_SCHEDULES = ("constant", "cosine")
+
+
+def make_lr_schedule(name: str = "constant", lr_final: float | None = None) -> dict:
+    """The ``lr_schedule`` of an :class:`LMConfig`: ``{"name": "constant"}``, or ``{"name": "cosine",
+    "lr_final": F}`` (the lr at the last step is F times the optimizer's lr; None: 0.1). ValueError
+    for another name, for lr_final with constant, or for an lr_final outside [0, 1]."""
+    if name == "constant":
+        if lr_final is not None:
+            raise ValueError(f"a final lr applies to the cosine schedule only, not {name} (got {lr_final!r})")
+        return {"name": name}
+    if name != "cosine":
+        raise ValueError(f"unknown lr schedule {name!r} ({', '.join(LR_SCHEDULES)})")
+    lr_final = 0.1 if lr_final is None else lr_final
+    if not (isinstance(lr_final, (int, float)) and 0 <= lr_final <= 1):
+        raise ValueError(f"the final lr fraction must be a number in [0, 1], got {lr_final!r}")
+    return {"name": name, "lr_final": float(lr_final)}
+
+
+def scheduled_lr(cfg: LMConfig, done: int, total: int) -> float:
+    """The lr of training step ``done`` (0-based: the step about to run; steps of earlier, resumed
+    runs count) of a run of ``total`` steps in all: the optimizer's lr when the schedule is
+    constant, else :func:`rnngraph.optim.cosine_lr` from it to ``lr * lr_final`` at step ``total``."""
+    lr, schedule = cfg.optimizer["lr"], cfg.lr_schedule
+    if schedule["name"] == "constant":
+        return lr
+    return cosine_lr(lr, schedule["lr_final"], done / total if total > 0 else 1.0)
 
 
 # ---------------------------------------------------------------------------------- cells
@@ -444,4 +476,4 @@ def sample(net: Sequential, params: dict, vocab, prime: str, length: int, temper
 
 __all__ = ["CheckpointError", "CellFileError", "LMConfig", "Checkpoint", "Evaluator", "build_network",
            "build_vocab", "load_corpus", "load_checkpoint", "save_checkpoint", "has_checkpoint",
-           "resolve_cell", "sample", "describe_loss", "make_optimizer"]
+           "resolve_cell", "sample", "describe_loss", "make_optimizer", "make_lr_schedule", "scheduled_lr"]

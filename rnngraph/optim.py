@@ -162,6 +162,23 @@ def from_config(cfg: dict) -> Optimizer:
     raise ValueError(f"unknown optimizer {kind!r} (adam, adamw, sgd)")
 
 
+def cosine_lr(lr: float, final_fraction: float, done: float) -> float:
+    """Cosine annealing from ``lr`` down to ``low = lr * final_fraction``:
+
+        lr(done) = low + (lr - low) * (1 + cos(pi * done)) / 2
+
+    PyTorch's ``torch.optim.lr_scheduler.CosineAnnealingLR`` (Loshchilov & Hutter 2017, "SGDR")
+    with ``eta_min = low``: step k of ``T_max`` steps (0-based, the step about to run) is
+    ``done = k / T_max``. ``done`` is clipped to [0, 1], so the lr stays at ``low`` after the end
+    (where PyTorch's would rise again). ``lr`` and the result are in the optimizer's lr units (per
+    update); final_fraction and done are pure numbers. ValueError for a final_fraction outside [0, 1].
+    """
+    if not 0.0 <= final_fraction <= 1.0:
+        raise ValueError(f"the final lr fraction must be in [0, 1], got {final_fraction!r}")
+    low = lr * final_fraction
+    return low + (lr - low) * 0.5 * (1.0 + math.cos(math.pi * min(1.0, max(0.0, done))))
+
+
 def clip_grad_norm(grads: dict[str, np.ndarray], max_norm: float) -> float:
     """Scale all gradients in place so their global L2 norm is at most ``max_norm``
     (torch.nn.utils.clip_grad_norm_: factor max_norm / (norm + 1e-6) when norm > max_norm).
