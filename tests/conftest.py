@@ -45,3 +45,14 @@ def text_file(tmp_path_factory):
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
+
+def assert_same_checkpoint_arrays(a, b, atol: float = 1e-6) -> None:
+    """Two loaded checkpoints (rnngraph.lm.load_checkpoint) hold the same parameter, optimizer
+    and state arrays, to ``atol``."""
+    import numpy as np
+    for part in ("params", "optim", "state"):
+        x, y = getattr(a, part), getattr(b, part)
+        assert set(x) == set(y), part
+        for key in x:
+            np.testing.assert_allclose(y[key], x[key], rtol=0, atol=atol, err_msg=f"{part} {key}")
+
