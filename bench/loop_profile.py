@@ -163,8 +163,8 @@ def profile(cell: str, S: int, variants, iters: int, T: int = 100, H: int = 512)
         e = LoopEmitter(g, loop, name, coop=True, recompute=prog.kernel_of, streams=S, nblocks=nblocks,
                         tuning=loop_tuning(S))
         src, args = e.source()
-        counter = cuda.to_device(np.zeros(1, np.uint32))  # the PTX barrier's (tuning barrier=1)
-        arrays = ([int(counter.device_ctypes_pointer.value)] if e.barrier else []) + [b.lookup(a) for a in args]
+        counter = cuda.to_device(np.zeros(1, np.uint32))  # the inline grid barrier's (tuning barrier=1|2)
+        arrays = ([counter] if e.barrier else []) + [b.lookup(a) for a in args]
         threads = max(prog.loop_threads.values())
         for v in variants:
             text = PRELUDE + "\n\n" + variant_source(src, v, name, T, S, nblocks)

@@ -56,3 +56,24 @@ def assert_same_checkpoint_arrays(a, b, atol: float = 1e-6) -> None:
         for key in x:
             np.testing.assert_allclose(y[key], x[key], rtol=0, atol=atol, err_msg=f"{part} {key}")
 
+
+def run_outside_simulator(script: str, cache_dir=None, timeout: int = 600) -> dict:
+    """Run ``script`` (Python source that prints a JSON object as its last line, ``{"skip":
+    reason}`` where ``cuda.compile_ptx`` cannot run) in a subprocess without numba's CUDA
+    simulator, with this checkout on the path (and ``RNNGRAPH_CACHE=cache_dir`` if given);
+    return the object, or skip the test with the reason."""
+    import json
+    import subprocess
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    if cache_dir is not None:
+        env["RNNGRAPH_CACHE"] = str(cache_dir)
+    proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=root, capture_output=True, text=True,
+                          timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    if "skip" in result:
+        pytest.skip("cuda.compile_ptx cannot run here: " + result["skip"])
+    return result
+

@@ -11,14 +11,11 @@ import shutil
 if not shutil.which("nvidia-smi"):  # no GPU: the simulator (as conftest.py does; either suffices)
     os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")  # before numba.cuda is first imported
 
-import json  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from numba import cuda  # noqa: E402
 
+from conftest import run_outside_simulator  # noqa: E402
 from rnngraph import ops, optim  # noqa: E402
 from rnngraph.codegen import device, library  # noqa: E402
 
@@ -27,7 +24,6 @@ if not device.in_simulator() and not cuda.is_available():
                 allow_module_level=True)
 
 TOL = dict(rtol=1e-5, atol=1e-5)
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def dev(x):
@@ -372,15 +368,7 @@ def test_kernels_list_covers_every_kernel():
 def test_ptx_has_no_f64():
     """Every library kernel compiled for sm_90 outside the simulator: no .f64 instruction
     (skips where cuda.compile_ptx cannot run: no numba-cuda NVVM/NVRTC on this machine)."""
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run([sys.executable, "-c", _PTX_SCRIPT], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(proc.stdout.strip().splitlines()[-1])
-    if "skip" in result:
-        pytest.skip("cuda.compile_ptx cannot run here: " + result["skip"])
-    report = result["report"]
+    report = run_outside_simulator(_PTX_SCRIPT)["report"]
     assert len(report) == len(library.KERNELS)
     assert {k: v for k, v in report.items() if v} == {}
 

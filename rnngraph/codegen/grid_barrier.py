@@ -1,92 +1,101 @@
-"""A grid-wide barrier for the persistent loop kernels, in PTX, linked into the generated module.
+"""A grid-wide barrier for the persistent loop kernels, inlined into them (knob ``barrier`` of
+codegen/tuning.py; GPU only: this module defines numba intrinsics and is imported by generated
+modules that use it, never in the CUDA simulator, which runs ``grid.sync()``).
 
-numba's ``cuda.cg.this_grid().sync()`` calls ``cudaCGSynchronize`` of the CUDA device runtime
-(a separately compiled library call that first looks up the grid's workspace); the same
-algorithm written out here is a handful of instructions (knob ``barrier`` of codegen/tuning.py):
+numba's ``cuda.cg.this_grid().sync()`` calls ``cudaCGSynchronize`` of the CUDA device runtime,
+a separately compiled library call that first looks up the grid's workspace. This is the same
+algorithm, the sense-reversing barrier of CUDA's cooperative groups (cg::details::sync_grids),
+written out so that it compiles into the kernel:
 
-1. ``bar.sync 0`` (the block's threads are done with the level);
-2. thread 0 of each block: ``fence.acq_rel.gpu`` (publish the block's writes), then one atomic
-   add on the loop kernel's own counter (a zeroed uint32 in global memory): 1 from every block
-   but block 0, which adds 0x80000000 - (nblocks - 1); the adds of one barrier total 0x80000000,
-   so the counter's top bit flips exactly when the last block arrives and its low bits come
-   back to where they were (no reset, and no second word);
-3. thread 0 spins on ``ld.acquire.gpu`` of the counter until its top bit differs from the value
-   its own add returned, then fences again (the other blocks' writes become visible);
-4. ``bar.sync 0`` (the block's other threads wait for thread 0).
+1. ``cuda.syncthreads()`` (the block's threads are done with the level);
+2. thread 0 of each block: ``fence.acq_rel.gpu`` (publishes the block's writes), then one atomic
+   add on the loop kernel's own counter (a zeroed uint32 array of one element): 1 from every
+   block but block 0, which adds 0x80000000 - (nblocks - 1); the adds of one barrier total
+   0x80000000, so the counter's top bit flips exactly when the last block arrives and its low
+   bits come back to where they were (no reset, no second word);
+3. thread 0 polls the counter with ``ld.acquire.gpu`` until its top bit differs from the value
+   its own add returned (``grid_barrier_backoff`` sleeps ~32 ns between polls), then fences
+   again (the other blocks' writes become visible to the block);
+4. ``cuda.syncthreads()`` (the block's other threads wait for thread 0).
 
-This is the sense-reversing barrier of CUDA's cooperative groups (cg::details::sync_grids). A
-block cannot pass the next barrier before every block has left this one (the next flip needs
-all of them), so a slow block still sees the flip. Each loop kernel gets its own counter
-(program.py), so concurrent loop kernels never share one. The kernel must still be launched
-cooperatively (all blocks co-resident): it keeps one ``grid.sync()`` at its start, which also
-makes numba launch it so. Not available in the CUDA simulator, which runs ``grid.sync()``.
+A block cannot pass the next barrier before every block has left this one (the next flip needs
+all of them), so a slow block still sees the flip. The fence and the acquire load are inline
+PTX marked as having side effects and clobbering memory, so the compiler neither hoists the
+poll out of its loop nor moves memory accesses across them. Each loop kernel gets its own
+counter (codegen/program.py): concurrent loop kernels never share one. The kernel must still
+be launched cooperatively (all blocks co-resident): it keeps one ``grid.sync()`` at its start,
+which also makes numba launch it so.
+
+History: session 5 measured this algorithm as a linked PTX function (a call, not inlined):
+faster at S=64 (LSTM 5.34 vs 5.58 ms fwd+bwd) but much slower for the LSTM at S=1 (2.11 vs
+1.36 ms), presumably the call's register saving; this inline form was not yet measured.
 """
 from __future__ import annotations
 
-from .module import write_once
+from llvmlite import ir
+from numba import cuda, types, uint32
+from numba.cuda.extending import intrinsic
 
-#: numba's foreign-function ABI (docs: "Calling foreign functions from Python kernels"):
-#: int status = NAME(int32 *return_value, uint64 counter_address, int32 nblocks)
-_FUNCTION = """
-.visible .func (.param .b32 status) {name}(
-    .param .b64 retp,
-    .param .b64 counter,
-    .param .b32 nblocks
-)
-{{
-    .reg .pred %p<4>;
-    .reg .b32 %r<10>;
-    .reg .b64 %rd<3>;
-
-    bar.sync 0;
-    mov.u32 %r1, %tid.x;
-    setp.ne.u32 %p1, %r1, 0;
-    @%p1 bra DONE;
-    ld.param.u64 %rd0, [counter];
-    cvta.to.global.u64 %rd1, %rd0;
-    ld.param.u32 %r2, [nblocks];
-    mov.u32 %r4, 1;
-    mov.u32 %r3, %ctaid.x;
-    setp.ne.u32 %p2, %r3, 0;
-    @%p2 bra ARRIVE;
-    mov.u32 %r5, 0x80000001;
-    sub.u32 %r4, %r5, %r2;
-ARRIVE:
-    fence.acq_rel.gpu;
-    atom.global.add.u32 %r6, [%rd1], %r4;
-SPIN:
-    ld.acquire.gpu.global.u32 %r7, [%rd1];
-    xor.b32 %r8, %r7, %r6;
-    and.b32 %r9, %r8, 0x80000000;
-    setp.ne.u32 %p3, %r9, 0;
-    @%p3 bra LEAVE;{backoff}
-    bra.uni SPIN;
-LEAVE:
-    fence.acq_rel.gpu;
-DONE:
-    bar.sync 0;
-    ld.param.u64 %rd2, [retp];
-    mov.u32 %r1, 0;
-    st.u32 [%rd2], %r1;
-    st.param.b32 [status], %r1;
-    ret;
-}}
-"""
-
-#: knob value (codegen/tuning.py ``barrier``) -> the PTX function: 1 polls the counter back to
-#: back, 2 sleeps ~32 ns between polls (``nanosleep``: fewer loads queued at the counter's L2
-#: slice ahead of the last block's add)
-FUNCTIONS = {1: "rg_grid_barrier", 2: "rg_grid_barrier_backoff"}
-PTX = ".version 7.8\n.target sm_70\n.address_size 64\n" + _FUNCTION.format(name=FUNCTIONS[1], backoff="") \
-    + _FUNCTION.format(name=FUNCTIONS[2], backoff="\n    nanosleep.u32 32;")
+TOP_BIT = 0x80000000
 
 
-def declaration(knob: int) -> str:
-    """The generated module's line declaring the barrier of knob value ``knob`` as ``grid_barrier``
-    (called as ``grid_barrier(counter_address, nblocks)``)."""
-    return f'grid_barrier = cuda.declare_device("{FUNCTIONS[knob]}", "int32(uint64, int32)")'
+def _asm(builder, text: str, constraints: str, ret=None, args=(), arg_types=()):
+    fn = ir.FunctionType(ret or ir.VoidType(), list(arg_types))
+    return builder.call(ir.InlineAsm(fn, text, constraints, side_effect=True), list(args))
 
 
-def ptx_path() -> str:
-    """The PTX file (content-hashed, in the kernel cache) to pass to ``@cuda.jit(link=[...])``."""
-    return str(write_once(PTX, "rg_grid_barrier_", ".ptx"))
+@intrinsic
+def fence_acq_rel_gpu(typingctx):
+    """``fence.acq_rel.gpu`` (CUDA's ``__threadfence()``)."""
+    def codegen(context, builder, sig, args):
+        _asm(builder, "fence.acq_rel.gpu;", "~{memory}")
+        return context.get_dummy_value()
+    return types.void(), codegen
+
+
+@intrinsic
+def load_acquire_gpu(typingctx, counter):
+    """Element 0 of a uint32 array, read with ``ld.acquire.gpu`` (never cached, never hoisted)."""
+    if not (isinstance(counter, types.Array) and counter.dtype == types.uint32 and counter.ndim == 1):
+        return None
+
+    def codegen(context, builder, sig, args):
+        data = context.make_array(sig.args[0])(context, builder, value=args[0]).data
+        return _asm(builder, "ld.acquire.gpu.u32 $0, [$1];", "=r,l,~{memory}", ir.IntType(32), [data],
+                    [data.type])
+    return types.uint32(counter), codegen
+
+
+@cuda.jit(device=True, inline=True)
+def _arrive(counter, nblocks):
+    add = uint32(1)
+    if cuda.blockIdx.x == 0:
+        add = uint32(TOP_BIT + 1 - nblocks)
+    fence_acq_rel_gpu()
+    return cuda.atomic.add(counter, 0, add)
+
+
+@cuda.jit(device=True, inline=True)
+def grid_barrier(counter, nblocks):
+    """Wait until all ``nblocks`` blocks of the grid have called it (see the module docstring).
+    counter: uint32 array of shape (1,), this kernel's, zero before the first launch."""
+    cuda.syncthreads()
+    if cuda.threadIdx.x == 0:
+        old = _arrive(counter, nblocks)
+        while ((load_acquire_gpu(counter) ^ old) & uint32(TOP_BIT)) == 0:
+            pass
+        fence_acq_rel_gpu()
+    cuda.syncthreads()
+
+
+@cuda.jit(device=True, inline=True)
+def grid_barrier_backoff(counter, nblocks):
+    """:func:`grid_barrier` with a ~32 ns ``nanosleep`` between polls (fewer loads queued at the
+    counter's L2 slice ahead of the last block's add)."""
+    cuda.syncthreads()
+    if cuda.threadIdx.x == 0:
+        old = _arrive(counter, nblocks)
+        while ((load_acquire_gpu(counter) ^ old) & uint32(TOP_BIT)) == 0:
+            cuda.nanosleep(uint32(32))
+        fence_acq_rel_gpu()
+    cuda.syncthreads()

@@ -46,12 +46,14 @@ from .. import ops
 from ..ir import Graph
 from ..passes.ownership import level_unit
 from ..schedule import Kernel, Loop
-from .grid_barrier import declaration, ptx_path
 from .pointwise import Names, PointwiseEmitter, ln_moments, ln_row
 from .tuning import LoopTuning
 from .warp_reduce import transpose_reduce, tree_reduce
 
 SUPPORTED = ("gemm", "pointwise")
+#: knob ``barrier`` (codegen/tuning.py) -> the function of codegen/grid_barrier.py (GPU only) a
+#: generated module imports as ``grid_barrier``
+BARRIER_FUNCTIONS = {1: "grid_barrier", 2: "grid_barrier_backoff"}
 
 
 def _layer_norm_kernel(k: Kernel) -> bool:
@@ -94,8 +96,8 @@ class LoopEmitter:
         self.buffers: set[str] = set()
         self.device_fns: list[str] = []
         self.body: list[str] = []
-        # the grid sync between levels: numba's, or the linked PTX barrier on the counter BAR
-        # (codegen/grid_barrier.py; the caller passes BAR, a uint32's address, after S)
+        # the grid sync between levels: numba's, or the inline barrier on the counter BAR
+        # (codegen/grid_barrier.py; the caller passes BAR, a zeroed uint32 array (1,), after S)
         self.barrier = bool(coop and self.tuning.barrier and not virtual_blocks)
         self.grid_sync = "grid_barrier(BAR, nblocks)" if self.barrier else "grid.sync()"
 
@@ -353,9 +355,8 @@ class LoopEmitter:
                     (self.gemm if k.kind == "gemm" else self.pointwise)(k, uL, 3)
             self.emit(self.grid_sync if level in loop.syncs else "cuda.syncthreads()  # no grid sync needed here", 2)
         args = sorted(self.buffers, key=_key)
-        options = (["fastmath=True"] if self.tuning.fast else []) + ([f"link=[{ptx_path()!r}]"] if self.barrier else [])
         head = [
-            f"@cuda.jit({', '.join(options)})" if options else "@cuda.jit",
+            "@cuda.jit(fastmath=True)" if self.tuning.fast else "@cuda.jit",
             f"def {self.name}(T, S, {'BAR, ' if self.barrier else ''}{', '.join(args)}):",
             "    grid = cuda.cg.this_grid()",
         ]
@@ -383,7 +384,8 @@ class LoopEmitter:
             head += self.prologue + ["    cuda.syncthreads()"]
         if self.barrier and not self.ln_zero:  # numba launches cooperatively (co-resident blocks)
             head.append("    grid.sync()")  # only kernels that call grid.sync(): codegen/grid_barrier.py
-        fns = ([declaration(self.tuning.barrier)] if self.barrier else []) + self.device_fns
+        fns = ([f"from rnngraph.codegen.grid_barrier import {BARRIER_FUNCTIONS[self.tuning.barrier]} as grid_barrier"]
+               if self.barrier else []) + self.device_fns
         text = "\n\n".join(fns) + "\n\n" + "\n".join(head + self.body) + "\n"
         return text, args
 

@@ -139,7 +139,6 @@ class CudaProgram:
         # node -> ops of the whole forward kernel computing it: what a persistent backward kernel
         # recomputes (layer norms included: their statistics come from the forward's row sums)
         self.kernel_of = {m: k.ops for k in schedule.kernels("forward") for m in k.ops}
-        self.barrier_counters: list = []  # kept alive: the loop kernels hold their addresses
         self.forward_plan = [self._step(st, backward=False) for st in schedule.forward]
         self.backward_plan = [self._step(st, backward=True) for st in schedule.backward]
         self.source = "\n\n".join(self.sources)
@@ -385,13 +384,12 @@ class CudaProgram:
         for p in emitter.transposed:
             self.buf.add_transposed(p, self.stream)
 
-        # the PTX grid barrier's counter (codegen/grid_barrier.py), one per loop kernel: its address
+        # the inline grid barrier's counter (codegen/grid_barrier.py), one per loop kernel
         counter = [cuda.to_device(np.zeros(1, np.uint32), stream=self.stream)] if emitter.barrier else []
-        self.barrier_counters += counter
 
         def make():
             kern = getattr(self.module, name)
-            arrays = [int(c.device_ctypes_pointer.value) for c in counter] + [self.buf.lookup(a) for a in args]
+            arrays = counter + [self.buf.lookup(a) for a in args]
             threads = 8 * max(1, virtual) if self.sim else tuning.threads
             # one block per multiprocessor must be co-resident: halve the block until its registers fit
             while not self.sim and self._cooperative_blocks(kern, threads, arrays) < nblocks:

@@ -47,14 +47,15 @@ fast      1: compile the persistent loop kernels with numba's ``fastmath=True`` 
 xreduce   1: a GEMM work item's rows x streams partial sums (at most 32) are summed across the
           warp by the transpose butterfly (codegen/warp_reduce.py: 31 shuffles for 32 sums, stored
           by 32 lanes at once) instead of one 5-step tree per sum (160 shuffles, lane 0 storing).
-barrier   1: the grid syncs between levels are the PTX barrier of codegen/grid_barrier.py (one
-          atomic add and a spin per block on the kernel's own counter) instead of numba's
-          ``grid.sync()``, a call into the CUDA device runtime; 2: the same with a ~32 ns sleep
-          between polls. The simulator always runs ``grid.sync()``. Measured (H200, fwd+bwd
-          T=100 H=512, bench/results/h200-20261201-session5-sweep*.json, two runs): LSTM S=64
-          5.34 / 5.36 ms vs 5.58 / 5.62 with grid.sync(), layernorm_lstm S=1 3.18 vs 3.25, but
-          LSTM S=1 2.11 / 2.11 vs 1.36 / 1.20 (2.12 with the sleeps; the same 256 threads a
-          block): off by default until the S=1 slowdown is understood.
+barrier   1: the grid syncs between levels are codegen/grid_barrier.py's barrier inlined into the
+          kernel (one atomic add and a polled acquire load per block, on the kernel's own
+          counter) instead of numba's ``grid.sync()``, a call into the CUDA device runtime; 2:
+          the same with a ~32 ns sleep between polls. The simulator always runs ``grid.sync()``.
+          Measured only as a linked PTX function (a call; H200, fwd+bwd T=100 H=512,
+          bench/results/h200-20261201-session5-sweep*.json, two runs): LSTM S=64 5.34 / 5.36 ms
+          vs 5.58 / 5.62 with grid.sync(), layernorm_lstm S=1 3.18 vs 3.25, but LSTM S=1 2.11 /
+          2.11 vs 1.36 / 1.20 (2.12 with the sleeps; the same 256 threads a block). The inline
+          form, which has no call, is not measured yet: off by default.
 """
 from __future__ import annotations
 
