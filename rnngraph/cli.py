@@ -78,6 +78,8 @@ class Command:
 
 
 # ---------------------------------------------------------------------------------- train
+#: --steps when not given (a resumed cosine run: the step its schedule ends at).
+DEFAULT_STEPS = 1000
 #: Defaults of the flags that a resumed run takes from its checkpoint when they are not given.
 TRAIN_DEFAULTS = dict(cell="lstm", layers=1, hidden=128, embed=32, window=64, streams=32, level="char",
                       corpus="austen", seed=0, dtype="float32", max_words=10_000, optimizer="adam",
@@ -110,9 +112,9 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--streams", metavar="S", type=positive_int,
                    help=f"parallel streams, starting at evenly spaced offsets (default {d['streams']})")
     g = p.add_argument_group("optimisation")
-    g.add_argument("--steps", metavar="N", type=nonnegative_int, default=1000,
+    g.add_argument("--steps", metavar="N", type=nonnegative_int,
                    help="train until this many steps in total (a resumed run counts its old steps) "
-                        "(default 1000)")
+                        f"(default {DEFAULT_STEPS}; a resumed cosine run: the step its schedule ends at)")
     g.add_argument("--optimizer", choices=("adam", "adamw", "sgd"),
                    help=f"adamw: Adam with decoupled weight decay, as torch.optim.AdamW (default {d['optimizer']})")
     g.add_argument("--lr", metavar="LR", type=positive_float, help=f"learning rate (default {d['lr']})")
@@ -207,7 +209,9 @@ def _resumed_config(args, saved: LMConfig, directory: str) -> LMConfig:
     _check_lr_final(args, schedule)
     if args.lr_schedule is not None or args.lr_final is not None:  # an lr_final not given stays the saved one
         lr_final = args.lr_final if args.lr_final is not None else saved.lr_schedule.get("lr_final")
-        cfg.lr_schedule = make_lr_schedule(schedule, lr_final if schedule == "cosine" else None)
+        cosine = schedule == "cosine"
+        cfg.lr_schedule = make_lr_schedule(schedule, lr_final if cosine else None,
+                                           saved.lr_schedule.get("steps") if cosine else None)
     if args.clip is not None:
         cfg.clip = args.clip or None
     if args.dropout is not None:
@@ -248,6 +252,7 @@ class _Trainer:
                 raise CLIError(f"{self.ckdir} already holds a checkpoint: add --resume to continue it, or "
                                f"choose another --checkpoint directory")
             cfg = _config_from_args(args)
+        self._resolve_steps(cfg, ck)
         self.cfg, self.resumed = cfg, ck
         self.corpus = corpus = load_corpus(cfg.corpus)
         self.vocab = build_vocab(cfg.level, corpus.train, cfg.max_words)
@@ -284,6 +289,18 @@ class _Trainer:
         self.recent: list[float] = []  # the last losses, for the progress bar
         self.train_time = 0.0
         self.lr = cfg.optimizer["lr"]  # the lr of the last step (train_one sets it: --lr-schedule)
+
+    def _resolve_steps(self, cfg: LMConfig, ck) -> None:
+        """``args.steps`` when not given (a resumed cosine run: where its curve ends), and the
+        cosine schedule's end step in ``cfg`` (saved with the checkpoints)."""
+        args, ends = self.args, cfg.lr_schedule.get("steps")
+        if args.steps is None:
+            args.steps = ends if ck is not None and ends is not None else DEFAULT_STEPS
+        if cfg.lr_schedule["name"] == "cosine":
+            if ck is not None and ends is not None and ends != args.steps:
+                print(f"note: the cosine lr schedule now ends at step {args.steps:,} (the checkpoint's ended at "
+                      f"{ends:,}): the lr jumps to where the new curve is at step {ck.step:,}", flush=True)
+            cfg.lr_schedule = {**cfg.lr_schedule, "steps": args.steps}
 
     # ------------------------------------------------------------------ pieces
     def banner(self) -> None:
@@ -331,9 +348,10 @@ class _Trainer:
         nats, count = self.evaluator(self.step.parameters, self.valid_ids)
         key = "bits/char" if self.cfg.level == "char" else "perplexity"
         avg = sum(self.recent) / len(self.recent)
+        lr = f"  lr {self.lr:.3g}" if self.cfg.lr_schedule["name"] != "constant" else ""
         return (f"step {self.done:>6,}  train {key} {self.metric(avg)}  valid {key} {self.metric(nats)}  "
                 f"({count:,} {unit(self.cfg.level)}s)  {self.rate():,.0f} tok/s  "
-                f"{time.perf_counter() - started:.0f} s")
+                f"{time.perf_counter() - started:.0f} s{lr}")
 
     def checkpoint(self) -> None:
         if self.ckdir:

@@ -120,20 +120,24 @@ def make_optimizer(name: str, lr: float, weight_decay: float | None = None) -> O
 LR_SCHEDULES = ("constant", "cosine")
 
 
-def make_lr_schedule(name: str = "constant", lr_final: float | None = None) -> dict:
+def make_lr_schedule(name: str = "constant", lr_final: float | None = None, steps: int | None = None) -> dict:
     """The ``lr_schedule`` of an :class:`LMConfig`: ``{"name": "constant"}``, or ``{"name": "cosine",
-    "lr_final": F}`` (the lr at the last step is F times the optimizer's lr; None: 0.1). ValueError
-    for another name, for lr_final with constant, or for an lr_final outside [0, 1]."""
+    "lr_final": F, "steps": N}`` (the lr at step N, where the curve ends, is F times the optimizer's
+    lr; F None: 0.1; N None: not known yet, set by ``rnngraph train`` from --steps and used as a
+    resumed run's default --steps). ValueError for another name, for lr_final or steps with
+    constant, for an lr_final outside [0, 1] or steps not an integer >= 0."""
     if name == "constant":
-        if lr_final is not None:
-            raise ValueError(f"a final lr applies to the cosine schedule only, not {name} (got {lr_final!r})")
+        if lr_final is not None or steps is not None:
+            raise ValueError(f"a final lr and an end step apply to the cosine schedule only, not {name}")
         return {"name": name}
     if name != "cosine":
         raise ValueError(f"unknown lr schedule {name!r} ({', '.join(LR_SCHEDULES)})")
     lr_final = 0.1 if lr_final is None else lr_final
     if not (isinstance(lr_final, (int, float)) and 0 <= lr_final <= 1):
         raise ValueError(f"the final lr fraction must be a number in [0, 1], got {lr_final!r}")
-    return {"name": name, "lr_final": float(lr_final)}
+    if steps is not None and not (isinstance(steps, int) and steps >= 0):
+        raise ValueError(f"the cosine schedule's end step must be an integer >= 0, got {steps!r}")
+    return {"name": name, "lr_final": float(lr_final)} | ({"steps": steps} if steps is not None else {})
 
 
 def scheduled_lr(cfg: LMConfig, done: int, total: int) -> float:

@@ -67,8 +67,9 @@ def test_cli_cosine_trains_each_step_with_the_formulas_lr(capsys, monkeypatch, t
     np.testing.assert_allclose(seen, [cosine(0.01, 0.25, k, n) for k in range(n)], rtol=1e-12)
     assert "cosine to 0.0025 at step 7" in out
     ck = lm.load_checkpoint(ckpt)
-    assert ck.config.lr_schedule == {"name": "cosine", "lr_final": 0.25} and ck.config.optimizer["lr"] == 0.01
-    assert json.loads((ckpt / "config.json").read_text())["lr_schedule"] == {"name": "cosine", "lr_final": 0.25}
+    want = {"name": "cosine", "lr_final": 0.25, "steps": n}
+    assert ck.config.lr_schedule == want and ck.config.optimizer["lr"] == 0.01
+    assert json.loads((ckpt / "config.json").read_text())["lr_schedule"] == want
 
     # the same n windows through rg.compile by hand, lr set from the formula: the same parameters
     monkeypatch.undo()
@@ -138,9 +139,28 @@ def test_old_checkpoints_are_constant_and_resume_may_change_the_schedule(capsys,
     assert code == 1 and err.strip() == ("rnngraph: error: --lr-final applies to --lr-schedule cosine only "
                                          "(the lr it ends at), not constant")
     assert train(capsys, text_file, ck, "--resume", "--lr-schedule", "cosine", steps=5)[0] == 0  # like --lr
-    assert lm.load_checkpoint(ck).config.lr_schedule == {"name": "cosine", "lr_final": 0.1}
+    assert lm.load_checkpoint(ck).config.lr_schedule == {"name": "cosine", "lr_final": 0.1, "steps": 5}
     assert train(capsys, text_file, ck, "--resume", "--lr-final", 0.3, steps=6)[0] == 0
-    assert lm.load_checkpoint(ck).config.lr_schedule == {"name": "cosine", "lr_final": 0.3}
+    assert lm.load_checkpoint(ck).config.lr_schedule == {"name": "cosine", "lr_final": 0.3, "steps": 6}
+
+
+def test_resume_without_steps_continues_the_cosine_curve(capsys, tmp_path, text_file):
+    """Regression (fresh-user review): resuming a cosine run without --steps used --steps' default
+    1000, restarting the curve near the full lr. Now the checkpoint's end step is the default; a
+    different --steps says that the curve moves. The validation lines show the lr in use."""
+    ck = tmp_path / "ck"
+    code, out, err = train(capsys, text_file, ck, "--lr-schedule", "cosine", "--time-limit", 0.001, steps=9)
+    assert code == 0, err
+    k = lm.load_checkpoint(ck).step
+    assert 0 < k < 9
+    code = cli.main(["train", "--checkpoint", str(ck), "--resume", "--eval-every", "3", "--no-progress"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert lm.load_checkpoint(ck).step == 9 and "cosine to 0.001 at step 9" in out and "note:" not in out
+    last = [line for line in out.splitlines() if line.startswith("step ") and " lr " in line][-1]
+    assert float(last.split(" lr ")[1]) == pytest.approx(cosine(0.01, 0.1, 8, 9), rel=5e-3)  # 3 digits; step 9 ran with k=8
+    code, out, err = train(capsys, text_file, ck, "--resume", steps=12)
+    assert code == 0 and "note: the cosine lr schedule now ends at step 12 (the checkpoint's ended at 9)" in out
 
 
 # ---- bad input -----------------------------------------------------------------------------------------
