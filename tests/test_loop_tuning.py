@@ -66,7 +66,7 @@ def test_bad_environment_names_the_variable(monkeypatch, text, msg):
 
 
 def test_environment_overrides_defaults(monkeypatch):
-    monkeypatch.setenv("RNNGRAPH_LOOP", "threads=256, unroll=2")
+    monkeypatch.setenv("RNNGRAPH_LOOP", "threads=256, unroll=2,")  # a trailing comma is harmless
     assert loop_tuning() == LoopTuning(threads=256, unroll=2, rows=LoopTuning().rows, smem_kib=LoopTuning().smem_kib)
     # the keys the variable leaves out keep the defaults of the step's number of streams
     assert loop_tuning(1) == LoopTuning(threads=256, unroll=2, rows=2, smem_kib=44, ln=1, xreduce=0)

@@ -9,7 +9,8 @@ u_L (the gcd of its kernels' units and GEMM sizes) and block b owns units
 reduced across the warp with shuffles, by a tree per sum or the transpose butterfly of
 codegen/warp_reduce.py (``xreduce``); one thread per work item in the simulator, which has no
 shuffles), syncs its threads, then runs the fused pointwise code for the same units. So a level
-costs at most one grid sync: the values a block reads within a level are its own. The loop's
+costs at most one grid sync (plus the reduction sync of a level with layer norms, below): the
+values a block reads within a level are its own. The loop's
 ``syncs`` (passes/grid_syncs.py) say which levels end with one; the others end with
 ``cuda.syncthreads()`` (e.g. the LSTM backward's GEMM level: the next timestep's pointwise VJP
 reads the rows of dh its own block just wrote).

@@ -15,7 +15,9 @@ grid, bench/results/h200-2026113*-*.json; LSTM and layernorm_lstm H=512 T=100 fw
 - layer norms, ``ln=1`` for S <= 16 (``LN_PERSISTENT_STREAMS``): layernorm_lstm S=1 / 8 / 16
   4.49 / 7.65 / 9.49 ms as one persistent kernel vs 14.2 / 15.9 / 16.6 ms per timestep in
   graph mode; ``ln=0`` above: S=64 19.2 ms in graph mode vs 24.0 ms persistent (both measured
-  with session 3's GEMM shape; not re-measured since).
+  with session 3's GEMM shape). Session 5, with one backward grid sync a timestep
+  (bench/results/h200-20261201-session5-sweep-ln.json, one run): S=16 10.1 vs 15.7 ms, S=64
+  17.5 persistent vs 18.2 graph mode: the threshold may move up once that is measured again.
 
 Tried and dropped: copying each timestep's GEMM input vectors into shared memory before the
 inner products (commit c14f0ec, ``stage=1``; correct on the H200 but LSTM S=1 1.83 vs 1.73 ms,
@@ -114,7 +116,7 @@ def loop_tuning(streams: int | None = None) -> LoopTuning:
         return base
     known = {f.name for f in fields(LoopTuning)}
     values = {}
-    for item in text.split(","):
+    for item in filter(str.strip, text.split(",")):  # empty items (a trailing comma) are ignored
         key, eq, val = item.partition("=")
         key = key.strip()
         if not eq or key not in known:

@@ -1,14 +1,18 @@
 """grid_syncs: the levels of a persistent loop after which the grid must sync.
 
 Assumes: a lowered Loop (kernels with levels, stages, reads and writes as ``name`` or
-``name[t-d]``, ``d.`` for gradients). Guarantees: ``grid_syncs(g, loop)`` lists the levels
-(1-based, in tick order; the last level's sync is the one between timesteps) whose end needs a
-grid-wide barrier; after every other level a block only waits for its own threads
-(``cuda.syncthreads()``).
+``name[t-d]``, ``d.`` for gradients); every value has its own storage row per timestep (the
+(D + T, S, n) buffers of codegen/program.py: nothing is overwritten within a window); the
+accesses *within* one level need no grid sync (the levels pass's guarantee, passes/levels.py);
+the code generator splits each level's work by passes/ownership.py's ``level_unit`` (so the
+same unit means the same block for the same element). Guarantees: ``grid_syncs(g, loop)``
+lists the levels (1-based, in tick order; the last level's sync is the one between timesteps)
+whose end needs a grid-wide barrier; after every other level a block only waits for its own
+threads (``cuda.syncthreads()``).
 
 A level boundary needs a grid sync when something the next level does touches an element that
-another block touched since the last grid sync, one of the two being a write (a read after a
-write, or a write after a read, of the same value at the same timestep). Who touches what
+another block touched since the last grid sync, one of the two being a write (read after
+write, write after read, or write after write, of the same value at the same timestep). Who touches what
 (passes/ownership.py): pointwise kernels, layer norms and GEMM outputs touch the block's own
 elements, the same elements in every level with the same unit; a GEMM reads its whole input
 vector, and so does a layer norm's row-sum phase (every block reads the row's first element,
@@ -27,7 +31,10 @@ offset o, seen from tick k, touch timestep k - o - d forward (k counts down in t
 T - 1 - k + o - d); two accesses collide when they name the same value at the same timestep.
 Boundaries are added until a simulation of enough ticks for any two accesses that could
 collide finds no collision (the analysis assumes every stage active in every tick: a
-superset of the real accesses).
+superset of the real accesses). numba's CUDA simulator runs a cooperative kernel as one block
+(tests split its threads into virtual blocks, but there a grid sync and a block's
+``syncthreads`` are the same barrier), so CPU tests cannot show a missing sync: tests/test_grid_syncs.py checks the result with an element-level race check, and the GPU
+tier (tests/test_gpu.py) checks the kernels' numbers on 132 blocks.
 """
 from __future__ import annotations
 

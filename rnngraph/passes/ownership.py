@@ -1,8 +1,9 @@
 """Ownership: how a persistent loop kernel splits one level's work among its blocks.
 
 A level has a *unit* u (:func:`level_unit`: the gcd of its kernels' units and GEMM sizes); block b
-of B owns units [b*u/B, (b+1)*u/B) and, of every value of the level, the elements e with
-e mod u among them (element e belongs to unit e mod u). A fused pointwise kernel works on a
+of B owns units [(b*u) // B, ((b+1)*u) // B) (floor division: some blocks own one unit more, and
+with u < B some own none) and, of every value of the level, the elements e with e mod u among
+them (element e belongs to unit e mod u). A fused pointwise kernel works on a
 block's own elements only; a GEMM writes its owned output rows and reads whole input vectors.
 Two levels with the same unit therefore give element e of any value to the same block: what one
 of them writes at e, the other reads at e from its own block (codegen/loop.py, passes/grid_syncs.py).
@@ -33,7 +34,8 @@ def kernel_unit(g: Graph, names) -> int:
 
 def gemm_sizes(g: Graph, k, reverse: bool) -> list[int]:
     """Rows a GEMM kernel's blocks split: its outputs' sizes (forward), or the size of its input,
-    whose gradient it adds to (backward: dx += W^T g)."""
+    whose gradient it adds to (backward: dx += W^T g). The members of a merged GEMM read one
+    input (passes/merge_gemms.py), so the first member's is the kernel's."""
     if reverse:
         return [g.by_name[g.by_name[k.ops[0]].args[0].node].size]
     return [g.by_name[m].size for m in k.ops]
