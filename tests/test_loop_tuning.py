@@ -6,7 +6,6 @@ import os
 import numpy as np
 import pytest
 
-from conftest import run_outside_simulator
 import rnngraph as rg
 from rnngraph.codegen.tuning import LoopTuning, default_tuning, loop_tuning
 from rnngraph.schedule import Loop
@@ -107,78 +106,3 @@ def test_inline_barrier_replaces_the_level_syncs():
         assert plain.count("grid.sync()") == syncs + 1 and "BAR" not in plain  # + the row sums' zeroing
         sim, _ = LoopEmitter(net.graph, loop, "k", coop=False, tuning=LoopTuning(barrier=1, ln=1)).source()
         assert "BAR" not in sim  # the simulator: numba's grid.sync()
-
-
-# Compiles (no GPU: numba's NVVM) the S=1 LSTM loop kernels as generated with an inline barrier to
-# PTX for sm_90 and prints, per kernel and barrier knob: how many acquire loads sit in a loop (a
-# branch after the load goes back to a label before it; the compiler also peels one poll out of
-# the loop), fences, device-runtime grid syncs and .f64 instructions.
-_BARRIER_PTX_SCRIPT = r"""
-import json, re, sys
-import numpy as np
-from numba import cuda, typeof
-def probe(x):
-    x[0] = 1.0
-try:
-    cuda.compile_ptx(probe, "void(float32[::1])", cc=(9, 0))
-except Exception as e:  # no NVVM here
-    print(json.dumps({"skip": f"{type(e).__name__}: {e}"[:500]}))
-    sys.exit(0)
-import numba.cuda.dispatcher
-class _H200:  # device functions called from a kernel compile for the current device's cc: none here
-    compute_capability = (9, 0)
-numba.cuda.dispatcher.get_current_device = _H200
-import rnngraph as rg
-from rnngraph.codegen import module
-from rnngraph.codegen.loop import LoopEmitter
-from rnngraph.codegen.pointwise import PRELUDE, Names
-from rnngraph.codegen.tuning import LoopTuning, default_tuning
-from rnngraph.passes import schedule
-from rnngraph.schedule import Loop
-
-def polled_in_loop(ptx):
-    lines = [" ".join(l.split()) for l in ptx.splitlines()]
-    hits = 0
-    for i, line in enumerate(lines):
-        if line.startswith("ld.acquire.gpu"):
-            labels = [l[:-1] for l in lines[max(0, i - 12):i] if l.endswith(":")]
-            hits += any(l.endswith("bra " + lab + ";") or l.endswith("bra.uni " + lab + ";")
-                        for lab in labels for l in lines[i + 1:i + 12])
-    return hits
-
-net = rg.stacked(rg.cells.lstm, 1, 64, input_size=64)
-g, names = net.graph, Names(net.graph)
-s = schedule(g, 4, 1, "float32", None)
-kernel_of = {m: k.ops for k in s.kernels("forward") for m in k.ops}
-params = {names.param(p.name): p for p in g.params}
-out = {}
-for knob in (1, 2):
-    for loop in [st for st in s.forward + s.backward if isinstance(st, Loop)]:
-        tuning = LoopTuning(**{**default_tuning(1).__dict__, "barrier": knob})
-        src, args = LoopEmitter(g, loop, "k", coop=True, recompute=kernel_of, nblocks=132, tuning=tuning).source()
-        kern = module.load(PRELUDE + "\n\n" + src).k
-        arrays = [np.zeros((2, 2, 2), np.float32) if a[0] in "VGNM" else
-                  np.zeros(params["P" + a[1:]].shape[::-1 if a[0] == "T" else 1], np.float32) for a in args]
-        sig = tuple(typeof(v) for v in [4, 1, np.zeros(1, np.uint32), *arrays])
-        ptx, _ = cuda.compile_ptx(kern.py_func, sig, cc=(9, 0))
-        out[f"{loop.name} barrier={knob}"] = {
-            "polled_in_loop": polled_in_loop(ptx), "fences": ptx.count("fence.acq_rel.gpu"),
-            "cg_syncs": ptx.count("cudaCGSynchronize,"),
-            "nanosleep": ptx.count("nanosleep"), "f64": len(re.findall(r"\.f64\b", ptx)),
-            "syncs": len(loop.syncs)}
-print(json.dumps(out))
-"""
-
-
-def test_inline_barrier_compiles_to_a_polling_loop(tmp_path):
-    """The inline barrier in real generated kernels, compiled to PTX (numba's NVVM, no GPU; skips
-    where it cannot run): per grid sync one acquire load polled in a loop (the compiler kept it
-    in the loop), two fences; numba's device-runtime grid sync only once (kernel start); no
-    float64. (Its speed and correctness on the H200: bench/loop_sweep.py, tests/test_gpu.py.)"""
-    result = run_outside_simulator(_BARRIER_PTX_SCRIPT, cache_dir=tmp_path, timeout=900)
-    assert len(result) == 4
-    for name, r in result.items():
-        n = r["syncs"]
-        assert r["polled_in_loop"] == n and r["fences"] == 2 * n, (name, r)
-        assert r["cg_syncs"] <= 1 and r["f64"] == 0, (name, r)
-        assert r["nanosleep"] == (n if name.endswith("barrier=2") else 0), (name, r)

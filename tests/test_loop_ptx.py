@@ -1,0 +1,117 @@
+"""The persistent loop kernels as generated, compiled to PTX for sm_90 on the CPU (numba's NVVM; no
+GPU needed, outside the simulator, in a subprocess; the tests skip where cuda.compile_ptx cannot
+run). The GPU tier (tests/test_gpu.py) runs them; these tests check their code in CI:
+
+- no float64 instruction in any float32 loop kernel of the issue's cells, S = 1 and S = 64 (each
+  S has its own code shape, codegen/tuning.py);
+- the inline grid barrier (codegen/grid_barrier.py, ``barrier=1|2``): per grid sync one acquire
+  load polled in a loop (a branch after the load goes back to a label before it; the compiler
+  peels one more poll out of the loop), two fences, and numba's device-runtime grid sync only
+  once (at kernel start).
+"""
+import json
+
+import pytest
+
+from conftest import run_outside_simulator
+
+# Prints {"<cell> S=<S> barrier=<b> <loop>": {counts}} for the configurations in CONFIGS (JSON).
+_SCRIPT = r"""
+import json, re, sys
+import numpy as np
+from numba import cuda, typeof
+def probe(x):
+    x[0] = 1.0
+try:
+    cuda.compile_ptx(probe, "void(float32[::1])", cc=(9, 0))
+except Exception as e:  # no NVVM here
+    print(json.dumps({"skip": f"{type(e).__name__}: {e}"[:500]}))
+    sys.exit(0)
+import numba.cuda.dispatcher
+class _H200:  # device functions called from a kernel compile for the current device's cc: none here
+    compute_capability = (9, 0)
+numba.cuda.dispatcher.get_current_device = _H200
+import dataclasses
+import rnngraph as rg
+from rnngraph.codegen import module
+from rnngraph.codegen.loop import LoopEmitter
+from rnngraph.codegen.pointwise import PRELUDE, Names
+from rnngraph.codegen.tuning import default_tuning
+from rnngraph.passes import schedule
+from rnngraph.schedule import Loop
+
+def polled_in_loop(ptx):
+    lines = [" ".join(l.split()) for l in ptx.splitlines()]
+    hits = 0
+    for i, line in enumerate(lines):
+        if line.startswith("ld.acquire.gpu"):
+            labels = [l[:-1] for l in lines[max(0, i - 12):i] if l.endswith(":")]
+            hits += any(l.endswith("bra " + lab + ";") or l.endswith("bra.uni " + lab + ";")
+                        for lab in labels for l in lines[i + 1:i + 12])
+    return hits
+
+out = {}
+for cell, S, knob in json.loads(CONFIGS):
+    net = rg.stacked(rg.cells.STANDARD[cell], 1, 64, input_size=64)
+    g, names = net.graph, Names(net.graph)
+    s = schedule(g, 4, S, "float32", None)
+    kernel_of = {m: k.ops for k in s.kernels("forward") for m in k.ops}
+    params = {names.param(p.name): p for p in g.params}
+    tuning = dataclasses.replace(default_tuning(S), barrier=knob)
+    for loop in [st for st in s.forward + s.backward if isinstance(st, Loop) and st.mode == "persistent"]:
+        src, args = LoopEmitter(g, loop, "k", coop=True, recompute=kernel_of, streams=S, nblocks=132,
+                                tuning=tuning).source()
+        kern = module.load(PRELUDE + "\n\n" + src).k
+        arrays = [np.zeros((2, 2, 2), np.float32) if a[0] in "VGNM" else
+                  np.zeros(params["P" + a[1:]].shape[::-1 if a[0] == "T" else 1], np.float32) for a in args]
+        sig = tuple(typeof(v) for v in [4, S] + ([np.zeros(1, np.uint32)] if knob else []) + arrays)
+        ptx, _ = cuda.compile_ptx(kern.py_func, sig, cc=(9, 0))
+        body = "\n".join(l for l in ptx.splitlines() if not l.strip().startswith("//"))
+        out[f"{cell} S={S} barrier={knob} {loop.name}"] = {
+            "polled_in_loop": polled_in_loop(ptx), "fences": ptx.count("fence.acq_rel.gpu"),
+            "cg_syncs": ptx.count("cudaCGSynchronize,"), "nanosleep": ptx.count("nanosleep"),
+            "f64": len(re.findall(r"\.f64\b", body)), "syncs": len(loop.syncs) + loop.reduction_syncs}
+print(json.dumps(out))
+"""
+
+
+def compile_loops(configs, tmp_path) -> dict:
+    """The counts of _SCRIPT for (cell, S, barrier knob) triples."""
+    script = f"CONFIGS = {json.dumps(json.dumps(configs))}\n" + _SCRIPT
+    return run_outside_simulator(script, cache_dir=tmp_path, timeout=1200)
+
+
+def test_float32_loop_kernels_have_no_f64(tmp_path):
+    configs = [[cell, S, 0] for cell in ("lstm", "peephole_lstm", "gru", "layernorm_lstm") for S in (1, 64)]
+    result = compile_loops(configs, tmp_path)
+    # layernorm_lstm at S=64 runs in graph mode by default: no persistent kernel
+    assert len(result) == 14, sorted(result)
+    assert {name: r["f64"] for name, r in result.items() if r["f64"]} == {}
+    assert all(r["cg_syncs"] == r["syncs"] + ("layernorm" in name) for name, r in result.items()), result
+
+
+def test_f64_count_sees_a_float64_constant(tmp_path):
+    """The check above can fail: a kernel with a bare float literal (float64) is counted."""
+    script = r'''
+import json, re
+from numba import cuda
+def bad(x):
+    x[0] = x[0] * 1.1
+try:
+    ptx, _ = cuda.compile_ptx(bad, "void(float32[::1])", cc=(9, 0))
+except Exception as e:
+    print(json.dumps({"skip": str(e)[:300]}))
+else:
+    print(json.dumps({"f64": len(re.findall(r"\.f64\b", ptx))}))
+'''
+    assert run_outside_simulator(script)["f64"] > 0
+
+
+def test_inline_barrier_compiles_to_a_polling_loop(tmp_path):
+    result = compile_loops([["lstm", 1, 1], ["lstm", 1, 2], ["lstm", 64, 1], ["layernorm_lstm", 1, 1]], tmp_path)
+    assert len(result) == 8, sorted(result)
+    for name, r in result.items():
+        n = r["syncs"]
+        assert r["polled_in_loop"] == n and r["fences"] == 2 * n, (name, r)
+        assert r["cg_syncs"] <= 1 and r["f64"] == 0, (name, r)
+        assert r["nanosleep"] == (n if "barrier=2" in name else 0), (name, r)
