@@ -12,12 +12,13 @@ of --iters launches on the program's stream) in several *variants* of its genera
   no-pointwise  the pointwise sections removed (GEMMs and syncs kept)
   constants     T, S and the grid size written as constants into the kernel (the compiler can
                 then strength-reduce the index arithmetic and fix trip counts)
-  barrier       grid.sync() replaced by a self-resetting atomic-counter barrier
-                (BARRIER_SOURCE below) instead of numba's cooperative-groups call, which
-                calls cudaCGSynchronize of the CUDA device runtime (7.4 vs 4.9 us a timestep for
-                the S=1 LSTM forward on the H200: slower, so not in the code generator)
   lineinfo      the kernel as generated, compiled with line information (for ncu's source view)
   fastmath      every function of the module compiled with fastmath=True (approximate exp, division)
+
+The kernels are generated with the step's RNNGRAPH_LOOP settings (codegen/tuning.py), so e.g.
+RNNGRAPH_LOOP=barrier=1 profiles the inline grid barrier of codegen/grid_barrier.py. (Session 4's
+``barrier`` variant, an atomic-counter barrier polled with atomics, took 7.4 vs 4.9 us a timestep
+for the S=1 LSTM forward, backward 17.7 vs 9.4: removed.)
 
 The record "whole" times the program's whole forward (GPU events) and the host time to enqueue it.
 Results are wrong for every variant but ``full`` (the output is not checked): only the times
@@ -40,31 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # rnngraph from
 
 import numpy as np  # noqa: E402
 
-VARIANTS = ("full", "no-grid-sync", "sync-only", "no-gemm", "no-pointwise", "constants", "barrier", "fastmath",
-            "lineinfo")
-
-
-# A sense-reversing barrier on two int32 words of a global buffer BAR = [arrived, generation], zero
-# before the first launch and self-resetting (the last block to arrive sets ``arrived`` back to 0,
-# then bumps ``generation``). Thread 0's threadfence before arriving publishes the block's writes;
-# the one after its wait orders the block's later reads after every other block's writes.
-BARRIER_SOURCE = '''
-@cuda.jit(device=True, inline=True)
-def grid_barrier(BAR, nblocks):
-    cuda.syncthreads()
-    if cuda.threadIdx.x == 0:
-        gen = cuda.atomic.add(BAR, 1, 0)
-        cuda.threadfence()
-        if cuda.atomic.add(BAR, 0, 1) == nblocks - 1:
-            cuda.atomic.exch(BAR, 0, 0)
-            cuda.threadfence()
-            cuda.atomic.add(BAR, 1, 1)
-        else:
-            while cuda.atomic.add(BAR, 1, 0) == gen:
-                pass
-        cuda.threadfence()
-    cuda.syncthreads()
-'''
+VARIANTS = ("full", "no-grid-sync", "sync-only", "no-gemm", "no-pointwise", "constants", "fastmath", "lineinfo")
 
 
 def _stage_bodies(lines: list[str]):
@@ -107,7 +84,7 @@ def _drop_sections(src: str, kind: str | None) -> str:
     return "\n".join(out + lines[last:])
 
 
-def variant_source(src: str, name: str, kernel: str, T: int, S: int, nblocks: int) -> str:
+def variant_source(src: str, name: str, T: int, S: int, nblocks: int) -> str:
     """``src`` (a loop kernel's generated module text) transformed into variant ``name``."""
     if name == "full":
         return src
@@ -121,10 +98,6 @@ def variant_source(src: str, name: str, kernel: str, T: int, S: int, nblocks: in
         src = src.replace("    nblocks = cuda.gridDim.x", f"    nblocks = {nblocks}")
         return src.replace("    grid = cuda.cg.this_grid()\n",
                            f"    grid = cuda.cg.this_grid()\n    T = {T}\n    S = {S}\n", 1)
-    if name == "barrier":
-        src = re.sub(rf"def {kernel}\(T, S, ", f"def {kernel}(BAR, T, S, ", src)
-        src = src.replace("grid.sync()", "grid_barrier(BAR, nblocks)")
-        return src + "\n\n" + BARRIER_SOURCE
     if name == "fastmath":
         return src.replace("@cuda.jit(device=True, inline=True)", "@cuda.jit(device=True, inline=True, fastmath=True)") \
                   .replace("@cuda.jit\n", "@cuda.jit(fastmath=True)\n")
@@ -157,20 +130,18 @@ def profile(cell: str, S: int, variants, iters: int, T: int = 100, H: int = 512)
     nblocks = cuda.get_current_device().MULTIPROCESSOR_COUNT
     records = [_whole_forward(prog, cell, S, T, H, iters)]
     print(json.dumps(records[0]), flush=True)
-    bar = cuda.to_device(np.zeros(2, np.int32))
     for loop in [st for st in s.forward + s.backward if getattr(st, "mode", None) == "persistent"]:
         name = f"prof_{'bwd' if loop.reverse else 'fwd'}"
         e = LoopEmitter(g, loop, name, coop=True, recompute=prog.kernel_of, streams=S, nblocks=nblocks,
                         tuning=loop_tuning(S))
         src, args = e.source()
-        counter = cuda.to_device(np.zeros(1, np.uint32))  # the inline grid barrier's (tuning barrier=1|2)
-        arrays = ([counter] if e.barrier else []) + [b.lookup(a) for a in args]
+        counters = [cuda.to_device(np.zeros(1, np.uint32))] if e.barrier else []  # the inline grid barrier's
+        arrays = counters + [b.lookup(a) for a in args]
         threads = max(prog.loop_threads.values())
         for v in variants:
-            text = PRELUDE + "\n\n" + variant_source(src, v, name, T, S, nblocks)
+            text = PRELUDE + "\n\n" + variant_source(src, v, T, S, nblocks)
             kern = getattr(module.load(text), name)
-            extra = [bar] if v == "barrier" else []
-            launch = lambda: kern[nblocks, threads, prog.stream](*extra, T, S, *arrays)  # noqa: E731
+            launch = lambda: kern[nblocks, threads, prog.stream](T, S, *arrays)  # noqa: E731
             times = []
             try:
                 for i in range(iters + 3):

@@ -24,10 +24,10 @@ from typing import Callable
 from . import __version__
 from .data import CorpusError, batches
 from .errors import GraphError
-from .lm import (LN2, CellFileError, CheckpointError, Evaluator, LMConfig, build_network, build_vocab,
-                 canonical_cell, canonical_corpus, describe_loss, has_checkpoint, load_checkpoint,
-                 load_corpus, make_lr_schedule, make_optimizer, resolve_cell, sample, save_checkpoint,
-                 scheduled_lr, unit)
+from .lm import (DEFAULT_LR_FINAL, LN2, LR_SCHEDULES, CellFileError, CheckpointError, Evaluator, LMConfig,
+                 build_network, build_vocab, canonical_cell, canonical_corpus, describe_loss, has_checkpoint,
+                 load_checkpoint, load_corpus, make_lr_schedule, make_optimizer, resolve_cell, sample,
+                 save_checkpoint, scheduled_lr, unit)
 from .optim import from_config
 from .runtime import compile as rg_compile
 
@@ -118,12 +118,13 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--optimizer", choices=("adam", "adamw", "sgd"),
                    help=f"adamw: Adam with decoupled weight decay, as torch.optim.AdamW (default {d['optimizer']})")
     g.add_argument("--lr", metavar="LR", type=positive_float, help=f"learning rate (default {d['lr']})")
-    g.add_argument("--lr-schedule", choices=("constant", "cosine"),
+    g.add_argument("--lr-schedule", choices=LR_SCHEDULES,
                    help="cosine: from --lr down to --lr * --lr-final at step --steps (PyTorch's CosineAnnealingLR "
                         "over the total step count, so a resumed run given the same --steps continues the same "
                         f"curve); a resumed run may change it (default {d['lr_schedule']})")
     g.add_argument("--lr-final", metavar="F", type=fraction,
-                   help="--lr-schedule cosine only: the last lr as a fraction of --lr, in [0, 1] (default 0.1)")
+                   help="--lr-schedule cosine only: the last lr as a fraction of --lr, in [0, 1] "
+                        f"(default {DEFAULT_LR_FINAL})")
     g.add_argument("--weight-decay", metavar="WD", type=nonnegative_float,
                    help="--optimizer adamw only: each step multiplies the parameters by 1 - lr*WD before the "
                         "Adam update (torch.optim.AdamW; Loshchilov & Hutter 2019); a resumed run may change "
@@ -336,7 +337,7 @@ class _Trainer:
         if self.data.index % self.data.windows_per_epoch == 0 and self.data.index > 0:
             self.step.reset_state()  # a new epoch: every stream jumps back to its start
         x, y = next(self.data)
-        self.lr = scheduled_lr(self.cfg, self.done, self.args.steps)
+        self.lr = scheduled_lr(self.cfg, self.done)
         self.step.optimizer.lr = self.lr  # both backends read it at every update
         t0 = time.perf_counter()
         loss = self.step.train(x, y)

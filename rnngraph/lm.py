@@ -118,12 +118,14 @@ def make_optimizer(name: str, lr: float, weight_decay: float | None = None) -> O
 
 
 LR_SCHEDULES = ("constant", "cosine")
+#: A cosine schedule's last lr as a fraction of the optimizer's, when not given.
+DEFAULT_LR_FINAL = 0.1
 
 
 def make_lr_schedule(name: str = "constant", lr_final: float | None = None, steps: int | None = None) -> dict:
     """The ``lr_schedule`` of an :class:`LMConfig`: ``{"name": "constant"}``, or ``{"name": "cosine",
     "lr_final": F, "steps": N}`` (the lr at step N, where the curve ends, is F times the optimizer's
-    lr; F None: 0.1; N None: not known yet, set by ``rnngraph train`` from --steps and used as a
+    lr; F None: DEFAULT_LR_FINAL; N None: not known yet, set by ``rnngraph train`` from --steps and used as a
     resumed run's default --steps). ValueError for another name, for lr_final or steps with
     constant, for an lr_final outside [0, 1] or steps not an integer >= 0."""
     if name == "constant":
@@ -132,7 +134,7 @@ def make_lr_schedule(name: str = "constant", lr_final: float | None = None, step
         return {"name": name}
     if name != "cosine":
         raise ValueError(f"unknown lr schedule {name!r} ({', '.join(LR_SCHEDULES)})")
-    lr_final = 0.1 if lr_final is None else lr_final
+    lr_final = DEFAULT_LR_FINAL if lr_final is None else lr_final
     if not (isinstance(lr_final, (int, float)) and 0 <= lr_final <= 1):
         raise ValueError(f"the final lr fraction must be a number in [0, 1], got {lr_final!r}")
     if steps is not None and not (isinstance(steps, int) and steps >= 0):
@@ -140,13 +142,17 @@ def make_lr_schedule(name: str = "constant", lr_final: float | None = None, step
     return {"name": name, "lr_final": float(lr_final)} | ({"steps": steps} if steps is not None else {})
 
 
-def scheduled_lr(cfg: LMConfig, done: int, total: int) -> float:
+def scheduled_lr(cfg: LMConfig, done: int) -> float:
     """The lr of training step ``done`` (0-based: the step about to run; steps of earlier, resumed
-    runs count) of a run of ``total`` steps in all: the optimizer's lr when the schedule is
-    constant, else :func:`rnngraph.optim.cosine_lr` from it to ``lr * lr_final`` at step ``total``."""
+    runs count): the optimizer's lr when the schedule is constant, else
+    :func:`rnngraph.optim.cosine_lr` from it to ``lr * lr_final`` at the schedule's end step N.
+    ValueError for a cosine schedule without an end step."""
     lr, schedule = cfg.optimizer["lr"], cfg.lr_schedule
     if schedule["name"] == "constant":
         return lr
+    if schedule.get("steps") is None:
+        raise ValueError("the cosine lr schedule has no end step (rnngraph train sets it from --steps)")
+    total = schedule["steps"]
     return cosine_lr(lr, schedule["lr_final"], done / total if total > 0 else 1.0)
 
 

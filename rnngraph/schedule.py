@@ -54,7 +54,8 @@ class Loop:
     ``persistent`` (one cooperative kernel per window) or ``graph`` (per-timestep kernels
     replayed from a CUDA graph); ticks = window + largest offset; syncs: the levels whose end
     needs a grid sync (passes/grid_syncs.py; the others end with a block barrier, their
-    successor touching only what its own block wrote), all of them in graph mode.
+    successor touching only what its own block wrote), all of them in graph mode; None (a Loop
+    not built by lower): every level (:attr:`sync_after`).
     """
 
     name: str
@@ -64,7 +65,12 @@ class Loop:
     mode: str
     ticks: int
     reverse: bool = False
-    syncs: tuple[int, ...] = ()
+    syncs: tuple[int, ...] | None = None
+
+    @property
+    def sync_after(self) -> tuple[int, ...]:
+        """The levels whose end has a grid sync: ``syncs``, every level when it is None."""
+        return tuple(range(1, self.levels + 1)) if self.syncs is None else self.syncs
 
     @property
     def reduction_syncs(self) -> int:
@@ -169,9 +175,10 @@ def _sync_text(s: Loop) -> str:
     """Where a persistent loop's grid syncs (passes/grid_syncs.py); graph mode: every level."""
     if s.mode != "persistent":
         return ""
-    if not s.syncs:
+    syncs = s.sync_after
+    if not syncs:
         return ", no grid sync"
-    return f", grid sync after level{'s' if len(s.syncs) > 1 else ''} {', '.join(map(str, s.syncs))}"
+    return f", grid sync after level{'s' if len(syncs) > 1 else ''} {', '.join(map(str, syncs))}"
 
 
 def _step_lines(s, window: int, columns: int) -> list[str]:

@@ -1,12 +1,14 @@
 """passes/grid_syncs.py: which levels of a persistent loop end with a grid sync.
 
-Besides the hand-derived cases, every schedule is checked by an element-level race check
-written independently of the pass: it replays each tick of the loop (stages active only where
-0 <= t < T), gives each element to the block that owns it (codegen/loop.py's split j0 =
-b*u // B of the level's unit u), lets every block with work read the whole input vector of a
-GEMM (and a forward layer norm's first element, the shift of its moments), and fails when two
-blocks touch one element of one value at one timestep, one of them writing, with no grid sync
-between them. The numerics of the elided syncs on real blocks are checked by the GPU tier."""
+Besides the hand-derived cases, every schedule is checked by an element-level race check written
+apart from the pass (it shares the pass's inputs, the kernels' reads and writes and
+passes/ownership.py's units, not its tick arithmetic or its access model): it replays each tick
+of the loop (stages active only where 0 <= t < T), gives each element to the block that owns it
+(codegen/loop.py's split j0 = b*u // B of the level's unit u), lets every block with work read
+the whole input vector of a GEMM (and a forward layer norm's first element, the shift of its
+moments), and fails when two blocks touch one element of one value at one timestep, one of them
+writing, with no grid sync between them. The numerics of the elided syncs on real blocks are
+checked by the GPU tier."""
 import re
 
 import pytest
@@ -15,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 import rnngraph as rg
 from random_cells import random_graphs
 from rnngraph.passes import schedule
-from rnngraph.passes.grid_syncs import Access, _collide, grid_syncs
+from rnngraph.passes.grid_syncs import Access, _access, _collide, grid_syncs, sync_levels
 from rnngraph.passes.ownership import level_unit
 from rnngraph.schedule import Loop
 
@@ -86,7 +88,7 @@ def races(g, s, loop: Loop, B: int = 2) -> list[str]:
                     value, tt, size = parse(ref, t)
                     for e in range(size):
                         touch(value, tt, e, _owner(e, u, B), True, f"{where} {k.name}")
-            if level in loop.syncs:
+            if level in loop.sync_after:
                 pending.clear()
     return found
 
@@ -168,3 +170,19 @@ def test_json_export_lists_the_sync_levels():
     g, s, (fwd, bwd) = loops(rg.stacked(rg.cells.layernorm_lstm, 1, 8, input_size=4))
     steps = {st["name"]: st for st in to_json(s)["forward"] + to_json(s)["backward"] if st["type"] == "loop"}
     assert steps[fwd.name]["grid_syncs_after"] == [1, 2, 3] and steps[bwd.name]["grid_syncs_after"] == [3]
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_the_timestep_arithmetic_places_the_sync(reverse):
+    """Two levels: 1 reads a whole vector v at t-1 (forward) or t+1 (backward: a stage's
+    timestep t counts down, so the value written one tick earlier is v[t+1]); 2 writes v at t
+    on owned elements. The read of tick k+1 meets the write of tick k: the sync goes after
+    level 2 (between timesteps), none after level 1. A wrong sign for the delay (or the
+    direction) moves the collision and the sync to after level 1."""
+    read = "v[t-1]" if not reverse else None
+    if reverse:  # in a reverse loop the gradient flows to t-1: write d.v[t-1], read d.v at t next tick
+        levels = [([], [_access("d.v", 0, True, False, True, 8)]), ([], [_access("d.v[t-1]", 0, True, True, False, 8)])]
+    else:
+        levels = [([], [_access(read, 0, False, False, True, 8)]), ([], [_access("v", 0, False, True, False, 8)])]
+    assert sync_levels(levels) == (2,)
+

@@ -4,8 +4,8 @@ run). The GPU tier (tests/test_gpu.py) runs them; these tests check their code i
 
 - no float64 instruction in any float32 loop kernel of the issue's cells, S = 1 and S = 64 (each
   S has its own code shape, codegen/tuning.py);
-- the inline grid barrier (codegen/grid_barrier.py, ``barrier=1|2``): per grid sync one acquire
-  load polled in a loop (a branch after the load goes back to a label before it; the compiler
+- the inline grid barrier (codegen/grid_barrier.py, ``barrier=1|2``): per grid sync one relaxed
+  GPU-scope load polled in a loop (a branch after the load goes back to a label before it; the compiler
   peels one more poll out of the loop), two fences, and numba's device-runtime grid sync only
   once (at kernel start).
 """
@@ -44,7 +44,7 @@ def polled_in_loop(ptx):
     lines = [" ".join(l.split()) for l in ptx.splitlines()]
     hits = 0
     for i, line in enumerate(lines):
-        if line.startswith("ld.acquire.gpu"):
+        if line.startswith("ld.relaxed.gpu"):
             labels = [l[:-1] for l in lines[max(0, i - 12):i] if l.endswith(":")]
             hits += any(l.endswith("bra " + lab + ";") or l.endswith("bra.uni " + lab + ";")
                         for lab in labels for l in lines[i + 1:i + 12])
@@ -113,5 +113,5 @@ def test_inline_barrier_compiles_to_a_polling_loop(tmp_path):
     for name, r in result.items():
         n = r["syncs"]
         assert r["polled_in_loop"] == n and r["fences"] == 2 * n, (name, r)
-        assert r["cg_syncs"] <= 1 and r["f64"] == 0, (name, r)
+        assert r["cg_syncs"] == 1 and r["f64"] == 0, (name, r)  # numba's, at kernel start: a cooperative launch
         assert r["nanosleep"] == (n if "barrier=2" in name else 0), (name, r)

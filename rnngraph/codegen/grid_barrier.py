@@ -13,22 +13,29 @@ written out so that it compiles into the kernel:
    block but block 0, which adds 0x80000000 - (nblocks - 1); the adds of one barrier total
    0x80000000, so the counter's top bit flips exactly when the last block arrives and its low
    bits come back to where they were (no reset, no second word);
-3. thread 0 polls the counter with ``ld.acquire.gpu`` until its top bit differs from the value
-   its own add returned (``grid_barrier_backoff`` sleeps ~32 ns between polls), then fences
-   again (the other blocks' writes become visible to the block);
+3. thread 0 polls the counter with ``ld.relaxed.gpu`` (from L2, never a stale L1 copy) until its
+   top bit differs from the value its own add returned (``grid_barrier_backoff`` sleeps ~32 ns
+   between polls), then fences once more (acquire: the other blocks' writes, published before
+   their adds, become visible to the block);
 4. ``cuda.syncthreads()`` (the block's other threads wait for thread 0).
 
 A block cannot pass the next barrier before every block has left this one (the next flip needs
-all of them), so a slow block still sees the flip. The fence and the acquire load are inline
-PTX marked as having side effects and clobbering memory, so the compiler neither hoists the
-poll out of its loop nor moves memory accesses across them. Each loop kernel gets its own
+all of them), so a slow block still sees the flip. The counter arithmetic is cooperative
+groups'; its fences are written here as ``fence.acq_rel.gpu`` (CUDA's ``__threadfence()`` is the
+stronger ``fence.sc.gpu``; release before the add and acquire after the poll is what a barrier
+needs). The fences and the poll are inline PTX marked as having side effects and clobbering
+memory, so the compiler neither hoists the poll out of its loop nor moves memory accesses across
+them. The low bits of the counter must be zero at a launch: a launch that died inside a barrier
+leaves the counter (and the CUDA context) unusable anyway. Each loop kernel gets its own
 counter (codegen/program.py): concurrent loop kernels never share one. The kernel must still
 be launched cooperatively (all blocks co-resident): it keeps one ``grid.sync()`` at its start,
 which also makes numba launch it so.
 
-History: session 5 measured this algorithm as a linked PTX function (a call, not inlined):
-faster at S=64 (LSTM 5.34 vs 5.58 ms fwd+bwd) but much slower for the LSTM at S=1 (2.11 vs
-1.36 ms), presumably the call's register saving; this inline form was not yet measured.
+History: session 5 measured this algorithm as a linked PTX function (a call, not inlined),
+polling with ``ld.acquire.gpu``: faster at S=64 (LSTM 5.34 vs 5.58 ms fwd+bwd) but much slower
+for the LSTM at S=1 (2.11 vs 1.36 ms). Why is not known: the call's saved registers are one
+guess, but session 4's inline atomic-counter barrier (polled with atomics) was slower at S=1 too
+(forward kernel 7.4 vs 4.9 us a timestep). This inline form is not measured yet.
 """
 from __future__ import annotations
 
@@ -46,7 +53,7 @@ def _asm(builder, text: str, constraints: str, ret=None, args=(), arg_types=()):
 
 @intrinsic
 def fence_acq_rel_gpu(typingctx):
-    """``fence.acq_rel.gpu`` (CUDA's ``__threadfence()``)."""
+    """``fence.acq_rel.gpu``: release (earlier writes before later ones) and acquire at GPU scope."""
     def codegen(context, builder, sig, args):
         _asm(builder, "fence.acq_rel.gpu;", "~{memory}")
         return context.get_dummy_value()
@@ -54,14 +61,15 @@ def fence_acq_rel_gpu(typingctx):
 
 
 @intrinsic
-def load_acquire_gpu(typingctx, counter):
-    """Element 0 of a uint32 array, read with ``ld.acquire.gpu`` (never cached, never hoisted)."""
+def load_relaxed_gpu(typingctx, counter):
+    """Element 0 of a uint32 array, read with ``ld.relaxed.gpu`` (coherent at GPU scope: not a
+    stale L1 copy; never hoisted out of a loop)."""
     if not (isinstance(counter, types.Array) and counter.dtype == types.uint32 and counter.ndim == 1):
         return None
 
     def codegen(context, builder, sig, args):
         data = context.make_array(sig.args[0])(context, builder, value=args[0]).data
-        return _asm(builder, "ld.acquire.gpu.u32 $0, [$1];", "=r,l,~{memory}", ir.IntType(32), [data],
+        return _asm(builder, "ld.relaxed.gpu.u32 $0, [$1];", "=r,l,~{memory}", ir.IntType(32), [data],
                     [data.type])
     return types.uint32(counter), codegen
 
@@ -76,13 +84,19 @@ def _arrive(counter, nblocks):
 
 
 @cuda.jit(device=True, inline=True)
+def _flipped(counter, old):
+    """Whether the counter's top bit differs from ``old``'s: every block has arrived."""
+    return ((load_relaxed_gpu(counter) ^ old) & uint32(TOP_BIT)) != 0
+
+
+@cuda.jit(device=True, inline=True)
 def grid_barrier(counter, nblocks):
     """Wait until all ``nblocks`` blocks of the grid have called it (see the module docstring).
     counter: uint32 array of shape (1,), this kernel's, zero before the first launch."""
     cuda.syncthreads()
     if cuda.threadIdx.x == 0:
         old = _arrive(counter, nblocks)
-        while ((load_acquire_gpu(counter) ^ old) & uint32(TOP_BIT)) == 0:
+        while not _flipped(counter, old):
             pass
         fence_acq_rel_gpu()
     cuda.syncthreads()
@@ -95,7 +109,7 @@ def grid_barrier_backoff(counter, nblocks):
     cuda.syncthreads()
     if cuda.threadIdx.x == 0:
         old = _arrive(counter, nblocks)
-        while ((load_acquire_gpu(counter) ^ old) & uint32(TOP_BIT)) == 0:
+        while not _flipped(counter, old):
             cuda.nanosleep(uint32(32))
         fence_acq_rel_gpu()
     cuda.syncthreads()

@@ -327,6 +327,8 @@ class LoopEmitter:
         for level in range(1, loop.levels + 1):
             ks_level = [k for k in loop.kernels if k.level == level]
             if not ks_level:
+                if level in loop.sync_after:
+                    self.emit(self.grid_sync, 2)
                 continue
             uL = self.level_unit(ks_level)
             self.emit(f"# level {level}: unit {uL}", 2)
@@ -354,7 +356,8 @@ class LoopEmitter:
                     if j:
                         self.emit("cuda.syncthreads()", 3)
                     (self.gemm if k.kind == "gemm" else self.pointwise)(k, uL, 3)
-            self.emit(self.grid_sync if level in loop.syncs else "cuda.syncthreads()  # no grid sync needed here", 2)
+            no_sync = "cuda.syncthreads()  # no grid sync needed here"
+            self.emit(self.grid_sync if level in loop.sync_after else no_sync, 2)
         args = sorted(self.buffers, key=_key)
         head = [
             "@cuda.jit(fastmath=True)" if self.tuning.fast else "@cuda.jit",

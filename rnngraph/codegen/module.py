@@ -25,25 +25,17 @@ def cache_dir() -> Path:
     return path
 
 
-def write_once(text: str, prefix: str, suffix: str) -> Path:
-    """``text`` in the cache directory as ``{prefix}{sha256 prefix}{suffix}``, written atomically
-    (temporary file, then rename) unless that file exists already."""
-    digest = hashlib.sha256(text.encode()).hexdigest()[:20]
-    path = cache_dir() / f"{prefix}{digest}{suffix}"
-    if not path.exists():
-        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    return path
-
-
 def load(source: str):
     """Write ``source`` to its content-hashed file (if new) and import it; the same text gives the same module."""
     digest = hashlib.sha256(source.encode()).hexdigest()[:20]
     if digest in _LOADED:
         return _LOADED[digest]
-    path = write_once(source, "rg_", ".py")
+    path = cache_dir() / f"rg_{digest}.py"
+    if not path.exists():
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            f.write(source)
+        os.replace(tmp, path)
     name = f"rnngraph_generated_{digest}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)

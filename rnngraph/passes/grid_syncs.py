@@ -27,14 +27,15 @@ which its own block wrote in level 2, and writes dG[t-1], a row no block reads b
 next sync: no grid sync after level 2. One sync per timestep instead of two.
 
 The decision is checked by simulating the ticks: accesses at timestep t - d of a stage with
-offset o, seen from tick k, touch timestep k - o - d forward (k counts down in the backward:
-T - 1 - k + o - d); two accesses collide when they name the same value at the same timestep.
-Boundaries are added until a simulation of enough ticks for any two accesses that could
-collide finds no collision (the analysis assumes every stage active in every tick: a
-superset of the real accesses). numba's CUDA simulator runs a cooperative kernel as one block
-(tests split its threads into virtual blocks, but there a grid sync and a block's
-``syncthreads`` are the same barrier), so CPU tests cannot show a missing sync: tests/test_grid_syncs.py checks the result with an element-level race check, and the GPU
-tier (tests/test_gpu.py) checks the kernels' numbers on 132 blocks.
+offset o, seen from tick k, touch timestep k - o - d forward (in the backward the timestep counts
+down: T - 1 - k + o - d); two accesses collide when they name the same value at the same timestep.
+Boundaries are added until a simulation of enough ticks for any two accesses that could collide
+finds no collision (the analysis assumes every stage active in every tick: a superset of the
+real accesses). numba's CUDA simulator runs a cooperative kernel as one block (tests split its
+threads into virtual blocks, but there a grid sync and a block's ``syncthreads`` are the same
+barrier), so CPU tests cannot show a missing sync: tests/test_grid_syncs.py checks the result
+with an element-level race check, and the GPU tier (tests/test_gpu.py) checks the kernels'
+numbers on 132 blocks.
 """
 from __future__ import annotations
 
@@ -105,11 +106,12 @@ def _first_collision(levels: list[tuple[list, list]], syncs: set[int], ticks: in
     for tick in range(ticks):
         for i, (phase, body) in enumerate(levels):
             before = i if i else n  # the boundary before level i+1 (after level i; level n for i = 0)
-            for new in phase + body:
-                if any(_collide(p, tp, new, tick) for p, tp in pending):
-                    return before
-                if phase and new is phase[-1]:
-                    pending = []  # the row-sum phase ends with the reduction sync
+            if any(_collide(p, tp, new, tick) for new in phase for p, tp in pending):
+                return before
+            if phase:
+                pending = []  # the row-sum phase ends with the reduction sync
+            if any(_collide(p, tp, new, tick) for new in body for p, tp in pending):
+                return before
             pending += [(a, tick) for a in body]
             if i + 1 in syncs:
                 pending = []
@@ -122,7 +124,13 @@ def grid_syncs(g: Graph, loop: Loop, recompute: dict | None = None) -> tuple[int
     A loop in graph mode syncs after every level (each launch ends at a kernel boundary)."""
     if loop.mode != "persistent":
         return tuple(range(1, loop.levels + 1))
-    levels = level_accesses(g, loop, recompute)
+    return sync_levels(level_accesses(g, loop, recompute))
+
+
+def sync_levels(levels: list[tuple[list, list]]) -> tuple[int, ...]:
+    """The levels after which to sync, for per-level (row-sum phase reads, kernel accesses) as
+    :func:`level_accesses` gives them: boundaries are added until the simulation finds no
+    collision."""
     rels = [a.rel for phase, body in levels for a in phase + body] or [0]
     ticks = max(rels) - min(rels) + 3  # long enough for any two accesses that could collide to meet
     syncs: set[int] = set()
