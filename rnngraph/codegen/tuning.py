@@ -50,7 +50,7 @@ xreduce   1: a GEMM work item's rows x streams partial sums (at most 32) are sum
           warp by the transpose butterfly (codegen/warp_reduce.py: 31 shuffles for 32 sums, stored
           by 32 lanes at once) instead of one 5-step tree per sum (160 shuffles, lane 0 storing).
 barrier   1: the grid syncs between levels are codegen/grid_barrier.py's barrier inlined into the
-          kernel (one atomic add and a polled acquire load per block, on the kernel's own
+          kernel (one atomic add and a polled relaxed load per block, on the kernel's own
           counter) instead of numba's ``grid.sync()``, a call into the CUDA device runtime; 2:
           the same with a ~32 ns sleep between polls. The simulator always runs ``grid.sync()``.
           Measured only as a linked PTX function (a call; H200, fwd+bwd T=100 H=512,
