@@ -10,6 +10,7 @@ of --iters launches on the program's stream) in several *variants* of its genera
   sync-only     every stage body emptied: the time loop, its grid syncs and nothing else
   no-gemm       the GEMM sections of each stage removed (pointwise code and syncs kept)
   no-pointwise  the pointwise sections removed (GEMMs and syncs kept)
+  no-ln-sums    the layer norms' row-sum sections removed (their reduction syncs kept)
   constants     T, S and the grid size written as constants into the kernel (the compiler can
                 then strength-reduce the index arithmetic and fix trip counts)
   lineinfo      the kernel as generated, compiled with line information (for ncu's source view)
@@ -41,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # rnngraph from
 
 import numpy as np  # noqa: E402
 
-VARIANTS = ("full", "no-grid-sync", "sync-only", "no-gemm", "no-pointwise", "constants", "fastmath", "lineinfo")
+VARIANTS = ("full", "no-grid-sync", "sync-only", "no-gemm", "no-pointwise", "no-ln-sums", "constants", "fastmath", "lineinfo")
 
 
 def _stage_bodies(lines: list[str]):
@@ -60,9 +61,10 @@ def _stage_bodies(lines: list[str]):
 
 
 def _drop_sections(src: str, kind: str | None) -> str:
-    """Remove the GEMM (kind "gemm"), pointwise ("pointwise") or all (None) sections of every
-    stage body; a section starts at its ``# k<n>:`` comment, and the ``cuda.syncthreads()``
-    between sections stays."""
+    """Remove the GEMM (kind "gemm"), pointwise ("pointwise"), layer-norm row-sum ("ln-sums") or
+    all (None) sections of every stage body; a section starts at its ``# k<n>:`` (or
+    ``# <layer norm>: layer norm row sums``) comment, and the ``cuda.syncthreads()`` between
+    sections stays. Row sums go with every kind but "ln-sums", which keeps all else."""
     lines = src.split("\n")
     out, last = [], 0
     for a, b in _stage_bodies(lines):
@@ -77,6 +79,10 @@ def _drop_sections(src: str, kind: str | None) -> str:
         for sec in sections:
             head = sec[0]
             pointwise = "pointwise" in head
+            if kind == "ln-sums":
+                if "layer norm row sums" not in head:
+                    out += sec
+                continue
             if head.strip() == "cuda.syncthreads()" or (kind == "gemm" and pointwise) or (kind == "pointwise" and not pointwise and head.startswith(ind + "# k")):
                 out += sec
         out.append(ind + "pass")
@@ -92,7 +98,7 @@ def variant_source(src: str, name: str, T: int, S: int, nblocks: int) -> str:
         return re.sub(r"\n        (grid\.sync\(\)|grid_barrier\(BAR, nblocks\))", "\n        pass", src)
     if name == "sync-only":
         return _drop_sections(src, None)
-    if name in ("no-gemm", "no-pointwise"):
+    if name in ("no-gemm", "no-pointwise", "no-ln-sums"):
         return _drop_sections(src, name[3:])
     if name == "constants":
         src = src.replace("    nblocks = cuda.gridDim.x", f"    nblocks = {nblocks}")
