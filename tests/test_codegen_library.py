@@ -175,21 +175,50 @@ def test_layer_norm_forward_strided_rows(rng, small_rows):
     np.testing.assert_allclose(host(out), want, rtol=1e-4, atol=1e-4)  # x is only float32-exact
 
 
-@pytest.mark.parametrize("rows_per_block", [None, 2])
+@pytest.mark.parametrize("rows_per_chunk", [None, 2])
 @pytest.mark.parametrize("threads", ["default", "small"])
-def test_layer_norm_backward(rng, monkeypatch, rows_per_block, threads):
+def test_layer_norm_backward(rng, monkeypatch, rows_per_chunk, threads):
     if threads == "small":
         monkeypatch.setattr(device, "MAX_ROW_THREADS", 4)
     N, n = 5, 7
     x, g, b, gy = f32(rng, N, n), f32(rng, n), f32(rng, n), f32(rng, N, n)
     gx0, gg0, gb0 = f32(rng, N, n), f32(rng, n), f32(rng, n)  # the launcher adds into these
     dgx, dgg, dgb = dev(gx0), dev(gg0), dev(gb0)
-    library.layer_norm_backward(dev(x), dev(g), dev(gy), dgx, dgg, dgb, rows_per_block=rows_per_block)
+    library.layer_norm_backward(dev(x), dev(g), dev(gy), dgx, dgg, dgb, rows_per_chunk=rows_per_chunk)
     d = lambda a: a.astype(np.float64)  # noqa: E731
     (gx,), (gg, gb) = LN.vjp(d(gy), None, [d(x)], [d(g), d(b)], {})
     np.testing.assert_allclose(host(dgx), gx0 + gx, **TOL)
     np.testing.assert_allclose(host(dgg), gg0 + gg, **TOL)
     np.testing.assert_allclose(host(dgb), gb0 + gb, **TOL)
+
+
+def test_layer_norm_backward_row_chunks(rng):
+    """70 rows in chunks of 32 (the column kernel's atomics meet from 3 chunks, the last one
+    partial) against the backward formulas in float64; called twice to check the cached stats
+    scratch and the accumulation."""
+    N, n = 70, 12
+    x, g, gy = f32(rng, N, n, scale=2.0) + 3.0, f32(rng, n), f32(rng, N, n)
+    gx0, gg0, gb0 = f32(rng, N, n), f32(rng, n), f32(rng, n)
+    dgx, dgg, dgb = dev(gx0), dev(gg0), dev(gb0)
+    for _ in range(2):
+        library.layer_norm_backward(dev(x), dev(g), dev(gy), dgx, dgg, dgb, rows_per_chunk=32)
+    xd, gd, gyd = x.astype(np.float64), g.astype(np.float64), gy.astype(np.float64)
+    mean = xd.mean(1, keepdims=True)
+    rstd = 1.0 / np.sqrt(((xd - mean) ** 2).mean(1, keepdims=True) + 1e-5)
+    xhat = (xd - mean) * rstd
+    gh = gyd * gd
+    gx = rstd * (gh - gh.mean(1, keepdims=True) - xhat * (gh * xhat).mean(1, keepdims=True))
+    np.testing.assert_allclose(host(dgx), gx0 + 2 * gx, **TOL)
+    np.testing.assert_allclose(host(dgg), gg0 + 2 * (gyd * xhat).sum(0), **TOL)
+    np.testing.assert_allclose(host(dgb), gb0 + 2 * gyd.sum(0), **TOL)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.0, True])
+def test_layer_norm_backward_bad_rows_per_chunk(bad):
+    z = np.zeros((3, 4), np.float32)
+    v = np.zeros(4, np.float32)
+    with pytest.raises(ValueError, match="rows_per_chunk"):
+        library.layer_norm_backward(dev(z), dev(v), dev(z), dev(z), dev(v), dev(v), rows_per_chunk=bad)
 
 
 # ---------------------------------------------------------------------------- softmax cross-entropy

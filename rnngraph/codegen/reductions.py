@@ -3,7 +3,9 @@ backward), plus the block-wide reductions they (and generated kernels) share.
 
 A row is one column of the graph's batch: arrays are (N, n) float32, row-major. Each row is
 reduced by one thread block of a power-of-two size (:func:`device.row_threads`) through a
-shared-memory tree; threads stride over the row, so any n works with any block size.
+shared-memory tree; threads stride over the row, so any n works with any block size. The
+column sums of layer norm's backward (gain and bias gradients) are a second kernel with threads
+over columns and the rows split into chunks.
 """
 from __future__ import annotations
 
@@ -13,11 +15,15 @@ import numpy as np
 from numba import cuda, float32
 
 from ..ops import LAYER_NORM_EPS
-from .device import (INDEX_DTYPES, MAX_REDUCE_BLOCKS, as_device, blocks, check, launch_stream,
-                     row_threads)
+from .device import (INDEX_DTYPES, MAX_REDUCE_BLOCKS, as_device, blocks, check,
+                     elementwise_threads, in_simulator, launch_stream, row_threads, stream_handle)
 
 SMEM = 1024  # shared scratch of the block reductions: the largest block they support
-LN_ROWS = 32  # most rows one layer-norm backward block handles (statistics kept in shared memory)
+# layer_norm_backward's column kernel: about this many blocks fill the GPU (4 per SM on an
+# H200), with row chunks of at least LN_MIN_CHUNK rows (fewer atomics where N is small).
+LN_COLUMN_BLOCKS = 2 * MAX_REDUCE_BLOCKS
+LN_MIN_CHUNK = 32
+MAX_GRID_Y = 65535  # CUDA's limit on gridDim.y
 _LN_EPS = np.float32(LAYER_NORM_EPS)
 _NEG_INF = np.float32(-np.inf)
 
@@ -106,51 +112,56 @@ def _layer_norm_forward_kernel(x, gain, bias, out):
         out[r, j] = (x[r, j] - mean) * rstd * gain[j] + bias[j]
 
 
-def _layer_norm_backward_kernel(x, gain, gy, gx, ggain, gbias, rows_per_block):
-    """Block b handles rows [b*R, b*R + R): gx[r] += rstd * (gh - mean(gh) - xhat*mean(gh*xhat))
-    with gh = gy*gain; then each thread adds its columns' sums over those rows of gy*xhat and gy
-    into ggain and gbias (one atomic per column per block)."""
+def _layer_norm_backward_rows_kernel(x, gain, gy, gx, stats):
+    """One block per row r: gx[r] += rstd * (gh - mean(gh) - xhat * mean(gh * xhat)) with
+    gh = gy * gain, xhat = (x[r] - mean) * rstd; stores stats[r] = (mean, rstd) for
+    :func:`_layer_norm_backward_columns_kernel`."""
     sm = cuda.shared.array(SMEM, float32)
     sm2 = cuda.shared.array(SMEM, float32)
-    smean = cuda.shared.array(LN_ROWS, float32)
-    srstd = cuda.shared.array(LN_ROWS, float32)
     tid = cuda.threadIdx.x
     nt = cuda.blockDim.x
     n = x.shape[1]
-    r0 = cuda.blockIdx.x * rows_per_block
-    nrows = min(rows_per_block, x.shape[0] - r0)
-    for rr in range(nrows):
-        r = r0 + rr
-        mean, rstd = row_stats(x, r, sm)
-        s1 = float32(0.0)
-        s2 = float32(0.0)
-        for j in range(tid, n, nt):
-            gh = gy[r, j] * gain[j]
-            s1 += gh
-            s2 += gh * (x[r, j] - mean) * rstd
-        t1, t2 = block_sum2(s1, s2, sm, sm2)
-        a = t1 / float32(n)
-        b = t2 / float32(n)
-        for j in range(tid, n, nt):
-            xh = (x[r, j] - mean) * rstd
-            gx[r, j] += rstd * (gy[r, j] * gain[j] - a - xh * b)
-        if tid == 0:
-            smean[rr] = mean
-            srstd[rr] = rstd
-    cuda.syncthreads()
+    r = cuda.blockIdx.x
+    mean, rstd = row_stats(x, r, sm)
+    s1 = float32(0.0)
+    s2 = float32(0.0)
     for j in range(tid, n, nt):
-        sg = float32(0.0)
-        sb = float32(0.0)
-        for rr in range(nrows):
-            g = gy[r0 + rr, j]
-            sg += g * (x[r0 + rr, j] - smean[rr]) * srstd[rr]
-            sb += g
-        cuda.atomic.add(ggain, j, sg)
-        cuda.atomic.add(gbias, j, sb)
+        gh = gy[r, j] * gain[j]
+        s1 += gh
+        s2 += gh * (x[r, j] - mean) * rstd
+    t1, t2 = block_sum2(s1, s2, sm, sm2)
+    a = t1 / float32(n)
+    b = t2 / float32(n)
+    for j in range(tid, n, nt):
+        xh = (x[r, j] - mean) * rstd
+        gx[r, j] += rstd * (gy[r, j] * gain[j] - a - xh * b)
+    if tid == 0:
+        stats[r, 0] = mean
+        stats[r, 1] = rstd
+
+
+def _layer_norm_backward_columns_kernel(x, gy, stats, ggain, gbias, rows_per_chunk):
+    """Grid (ceil(n / tpb), row chunks): thread column j of chunk c sums gy * xhat and gy over
+    rows [c*R, c*R + R) of column j (xhat from stats = (mean, rstd) per row) and adds them into
+    ggain[j] and gbias[j] (one atomic each per column per chunk)."""
+    j = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    if j >= x.shape[1]:
+        return
+    r0 = cuda.blockIdx.y * rows_per_chunk
+    r1 = min(r0 + rows_per_chunk, x.shape[0])
+    sg = float32(0.0)
+    sb = float32(0.0)
+    for r in range(r0, r1):
+        g = gy[r, j]
+        sg += g * (x[r, j] - stats[r, 0]) * stats[r, 1]
+        sb += g
+    cuda.atomic.add(ggain, j, sg)
+    cuda.atomic.add(gbias, j, sb)
 
 
 layer_norm_forward_kernel = cuda.jit(_layer_norm_forward_kernel)
-layer_norm_backward_kernel = cuda.jit(_layer_norm_backward_kernel)
+layer_norm_backward_rows_kernel = cuda.jit(_layer_norm_backward_rows_kernel)
+layer_norm_backward_columns_kernel = cuda.jit(_layer_norm_backward_columns_kernel)
 
 
 def _ln_args(name, x, gain, *more):
@@ -174,26 +185,63 @@ def layer_norm_forward(x, gain, bias, out, *, stream=None):
     return out
 
 
-def layer_norm_backward(x, gain, gy, gx, ggain, gbias, *, stream=None, rows_per_block=None):
+# (N, 2) float32 (mean, rstd) scratch of layer_norm_backward, one per (device, stream, N) and
+# kept for the life of the process (8 bytes a row per key: a few distinct N in practice), so
+# the hot path allocates nothing. Per stream: calls on two streams may overlap, calls on one
+# stream run in order (the column kernel of one call reads its stats before the next call's
+# row kernel overwrites them).
+_LN_STATS: dict = {}
+
+
+def _ln_stats_scratch(nrows: int, stream):
+    """The cached (nrows, 2) float32 statistics scratch of :func:`layer_norm_backward`."""
+    if in_simulator():  # simulated launches run synchronously, one device
+        key = (None, None, nrows)
+    else:
+        key = (cuda.current_context().device.id, stream_handle(stream), nrows)
+    buf = _LN_STATS.get(key)
+    if buf is None:
+        buf = cuda.device_array((nrows, 2), np.float32, stream=launch_stream(stream))
+        _LN_STATS[key] = buf
+    return buf
+
+
+def layer_norm_backward(x, gain, gy, gx, ggain, gbias, *, stream=None, rows_per_chunk=None):
     """Gradients of :func:`layer_norm_forward`, all accumulated (``+=``).
 
     x, gy, gx: float32 (N, n) — ``gx += dL/dx``; gain: float32 (n,); ggain, gbias: float32 (n,)
     — ``ggain += sum_rows gy * xhat``, ``gbias += sum_rows gy`` (atomics: the order of the
-    additions, so the last bits, may vary between runs). ``rows_per_block`` (≤ 32, default:
-    enough blocks to fill the GPU) sets how many rows share one block's atomics."""
+    additions, so the last bits, may vary between runs).
+
+    Two kernels on ``stream``: one block per row computes gx and stores each row's (mean, rstd)
+    in a cached (N, 2) scratch; then threads over columns, in a grid whose second dimension
+    splits the rows into chunks of ``rows_per_chunk`` (a positive int; default: enough chunks
+    for about :data:`LN_COLUMN_BLOCKS` blocks, at least :data:`LN_MIN_CHUNK` rows each), sum
+    ggain and gbias per chunk and meet by ``cuda.atomic.add``. Returns gx."""
     x, gain, gy, gx, ggain, gbias = (as_device(a, stream) for a in (x, gain, gy, gx, ggain, gbias))
     _ln_args("layer_norm_backward", x, gain, ("gy", gy, 2), ("gx", gx, 2), ("ggain", ggain, 1),
              ("gbias", gbias, 1))
-    nrows = x.shape[0]
-    if nrows == 0:
+    nrows, n = x.shape
+    t = elementwise_threads()
+    col_blocks = blocks(n, t)
+    if rows_per_chunk is None:
+        want_chunks = max(1, -(-LN_COLUMN_BLOCKS // col_blocks))
+        rows_per_chunk = max(LN_MIN_CHUNK, -(-nrows // want_chunks))
+    if (isinstance(rows_per_chunk, bool) or not isinstance(rows_per_chunk, (int, np.integer))
+            or rows_per_chunk < 1):
+        raise ValueError(f"layer_norm_backward: rows_per_chunk must be a positive int, "
+                         f"got {rows_per_chunk!r}")
+    chunks = blocks(nrows, rows_per_chunk)
+    if chunks > MAX_GRID_Y:
+        raise ValueError(f"layer_norm_backward: rows_per_chunk {rows_per_chunk} gives {chunks} "
+                         f"row chunks for {nrows} rows, more than {MAX_GRID_Y}")
+    if nrows == 0 or n == 0:
         return gx
-    if rows_per_block is None:
-        rows_per_block = min(LN_ROWS, max(1, -(-nrows // MAX_REDUCE_BLOCKS)))
-    if not 1 <= rows_per_block <= LN_ROWS:
-        raise ValueError(f"layer_norm_backward: rows_per_block must be in [1, {LN_ROWS}]")
-    layer_norm_backward_kernel[blocks(nrows, rows_per_block), row_threads(x.shape[1]),
-                               launch_stream(stream)](x, gain, gy, gx, ggain, gbias,
-                                                      np.int32(rows_per_block))
+    stats = _ln_stats_scratch(nrows, stream)
+    s = launch_stream(stream)
+    layer_norm_backward_rows_kernel[nrows, row_threads(n), s](x, gain, gy, gx, stats)
+    layer_norm_backward_columns_kernel[(col_blocks, chunks), t, s](
+        x, gy, stats, ggain, gbias, np.int32(min(rows_per_chunk, nrows)))
     return gx
 
 
@@ -291,6 +339,8 @@ for _idx in ("int32", "int64"):
     ]
 KERNELS = [
     (_layer_norm_forward_kernel, "void(float32[:, ::1], float32[::1], float32[::1], float32[:, ::1])"),
-    (_layer_norm_backward_kernel, "void(float32[:, ::1], float32[::1], float32[:, ::1], "
-                                  "float32[:, ::1], float32[::1], float32[::1], int32)"),
+    (_layer_norm_backward_rows_kernel, "void(float32[:, ::1], float32[::1], float32[:, ::1], "
+                                       "float32[:, ::1], float32[:, ::1])"),
+    (_layer_norm_backward_columns_kernel, "void(float32[:, ::1], float32[:, ::1], "
+                                          "float32[:, ::1], float32[::1], float32[::1], int32)"),
 ] + KERNELS
