@@ -55,7 +55,10 @@ class Loop:
     replayed from a CUDA graph); ticks = window + largest offset; syncs: the levels whose end
     needs a grid sync (passes/grid_syncs.py; the others end with a block barrier, their
     successor touching only what its own block wrote), all of them in graph mode; None (a Loop
-    not built by lower): every level (:attr:`sync_after`).
+    not built by lower): every level (:attr:`sync_after`); early_sums: the layer norms of a
+    persistent loop whose row sums the blocks add at the end of the level before theirs, over the
+    elements of the input (forward) or output gradient (backward) they just wrote there
+    (passes/row_sums.py), so that their level needs no reduction sync.
     """
 
     name: str
@@ -66,6 +69,7 @@ class Loop:
     ticks: int
     reverse: bool = False
     syncs: tuple[int, ...] | None = None
+    early_sums: tuple[str, ...] = ()
 
     @property
     def sync_after(self) -> tuple[int, ...]:
@@ -75,10 +79,12 @@ class Loop:
     @property
     def reduction_syncs(self) -> int:
         """Extra grid syncs per timestep of a persistent loop: one per level holding a layer norm
-        (its row sums are added across blocks before the normalisation); 0 in graph mode."""
+        whose row sums are added across blocks at the start of that level, before the
+        normalisation (not those in ``early_sums``); 0 in graph mode."""
         if self.mode != "persistent":
             return 0
-        return len({k.level for k in self.kernels if "layer_norm" in k.op_names})
+        return len({k.level for k in self.kernels for m, op in zip(k.ops, k.op_names)
+                    if op == "layer_norm" and m not in self.early_sums})
 
     def at(self, level: int, stage: int) -> list[Kernel]:
         """The kernels of one level of one stage, in order."""
@@ -191,6 +197,8 @@ def _step_lines(s, window: int, columns: int) -> list[str]:
     extra = f" + {syncs} reduction sync{'s' if syncs != 1 else ''}" if syncs else ""
     lines = [f"  {s.name} {span}  {s.mode}, {s.levels} level{'s' if s.levels != 1 else ''}{extra} per timestep "
              f"(initiation interval){_sync_text(s)}, {s.ticks} ticks"]
+    if s.early_sums:
+        lines.append(f"    row sums one level early (no reduction sync): {', '.join(s.early_sums)}")
     for offset, label in s.stages:
         lag = "t" if offset == 0 else (f"t+{offset}" if s.reverse else f"t-{offset}")
         lines.append(f"    stage {offset} ({lag})  {label}")

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import rnngraph as rg
+from extra_cells import prenorm_rnn
 from random_cells import random_graphs
 from rnngraph.passes import schedule
 from rnngraph.passes.grid_syncs import Access, _access, _collide, grid_syncs, sync_levels
@@ -42,10 +43,10 @@ def races(g, s, loop: Loop, B: int = 2) -> list[str]:
     found, pending = [], {}  # (value, t, element) -> [(block, write)] since the last grid sync
     top = max(o for o, _ in loop.stages)
 
-    def touch(value, t, e, block, write, where):
+    def touch(value, t, e, block, write, where):  # write: False, True or "add" (atomic adds commute)
         key = (value, t, e)
         for b, w in pending.get(key, []):
-            if b != block and (w or write):
+            if b != block and (w or write) and not w == write == "add":
                 found.append(f"{where}: {value}[t={t}][{e}] by blocks {b} and {block}")
         pending.setdefault(key, []).append((block, write))
 
@@ -67,18 +68,31 @@ def races(g, s, loop: Loop, B: int = 2) -> list[str]:
                 if 0 <= t < T:
                     active.append((k, t))
             where = f"{loop.name} tick {tick} level {level}"
-            norms = [(k, t, g.by_name[m]) for k, t in active for m in k.ops if g.by_name[m].op == "layer_norm"]
-            for k, t, n in norms:  # row-sum phase, then the reduction sync
+
+            def row_sums(t, n, unit, label):
+                """A layer norm's row sums at timestep t by blocks split by ``unit``: the summed
+                row at their own elements, the shift x[t-1, s, 0] (forward), the sums (all)."""
                 ref = f"d.{n.name}" if loop.reverse else str(n.args[0])
                 value, tt, size = parse(ref, t)
                 for e in range(size):
-                    touch(value, tt, e, _owner(e, u, B), False, where + " row sums")
-                if not loop.reverse:
-                    for b in busy:
-                        touch(value, tt, 0, b, False, where + " shift")
-            if any("layer_norm" in k.op_names for k in ks):  # the emitter syncs even where no stage is active
-                pending.clear()
+                    touch(value, tt, e, _owner(e, unit, B), False, label)
+                workers = [b for b in range(B) if ((b + 1) * unit) // B > (b * unit) // B]
+                for b in workers:
+                    if not loop.reverse and tt > 0:
+                        touch(value, tt - 1, 0, b, False, label + " shift")
+                    touch("sums:" + n.name, t, 0, b, "add", label + " sums")
+
+            norms = [(k, t, g.by_name[m]) for k, t in active for m in k.ops
+                     if g.by_name[m].op == "layer_norm" and m not in loop.early_sums]
+            for k, t, n in norms:  # row-sum phase, then the reduction sync
+                row_sums(t, n, u, where + " row sums")
+            if any(op == "layer_norm" and m not in loop.early_sums for k in ks for m, op in zip(k.ops, k.op_names)):
+                pending.clear()  # the emitter syncs even where no stage is active
             for k, t in active:
+                for m in k.ops:
+                    if m in loop.early_sums:  # the layer norm reads the finished sums
+                        for b in busy:
+                            touch("sums:" + m, t, 0, b, False, f"{where} {k.name} sums")
                 for ref in k.reads:
                     value, tt, size = parse(ref, t)
                     for e in range(size):
@@ -88,6 +102,12 @@ def races(g, s, loop: Loop, B: int = 2) -> list[str]:
                     value, tt, size = parse(ref, t)
                     for e in range(size):
                         touch(value, tt, e, _owner(e, u, B), True, f"{where} {k.name}")
+            for k in loop.kernels:  # the next level's early row sums, by this level's blocks
+                t = (T - 1 - (tick - k.stage)) if loop.reverse else tick - k.stage
+                if k.level == level + 1 and 0 <= t < T:
+                    for m in k.ops:
+                        if m in loop.early_sums:
+                            row_sums(t, g.by_name[m], u, f"{where} early row sums of {m}")
             if level in loop.sync_after:
                 pending.clear()
     return found
@@ -118,12 +138,23 @@ def test_every_sync_of_the_lstm_backward_is_needed():
     assert races(g, s, replace(bwd, syncs=(2,)))
 
 
-def test_layer_norm_shift_keeps_the_forward_syncs():
-    """The forward row sums read x[t, s, 0] in every block (the shift of the moments), so each
-    layer-norm level needs the sync before it; the backward sums read own elements only."""
+def test_layer_norm_row_sums_move_to_the_producing_level():
+    """layernorm_lstm: each layer norm's row is written one level before it (forward: the GEMM
+    U h, then the gates; backward: the gradients of LN_c's and LN_h's outputs), so its sums are
+    taken there (passes/row_sums.py) and no reduction sync remains; the sums, read whole by the
+    layer norm's level, keep a grid sync after each producing level."""
     g, s, (fwd, bwd) = loops(rg.stacked(rg.cells.layernorm_lstm, 1, 8, input_size=4))
-    assert fwd.syncs == (1, 2, 3)
-    assert bwd.levels == 4 and bwd.syncs == (3,)  # before the GEMM dh += U^T dG
+    assert fwd.early_sums == ("layer0.ln_h", "layer0.c_next") and fwd.reduction_syncs == 0
+    assert bwd.early_sums == ("layer0.c_next", "layer0.ln_h") and bwd.reduction_syncs == 0
+    assert fwd.syncs == (1, 2, 3)  # 3 grid syncs a timestep (5 with two reduction syncs)
+    assert bwd.levels == 4 and bwd.syncs == (1, 2, 3)  # none before the next timestep's VJP
+    assert "row sums one level early (no reduction sync): layer0.ln_h, layer0.c_next" in str(s)
+
+
+def test_layer_norm_of_an_older_row_keeps_its_reduction_sync():
+    g, s, (fwd, bwd) = loops(rg.stacked(prenorm_rnn, 1, 8, input_size=4))
+    assert fwd.early_sums == () and fwd.reduction_syncs == 1
+    assert races(g, s, fwd, B=4) == [] and races(g, s, bwd, B=4) == []
 
 
 @rg.cell
@@ -169,7 +200,8 @@ def test_json_export_lists_the_sync_levels():
     from rnngraph.schedule_export import to_json
     g, s, (fwd, bwd) = loops(rg.stacked(rg.cells.layernorm_lstm, 1, 8, input_size=4))
     steps = {st["name"]: st for st in to_json(s)["forward"] + to_json(s)["backward"] if st["type"] == "loop"}
-    assert steps[fwd.name]["grid_syncs_after"] == [1, 2, 3] and steps[bwd.name]["grid_syncs_after"] == [3]
+    assert steps[fwd.name]["grid_syncs_after"] == [1, 2, 3] and steps[bwd.name]["grid_syncs_after"] == [1, 2, 3]
+    assert steps[fwd.name]["early_row_sums"] == ["layer0.ln_h", "layer0.c_next"] and steps[fwd.name]["reduction_syncs"] == 0
 
 
 @pytest.mark.parametrize("reverse", [False, True])

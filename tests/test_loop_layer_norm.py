@@ -10,11 +10,13 @@ slice of the hidden units and adds its own partial sums with atomics, and grid.s
 barrier over all of them. Tiny shapes: T=3, S=2, hidden 8; one Adam step against the NumPy backend.
 """
 import os
+import re
 
 import numpy as np
 import pytest
 
 import rnngraph as rg
+from extra_cells import prenorm_rnn
 from rnngraph.codegen import program
 from rnngraph.codegen.tuning import LoopTuning, default_tuning, loop_tuning
 from rnngraph.passes import schedule
@@ -24,8 +26,14 @@ V, T, S, H = 5, 3, 2, 8
 sim = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1",
                          reason="simulator tests (the GPU tier runs tests/test_gpu.py)")
 
-# (layers, plan, simulated blocks): 3 blocks split hidden 8 unevenly (2, 3, 3 units)
-CASES = [(1, None, 1), (1, None, 3), (2, "wavefront", 2), (2, "scc-sequential", 2)]
+# (cell, layers, plan, simulated blocks, lnsum): 3 blocks split hidden 8 unevenly (2, 3, 3
+# units); lnsum=1: the row sums' shared-memory code shape (codegen/loop.py), lnsum=0 the warp
+# shape. layernorm_lstm's layer norms take their row sums one level early (passes/row_sums.py);
+# prenorm_rnn's at the start of their own level, before a reduction sync.
+CASES = [("layernorm_lstm", 1, None, 1, 0), ("layernorm_lstm", 1, None, 3, 0), ("layernorm_lstm", 2, "wavefront", 2, 0),
+         ("layernorm_lstm", 2, "scc-sequential", 2, 0), ("layernorm_lstm", 1, None, 1, 1),
+         ("layernorm_lstm", 1, None, 3, 1), ("layernorm_lstm", 2, "wavefront", 2, 1),
+         ("prenorm_rnn", 1, None, 3, 0), ("prenorm_rnn", 1, None, 3, 1), ("prenorm_rnn", 1, None, 1, 1)]
 
 
 def _loops(schedule) -> list[Loop]:
@@ -33,7 +41,7 @@ def _loops(schedule) -> list[Loop]:
 
 
 def _pair(cell, layers, plan):
-    net = rg.stacked(rg.cells.STANDARD[cell], layers, H, vocab=V, embed=3)
+    net = rg.stacked(rg.cells.STANDARD.get(cell) or prenorm_rnn, layers, H, vocab=V, embed=3)
     mk = lambda dev: rg.compile(net, window=T, streams=S, device=dev, optimizer=rg.Adam(lr=1e-2), clip_norm=0.5,
                                 seed=1, plan=plan)
     return mk("cpu"), mk("cuda")
@@ -54,19 +62,27 @@ def _check_training(cpu, gpu, steps=1, seed=0):
 
 
 @sim
-@pytest.mark.parametrize("layers, plan, blocks", CASES, ids=[f"{n}l-{p}-b{b}" for n, p, b in CASES])
-def test_layer_norm_loop_trains_like_numpy(monkeypatch, layers, plan, blocks):
-    monkeypatch.setenv("RNNGRAPH_LOOP", "ln=1")
+@pytest.mark.parametrize("cell, layers, plan, blocks, lnsum", CASES,
+                         ids=[f"{c}-{n}l-{p}-b{b}-lnsum{q}" for c, n, p, b, q in CASES])
+def test_layer_norm_loop_trains_like_numpy(monkeypatch, cell, layers, plan, blocks, lnsum):
+    monkeypatch.setenv("RNNGRAPH_LOOP", f"ln=1,lnsum={lnsum}")
     monkeypatch.setattr(program, "SIM_BLOCKS", blocks)
-    cpu, gpu = _pair("layernorm_lstm", layers, plan)
+    cpu, gpu = _pair(cell, layers, plan)
     loops = _loops(gpu.schedule)
-    assert loops and all(lp.mode == "persistent" and lp.reduction_syncs > 0 for lp in loops)
+    assert loops and all(lp.mode == "persistent" for lp in loops)
+    # layernorm_lstm: every loop sums rows one level early (2 layers, wavefront: layer 1's ln_i,
+    # over the other stage's W x, keeps a reduction sync); prenorm_rnn's forward sums LN(h[t-1])
+    # in a reduction phase, its backward one level early
+    early = cell == "layernorm_lstm"
+    assert all(lp.early_sums for lp in loops) == early and any(lp.early_sums for lp in loops)
+    reduction = bool(re.search(r"\+ \d+ reduction syncs? per timestep", str(gpu.schedule)))
+    assert reduction == (not early or plan == "wavefront") == any(lp.reduction_syncs for lp in loops)
     if plan:
         assert gpu.schedule.plan == plan
-    assert "reduction sync" in str(gpu.schedule)
     src = gpu.kernels
     assert "cuda.atomic.add(N" in src and "cuda.atomic.add(M" in src and "grid.sync()" in src
     assert "layer_norm_forward" not in src  # no per-timestep library layer norm: loops are one kernel each
+    assert ("cuda.atomic.add(lns" in src) == bool(lnsum)
     plan_ = gpu._cuda.program
     assert all(len(step) == 1 for step, s in zip(plan_.forward_plan, gpu.schedule.forward) if isinstance(s, Loop))
     _check_training(cpu, gpu, steps=2 if layers == 1 else 1)
@@ -88,18 +104,20 @@ def test_ln_knob_moves_layer_norm_loops_between_graph_mode_and_persistent(monkey
     off = schedule(net.graph, window=100, streams=1)
     lstm_off = str(schedule(lstm.graph, window=10, streams=1))
     assert all(lp.mode == "graph" and lp.reduction_syncs == 0 for lp in _loops(off))
-    assert "reduction sync" not in str(off)
+    assert "reduction sync" not in str(off)  # graph mode
     monkeypatch.setenv("RNNGRAPH_LOOP", "ln=1")
     on = schedule(net.graph, window=100, streams=1)
     fwd, bwd = _loops(on)
     assert fwd.mode == bwd.mode == "persistent"
-    assert (fwd.reduction_syncs, bwd.reduction_syncs) == (2, 2)  # ln_h + ln_c levels; their VJP levels
-    assert "3 levels + 2 reduction syncs per timestep" in str(on)
-    assert on.launches < off.launches and on.critical_path == off.critical_path + 100 * 4
+    # the row sums of ln_h and ln_c (forward) and of their VJPs are taken one level early: no
+    # reduction syncs (passes/row_sums.py)
+    assert (fwd.reduction_syncs, bwd.reduction_syncs) == (0, 0) and fwd.early_sums and bwd.early_sums
+    assert "3 levels per timestep" in str(on)
+    assert on.launches < off.launches and on.critical_path == off.critical_path
     assert str(schedule(lstm.graph, window=10, streams=1)) == lstm_off  # loops without layer norms: unchanged
-    monkeypatch.delenv("RNNGRAPH_LOOP")  # the defaults: persistent at S <= 16, graph mode above
+    monkeypatch.delenv("RNNGRAPH_LOOP")  # the defaults: persistent at S <= 64, graph mode above
     assert str(schedule(net.graph, window=100, streams=1)) == str(on)
-    assert all(lp.mode == "graph" for lp in _loops(schedule(net.graph, window=100, streams=64)))
+    assert all(lp.mode == "graph" for lp in _loops(schedule(net.graph, window=100, streams=65)))
 
 
 def test_ln_knob_parses_and_validates(monkeypatch):
@@ -108,5 +126,7 @@ def test_ln_knob_parses_and_validates(monkeypatch):
     monkeypatch.setenv("RNNGRAPH_LOOP", "ln=2")
     with pytest.raises(ValueError, match="RNNGRAPH_LOOP: ln must be 0 or 1"):
         loop_tuning()
-    # validated on the H200: on by default where it was faster (S <= 16), off above
-    assert default_tuning(1).ln == default_tuning(16).ln == 1 and default_tuning(17).ln == default_tuning().ln == 0
+    # validated on the H200: on by default where it was faster (S <= 64), off above; the
+    # shared-memory row sums from S = 2
+    assert default_tuning(1).ln == default_tuning(64).ln == 1 and default_tuning(65).ln == default_tuning().ln == 0
+    assert default_tuning(1).lnsum == 0 and default_tuning(2).lnsum == default_tuning(64).lnsum == 1

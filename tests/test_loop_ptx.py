@@ -84,8 +84,8 @@ def compile_loops(configs, tmp_path) -> dict:
 def test_float32_loop_kernels_have_no_f64(tmp_path):
     configs = [[cell, S, 0] for cell in ("lstm", "peephole_lstm", "gru", "layernorm_lstm") for S in (1, 64)]
     result = compile_loops(configs, tmp_path)
-    # layernorm_lstm at S=64 runs in graph mode by default: no persistent kernel
-    assert len(result) == 14, sorted(result)
+    # every loop is persistent by default (layernorm_lstm too, up to S=64): 8 configurations x 2
+    assert len(result) == 16, sorted(result)
     assert {name: r["f64"] for name, r in result.items() if r["f64"]} == {}
     assert all(r["cg_syncs"] == r["syncs"] + ("layernorm" in name) for name, r in result.items()), result
 

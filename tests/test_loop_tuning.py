@@ -68,11 +68,12 @@ def test_environment_overrides_defaults(monkeypatch):
     monkeypatch.setenv("RNNGRAPH_LOOP", "threads=256, unroll=2,")  # a trailing comma is harmless
     assert loop_tuning() == LoopTuning(threads=256, unroll=2, rows=LoopTuning().rows, smem_kib=LoopTuning().smem_kib)
     # the keys the variable leaves out keep the defaults of the step's number of streams
-    assert loop_tuning(1) == LoopTuning(threads=256, unroll=2, rows=2, smem_kib=44, ln=1, xreduce=0)
-    assert loop_tuning(64) == loop_tuning() == LoopTuning(threads=256, unroll=2)
+    assert loop_tuning(1) == LoopTuning(threads=256, unroll=2, rows=2, smem_kib=44, ln=1, xreduce=0, lnsum=0)
+    assert loop_tuning(64) == LoopTuning(threads=256, unroll=2, ln=1)
+    assert loop_tuning() == loop_tuning(65) == LoopTuning(threads=256, unroll=2)
     monkeypatch.delenv("RNNGRAPH_LOOP")
-    assert loop_tuning() == loop_tuning(17) == LoopTuning()
-    assert loop_tuning(2) == LoopTuning(ln=1) and loop_tuning(16) == LoopTuning(ln=1)
+    assert loop_tuning() == loop_tuning(65) == LoopTuning()
+    assert loop_tuning(2) == LoopTuning(ln=1) and loop_tuning(64) == LoopTuning(ln=1)
     assert default_tuning(1).rows == 2 and default_tuning(2).rows == 4
     assert default_tuning(1).xreduce == 0 and default_tuning(2).xreduce == 1
 

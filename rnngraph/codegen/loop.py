@@ -21,25 +21,32 @@ Code-shape knobs: codegen/tuning.py.
 Backward: the same structure in reverse time; a GEMM's VJP adds W^T g into the gradient of its
 input (``G[x] += ...``), each block for the input units it owns.
 
-Layer norms (``RNNGRAPH_LOOP="ln=1"``, codegen/tuning.py): a level holding layer norms starts
-with a *reduction phase*: for each layer norm and column s, each block sums over the row
-elements it owns (a warp per column, lanes over the elements, shuffles; a thread in the
-simulator) and adds its partial sums into a global float32 buffer indexed (t, s, 2) with
-``cuda.atomic.add``; then one extra grid sync (the "reduction sync" of the schedule dump), after
-which every block reads the column's totals and runs the level's kernels for its own units as
-usual (the layer norm is one more op of the fused pointwise code, codegen/pointwise.py).
+Layer norms (``ln=1``, codegen/tuning.py; the default up to S=64): each layer norm's row sums
+per column s are added across blocks with ``cuda.atomic.add`` into a global float32 buffer
+indexed (t, s, 2), and a grid sync orders them before the normalisation, which is one more op
+of the fused pointwise code (codegen/pointwise.py). Where the summed row (forward: the input x;
+backward: the gradient of the output) is written by the level just before the layer norm's
+(``Loop.early_sums``, passes/row_sums.py), each block sums the elements it has just written at
+the end of that level, after a block barrier, and that level's grid sync completes the sums;
+otherwise a *reduction phase* at the start of the layer norm's level sums the block's own
+elements and ends with an extra grid sync (the "reduction sync" of the schedule dump).
 Indexing the sums by t means one zeroing per launch (a grid-strided loop at kernel start, then a
 grid sync), none inside the time loop; the backward reads the forward's sums (kept to the end of
 the window) to recompute mean and rstd, so the forward row statistics are never recomputed.
-- forward sums: sum(x - K) and sum((x - K)^2) with the shift K = x[t, s, 0] (an element of the
-  row, read by every block from memory). One pass instead of the two-pass mean-then-variance
-  (which would need a second reduction sync per layer norm): the shift keeps
-  var = E[(x-K)^2] - E[x-K]^2 from cancelling catastrophically when |mean| >> std (the plain
-  sum-of-squares failure mode), since |mean - K| is of the order of one standard deviation.
-- backward sums: sum(g * gain) and sum(g * gain * xhat) over the row; the gradient g of the
-  layer norm's output is complete in memory when its level starts (its consumers run on earlier
-  backward levels, levels.py), and so are x and the forward sums. The gain and bias gradients
-  are added with atomics straight into the parameter-gradient buffers (sums over t and s).
+- forward sums: sum(x - K) and sum((x - K)^2) with the shift K = x[t-1, s, 0] (0 at t = 0,
+  pointwise.ln_shift), which every block can read before row t is complete. One pass instead
+  of the two-pass mean-then-variance (which would need a second sync per layer norm): the shift
+  keeps var = E[(x-K)^2] - E[x-K]^2 from cancelling catastrophically when |mean| >> std (the
+  plain sum-of-squares failure mode), as long as consecutive rows are alike.
+- backward sums: sum(g * gain) and sum(g * gain * xhat) over the row; the gain and bias
+  gradients (sums over t and s) go into global buffers with atomics, or (``lnsum=1``) into
+  the block's shared-memory sums ``Z<i>`` over the whole window, added to the global buffers
+  once at kernel end (each block owns the same elements every timestep).
+- code shapes of the row sums (``lnsum``): 0, a warp per column with lanes over the block's
+  elements and shuffles (the columns run one after another: latency-bound when S is large);
+  1, every thread over (element, column) pairs, columns fastest, several pairs' loads in flight,
+  partial sums in shared memory, one thread per column adding the block's sums (the default
+  from S=2; layernorm_lstm S=64 fwd+bwd 10.5 vs 17.6 ms, bench/results/h200-20261201-session6-*).
 """
 from __future__ import annotations
 
@@ -47,11 +54,15 @@ from .. import ops
 from ..ir import Graph
 from ..passes.ownership import level_unit
 from ..schedule import Kernel, Loop
-from .pointwise import Names, PointwiseEmitter, ln_moments, ln_row
+from .pointwise import Names, PointwiseEmitter, ln_moments, ln_row, ln_shift, local_grad
 from .tuning import LoopTuning
 from .warp_reduce import transpose_reduce, tree_reduce
 
 SUPPORTED = ("gemm", "pointwise")
+#: (element, column) pairs whose loads a thread issues before adding them (``lnsum=1``)
+LN_SUM_UNROLL = 4
+#: per-column shared-memory values of ``lnsum=1``: 3 (shift, or the moments mu, m, rs) + 2 sums
+_LN_SMEM_FLOATS = 5
 #: knob ``barrier`` (codegen/tuning.py) -> the function of codegen/grid_barrier.py (GPU only) a
 #: generated module imports as ``grid_barrier``
 BARRIER_FUNCTIONS = {1: "grid_barrier", 2: "grid_barrier_backoff"}
@@ -66,7 +77,7 @@ def _layer_norm_kernel(k: Kernel) -> bool:
 def persistent_supported(loop: Loop) -> bool:
     """Whether every kernel of the loop is a GEMM, a fused pointwise kernel or a fused kernel with
     layer norms (the persistent emitter's scope; the pipeline pass marks loops with layer norms
-    persistent when ``ln`` of codegen/tuning.py allows it: by default up to S=16)."""
+    persistent when ``ln`` of codegen/tuning.py allows it: by default up to S=64)."""
     return all(k.kind in SUPPORTED or _layer_norm_kernel(k) for k in loop.kernels)
 
 
@@ -87,9 +98,13 @@ class LoopEmitter:
         self.virtual_blocks = virtual_blocks
         self.tuning = tuning or LoopTuning()
         self.smem_left = 0 if virtual_blocks else self.tuning.smem_kib * 1024  # bytes of shared memory still free
-        self.ln_zero: list[str] = []  # row-sum buffers (T, S, 2) this kernel accumulates into: zeroed at start
+        self.ln_zero: list[str] = []
+        # shared-memory sums Z<i> of layer-norm gain/bias gradients -> (Q<i>, level unit, reps,
+        # kernel unit, chunks): zeroed at kernel start, added into Q<i> at its end (``lnsum=1``)
+        self.local_grads: dict[str, tuple] = {}  # row-sum buffers (T, S, 2) this kernel accumulates into: zeroed at start
         self.prologue: list[str] = []  # kernel-start code: weight rows into shared memory
         self.smem: dict[tuple, str] = {}  # (weight, reps, unit, inner) -> its shared array
+        self.streams = streams  # S: the kernel is launched for exactly this many streams
         self.stream_block = max(1, min(streams, 8))  # streams per GEMM work item (register blocking)
         self.transposed: set[str] = set()  # weights read transposed (backward)
         self.recompute = recompute or {}  # node -> ops of the forward kernel computing it
@@ -100,7 +115,23 @@ class LoopEmitter:
         # the grid sync between levels: numba's, or the inline barrier on the counter BAR
         # (codegen/grid_barrier.py; the caller passes BAR, a zeroed uint32 array (1,), after S)
         self.barrier = bool(coop and self.tuning.barrier and not virtual_blocks)
+        self.ln_smem = self._reserve_ln_smem()
         self.grid_sync = "grid_barrier(BAR, nblocks)" if self.barrier else "grid.sync()"
+
+    def _reserve_ln_smem(self) -> bool:
+        """Whether the layer norms' row sums take the shared-memory shape (``lnsum=1`` and the
+        loop has layer norms); its per-column arrays are taken from the ``smem_kib`` budget
+        before any weight rows (a GPU kernel whose budget is too small keeps the warp shape)."""
+        if not self.tuning.lnsum or not any(self.g.by_name[m].op == "layer_norm" for k in self.loop.kernels
+                                            for m in k.ops):
+            return False
+        size = max(1, self.virtual_blocks) * self.streams * _LN_SMEM_FLOATS * 4
+        if self.virtual_blocks or not self.coop:  # the simulator: no budget
+            return True
+        if size > self.smem_left:
+            return False
+        self.smem_left -= size
+        return True
 
     # ------------------------------------------------------------------ units
     def level_unit(self, ks: list[Kernel]) -> int:
@@ -112,15 +143,27 @@ class LoopEmitter:
         self.body.append("    " * depth + line)
 
     def pointwise(self, k: Kernel, uL: int, depth: int) -> None:
+        norms = [self.g.by_name[m] for m in k.ops if self.g.by_name[m].op == "layer_norm"]
+        grads = [self.names.param_grad(p) for n in norms for p in n.params]
+        # the gain and bias gradients summed in shared memory (``lnsum=1``; not in simulated
+        # blocks, which share one block's memory; not for a parameter two layer norms share)
+        local = bool(self.loop.reverse and norms and self.ln_smem and not self.virtual_blocks
+                     and not any(local_grad(q) in self.local_grads for q in grads) and len(set(grads)) == len(grads))
         e = PointwiseEmitter(self.g, k.name, k.ops, gradient_inputs(k) if self.loop.reverse else k.writes,
-                             self.recompute.get(k.ops[0]) if self.loop.reverse else None)
+                             self.recompute.get(k.ops[0]) if self.loop.reverse else None, local_param_grads=local)
         src = e.backward() if self.loop.reverse else e.forward()
+        reps = e.u // uL
+        if local:
+            for n in norms:
+                for p in n.params:
+                    q = self.names.param_grad(p)
+                    self.local_grads[local_grad(q)] = (q, uL, reps, e.u, e.chunks(n.name))
+                    self.buffers.add(q)
         if self.tuning.fast:
             src = src.replace("@cuda.jit(device=True, inline=True)", "@cuda.jit(device=True, inline=True, fastmath=True)")
         self.device_fns.append(src)
         self.buffers |= e.buffers
         args = ", ".join(sorted(e.buffers, key=_key))
-        reps = e.u // uL
         self.emit(f"# {k.name}: pointwise, {len(k.ops)} ops, unit {e.u}", depth)
         self.emit(f"item = tid", depth)
         self.emit(f"while item < S * nj * {reps}:", depth)
@@ -128,7 +171,7 @@ class LoopEmitter:
         self.emit(f"rem = item - s * (nj * {reps})", depth + 1)
         self.emit(f"jj = rem // {reps}", depth + 1)
         self.emit(f"j = j0 + jj + (rem - jj * {reps}) * {uL}", depth + 1)
-        self.emit(f"{k.name}_{'bwd' if self.loop.reverse else 'fwd'}(t, s, j, {args})", depth + 1)
+        self.emit(f"{k.name}_{'bwd' if self.loop.reverse else 'fwd'}(t, s, j, {'rem, ' if local else ''}{args})", depth + 1)
         self.emit("item += bdim", depth + 1)
 
     def gemm(self, k: Kernel, uL: int, depth: int) -> None:
@@ -167,48 +210,67 @@ class LoopEmitter:
 
     def layer_norm_sums(self, name: str, uL: int, depth: int) -> None:
         """The reduction phase of layer norm ``name`` at timestep t (see the module docstring):
-        this block's partial row sums per column, added into the (t, s, 2) sums buffer."""
+        this block's partial row sums per column, added into the (t, s, 2) sums buffer, by one
+        of two code shapes (``lnsum`` of codegen/tuning.py): :meth:`_ln_sums_by_warp` or
+        :meth:`_ln_sums_in_smem`."""
         n = self.g.by_name[name]
-        ref = n.args[0]
-        X, P = self.names.value(ref.node), self.names.param(n.params[0])
-        row = f"{ln_row(self.names, ref)} + t"
-        reps = n.size // uL
-        e = lambda line, d=0: self.emit(line, depth + d)
+        X = self.names.value(n.args[0].node)
         if self.loop.reverse:
-            out, G = self.names.ln_grad_sums(name), self.names.grad(name)
-            self.buffers |= {X, P, G, self.names.ln_sums(name)}
+            out = self.names.ln_grad_sums(name)
+            self.buffers |= {X, self.names.param(n.params[0]), self.names.grad(name), self.names.ln_sums(name)}
             what = "sum(g * gain), sum(g * gain * xhat)"
         else:
             out = self.names.ln_sums(name)
             self.buffers.add(X)
-            what = "sum(x - K), sum((x - K)^2), K = x[0]"
+            what = "sum(x - K), sum((x - K)^2), K = x[t-1, s, 0]"
         self.buffers.add(out)
         self.ln_zero.append(out)
+        self.emit(f"# {name}: layer norm row sums of the owned elements ({what})", depth)
+        (self._ln_sums_in_smem if self.ln_smem else self._ln_sums_by_warp)(n, out, uL, depth)
+
+    def _ln_terms(self, n, s: str, r: str, column) -> tuple[list[str], str, str]:
+        """(loads, first term, second term) of element r of column s: forward x - K and its
+        square, backward g * gain and g * gain * xhat; ``column(v)`` reads the column's value v
+        (K, or the moments mu, m, rs)."""
+        X, row = self.names.value(n.args[0].node), f"{ln_row(self.names, n.args[0])} + t"
+        if not self.loop.reverse:
+            return [f"d = {X}[{row}, {s}, {r}] - {column('k')}"], "d", "d * d"
+        G, P = self.names.grad(n.name), self.names.param(n.params[0])
+        return [f"xh = (({X}[{row}, {s}, {r}] - {column('mu')}) - {column('m')}) * {column('rs')}",
+                f"gg = {G}[{self.names.depth(n.name)} + t, {s}, {r}] * {P}[{r}]"], "gg", "gg * xh"
+
+    def _ln_column_values(self, n, emit) -> list[tuple[str, str]]:
+        """Emit the per-column values the sums need at column ``s``; returns (name, local) pairs:
+        the shift K (forward) or the moments mu, m, rs (backward, from the forward sums)."""
+        if not self.loop.reverse:
+            emit(f"kx = {ln_shift(self.names, n.args[0])}")
+            return [("k", "kx")]
+        tag = str(self.names.idx(n.name))
+        ln_moments(self.names, n, emit, tag)
+        return [("mu", f"mu{tag}"), ("m", f"m{tag}"), ("rs", f"rs{tag}")]
+
+    def _ln_sums_by_warp(self, n, out: str, uL: int, depth: int) -> None:
+        """A warp per column (a thread in the simulator), lanes over the block's elements of the
+        row, shuffles, one atomic add per sum: few loads in flight when S is large (the columns
+        run one after another in each warp)."""
+        reps = n.size // uL
+        e = lambda line, d=0: self.emit(line, depth + d)
         start, step, estart, estep = ("warp", "nwarps", "lane", 32) if self.coop else ("tid", "bdim", "0", 1)
-        e(f"# {name}: layer norm row sums of the owned elements ({what})")
         e(f"item = {start}")
         e("while item < S:")
         e("s = item", 1)
-        if self.loop.reverse:
-            tag = str(self.names.idx(name))
-            ln_moments(self.names, n, lambda line: e(line, 1), tag)
-        else:
-            e(f"kx = {X}[{row}, s, 0]", 1)
+        values = dict(self._ln_column_values(n, lambda line: e(line, 1)))
         e("p1 = float32(0.0)", 1)
         e("p2 = float32(0.0)", 1)
         e(f"el = {estart}", 1)
         e(f"while el < nj * {reps}:", 1)
         e(f"jj = el // {reps}", 2)
         e(f"r = j0 + jj + (el - jj * {reps}) * {uL}", 2)
-        if self.loop.reverse:
-            e(f"xh = (({X}[{row}, s, r] - mu{tag}) - m{tag}) * rs{tag}", 2)
-            e(f"gg = {G}[{self.names.depth(name)} + t, s, r] * {P}[r]", 2)
-            e("p1 += gg", 2)
-            e("p2 += gg * xh", 2)
-        else:
-            e(f"d = {X}[{row}, s, r] - kx", 2)
-            e("p1 += d", 2)
-            e("p2 += d * d", 2)
+        loads, a, b = self._ln_terms(n, "s", "r", values.get)
+        for line in loads:
+            e(line, 2)
+        e(f"p1 += {a}", 2)
+        e(f"p2 += {b}", 2)
         e(f"el += {estep}", 2)
         if self.coop:
             self._warp_sum(["p1", "p2"], depth + 1)
@@ -216,6 +278,53 @@ class LoopEmitter:
         e(f"cuda.atomic.add({out}, (t, s, 0), p1)", 2)
         e(f"cuda.atomic.add({out}, (t, s, 1), p2)", 2)
         e(f"item += {step}", 1)
+
+    def _ln_sums_in_smem(self, n, out: str, uL: int, depth: int) -> None:
+        """Every thread over (element, column) pairs, columns fastest (the lanes of a warp add into
+        different shared-memory sums when S >= 32), LN_SUM_UNROLL pairs' loads issued before their
+        adds; the block's per-column values (shift or moments) and partial sums live in shared
+        memory (``lnv``, ``lns``), and one thread per column adds the block's sums into the global
+        buffer. Three block barriers; the loads of a phase are about one round trip."""
+        reps, U = n.size // uL, LN_SUM_UNROLL
+        vb = "bid, " if self.virtual_blocks else ""  # simulated blocks share the one real block's memory
+        e = lambda line, d=0: self.emit(line, depth + d)
+        e("c = tid")
+        e("while c < S:")
+        e("s = c", 1)
+        values = self._ln_column_values(n, lambda line: e(line, 1))
+        for i, (_, local) in enumerate(values):
+            e(f"lnv[{vb}c, {i}] = {local}", 1)
+        e(f"lns[{vb}c, 0] = float32(0.0)", 1)
+        e(f"lns[{vb}c, 1] = float32(0.0)", 1)
+        e("c += bdim", 1)
+        e("cuda.syncthreads()")
+        e(f"npairs = S * nj * {reps}")
+        e("item = tid")
+        e("while item < npairs:")
+        index = {name: i for i, (name, _) in enumerate(values)}
+        for u in range(U):
+            e(f"it = min(item + {u} * bdim, npairs - 1)", 1)
+            e(f"s{u} = it % S", 1)
+            e(f"el = it // S", 1)
+            e(f"jj = el // {reps}", 1)
+            e(f"r = j0 + jj + (el - jj * {reps}) * {uL}", 1)
+            loads, a, b = self._ln_terms(n, f"s{u}", "r", lambda v, u=u: f"lnv[{vb}s{u}, {index[v]}]")
+            for line in loads:
+                e(line, 1)
+            e(f"a{u} = {a}", 1)
+            e(f"b{u} = {b}", 1)
+        for u in range(U):
+            e(f"if item + {u} * bdim < npairs:", 1)
+            e(f"cuda.atomic.add(lns, ({vb}s{u}, 0), a{u})", 2)
+            e(f"cuda.atomic.add(lns, ({vb}s{u}, 1), b{u})", 2)
+        e(f"item += {U} * bdim", 1)
+        e("cuda.syncthreads()")
+        e("c = tid")
+        e("while c < S and nj > 0:")
+        e(f"cuda.atomic.add({out}, (t, c, 0), lns[{vb}c, 0])", 1)
+        e(f"cuda.atomic.add({out}, (t, c, 1), lns[{vb}c, 1])", 1)
+        e("c += bdim", 1)
+        e("cuda.syncthreads()  # lns and lnv are reused by the next layer norm")
 
     def _warp_sum(self, names: list[str], depth: int) -> None:
         """Tree-reduce the per-lane values ``names`` across the warp with shuffles (lane 0 ends
@@ -318,6 +427,10 @@ class LoopEmitter:
         e(f"item += {step}", 1)
 
     # ------------------------------------------------------------------ kernel
+    def _timestep(self, offset: int) -> str:
+        """The timestep a stage with ``offset`` works on at ``tick`` (backward: counting down)."""
+        return f"T - 1 - (tick - {offset})" if self.loop.reverse else f"tick - {offset}"
+
     def source(self) -> tuple[str, list[str]]:
         """(device functions + the persistent kernel, its buffer arguments in order). The kernel's
         arguments are (T, S, [BAR if ``self.barrier``], *buffers)."""
@@ -335,12 +448,11 @@ class LoopEmitter:
             self.emit(f"j0 = (bid * {uL}) // nblocks", 2)
             self.emit(f"nj = ((bid + 1) * {uL}) // nblocks - j0", 2)
             norms = [(offset, m) for offset, _ in loop.stages for k in loop.at(level, offset)
-                     for m in k.ops if self.g.by_name[m].op == "layer_norm"]
+                     for m in k.ops if self.g.by_name[m].op == "layer_norm" and m not in loop.early_sums]
             if norms:
                 self.emit("# reduction phase: layer norm row sums, then the level's reduction sync", 2)
                 for offset, m in norms:
-                    tt = f"T - 1 - (tick - {offset})" if loop.reverse else f"tick - {offset}"
-                    self.emit(f"t = {tt}", 2)
+                    self.emit(f"t = {self._timestep(offset)}", 2)
                     self.emit("if t >= 0 and t < T:", 2)
                     self.layer_norm_sums(m, uL, 3)
                 self.emit(self.grid_sync, 2)
@@ -348,17 +460,25 @@ class LoopEmitter:
                 ks = loop.at(level, offset)
                 if not ks:
                     continue
-                tt = f"T - 1 - (tick - {offset})" if loop.reverse else f"tick - {offset}"
                 self.emit(f"# stage {offset}: {label}", 2)
-                self.emit(f"t = {tt}", 2)
+                self.emit(f"t = {self._timestep(offset)}", 2)
                 self.emit("if t >= 0 and t < T:", 2)
                 for j, k in enumerate(ks):
                     if j:
                         self.emit("cuda.syncthreads()", 3)
                     (self.gemm if k.kind == "gemm" else self.pointwise)(k, uL, 3)
+            early = [(offset, m) for offset, _ in loop.stages for k in loop.at(level + 1, offset)
+                     for m in k.ops if m in loop.early_sums]
+            if early:
+                self.emit("cuda.syncthreads()", 2)
+                self.emit("# the next level's layer norm row sums, over the elements this block just wrote", 2)
+                for offset, m in early:
+                    self.emit(f"t = {self._timestep(offset)}", 2)
+                    self.emit("if t >= 0 and t < T:", 2)
+                    self.layer_norm_sums(m, uL, 3)
             no_sync = "cuda.syncthreads()  # no grid sync needed here"
             self.emit(self.grid_sync if level in loop.sync_after else no_sync, 2)
-        args = sorted(self.buffers, key=_key)
+        args = sorted(self.buffers - set(self.local_grads), key=_key)
         head = [
             "@cuda.jit(fastmath=True)" if self.tuning.fast else "@cuda.jit",
             f"def {self.name}(T, S, {'BAR, ' if self.barrier else ''}{', '.join(args)}):",
@@ -384,14 +504,43 @@ class LoopEmitter:
                      "        sz = (i // 2) % S"]
             head += [f"        {b}[tz, sz, i % 2] = float32(0.0)" for b in dict.fromkeys(self.ln_zero)]
             head += ["        i += nblocks * bdim", "    grid.sync()"]
-        if self.prologue:
+        if self.ln_smem:
+            shape = (f"{self.virtual_blocks}, " if self.virtual_blocks else "") + str(self.streams)
+            head += [f"    lnv = cuda.shared.array(({shape}, {_LN_SMEM_FLOATS - 2}), float32)  # per column: shift or moments",
+                     f"    lns = cuda.shared.array(({shape}, 2), float32)  # per column: the block's two partial sums"]
+        head += self._local_grad_sums_start()
+        if self.prologue or self.local_grads:
             head += self.prologue + ["    cuda.syncthreads()"]
         if self.barrier and not self.ln_zero:  # numba launches cooperatively (co-resident blocks)
             head.append("    grid.sync()")  # only kernels that call grid.sync(): codegen/grid_barrier.py
         fns = ([f"from rnngraph.codegen.grid_barrier import {BARRIER_FUNCTIONS[self.tuning.barrier]} as grid_barrier"]
                if self.barrier else []) + self.device_fns
-        text = "\n\n".join(fns) + "\n\n" + "\n".join(head + self.body) + "\n"
+        text = "\n\n".join(fns) + "\n\n" + "\n".join(head + self.body + self._local_grad_sums_end()) + "\n"
         return text, args
+
+
+    def _local_grad_sums_start(self) -> list[str]:
+        """Kernel-start lines declaring and zeroing the shared-memory gradient sums."""
+        lines = []
+        for z, (_, uL, reps, _, chunks) in self.local_grads.items():
+            size = -(-uL // self.nblocks) * reps * chunks
+            lines += [f"    {z} = cuda.shared.array({size}, float32)  # the block's layer-norm parameter gradient sums",
+                      "    i = tid", f"    while i < {size}:", f"        {z}[i] = float32(0.0)", "        i += bdim"]
+        return lines
+
+    def _local_grad_sums_end(self) -> list[str]:
+        """Kernel-end lines adding the block's shared-memory gradient sums (over the window and its
+        streams) into the global gradient buffers: one atomic add per owned element."""
+        if not self.local_grads:
+            return []
+        lines = ["    cuda.syncthreads()", "    # the layer norms' gain and bias gradients of the window: the block's sums"]
+        for z, (q, uL, reps, u, chunks) in self.local_grads.items():
+            lines += [f"    j0 = (bid * {uL}) // nblocks", f"    nj = ((bid + 1) * {uL}) // nblocks - j0",
+                      "    i = tid", f"    while i < nj * {reps * chunks}:",
+                      f"        rem = i // {chunks}", f"        jj = rem // {reps}",
+                      f"        j = j0 + jj + (rem - jj * {reps}) * {uL} + (i - rem * {chunks}) * {u}",
+                      f"        cuda.atomic.add({q}, j, {z}[i])", "        i += bdim"]
+        return lines
 
 
 def gradient_inputs(k: Kernel) -> list[str]:

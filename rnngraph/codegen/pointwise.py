@@ -60,7 +60,7 @@ class Names:
 
     def ln_sums(self, node: str) -> str:
         """Forward row sums of a layer norm inside a persistent loop, (T, S, 2): sum(x - K) and
-        sum((x - K)^2) per column, K = x[0] of the column (see :func:`ln_moments`)."""
+        sum((x - K)^2) per column, K of :func:`ln_shift`."""
         return f"N{self.idx(node)}"
 
     def ln_grad_sums(self, node: str) -> str:
@@ -73,20 +73,33 @@ class Names:
         return s.depth if s else 0
 
 
+def local_grad(param_grad: str) -> str:
+    """The name of a persistent loop kernel's shared-memory sums of gradient buffer ``Q<i>``."""
+    return "Z" + param_grad[1:]
+
+
 def ln_row(names: Names, ref) -> str:
     """The history row offset of a layer norm's argument ``ref`` (read at ``{row} + t``)."""
     return str(names.depth(ref.node) - ref.delay)
 
 
+def ln_shift(names: Names, ref) -> str:
+    """The shift K of the one-pass moments of a layer norm over ``ref`` at column (t, s): the
+    first element of the row one timestep earlier, x[t-1, s, 0] (0 at t = 0). Every block knows
+    it before the row at t is complete, so the row sums can be taken where x is written
+    (passes/row_sums.py); the sums are of x - K, and var = E[(x-K)^2] - E[x-K]^2 cancels only as
+    much as K is away from the row's mean: about a standard deviation when consecutive rows
+    are alike (at t = 0, by the mean itself)."""
+    X = names.value(ref.node)
+    return f"({X}[{ln_row(names, ref)} + t - 1, s, 0] if t > 0 else float32(0.0))"
+
+
 def ln_moments(names: Names, node: Node, emit, tag: str) -> None:
-    """Emit ``mu{tag}`` (the shift K = x[0] of the column), ``m{tag}`` (mean - K) and
-    ``rs{tag}`` (1 / sqrt(var + eps)) of layer norm ``node`` at column (t, s) from its forward
-    row sums. Shifted one-pass moments (see codegen/loop.py): the sums are of x - K, so
-    var = E[(x-K)^2] - E[x-K]^2 cancels only as much as K is away from the mean, which for a
-    sample of the row itself is about one standard deviation."""
-    ref = node.args[0]
-    X, N, n = names.value(ref.node), names.ln_sums(node.name), f32(node.size)
-    emit(f"mu{tag} = {X}[{ln_row(names, ref)} + t, s, 0]")
+    """Emit ``mu{tag}`` (the shift K of :func:`ln_shift`), ``m{tag}`` (mean - K) and ``rs{tag}``
+    (1 / sqrt(var + eps)) of layer norm ``node`` at column (t, s) from its forward row sums
+    (shifted one-pass moments, see codegen/loop.py)."""
+    N, n = names.ln_sums(node.name), f32(node.size)
+    emit(f"mu{tag} = {ln_shift(names, node.args[0])}")
     emit(f"m{tag} = {N}[t, s, 0] / {n}")
     emit(f"v{tag} = max({N}[t, s, 1] / {n} - m{tag} * m{tag}, float32(0.0))")
     emit(f"rs{tag} = float32(1.0) / math.sqrt(v{tag} + {f32(ops.LAYER_NORM_EPS)})")
@@ -99,8 +112,12 @@ class PointwiseEmitter:
     buffers hold contributions from other kernels (backward).
     """
 
-    def __init__(self, g: Graph, name: str, kops, writes, recompute=None):
+    def __init__(self, g: Graph, name: str, kops, writes, recompute=None, local_param_grads: bool = False):
         self.g, self.name, self.ops = g, name, tuple(kops)
+        # backward of a persistent loop kernel: layer norms add their gain and bias gradients into
+        # the block's shared-memory sums ``Z<i>`` of ``Q<i>`` at the work item's place ``rem``
+        # (an extra argument) instead of global atomics; the kernel adds them up at its end
+        self.local_param_grads = local_param_grads
         self.inside = set(self.ops)
         # the backward recomputes the whole forward kernel these ops came from (its other values
         # never reached memory), then sweeps only ``kops``
@@ -221,6 +238,8 @@ class PointwiseEmitter:
         tag, gain = self._ln_inputs(n, loaded)
         M, size = self.names.ln_grad_sums(n.name), f32(n.size)
         qg, qb = (self.names.param_grad(p) for p in n.params)
+        if self.local_param_grads:
+            qg, qb = local_grad(qg), local_grad(qb)
         self.buffers |= {M, qg, qb}
         if ("lnb", n.name) not in loaded:
             self.emit(f"a{tag} = {M}[t, s, 0] / {size}")
@@ -230,11 +249,13 @@ class PointwiseEmitter:
             g, e, xh = f"g{self.local(n.name, i)}", f"j + {i * self.u}", self._xhat(n, i, loaded, tag)
             tgt = target(n.args[0], i)
             self.emit(f"{tgt} = {tgt} + rs{tag} * ({g} * {gain}[{e}] - a{tag} - {xh} * b{tag})")
-            self.emit(f"cuda.atomic.add({qg}, {e}, {g} * {xh})")
-            self.emit(f"cuda.atomic.add({qb}, {e}, {g})")
+            at = f"rem * {self.chunks(n.name)} + {i}" if self.local_param_grads else e
+            self.emit(f"cuda.atomic.add({qg}, {at}, {g} * {xh})")
+            self.emit(f"cuda.atomic.add({qb}, {at}, {g})")
 
     def signature(self, fn: str) -> str:
-        return f"def {fn}(t, s, j, {', '.join(sorted(self.buffers, key=_buffer_key))}):"
+        rem = "rem, " if self.local_param_grads else ""
+        return f"def {fn}(t, s, j, {rem}{', '.join(sorted(self.buffers, key=_buffer_key))}):"
 
     # ------------------------------------------------------------------ emitters
     def forward(self) -> str:

@@ -12,12 +12,13 @@ grid, bench/results/h200-2026113*-*.json; LSTM and layernorm_lstm H=512 T=100 fw
   With the tree reductions rows > 1 had been slower (S=64 11.1-20.5 ms with rows=2). A block of
   512 threads does not fit the registers of 4 rows x 8 streams of accumulators: those kernels
   run with 256.
-- layer norms, ``ln=1`` for S <= 16 (``LN_PERSISTENT_STREAMS``): layernorm_lstm S=1 / 8 / 16
-  4.49 / 7.65 / 9.49 ms as one persistent kernel vs 14.2 / 15.9 / 16.6 ms per timestep in
-  graph mode; ``ln=0`` above: S=64 19.2 ms in graph mode vs 24.0 ms persistent (both measured
-  with session 3's GEMM shape). Session 5, with one backward grid sync a timestep
-  (bench/results/h200-20261201-session5-sweep-ln.json, one run): S=16 10.1 vs 15.7 ms, S=64
-  17.5 persistent vs 18.2 graph mode: the threshold may move up once that is measured again.
+- layer norms, ``ln=1`` for S <= 64 (``LN_PERSISTENT_STREAMS``), with ``lnsum=1`` from S=2
+  (``LN_SMEM_SUM_STREAMS``). Session 6 (bench/results/h200-20261201-session6-sweep-*.json,
+  layernorm_lstm fwd+bwd): S=64 graph mode 18.5 ms, persistent with lnsum=0 17.6, lnsum=1 10.5,
+  and 10.3 once the row sums moved a level early (passes/row_sums.py); S=16 15.6 / 10.0 / 6.2 /
+  6.2; S=1 13.9 graph mode, persistent 3.5 with lnsum=0 (2.9 with the early sums) vs 4.2 with
+  lnsum=1, the warp shape's one column being all the work there is. Earlier: S=1 / 8 / 16
+  4.49 / 7.65 / 9.49 ms persistent vs 14.2 / 15.9 / 16.6 graph mode (session 3).
 
 Tried and dropped: copying each timestep's GEMM input vectors into shared memory before the
 inner products (commit c14f0ec, ``stage=1``; correct on the H200 but LSTM S=1 1.83 vs 1.73 ms,
@@ -53,11 +54,20 @@ barrier   1: the grid syncs between levels are codegen/grid_barrier.py's barrier
           kernel (one atomic add and a polled relaxed load per block, on the kernel's own
           counter) instead of numba's ``grid.sync()``, a call into the CUDA device runtime; 2:
           the same with a ~32 ns sleep between polls. The simulator always runs ``grid.sync()``.
-          Measured only as a linked PTX function (a call; H200, fwd+bwd T=100 H=512,
-          bench/results/h200-20261201-session5-sweep*.json, two runs): LSTM S=64 5.34 / 5.36 ms
-          vs 5.58 / 5.62 with grid.sync(), layernorm_lstm S=1 3.18 vs 3.25, but LSTM S=1 2.11 /
-          2.11 vs 1.36 / 1.20 (2.12 with the sleeps; the same 256 threads a block). The inline
-          form, which has no call, is not measured yet: off by default.
+          Session 6 (inline, bench/results/h200-20261201-session6-sweep-*.json, fwd+bwd ms,
+          barrier 0 / 1 / 2): LSTM S=64 5.60 / 5.39 / 5.34, GRU S=1 1.29 / 1.24 / 1.23,
+          layernorm_lstm S=1 3.26 / 3.02 / 2.99, but LSTM S=1 1.19 / 1.49 / 1.52 (its backward
+          kernel 9.7 vs 7.1 us a timestep, 6.9 vs 4.3 even with every barrier knocked out: not the
+          barrier's own cost; cause unknown). With the defaults of the end of session 6:
+          layernorm_lstm S=64 10.27 / 9.97, S=16 6.22 / 6.10, S=1 2.92 / 3.17. Off by default:
+          the gains are 2-5 % and the GPU tier has not yet run with it beyond
+          tests/test_gpu.py's inline-barrier cases (which pass) and one layernorm_lstm S=16
+          case (just outside its float32 error bound, see the session's closing note).
+lnsum     the code shape of the layer norms' row sums in persistent loops (codegen/loop.py):
+          0, a warp per column, shuffles; 1, all threads over (element, column) pairs with the
+          partial sums in shared memory, and the layer norms' gain and bias gradients summed
+          over the window in shared memory (one global atomic per element per block at the
+          end instead of one per element, timestep and column).
 """
 from __future__ import annotations
 
@@ -68,7 +78,9 @@ _ENV = "RNNGRAPH_LOOP"
 #: Streams up to which a loop kernel takes the small-S code shape (see the module docstring).
 SMALL_SHAPE_STREAMS = 1
 #: Streams up to which layer norms run inside the persistent kernel by default.
-LN_PERSISTENT_STREAMS = 16
+LN_PERSISTENT_STREAMS = 64
+#: Streams from which the layer norms' row sums take the shared-memory code shape (``lnsum``).
+LN_SMEM_SUM_STREAMS = 2
 
 
 @dataclass(frozen=True)
@@ -83,6 +95,7 @@ class LoopTuning:
     fast: int = 0
     xreduce: int = 1
     barrier: int = 0
+    lnsum: int = 1
 
     def __post_init__(self):
         if self.threads % 32 or not 32 <= self.threads <= 1024:
@@ -95,7 +108,7 @@ class LoopTuning:
             raise ValueError(f"{_ENV}: smem_kib must be in [0, 48] (static shared memory), got {self.smem_kib}")
         if self.barrier not in (0, 1, 2):
             raise ValueError(f"{_ENV}: barrier must be 0, 1 or 2, got {self.barrier}")
-        for knob in ("ln", "fast", "xreduce"):
+        for knob in ("ln", "fast", "xreduce", "lnsum"):
             if getattr(self, knob) not in (0, 1):
                 raise ValueError(f"{_ENV}: {knob} must be 0 or 1, got {getattr(self, knob)}")
 
@@ -104,12 +117,13 @@ def default_tuning(streams: int | None = None) -> LoopTuning:
     """The measured best shape for a loop over ``streams`` streams (None: the large-S one)."""
     small = streams is not None and streams <= SMALL_SHAPE_STREAMS
     shape = LoopTuning(threads=256, unroll=2, rows=2, smem_kib=44, xreduce=0) if small else LoopTuning()
-    return replace(shape, ln=int(streams is not None and streams <= LN_PERSISTENT_STREAMS))
+    return replace(shape, ln=int(streams is not None and streams <= LN_PERSISTENT_STREAMS),
+                   lnsum=int(streams is None or streams >= LN_SMEM_SUM_STREAMS))
 
 
 def loop_tuning(streams: int | None = None) -> LoopTuning:
     """:func:`default_tuning` for ``streams``, overridden key by key by
-    ``RNNGRAPH_LOOP="key=value,..."`` (keys: threads, unroll, rows, smem_kib, ln, fast, xreduce, barrier)."""
+    ``RNNGRAPH_LOOP="key=value,..."`` (keys: threads, unroll, rows, smem_kib, ln, fast, xreduce, barrier, lnsum)."""
     base = default_tuning(streams)
     text = os.environ.get(_ENV, "").strip()
     if not text:

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from ..ir import Graph
 from ..schedule import Loop
 from .ownership import level_unit
+from .row_sums import summed_row
 
 _REF = re.compile(r"^(?P<name>.+?)(?:\[t-(?P<d>\d+)\])?$")
 
@@ -76,26 +77,41 @@ def _collide(a: Access, ta: int, b: Access, tb: int) -> bool:
 
 def level_accesses(g: Graph, loop: Loop, recompute: dict | None = None) -> list[tuple[list, list]]:
     """Per level (index 0 = level 1): (row-sum phase reads, kernel accesses) as Access lists.
-    The row-sum phase is empty for a level without layer norms."""
-    out = []
+    The row-sum phase is empty for a level without layer norms summed at its start; a layer
+    norm in ``loop.early_sums`` adds its row-sum accesses to the previous level's instead
+    (passes/row_sums.py), and its level reads the finished sums."""
+    units, out = {}, []
     for level in range(1, loop.levels + 1):
         ks = [k for k in loop.kernels if k.level == level]
-        if not ks:
-            out.append(([], []))
-            continue
-        u = level_unit(g, ks, loop.reverse, recompute)
-        phase, body = [], []
-        for k in ks:
-            gemm = k.kind == "gemm"
-            for m in k.ops:
-                n = g.by_name[m]
-                if n.op == "layer_norm":  # forward: the shift x[0] of every row; backward: own elements
-                    ref, whole = (f"d.{m}", False) if loop.reverse else (str(n.args[0]), True)
-                    phase.append(_access(ref, k.stage, loop.reverse, False, whole, u))
-            body += [_access(r, k.stage, loop.reverse, False, gemm, u) for r in k.reads]
-            body += [_access(w, k.stage, loop.reverse, True, False, u) for w in k.writes]
-        out.append((phase, body))
+        units[level] = level_unit(g, ks, loop.reverse, recompute) if ks else 0
+        out.append(([], []))
+    for k in loop.kernels:
+        u, (phase, body) = units[k.level], out[k.level - 1]
+        gemm = k.kind == "gemm"
+        for m, op in zip(k.ops, k.op_names):
+            if op == "layer_norm":
+                early = m in loop.early_sums
+                where, unit = (out[k.level - 2][1], units[k.level - 1]) if early else (phase, u)
+                where += _row_sum_accesses(g, m, k.stage, loop.reverse, unit)
+                if early:
+                    body.append(_access(f"sums:{m}", k.stage, loop.reverse, False, True, u))
+        body += [_access(r, k.stage, loop.reverse, False, gemm, u) for r in k.reads]
+        body += [_access(w, k.stage, loop.reverse, True, False, u) for w in k.writes]
     return out
+
+
+def _row_sum_accesses(g: Graph, name: str, stage: int, reverse: bool, unit: int) -> list[Access]:
+    """What the row sums of layer norm ``name`` touch, taken by blocks split by ``unit``: the
+    summed row at the block's own elements; forward, the shift x[t-1, s, 0] of every row (a
+    whole-vector read, codegen/pointwise.py's ``ln_shift``); and the sums themselves, added by
+    every block (``sums:<name>``, a whole-vector write)."""
+    row = summed_row(g, name, reverse)
+    acc = [_access(row, stage, reverse, False, False, unit),
+           _access(f"sums:{name}", stage, reverse, True, True, unit)]
+    if not reverse:
+        ref = g.by_name[name].args[0]
+        acc.append(_access(f"{ref.node}[t-{ref.delay + 1}]", stage, reverse, False, True, unit))
+    return acc
 
 
 def _first_collision(levels: list[tuple[list, list]], syncs: set[int], ticks: int) -> int | None:

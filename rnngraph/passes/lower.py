@@ -8,7 +8,9 @@ input-gradient GEMM plus a weight-gradient GEMM, a gather a scatter-add); a loop
 reverse time with stage offsets mirrored and backward levels (a VJP that reads a whole gradient
 vector needs a sync), followed by a phase with one weight-gradient GEMM per in-loop GEMM over
 the whole window (Hwang & Sung 2015); gradients of vector parameters are column sums at the end.
-Each loop's ``syncs`` (the levels whose end needs a grid sync) come from passes/grid_syncs.py.
+Each loop's ``early_sums`` (layer norms whose row sums are taken a level early) come from
+passes/row_sums.py, then its ``syncs`` (the levels whose end needs a grid sync) from
+passes/grid_syncs.py.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from dataclasses import replace
 from ..schedule import Kernel, Loop, Phase, Schedule
 from .cost import backward_flops, node_flops
 from .grid_syncs import grid_syncs
+from .row_sums import early_row_sums
 from .levels import backward_levels, hidden_unit, split_by_level
 from .pipeline import wavefront_stages
 from .plan import Plan
@@ -131,6 +134,7 @@ class _Lowering:
         levels = max(k.level for k in ks)
         name = "loop" if p.plan == "wavefront" else f"loop{index}"
         loop = Loop(name, stages, ks, levels, p.mode.get(index, "persistent"), p.window + max(offsets))
+        loop = replace(loop, early_sums=early_row_sums(self.g, loop))
         return replace(loop, syncs=grid_syncs(self.g, loop))
 
     # -------------------------------------------------------------- backward
@@ -172,6 +176,7 @@ class _Lowering:
         stages = tuple((o, _label([m for k in ks if k.stage == o for m in k.ops])) for o in offsets)
         back = Loop(f"{loop.name} (backward)", stages, ks, max(blevel.values()), loop.mode,
                     p.window + max(offsets), True)
+        back = replace(back, early_sums=early_row_sums(g, back))
         back = replace(back, syncs=grid_syncs(g, back, {m: k.ops for k in loop.kernels for m in k.ops}))
         wg = tuple(self.wgrad(k.ops, p.window * p.streams) for k in loop.kernels if k.kind == "gemm")
         return [back] + ([Phase(f"{loop.name} weight gradients", wg)] if wg else [])

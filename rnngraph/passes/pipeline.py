@@ -15,7 +15,7 @@ Assumes: levels has run. Two plans (DESIGN.md):
 Guarantees: ``plan.plan``, ``plan.stage_of`` (every body node; 0 in scc-sequential),
 ``plan.body`` (nodes that run per timestep), ``plan.mode`` (loop step -> "persistent" when the
 loop's weights fit on chip and its ops are GEMMs and pointwise ops — or layer norms, where
-``ln`` of codegen/tuning.py allows them (by default S <= 16) — else "graph": per-timestep kernels),
+``ln`` of codegen/tuning.py allows them (by default S <= 64) — else "graph": per-timestep kernels),
 ``plan.reason`` (the cost model's estimates), and levels/groups updated for the wavefront body.
 With one loop SCC there is nothing to overlap and the plan is scc-sequential. The output
 layer stays hoisted after the loop (one GEMM over the window at the cuBLAS rate).
@@ -123,7 +123,7 @@ def _weight_bytes(plan: Plan, names) -> int:
 
 def persistent_layer_norm(streams: int | None = None) -> bool:
     """Whether layer norms may run inside a persistent loop kernel over ``streams`` streams
-    (``ln`` of rnngraph/codegen/tuning.py: on for S <= 16 by default, ``RNNGRAPH_LOOP="ln=0|1"``
+    (``ln`` of rnngraph/codegen/tuning.py: on for S <= 64 by default, ``RNNGRAPH_LOOP="ln=0|1"``
     decides for every S). Read through the one
     parser of that variable: codegen/tuning.py imports only the standard library (and the
     codegen package's ``__init__`` nothing), so this import creates no cycle and loads no numba;
