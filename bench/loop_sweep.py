@@ -11,7 +11,7 @@ default.
 Usage (GPU):  python bench/loop_sweep.py --out $OUT/loop_sweep.json
               python bench/loop_sweep.py --configs lstm:1 --settings "threads=256,unroll=1,smem_kib=0" "threads=512" --out x.json
               python bench/loop_sweep.py --configs layernorm_lstm:1 layernorm_lstm:64 --settings ln=0 ln=1 --out ln.json
-              (ln=1: layer norms inside the persistent loop kernels; ln=0: graph mode, the default)
+              (ln=1: layer norms inside the persistent loop kernels, the default up to S=64; ln=0: graph mode)
 """
 from __future__ import annotations
 

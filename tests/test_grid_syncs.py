@@ -5,9 +5,11 @@ apart from the pass (it shares the pass's inputs, the kernels' reads and writes 
 passes/ownership.py's units, not its tick arithmetic or its access model): it replays each tick
 of the loop (stages active only where 0 <= t < T), gives each element to the block that owns it
 (codegen/loop.py's split j0 = b*u // B of the level's unit u), lets every block with work read
-the whole input vector of a GEMM (and a forward layer norm's first element, the shift of its
-moments), and fails when two blocks touch one element of one value at one timestep, one of them
-writing, with no grid sync between them. The numerics of the elided syncs on real blocks are
+the whole input vector of a GEMM (and a forward layer norm's shift x[t-1, s, 0]; the row sums,
+at the end of the previous level for ``Loop.early_sums``, add into one sum per layer norm from
+every block: atomic adds, which commute with each other but not with reads), and fails when two
+blocks touch one element of one value at one timestep, one of them writing, with no grid sync
+between them. The numerics of the elided syncs on real blocks are
 checked by the GPU tier."""
 import re
 
@@ -149,6 +151,19 @@ def test_layer_norm_row_sums_move_to_the_producing_level():
     assert fwd.syncs == (1, 2, 3)  # 3 grid syncs a timestep (5 with two reduction syncs)
     assert bwd.levels == 4 and bwd.syncs == (1, 2, 3)  # none before the next timestep's VJP
     assert "row sums one level early (no reduction sync): layer0.ln_h, layer0.c_next" in str(s)
+
+
+def test_every_sync_of_the_layer_norm_loops_is_needed():
+    """Dropping any one sync of layernorm_lstm's loops makes the race check fail; after levels
+    1 and 2 (forward) and 1 and 2 (backward) it is the early row sums that would be read by the
+    next level before every block has added its part."""
+    from dataclasses import replace
+    g, s, (fwd, bwd) = loops(rg.stacked(rg.cells.layernorm_lstm, 1, 8, input_size=4))
+    for lp in (fwd, bwd):
+        for drop in lp.syncs:
+            found = races(g, s, replace(lp, syncs=tuple(x for x in lp.syncs if x != drop)), B=4)
+            assert found, (lp.name, drop)
+            assert ("sums:" in found[0]) == (drop in (1, 2)), (lp.name, drop, found[0])
 
 
 def test_layer_norm_of_an_older_row_keeps_its_reduction_sync():

@@ -15,10 +15,13 @@ another block touched since the last grid sync, one of the two being a write (re
 write, write after read, or write after write, of the same value at the same timestep). Who touches what
 (passes/ownership.py): pointwise kernels, layer norms and GEMM outputs touch the block's own
 elements, the same elements in every level with the same unit; a GEMM reads its whole input
-vector, and so does a layer norm's row-sum phase (every block reads the row's first element,
-the shift of the one-pass moments; the backward's row sums read the gradient at the block's own
-elements). A level holding layer norms ends its row-sum phase with its own (reduction) sync,
-which also orders everything before it.
+vector. A layer norm's row sums read the summed row at the block's own elements and, forward,
+the shift x[t-1, s, 0] of every row (a whole-vector read, codegen/pointwise.py's ``ln_shift``),
+and every block adds into the sums (``sums:<layer norm>``, a whole-vector write). They are
+taken either at the end of the level before the layer norm's (``Loop.early_sums``,
+passes/row_sums.py: accesses of that level, with its unit; the layer norm then reads the
+sums whole) or in a row-sum phase at the start of its level, which ends with its own
+(reduction) sync that also orders everything before it.
 
 Example, LSTM backward (levels: 1 = the pointwise VJP writing the gate gradients dG[t],
 2 = the GEMM dh[t-1] += U^T dG[t]): level 2 reads all of dG[t], written by every block in
