@@ -21,7 +21,10 @@ RNNGRAPH_LOOP=barrier=1 profiles the inline grid barrier of codegen/grid_barrier
 ``barrier`` variant, an atomic-counter barrier polled with atomics, took 7.4 vs 4.9 us a timestep
 for the S=1 LSTM forward, backward 17.7 vs 9.4: removed.)
 
-The record "whole" times the program's whole forward (GPU events) and the host time to enqueue it.
+The record "whole" times the program's whole forward (GPU events) and the host time to enqueue it;
+with --steps, records "step" time each step of the forward and backward plans alone (the
+hoisted phases, the loops, the weight gradients, the parameter sums) and the zeroing of the
+gradient arenas: where a training step's milliseconds go outside the loop kernels.
 Results are wrong for every variant but ``full`` (the output is not checked): only the times
 matter. The per-timestep time (kernel ms / T) is the figure to compare with the 1.5 us grid-sync
 floor (DESIGN's measured cost of one cuda.cg grid sync on the H200). Writes JSON records to --out.
@@ -112,7 +115,7 @@ def variant_source(src: str, name: str, T: int, S: int, nblocks: int) -> str:
     raise ValueError(f"unknown variant {name!r} (known: {', '.join(VARIANTS)})")
 
 
-def profile(cell: str, S: int, variants, iters: int, T: int = 100, H: int = 512) -> list[dict]:
+def profile(cell: str, S: int, variants, iters: int, T: int = 100, H: int = 512, steps: bool = False) -> list[dict]:
     from numba import cuda
 
     import rnngraph as rg
@@ -134,8 +137,9 @@ def profile(cell: str, S: int, variants, iters: int, T: int = 100, H: int = 512)
     for st in g.states:
         library.fill(b.V[st.node][:st.depth], 0.0, stream=prog.stream)
     nblocks = cuda.get_current_device().MULTIPROCESSOR_COUNT
-    records = [_whole_forward(prog, cell, S, T, H, iters)]
-    print(json.dumps(records[0]), flush=True)
+    records = [_whole_forward(prog, cell, S, T, H, iters)] + (_step_times(prog, cell, S, T, H, iters) if steps else [])
+    for r in records:
+        print(json.dumps(r), flush=True)
     for loop in [st for st in s.forward + s.backward if getattr(st, "mode", None) == "persistent"]:
         name = f"prof_{'bwd' if loop.reverse else 'fwd'}"
         e = LoopEmitter(g, loop, name, coop=True, recompute=prog.kernel_of, streams=S, nblocks=nblocks,
@@ -168,6 +172,44 @@ def profile(cell: str, S: int, variants, iters: int, T: int = 100, H: int = 512)
     return records
 
 
+def _step_times(prog, cell: str, S: int, T: int, H: int, iters: int) -> list[dict]:
+    """GPU time (CUDA events, median of ``iters``) of zeroing the gradient arenas and of each step
+    of the program's forward and backward plans, run alone after one whole forward (the
+    backward steps add into the gradients on every repeat: only the times matter)."""
+    from numba import cuda
+
+    from rnngraph.codegen import library
+    b = prog.buf
+
+    def timed(fn) -> float:
+        times = []
+        for _ in range(iters + 3):
+            start, end = cuda.event(timing=True), cuda.event(timing=True)
+            start.record(prog.stream)
+            fn()
+            end.record(prog.stream)
+            end.synchronize()
+            times.append(cuda.event_elapsed_time(start, end))
+        return statistics.median(times[3:])
+
+    def zero():
+        library.fill(b.grad_arena, 0.0, stream=prog.stream)
+        library.fill(b.param_grad_arena, 0.0, stream=prog.stream)
+
+    base = {"cell": cell, "S": S, "T": T, "H": H, "variant": "step"}
+    out = [dict(base, loop="zero gradients", ms=timed(zero))]
+    prog.run_forward()
+    zero()
+    for direction, steps, plan in (("forward", prog.s.forward, prog.forward_plan),
+                                   ("backward", prog.s.backward, prog.backward_plan)):
+        for step, launches in zip(steps, plan):
+            kinds = sorted({k.kind for k in step.kernels})
+            mode = getattr(step, "mode", "phase")
+            out.append(dict(base, loop=f"{direction}: {step.name}", mode=mode, kinds=kinds,
+                            ms=timed(lambda launches=launches: [launch() for launch in launches])))
+    return out
+
+
 def _whole_forward(prog, cell: str, S: int, T: int, H: int, iters: int) -> dict:
     """The whole forward (``run_forward``: hoisted GEMMs, loop kernels): GPU time between events,
     and the host time to enqueue it (the GPU idles while Python launches the first kernels)."""
@@ -196,6 +238,7 @@ def main(argv=None) -> int:
     ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS, metavar="VARIANT",
                     help="source variants to time, see above (default: all)")
     ap.add_argument("--iters", type=int, default=20, help="timed launches per variant; the median is kept (default 20)")
+    ap.add_argument("--steps", action="store_true", help="also time each step of the forward and backward plans")
     ap.add_argument("--out", help="JSON file for the records")
     a = ap.parse_args(argv)
     from rnngraph.cells import STANDARD
@@ -211,7 +254,7 @@ def main(argv=None) -> int:
         return 1
     records = []
     for cell, streams in configs:
-        records += profile(cell, streams, a.variants, a.iters)
+        records += profile(cell, streams, a.variants, a.iters, steps=a.steps)
         if a.out:
             Path(a.out).write_text(json.dumps(records, indent=1))
     return 0
