@@ -617,8 +617,20 @@ def _one_line(exc: BaseException) -> str:
     return " | ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
+def _silence_stdout() -> None:
+    """Point stdout at the null device, so that flushing it at exit cannot fail again."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):  # not a file (tests), or already closed
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit code (0 ok, 1 error, 2 bad flags, 130 Ctrl-C)."""
+    """Run the command line; returns the exit code (0 ok, 1 error, 2 bad flags, 130 Ctrl-C,
+    141 when the reader of its output went away)."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -632,6 +644,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader of stdout went away (``rnngraph train | head``): stop quietly
+        _silence_stdout()
+        return 141  # 128 + SIGPIPE, what a shell reports for a command its pipe ended
     except (CLIError, GraphError, CorpusError, CheckpointError, CellFileError, ValueError, OSError,
             ImportError) as exc:  # ImportError: an optional dependency (rdata for the Austen corpus)
         if os.environ.get("RNNGRAPH_DEBUG", "0") not in ("", "0"):

@@ -435,3 +435,20 @@ def test_ctrl_c_on_python_m_rnngraph(tmp_path, text_file):
     assert m, err
     assert m.group(1) == m.group(2)  # the step under way was finished and saved
     assert load_checkpoint(ckpt).step == int(m.group(2).replace(",", ""))
+
+
+
+def test_a_closed_pipe_ends_the_command_quietly(monkeypatch, capsys):
+    """`rnngraph ... | head`: when the reader of stdout goes away, writing raises BrokenPipeError;
+    the command ends with 141 (128 + SIGPIPE, a shell's status for it) and nothing on stderr,
+    not an "error: [Errno 32] Broken pipe" line (before: exit 1 with that line)."""
+    class ClosedPipe:
+        def write(self, text):
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def flush(self):
+            pass
+
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    assert cli.main(["schedule", "lstm"]) == 141
+    assert capsys.readouterr().err == ""
