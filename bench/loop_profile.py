@@ -73,9 +73,14 @@ def _drop_sections(src: str, kind: str | None) -> str:
     for a, b in _stage_bodies(lines):
         out += lines[last:a]
         ind = " " * (len(lines[a]) - len(lines[a].lstrip()))
+        body = lines[a:b]
+        header = lambda line: line.startswith(ind + "# k") or "layer norm row sums" in line  # noqa: E731
         sections: list[list[str]] = []
-        for line in lines[a:b]:
-            if line.startswith(ind + "# k") or line == ind + "cuda.syncthreads()" or not sections:
+        for i, line in enumerate(body):
+            # a block barrier between two sections is a section of its own (kept); one inside a
+            # section (the shared-memory row sums have three) belongs to it
+            between = line == ind + "cuda.syncthreads()" and (i + 1 == len(body) or header(body[i + 1]))
+            if header(line) or between or not sections:
                 sections.append([line])
             else:
                 sections[-1].append(line)

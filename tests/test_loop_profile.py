@@ -1,0 +1,42 @@
+"""bench/loop_profile.py's source variants (the knock-outs are only timed on the GPU; here their
+text): each removes exactly the sections it names, whatever block barriers those contain."""
+import sys
+from pathlib import Path
+
+import pytest
+
+import rnngraph as rg
+from rnngraph.codegen.loop import LoopEmitter
+from rnngraph.codegen.tuning import LoopTuning
+from rnngraph.passes import schedule
+from rnngraph.schedule import Loop
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+from loop_profile import variant_source  # noqa: E402
+
+
+def _sources(lnsum: int) -> list[str]:
+    net = rg.stacked(rg.cells.layernorm_lstm, 1, 8, input_size=8)
+    s = schedule(net.graph, 4, 64, "float32", None)
+    out = []
+    for loop in [st for st in s.forward + s.backward if isinstance(st, Loop)]:
+        src, _ = LoopEmitter(net.graph, loop, "k", coop=True, streams=64, nblocks=4,
+                             tuning=LoopTuning(ln=1, lnsum=lnsum)).source()
+        out.append(src)
+    return out
+
+
+@pytest.mark.parametrize("lnsum", [0, 1])
+def test_knock_outs_remove_what_they_name(monkeypatch, lnsum):
+    monkeypatch.setenv("RNNGRAPH_LOOP", "ln=1")  # persistent layer-norm loops at S=64
+    for src in _sources(lnsum):
+        assert "row sums of the owned elements" in src and ("_fwd(t, s, j" in src or "_bwd(t, s, j" in src)
+        no_sums = variant_source(src, "no-ln-sums", 4, 64, 4)
+        assert "row sums of the owned elements" not in no_sums and "cuda.atomic.add(N" not in no_sums
+        assert "cuda.atomic.add(M" not in no_sums and "cuda.atomic.add(lns" not in no_sums
+        assert no_sums.count("_fwd(t, s, j") + no_sums.count("_bwd(t, s, j") == \
+            src.count("_fwd(t, s, j") + src.count("_bwd(t, s, j")  # the pointwise calls stay
+        for name in ("no-gemm", "no-pointwise", "sync-only"):
+            out = variant_source(src, name, 4, 64, 4)
+            assert "cuda.atomic.add(lns" not in out and "row sums of the owned elements" not in out, name
+        assert src.count("grid.sync()") == no_sums.count("grid.sync()")
