@@ -70,9 +70,9 @@ def test_layer_norm_loop_trains_like_numpy(monkeypatch, cell, layers, plan, bloc
     cpu, gpu = _pair(cell, layers, plan)
     loops = _loops(gpu.schedule)
     assert loops and all(lp.mode == "persistent" for lp in loops)
-    # layernorm_lstm: every loop sums rows one level early (2 layers, wavefront: layer 1's ln_i,
-    # over the other stage's W x, keeps a reduction sync); prenorm_rnn's forward sums LN(h[t-1])
-    # in a reduction phase, its backward one level early
+    # layernorm_lstm: every loop sums rows one level early (2 layers, wavefront: the backward of
+    # layer 1's ln_i, at the level 1 of its stage, keeps a reduction sync); prenorm_rnn's forward
+    # sums LN(h[t-1]) in a reduction phase, its backward one level early
     early = cell == "layernorm_lstm"
     assert all(lp.early_sums for lp in loops) == early and any(lp.early_sums for lp in loops)
     reduction = bool(re.search(r"\+ \d+ reduction syncs? per timestep", str(gpu.schedule)))
@@ -130,3 +130,31 @@ def test_ln_knob_parses_and_validates(monkeypatch):
     # shared-memory row sums from S = 2
     assert default_tuning(1).ln == default_tuning(64).ln == 1 and default_tuning(65).ln == default_tuning().ln == 0
     assert default_tuning(1).lnsum == 0 and default_tuning(2).lnsum == default_tuning(64).lnsum == 1
+
+
+def test_shared_memory_row_sums_need_their_budget(monkeypatch):
+    """lnsum=1's per-column arrays and gradient sums come out of smem_kib: with the default
+    budget the S=64 kernels use them; with smem_kib=0 they fall back to the warp shape and to
+    global gradient atomics (codegen/loop.py), rather than exceed what a block may hold."""
+    from rnngraph.codegen.loop import LoopEmitter
+    monkeypatch.setenv("RNNGRAPH_LOOP", "ln=1")
+    net = rg.stacked(rg.cells.layernorm_lstm, 1, 64, input_size=64)
+    loops = _loops(schedule(net.graph, window=4, streams=64))
+    src = lambda loop, kib: LoopEmitter(net.graph, loop, "k", coop=True, streams=64, nblocks=4,  # noqa: E731
+                                        tuning=LoopTuning(ln=1, lnsum=1, smem_kib=kib)).source()[0]
+    fwd, bwd = (src(lp, 44) for lp in loops)
+    assert "cuda.atomic.add(lns" in fwd and "cuda.atomic.add(lns" in bwd and "Z" in bwd.split("def k(")[1]
+    for lp in loops:
+        none = src(lp, 0)
+        assert "cuda.atomic.add(lns" not in none and "cuda.shared.array" not in none
+        assert "cuda.atomic.add(N" in none or "cuda.atomic.add(M" in none
+    # 2 KiB on one block: the per-column arrays (1280 B) and LN_c's gradient sums (512 B) fit,
+    # LN_h's (2048 B) do not: its gain and bias gradients go to global memory with atomics
+    tight = LoopEmitter(net.graph, loops[1], "k", coop=True, streams=64, nblocks=1,
+                        tuning=LoopTuning(ln=1, lnsum=1, smem_kib=2)).source()[0]
+    assert "cuda.atomic.add(lns" in tight
+    zs = [line.split("=")[1] for line in tight.splitlines() if line.strip().startswith("Z") and "shared.array" in line]
+    assert zs == [" cuda.shared.array(64, float32)  # the block's layer-norm parameter gradient sums"] * 2  # LN_c's
+    adds = [line.strip() for line in tight.splitlines() if "cuda.atomic.add(Q" in line]
+    assert len([a for a in adds if ", j + " in a]) == 2  # LN_h's gain and bias: global atomics every timestep
+    assert len([a for a in adds if a.endswith("[i])")]) == 2  # LN_c's: the block's sums, added at the end

@@ -56,7 +56,7 @@ def test_budget_limits_the_shared_arrays():
 
 @pytest.mark.parametrize("text, msg", [("threads=100", "multiple of 32"), ("unroll=0", "unroll"),
                                        ("smem_kib=64", "smem_kib"), ("rows=9", "rows"), ("blocks=3", "keys"),
-                                       ("threads=lots", "integer"), ("barrier=3", "barrier")])
+                                       ("threads=lots", "integer"), ("barrier=3", "barrier"), ("lnsum=2", "lnsum must be 0 or 1")])
 def test_bad_environment_names_the_variable(monkeypatch, text, msg):
     monkeypatch.setenv("RNNGRAPH_LOOP", text)
     with pytest.raises(ValueError, match=msg) as err:

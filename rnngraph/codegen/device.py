@@ -130,7 +130,7 @@ def check(name: str, x, ndim: int, dtypes=(np.float32,), shape: tuple | None = N
     if shape is not None:
         got = tuple(x.shape)
         if len(got) != len(shape) or any(s is not None and s != g for s, g in zip(shape, got)):
-            want = "(" + ", ".join("*" if s is None else str(s) for s in shape) + ")"
+            want = "(" + ", ".join("*" if s is None else str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
             raise ValueError(f"{name}: expected shape {want}, got {got}")
 
 

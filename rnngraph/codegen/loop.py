@@ -52,7 +52,7 @@ from __future__ import annotations
 
 from .. import ops
 from ..ir import Graph
-from ..passes.ownership import level_unit
+from ..passes.ownership import kernel_unit, level_unit
 from ..schedule import Kernel, Loop
 from .pointwise import Names, PointwiseEmitter, ln_moments, ln_row, ln_shift, local_grad
 from .tuning import LoopTuning
@@ -98,10 +98,10 @@ class LoopEmitter:
         self.virtual_blocks = virtual_blocks
         self.tuning = tuning or LoopTuning()
         self.smem_left = 0 if virtual_blocks else self.tuning.smem_kib * 1024  # bytes of shared memory still free
-        self.ln_zero: list[str] = []
+        self.ln_zero: list[str] = []  # row-sum buffers (T, S, 2) this kernel accumulates into: zeroed at start
         # shared-memory sums Z<i> of layer-norm gain/bias gradients -> (Q<i>, level unit, reps,
         # kernel unit, chunks): zeroed at kernel start, added into Q<i> at its end (``lnsum=1``)
-        self.local_grads: dict[str, tuple] = {}  # row-sum buffers (T, S, 2) this kernel accumulates into: zeroed at start
+        self.local_grads: dict[str, tuple] = {}
         self.prologue: list[str] = []  # kernel-start code: weight rows into shared memory
         self.smem: dict[tuple, str] = {}  # (weight, reps, unit, inner) -> its shared array
         self.streams = streams  # S: the kernel is launched for exactly this many streams
@@ -120,8 +120,9 @@ class LoopEmitter:
 
     def _reserve_ln_smem(self) -> bool:
         """Whether the layer norms' row sums take the shared-memory shape (``lnsum=1`` and the
-        loop has layer norms); its per-column arrays are taken from the ``smem_kib`` budget
-        before any weight rows (a GPU kernel whose budget is too small keeps the warp shape)."""
+        loop has layer norms); its per-column arrays (5 floats a stream) are taken from the
+        ``smem_kib`` budget before any weight rows; a GPU kernel whose budget is too small for
+        them (e.g. ``smem_kib=0``) keeps the warp shape."""
         if not self.tuning.lnsum or not any(self.g.by_name[m].op == "layer_norm" for k in self.loop.kernels
                                             for m in k.ops):
             return False
@@ -146,9 +147,15 @@ class LoopEmitter:
         norms = [self.g.by_name[m] for m in k.ops if self.g.by_name[m].op == "layer_norm"]
         grads = [self.names.param_grad(p) for n in norms for p in n.params]
         # the gain and bias gradients summed in shared memory (``lnsum=1``; not in simulated
-        # blocks, which share one block's memory; not for a parameter two layer norms share)
+        # blocks, which share one block's memory; not for a parameter two layer norms share; only
+        # while what is left of the smem_kib budget holds them, else global atomics)
         local = bool(self.loop.reverse and norms and self.ln_smem and not self.virtual_blocks
                      and not any(local_grad(q) in self.local_grads for q in grads) and len(set(grads)) == len(grads))
+        if local:
+            u = kernel_unit(self.g, self.recompute.get(k.ops[0]) or k.ops)
+            size = sum(-(-uL // self.nblocks) * (u // uL) * (n.size // u) * 4 * len(n.params) for n in norms)
+            local = size <= self.smem_left or not self.coop  # the simulator has no budget
+            self.smem_left -= size if local and self.coop else 0
         e = PointwiseEmitter(self.g, k.name, k.ops, gradient_inputs(k) if self.loop.reverse else k.writes,
                              self.recompute.get(k.ops[0]) if self.loop.reverse else None, local_param_grads=local)
         src = e.backward() if self.loop.reverse else e.forward()

@@ -233,8 +233,10 @@ class PointwiseEmitter:
 
     def _layer_norm_backward(self, n: Node, loaded: dict, target) -> None:
         """dx += rstd * (g*gain - mean(g*gain) - xhat * mean(g*gain*xhat)), the means from the
-        column's backward row sums (added by every block before the level's reduction sync);
-        the gain and bias gradients (sums over t, s) are added with atomics."""
+        column's backward row sums (added by every block before a grid sync: at the end of the
+        previous level or in a reduction phase, codegen/loop.py); the gain and bias gradients
+        (sums over t, s) are added with global atomics, or into the block's shared-memory sums
+        ``Z<i>`` at place ``rem`` (``local_param_grads``)."""
         tag, gain = self._ln_inputs(n, loaded)
         M, size = self.names.ln_grad_sums(n.name), f32(n.size)
         qg, qb = (self.names.param_grad(p) for p in n.params)

@@ -217,7 +217,9 @@ def layer_norm_backward(x, gain, gy, gx, ggain, gbias, *, stream=None, rows_per_
     in a cached (N, 2) scratch; then threads over columns, in a grid whose second dimension
     splits the rows into chunks of ``rows_per_chunk`` (a positive int; default: enough chunks
     for about :data:`LN_COLUMN_BLOCKS` blocks, at least :data:`LN_MIN_CHUNK` rows each), sum
-    ggain and gbias per chunk and meet by ``cuda.atomic.add``. Returns gx."""
+    ggain and gbias per chunk and meet by ``cuda.atomic.add``. Returns gx. Raises ValueError
+    for arrays of the wrong rank, shape or dtype, for a ``rows_per_chunk`` that is not a
+    positive int, and for more row chunks than a grid's second dimension holds (65535)."""
     x, gain, gy, gx, ggain, gbias = (as_device(a, stream) for a in (x, gain, gy, gx, ggain, gbias))
     _ln_args("layer_norm_backward", x, gain, ("gy", gy, 2), ("gx", gx, 2), ("ggain", ggain, 1),
              ("gbias", gbias, 1))

@@ -37,11 +37,12 @@ smem_kib  shared memory (KiB, static: at most 48) a block may fill with its owne
           recurrent weights, loaded once per launch; GEMMs whose rows don't fit read the weights
           from global memory (L2) every timestep. 0 turns it off (default 44).
 ln        1: loops with a layer norm in the recurrence (e.g. ``layernorm_lstm``) run as one
-          persistent kernel too (each layer norm costs an extra grid sync per timestep and
-          direction: blocks add partial row sums with atomics, sync, then normalise their own
-          units; see codegen/loop.py); read by the pipeline pass, which marks such loops
-          persistent (validated on the H200 by tests/test_gpu.py). 0: they run per timestep
-          (graph mode), the faster choice at S=64, where the atomics of the row sums contend.
+          persistent kernel too (blocks add partial row sums with atomics, a grid sync, then
+          each normalises its own units: the sums are taken at the end of the level before
+          where that level writes the row, else with an extra "reduction" sync; see
+          codegen/loop.py and passes/row_sums.py); read by the pipeline pass, which marks such
+          loops persistent (validated on the H200 by tests/test_gpu.py). 0: they run per
+          timestep (graph mode), which had been faster at S=64 before session 6's row sums.
 fast      1: compile the persistent loop kernels with numba's ``fastmath=True`` (approximate exp
           and division in the gate functions, flush-to-zero, reassociation): LSTM S=1 forward
           kernel 4.3 vs 4.9 us a timestep, backward 8.7 vs 9.4 (bench/loop_profile.py); but GRU
@@ -67,7 +68,9 @@ lnsum     the code shape of the layer norms' row sums in persistent loops (codeg
           0, a warp per column, shuffles; 1, all threads over (element, column) pairs with the
           partial sums in shared memory, and the layer norms' gain and bias gradients summed
           over the window in shared memory (one global atomic per element per block at the
-          end instead of one per element, timestep and column).
+          end instead of one per element, timestep and column). Its shared arrays come out of
+          the ``smem_kib`` budget first (5 floats a stream, then the gradient sums); a kernel
+          whose budget cannot hold them keeps the warp shape (or global gradient atomics).
 """
 from __future__ import annotations
 
