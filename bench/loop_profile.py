@@ -157,17 +157,8 @@ def profile(cell: str, S: int, variants, iters: int, T: int = 100, H: int = 512,
             text = PRELUDE + "\n\n" + variant_source(src, v, T, S, nblocks)
             kern = getattr(module.load(text), name)
             launch = lambda: kern[nblocks, threads, prog.stream](T, S, *arrays)  # noqa: E731
-            times = []
             try:
-                for i in range(iters + 3):
-                    a_, b_ = cuda.event(timing=True), cuda.event(timing=True)
-                    a_.record(prog.stream)
-                    launch()
-                    b_.record(prog.stream)
-                    b_.synchronize()
-                    if i >= 3:
-                        times.append(cuda.event_elapsed_time(a_, b_))
-                ms = statistics.median(times)
+                ms = statistics.median(_event_times(launch, prog.stream, iters))
                 rec = {"cell": cell, "S": S, "T": T, "H": H, "loop": name, "variant": v, "ms": ms,
                        "us_per_timestep": 1000 * ms / T, "threads": threads, "blocks": nblocks}
             except Exception as exc:  # a variant that does not compile must not lose the others
@@ -181,21 +172,9 @@ def _step_times(prog, cell: str, S: int, T: int, H: int, iters: int) -> list[dic
     """GPU time (CUDA events, median of ``iters``) of zeroing the gradient arenas and of each step
     of the program's forward and backward plans, run alone after one whole forward (the
     backward steps add into the gradients on every repeat: only the times matter)."""
-    from numba import cuda
-
     from rnngraph.codegen import library
     b = prog.buf
-
-    def timed(fn) -> float:
-        times = []
-        for _ in range(iters + 3):
-            start, end = cuda.event(timing=True), cuda.event(timing=True)
-            start.record(prog.stream)
-            fn()
-            end.record(prog.stream)
-            end.synchronize()
-            times.append(cuda.event_elapsed_time(start, end))
-        return statistics.median(times[3:])
+    timed = lambda fn: statistics.median(_event_times(fn, prog.stream, iters))  # noqa: E731
 
     def zero():
         library.fill(b.grad_arena, 0.0, stream=prog.stream)
@@ -220,20 +199,34 @@ def _whole_forward(prog, cell: str, S: int, T: int, H: int, iters: int) -> dict:
     and the host time to enqueue it (the GPU idles while Python launches the first kernels)."""
     import time
 
-    from numba import cuda
-    gpu, host = [], []
-    for i in range(iters + 3):
-        prog.stream.synchronize()
-        a_, b_ = cuda.event(timing=True), cuda.event(timing=True)
-        a_.record(prog.stream)
+    host = []
+
+    def forward():
         t0 = time.perf_counter()
         prog.run_forward()
         host.append(1000 * (time.perf_counter() - t0))
-        b_.record(prog.stream)
-        b_.synchronize()
-        gpu.append(cuda.event_elapsed_time(a_, b_))
-    return {"cell": cell, "S": S, "T": T, "H": H, "loop": "run_forward", "variant": "whole", "ms": statistics.median(gpu[3:]),
-            "host_enqueue_ms": statistics.median(host[3:]), "replay_errors": list(prog.replay_errors)}
+    gpu = _event_times(forward, prog.stream, iters)
+    return {"cell": cell, "S": S, "T": T, "H": H, "loop": "run_forward", "variant": "whole", "ms": statistics.median(gpu),
+            "host_enqueue_ms": statistics.median(host[_WARMUP:]), "replay_errors": list(prog.replay_errors)}
+
+
+_WARMUP = 3  # untimed calls before each measurement
+
+
+def _event_times(fn, stream, iters: int) -> list[float]:
+    """GPU ms of each of ``iters`` calls of ``fn`` (which enqueues work on ``stream``), between CUDA
+    events on the idle stream, after _WARMUP calls that are not kept."""
+    from numba import cuda
+    times = []
+    for _ in range(_WARMUP + iters):
+        stream.synchronize()
+        start, end = cuda.event(timing=True), cuda.event(timing=True)
+        start.record(stream)
+        fn()
+        end.record(stream)
+        end.synchronize()
+        times.append(cuda.event_elapsed_time(start, end))
+    return times[_WARMUP:]
 
 
 def main(argv=None) -> int:
