@@ -135,3 +135,12 @@ def check(name: str, x, ndim: int, dtypes=(np.float32,), shape: tuple | None = N
 
 
 INDEX_DTYPES = (np.int32, np.int64)
+
+
+@cuda.jit(device=True)
+def column_chunk(x, rows_per_chunk):
+    """The (column j, rows [r0, r1)) of this thread in a column-sum grid over the 2-D array ``x``
+    (grid (ceil(n / threads), row chunks)); j = -1 for a thread past the last column."""
+    j = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    r0 = cuda.blockIdx.y * rows_per_chunk
+    return (j if j < x.shape[1] else -1), r0, min(r0 + rows_per_chunk, x.shape[0])

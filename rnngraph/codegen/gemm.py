@@ -11,7 +11,7 @@ import numpy as np
 from numba import cuda, float32
 
 from .optim_kernels import fill
-from .device import (as_device, blocks, check, elementwise_threads, have_cupy, in_simulator,
+from .device import (as_device, blocks, check, column_chunk, elementwise_threads, have_cupy, in_simulator,
                      launch_stream, stream_handle)
 
 TILE = 16  # the numba GEMM's tile: TILE x TILE threads a block, one output each
@@ -74,11 +74,9 @@ def _add_bias_kernel(out, bias):
 def _column_sum_kernel(g, out, rows_per_block, accumulate, atomic):
     """out[j] (+)= sum over a chunk of rows of g[:, j]; grid (ceil(N / tpb), row chunks).
     ``atomic``: several row chunks add into ``out`` (already zeroed unless accumulating)."""
-    j = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-    if j >= g.shape[1]:
+    j, r0, r1 = column_chunk(g, rows_per_block)
+    if j < 0:
         return
-    r0 = cuda.blockIdx.y * rows_per_block
-    r1 = min(r0 + rows_per_block, g.shape[0])
     s = float32(0.0)
     for r in range(r0, r1):
         s += g[r, j]

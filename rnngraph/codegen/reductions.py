@@ -15,7 +15,7 @@ import numpy as np
 from numba import cuda, float32
 
 from ..ops import LAYER_NORM_EPS
-from .device import (INDEX_DTYPES, MAX_REDUCE_BLOCKS, as_device, blocks, check,
+from .device import (INDEX_DTYPES, MAX_REDUCE_BLOCKS, as_device, blocks, check, column_chunk,
                      elementwise_threads, in_simulator, launch_stream, row_threads, stream_handle)
 
 SMEM = 1024  # shared scratch of the block reductions: the largest block they support
@@ -144,11 +144,9 @@ def _layer_norm_backward_columns_kernel(x, gy, stats, ggain, gbias, rows_per_chu
     """Grid (ceil(n / tpb), row chunks): thread column j of chunk c sums gy * xhat and gy over
     rows [c*R, c*R + R) of column j (xhat from stats = (mean, rstd) per row) and adds them into
     ggain[j] and gbias[j] (one atomic each per column per chunk)."""
-    j = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-    if j >= x.shape[1]:
+    j, r0, r1 = column_chunk(x, rows_per_chunk)
+    if j < 0:
         return
-    r0 = cuda.blockIdx.y * rows_per_chunk
-    r1 = min(r0 + rows_per_chunk, x.shape[0])
     sg = float32(0.0)
     sb = float32(0.0)
     for r in range(r0, r1):
