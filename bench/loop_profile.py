@@ -120,7 +120,8 @@ def variant_source(src: str, name: str, T: int, S: int, nblocks: int) -> str:
     raise ValueError(f"unknown variant {name!r} (known: {', '.join(VARIANTS)})")
 
 
-def profile(cell: str, S: int, variants, iters: int, T: int = 100, H: int = 512, steps: bool = False) -> list[dict]:
+def profile(cell: str, S: int, variants, iters: int, T: int = 100, H: int = 512, steps: bool = False,
+            loops=("fwd", "bwd")) -> list[dict]:
     from numba import cuda
 
     import rnngraph as rg
@@ -147,6 +148,8 @@ def profile(cell: str, S: int, variants, iters: int, T: int = 100, H: int = 512,
         print(json.dumps(r), flush=True)
     for loop in [st for st in s.forward + s.backward if getattr(st, "mode", None) == "persistent"]:
         name = f"prof_{'bwd' if loop.reverse else 'fwd'}"
+        if name[5:] not in loops:
+            continue
         e = LoopEmitter(g, loop, name, coop=True, recompute=prog.kernel_of, streams=S, nblocks=nblocks,
                         tuning=loop_tuning(S))
         src, args = e.source()
@@ -237,6 +240,8 @@ def main(argv=None) -> int:
                     help="source variants to time, see above (default: all)")
     ap.add_argument("--iters", type=int, default=20, help="timed launches per variant; the median is kept (default 20)")
     ap.add_argument("--steps", action="store_true", help="also time each step of the forward and backward plans")
+    ap.add_argument("--loops", nargs="+", default=["fwd", "bwd"], choices=["fwd", "bwd"],
+                    help="which persistent loop kernels to time (default: both)")
     ap.add_argument("--out", help="JSON file for the records")
     a = ap.parse_args(argv)
     from rnngraph.cells import STANDARD
@@ -252,7 +257,7 @@ def main(argv=None) -> int:
         return 1
     records = []
     for cell, streams in configs:
-        records += profile(cell, streams, a.variants, a.iters, steps=a.steps)
+        records += profile(cell, streams, a.variants, a.iters, steps=a.steps, loops=a.loops)
         if a.out:
             Path(a.out).write_text(json.dumps(records, indent=1))
     return 0

@@ -16,7 +16,9 @@ sim = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1",
 
 # (RNNGRAPH_LOOP, shared arrays expected): unroll 3 over an inner size of 4 (hidden) leaves a
 # remainder trip; smem_kib=0 reads the weights from global memory.
-VARIANTS = [("unroll=3,rows=1,smem_kib=0", False), ("unroll=3,rows=3,smem_kib=44", True), ("unroll=1,smem_kib=1,rows=2", True)]
+# cols=1: one stream per GEMM work item (S = 2 streams: two items per row group).
+VARIANTS = [("unroll=3,rows=1,smem_kib=0", False), ("unroll=3,rows=3,smem_kib=44", True), ("unroll=1,smem_kib=1,rows=2", True),
+            ("unroll=1,rows=2,cols=1", True)]
 
 
 @sim
@@ -40,6 +42,8 @@ def test_loop_variants_train_like_numpy(monkeypatch, env, shared, cell):
     assert ("w0_0_1 = " in gpu.kernels) == unrolled
     rows = int(dict(kv.split("=") for kv in env.split(",")).get("rows", 1))  # row blocking: rows 0 .. rows-1
     assert f"w0_{rows - 1}_0 = " in gpu.kernels and f"w0_{rows}_0 = " not in gpu.kernels
+    cols = min(S, int(dict(kv.split("=") for kv in env.split(",")).get("cols", 8)))  # streams 0 .. cols-1
+    assert f"acc0_{cols - 1} " in gpu.kernels and f"acc0_{cols} " not in gpu.kernels
 
 
 def test_budget_limits_the_shared_arrays():
@@ -55,7 +59,8 @@ def test_budget_limits_the_shared_arrays():
 
 
 @pytest.mark.parametrize("text, msg", [("threads=100", "multiple of 32"), ("unroll=0", "unroll"),
-                                       ("smem_kib=64", "smem_kib"), ("rows=9", "rows"), ("blocks=3", "keys"),
+                                       ("smem_kib=64", "smem_kib"), ("rows=17", "rows"),
+                                       ("cols=0", "cols must be in"), ("rows=16,cols=8", "at most 64"), ("blocks=3", "keys"),
                                        ("threads=lots", "integer"), ("barrier=3", "barrier"), ("lnsum=2", "lnsum must be 0 or 1")])
 def test_bad_environment_names_the_variable(monkeypatch, text, msg):
     monkeypatch.setenv("RNNGRAPH_LOOP", text)

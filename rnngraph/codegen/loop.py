@@ -5,7 +5,7 @@ t = tick - offset is inside the window runs its kernels, and the grid syncs at t
 level (``cuda.cg.this_grid().sync()``). Work is split by *ownership*: a level has a unit
 u_L (the gcd of its kernels' units and GEMM sizes) and block b owns units
 [b*u_L/B, (b+1)*u_L/B); it computes the GEMM rows of those units (a warp per work item of
-``rows`` rows x up to 8 streams, lanes striding over the inner dimension, the partial sums
+``rows`` rows x ``cols`` streams, lanes striding over the inner dimension, the partial sums
 reduced across the warp with shuffles, by a tree per sum or the transpose butterfly of
 codegen/warp_reduce.py (``xreduce``); one thread per work item in the simulator, which has no
 shuffles), syncs its threads, then runs the fused pointwise code for the same units. So a level
@@ -105,7 +105,7 @@ class LoopEmitter:
         self.prologue: list[str] = []  # kernel-start code: weight rows into shared memory
         self.smem: dict[tuple, str] = {}  # (weight, reps, unit, inner) -> its shared array
         self.streams = streams  # S: the kernel is launched for exactly this many streams
-        self.stream_block = max(1, min(streams, 8))  # streams per GEMM work item (register blocking)
+        self.stream_block = max(1, min(streams, self.tuning.cols))  # streams per GEMM work item (register blocking)
         self.transposed: set[str] = set()  # weights read transposed (backward)
         self.recompute = recompute or {}  # node -> ops of the forward kernel computing it
         self.names = Names(g)

@@ -32,7 +32,10 @@ threads   threads per block of a persistent kernel (a multiple of 32, at most 10
           whose registers don't allow it is launched with half as many (and so on).
 unroll    inner-product iterations per loop trip (independent loads in flight per lane).
 rows      GEMM rows per work item (register blocking: each vector element loaded once serves
-          this many rows; a work item is rows x up to 8 streams, reduced across a warp).
+          this many rows; a work item is rows x cols streams, reduced across a warp).
+cols      GEMM streams (columns) per work item (default 8, at most S): each weight element loaded
+          once serves this many streams. A block reads its vectors (rows / block) / rows times
+          over, its shared-memory weight rows S / cols times; rows x cols is at most 64.
 smem_kib  shared memory (KiB, static: at most 48) a block may fill with its owned rows of the
           recurrent weights, loaded once per launch; GEMMs whose rows don't fit read the weights
           from global memory (L2) every timestep. 0 turns it off (default 44).
@@ -93,6 +96,7 @@ class LoopTuning:
     threads: int = 512
     unroll: int = 4
     rows: int = 4
+    cols: int = 8
     smem_kib: int = 44
     ln: int = 0
     fast: int = 0
@@ -105,8 +109,13 @@ class LoopTuning:
             raise ValueError(f"{_ENV}: threads must be a multiple of 32 in [32, 1024], got {self.threads}")
         if not 1 <= self.unroll <= 16:
             raise ValueError(f"{_ENV}: unroll must be in [1, 16], got {self.unroll}")
-        if not 1 <= self.rows <= 8:
-            raise ValueError(f"{_ENV}: rows must be in [1, 8], got {self.rows}")
+        if not 1 <= self.rows <= 16:
+            raise ValueError(f"{_ENV}: rows must be in [1, 16], got {self.rows}")
+        if not 1 <= self.cols <= 16:
+            raise ValueError(f"{_ENV}: cols must be in [1, 16], got {self.cols}")
+        if self.rows * self.cols > 64:
+            raise ValueError(f"{_ENV}: rows x cols (accumulators per lane) must be at most 64, "
+                             f"got {self.rows} x {self.cols}")
         if not 0 <= self.smem_kib <= 48:
             raise ValueError(f"{_ENV}: smem_kib must be in [0, 48] (static shared memory), got {self.smem_kib}")
         if self.barrier not in (0, 1, 2):
@@ -126,7 +135,7 @@ def default_tuning(streams: int | None = None) -> LoopTuning:
 
 def loop_tuning(streams: int | None = None) -> LoopTuning:
     """:func:`default_tuning` for ``streams``, overridden key by key by
-    ``RNNGRAPH_LOOP="key=value,..."`` (keys: threads, unroll, rows, smem_kib, ln, fast, xreduce, barrier, lnsum)."""
+    ``RNNGRAPH_LOOP="key=value,..."`` (keys: threads, unroll, rows, cols, smem_kib, ln, fast, xreduce, barrier, lnsum)."""
     base = default_tuning(streams)
     text = os.environ.get(_ENV, "").strip()
     if not text:
