@@ -98,6 +98,14 @@ def _drop_sections(src: str, kind: str | None) -> str:
     return "\n".join(out + lines[last:])
 
 
+def _jit_option(src: str, option: str) -> str:
+    """``src`` with ``option`` added to the kernel's ``@cuda.jit`` line (with or without options)."""
+    def add(m):
+        opts = [o for o in (m.group(1) or "").split(", ") if o]
+        return f"@cuda.jit({', '.join(opts + ([option] if option not in opts else []))})"
+    return re.sub(r"^@cuda\.jit(?:\((?!device=)(.*)\))?$", add, src, flags=re.M)
+
+
 def variant_source(src: str, name: str, T: int, S: int, nblocks: int) -> str:
     """``src`` (a loop kernel's generated module text) transformed into variant ``name``."""
     if name == "full":
@@ -113,10 +121,10 @@ def variant_source(src: str, name: str, T: int, S: int, nblocks: int) -> str:
         return src.replace("    grid = cuda.cg.this_grid()\n",
                            f"    grid = cuda.cg.this_grid()\n    T = {T}\n    S = {S}\n", 1)
     if name == "fastmath":
-        return src.replace("@cuda.jit(device=True, inline=True)", "@cuda.jit(device=True, inline=True, fastmath=True)") \
-                  .replace("@cuda.jit\n", "@cuda.jit(fastmath=True)\n")
+        return _jit_option(src.replace("@cuda.jit(device=True, inline=True)",
+                                       "@cuda.jit(device=True, inline=True, fastmath=True)"), "fastmath=True")
     if name == "lineinfo":  # for ncu's source view: the kernel as generated, with line numbers
-        return src.replace("@cuda.jit\n", "@cuda.jit(lineinfo=True)\n")
+        return _jit_option(src, "lineinfo=True")
     raise ValueError(f"unknown variant {name!r} (known: {', '.join(VARIANTS)})")
 
 

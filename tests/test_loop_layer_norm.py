@@ -29,34 +29,36 @@ sim = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1",
 # (cell, layers, plan, simulated blocks, lnsum): 3 blocks split hidden 8 unevenly (2, 3, 3
 # units); lnsum=1: the row sums' shared-memory code shape (codegen/loop.py), lnsum=0 the warp
 # shape. layernorm_lstm's layer norms take their row sums one level early (passes/row_sums.py);
-# prenorm_rnn's at the start of their own level, before a reduction sync.
+# prenorm_rnn's at the start of their own level, before a reduction sync. lnsum=2: the register
+# shape (a column per thread, partial sums meeting in shared memory without atomics).
 CASES = [("layernorm_lstm", 1, None, 1, 0), ("layernorm_lstm", 1, None, 3, 0), ("layernorm_lstm", 2, "wavefront", 2, 0),
          ("layernorm_lstm", 2, "scc-sequential", 2, 0), ("layernorm_lstm", 1, None, 1, 1),
          ("layernorm_lstm", 1, None, 3, 1), ("layernorm_lstm", 2, "wavefront", 2, 1),
-         ("prenorm_rnn", 1, None, 3, 0), ("prenorm_rnn", 1, None, 3, 1), ("prenorm_rnn", 1, None, 1, 1)]
+         ("prenorm_rnn", 1, None, 3, 0), ("prenorm_rnn", 1, None, 3, 1), ("prenorm_rnn", 1, None, 1, 1),
+         ("layernorm_lstm", 1, None, 3, 2), ("layernorm_lstm", 2, "wavefront", 2, 2), ("prenorm_rnn", 1, None, 3, 2)]
 
 
 def _loops(schedule) -> list[Loop]:
     return [s for s in schedule.forward + schedule.backward if isinstance(s, Loop)]
 
 
-def _pair(cell, layers, plan):
+def _pair(cell, layers, plan, streams=S):
     net = rg.stacked(rg.cells.STANDARD.get(cell) or prenorm_rnn, layers, H, vocab=V, embed=3)
-    mk = lambda dev: rg.compile(net, window=T, streams=S, device=dev, optimizer=rg.Adam(lr=1e-2), clip_norm=0.5,
+    mk = lambda dev: rg.compile(net, window=T, streams=streams, device=dev, optimizer=rg.Adam(lr=1e-2), clip_norm=0.5,
                                 seed=1, plan=plan)
     return mk("cpu"), mk("cuda")
 
 
-def _check_training(cpu, gpu, steps=1, seed=0):
+def _check_training(cpu, gpu, steps=1, seed=0, streams=S):
     rng = np.random.default_rng(seed)
     for _ in range(steps):
-        x, y = rng.integers(0, V, (T, S)), rng.integers(0, V, (T, S))
+        x, y = rng.integers(0, V, (T, streams)), rng.integers(0, V, (T, streams))
         assert gpu.train(x, y) == pytest.approx(cpu.train(x, y), abs=1e-5)
     for name, value in cpu.parameters.items():
         np.testing.assert_allclose(gpu.parameters[name], value, atol=1e-5, err_msg=name)
     for name, value in cpu.state.items():
         np.testing.assert_allclose(gpu.state[name], value, atol=1e-5, err_msg=name)
-    x = rng.integers(0, V, (T, S))
+    x = rng.integers(0, V, (T, streams))
     a, b = cpu.forward(x), gpu.forward(x)
     np.testing.assert_allclose(b.values["head.logits"], a.values["head.logits"], atol=1e-5)
 
@@ -82,10 +84,21 @@ def test_layer_norm_loop_trains_like_numpy(monkeypatch, cell, layers, plan, bloc
     src = gpu.kernels
     assert "cuda.atomic.add(N" in src and "cuda.atomic.add(M" in src and "grid.sync()" in src
     assert "layer_norm_forward" not in src  # no per-timestep library layer norm: loops are one kernel each
-    assert ("cuda.atomic.add(lns" in src) == bool(lnsum)
+    assert ("cuda.atomic.add(lns" in src) == (lnsum == 1) and ("lnp[" in src) == (lnsum == 2)
     plan_ = gpu._cuda.program
     assert all(len(step) == 1 for step, s in zip(plan_.forward_plan, gpu.schedule.forward) if isinstance(s, Loop))
     _check_training(cpu, gpu, steps=2 if layers == 1 else 1)
+
+
+@sim
+def test_register_row_sums_with_more_columns_than_threads(monkeypatch):
+    """lnsum=2 with S = 10 columns over a block of 8 threads: threads 0 and 1 each sum two
+    columns (slots v = tid, tid + 8), the others one; every column's sums still meet once."""
+    monkeypatch.setenv("RNNGRAPH_LOOP", "ln=1,lnsum=2")
+    monkeypatch.setattr(program, "SIM_BLOCKS", 1)
+    cpu, gpu = _pair("layernorm_lstm", 1, None, streams=10)
+    assert "lnp[" in gpu.kernels
+    _check_training(cpu, gpu, streams=10)
 
 
 @sim
@@ -129,7 +142,7 @@ def test_ln_knob_parses_and_validates(monkeypatch):
     # validated on the H200: on by default where it was faster (S <= 64), off above; the
     # shared-memory row sums from S = 2
     assert default_tuning(1).ln == default_tuning(64).ln == 1 and default_tuning(65).ln == default_tuning().ln == 0
-    assert default_tuning(1).lnsum == 0 and default_tuning(2).lnsum == default_tuning(64).lnsum == 1
+    assert default_tuning(1).lnsum == 0 and default_tuning(2).lnsum == default_tuning(64).lnsum == 2
 
 
 def test_shared_memory_row_sums_need_their_budget(monkeypatch):

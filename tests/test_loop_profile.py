@@ -26,17 +26,36 @@ def _sources(lnsum: int) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("lnsum", [0, 1])
+@pytest.mark.parametrize("lnsum", [0, 1, 2])
 def test_knock_outs_remove_what_they_name(monkeypatch, lnsum):
     monkeypatch.setenv("RNNGRAPH_LOOP", "ln=1")  # persistent layer-norm loops at S=64
     for src in _sources(lnsum):
         assert "row sums of the owned elements" in src and ("_fwd(t, s, j" in src or "_bwd(t, s, j" in src)
         no_sums = variant_source(src, "no-ln-sums", 4, 64, 4)
         assert "row sums of the owned elements" not in no_sums and "cuda.atomic.add(N" not in no_sums
-        assert "cuda.atomic.add(M" not in no_sums and "cuda.atomic.add(lns" not in no_sums
+        assert "cuda.atomic.add(M" not in no_sums and "cuda.atomic.add(lns" not in no_sums and "lnp[" not in no_sums
         assert no_sums.count("_fwd(t, s, j") + no_sums.count("_bwd(t, s, j") == \
             src.count("_fwd(t, s, j") + src.count("_bwd(t, s, j")  # the pointwise calls stay
         for name in ("no-gemm", "no-pointwise", "sync-only"):
             out = variant_source(src, name, 4, 64, 4)
-            assert "cuda.atomic.add(lns" not in out and "row sums of the owned elements" not in out, name
+            assert "cuda.atomic.add(lns" not in out and "lnp[" not in out, name
+            assert "row sums of the owned elements" not in out, name
         assert src.count("grid.sync()") == no_sums.count("grid.sync()")
+
+
+def test_compile_option_variants_keep_the_kernel_options():
+    """Regression (session 7): the fastmath and lineinfo variants replaced a bare ``@cuda.jit``
+    line only, so a kernel compiled with options (bounds=1, carveout, fast=1) lost them or
+    kept its line unchanged; now the option is added to the kernel's list, once."""
+    net = rg.stacked(rg.cells.lstm, 1, 8, input_size=8)
+    loop = next(st for st in schedule(net.graph, 4, 2, "float32", None).forward if isinstance(st, Loop))
+    for tuning, head in ((LoopTuning(), "@cuda.jit"), (LoopTuning(bounds=1, fast=1), "@cuda.jit(fastmath=True, launch_bounds=(512, 1))")):
+        src, _ = LoopEmitter(net.graph, loop, "k", coop=True, streams=2, nblocks=4, tuning=tuning).source()
+        assert head + "\ndef k(" in src
+        inner = head[len("@cuda.jit("):-1] if "(" in head else ""
+        for variant, option in (("lineinfo", "lineinfo=True"), ("fastmath", "fastmath=True")):
+            out = variant_source(src, variant, 4, 2, 4)
+            opts = [o for o in inner.split(", ") if o]
+            want = "@cuda.jit(" + ", ".join(opts + ([option] if option not in opts else [])) + ")\ndef k("
+            assert want in out, (variant, out[:300])
+        assert "@cuda.jit(device=True, inline=True, fastmath=True)" in variant_source(src, "fastmath", 4, 2, 4)

@@ -60,8 +60,9 @@ def test_budget_limits_the_shared_arrays():
 
 @pytest.mark.parametrize("text, msg", [("threads=100", "multiple of 32"), ("unroll=0", "unroll"),
                                        ("smem_kib=64", "smem_kib"), ("rows=17", "rows"),
-                                       ("cols=0", "cols must be in"), ("rows=16,cols=8", "at most 64"), ("blocks=3", "keys"),
-                                       ("threads=lots", "integer"), ("barrier=3", "barrier"), ("lnsum=2", "lnsum must be 0 or 1")])
+                                       ("cols=0", "cols must be in"), ("cols=17", "cols must be in"), ("blocks=3", "keys"),
+                                       ("threads=lots", "integer"), ("barrier=3", "barrier"), ("lnsum=3", "lnsum must be 0, 1 or 2"),
+                                       ("bounds=2", "bounds must be 0 or 1"), ("carveout=101", "carveout must be")])
 def test_bad_environment_names_the_variable(monkeypatch, text, msg):
     monkeypatch.setenv("RNNGRAPH_LOOP", text)
     with pytest.raises(ValueError, match=msg) as err:
@@ -73,13 +74,14 @@ def test_environment_overrides_defaults(monkeypatch):
     monkeypatch.setenv("RNNGRAPH_LOOP", "threads=256, unroll=2,")  # a trailing comma is harmless
     assert loop_tuning() == LoopTuning(threads=256, unroll=2, rows=LoopTuning().rows, smem_kib=LoopTuning().smem_kib)
     # the keys the variable leaves out keep the defaults of the step's number of streams
-    assert loop_tuning(1) == LoopTuning(threads=256, unroll=2, rows=2, smem_kib=44, ln=1, xreduce=0, lnsum=0)
+    assert loop_tuning(1) == LoopTuning(threads=256, unroll=2, rows=2, smem_kib=44, ln=1, xreduce=0, lnsum=0, barrier=0)
     assert loop_tuning(64) == LoopTuning(threads=256, unroll=2, ln=1)
     assert loop_tuning() == loop_tuning(65) == LoopTuning(threads=256, unroll=2)
     monkeypatch.delenv("RNNGRAPH_LOOP")
     assert loop_tuning() == loop_tuning(65) == LoopTuning()
     assert loop_tuning(2) == LoopTuning(ln=1) and loop_tuning(64) == LoopTuning(ln=1)
     assert default_tuning(1).rows == 2 and default_tuning(2).rows == 4
+    assert default_tuning(1).barrier == 0 and default_tuning(2).barrier == default_tuning().barrier == 1
     assert default_tuning(1).xreduce == 0 and default_tuning(2).xreduce == 1
 
 
@@ -108,7 +110,22 @@ def test_inline_barrier_replaces_the_level_syncs():
         assert src.count("grid_barrier(BAR, nblocks)") == syncs > 0 and src.count("grid.sync()") == 1, loop.name
         assert "def k(T, S, BAR, " in src
         assert "from rnngraph.codegen.grid_barrier import grid_barrier_backoff as grid_barrier" in src
-        plain, _ = LoopEmitter(net.graph, loop, "k", coop=True, nblocks=4, tuning=LoopTuning(ln=1)).source()
+        plain, _ = LoopEmitter(net.graph, loop, "k", coop=True, nblocks=4, tuning=LoopTuning(ln=1, barrier=0)).source()
         assert plain.count("grid.sync()") == syncs + 1 and "BAR" not in plain  # + the row sums' zeroing
         sim, _ = LoopEmitter(net.graph, loop, "k", coop=False, tuning=LoopTuning(barrier=1, ln=1)).source()
         assert "BAR" not in sim  # the simulator: numba's grid.sync()
+
+
+def test_compile_options_reach_the_gpu_kernel_only():
+    """bounds=1 and carveout=N become numba's launch_bounds / shared_memory_carveout on the GPU
+    emitter's kernel; the simulator's jit takes neither, so its kernel has a bare @cuda.jit."""
+    from rnngraph.codegen.loop import LoopEmitter
+    net = rg.stacked(rg.cells.lstm, 1, 8, input_size=3)
+    loop = next(s for s in rg.compile(net, window=2, streams=2, device="cpu").schedule.forward if isinstance(s, Loop))
+    tuning = LoopTuning(threads=256, bounds=1, carveout=25)
+    gpu, _ = LoopEmitter(net.graph, loop, "k", coop=True, nblocks=4, tuning=tuning).source()
+    assert "@cuda.jit(launch_bounds=(256, 1), shared_memory_carveout=25)\ndef k(" in gpu
+    sim, _ = LoopEmitter(net.graph, loop, "k", coop=False, tuning=tuning).source()
+    assert "@cuda.jit\ndef k(" in sim
+    plain, _ = LoopEmitter(net.graph, loop, "k", coop=True, nblocks=4, tuning=LoopTuning()).source()
+    assert "@cuda.jit\ndef k(" in plain

@@ -39,14 +39,18 @@ the window) to recompute mean and rstd, so the forward row statistics are never 
   keeps var = E[(x-K)^2] - E[x-K]^2 from cancelling catastrophically when |mean| >> std (the
   plain sum-of-squares failure mode), as long as consecutive rows are alike.
 - backward sums: sum(g * gain) and sum(g * gain * xhat) over the row; the gain and bias
-  gradients (sums over t and s) go into global buffers with atomics, or (``lnsum=1``) into
+  gradients (sums over t and s) go into global buffers with atomics, or (``lnsum=1|2``) into
   the block's shared-memory sums ``Z<i>`` over the whole window, added to the global buffers
   once at kernel end (each block owns the same elements every timestep).
 - code shapes of the row sums (``lnsum``): 0, a warp per column with lanes over the block's
   elements and shuffles (the columns run one after another: latency-bound when S is large);
   1, every thread over (element, column) pairs, columns fastest, several pairs' loads in flight,
-  partial sums in shared memory, one thread per column adding the block's sums (the default
-  from S=2; layernorm_lstm S=64 fwd+bwd 10.5 vs 17.6 ms, bench/results/h200-20261201-session6-*).
+  partial sums added into shared memory by atomics, one thread per column adding the block's
+  sums (layernorm_lstm S=64 fwd+bwd 10.5 vs 17.6 ms, bench/results/h200-20261201-session6-*);
+  2, a column per thread (bdim // S threads a column), its elements summed in registers, the
+  threads' partial sums meeting in shared memory without atomics (numba's float atomics on
+  shared memory are compare-and-swap loops on the H200): the default from S=2 (10.16 -> 9.84 ms,
+  bench/results/h200-20261201-session7-sweep-lnsum2.json).
 """
 from __future__ import annotations
 
@@ -59,6 +63,9 @@ from .tuning import LoopTuning
 from .warp_reduce import transpose_reduce, tree_reduce
 
 SUPPORTED = ("gemm", "pointwise")
+#: partial sums a lane of a GEMM work item holds at most (rows x streams; the transpose butterfly
+#: of codegen/warp_reduce.py reduces up to 32 at once)
+GEMM_ACCUMULATORS = 32
 #: (element, column) pairs whose loads a thread issues before adding them (``lnsum=1``)
 LN_SUM_UNROLL = 4
 #: per-column shared-memory values of ``lnsum=1``: 3 (shift, or the moments mu, m, rs) + 2 sums
@@ -100,12 +107,12 @@ class LoopEmitter:
         self.smem_left = 0 if virtual_blocks else self.tuning.smem_kib * 1024  # bytes of shared memory still free
         self.ln_zero: list[str] = []  # row-sum buffers (T, S, 2) this kernel accumulates into: zeroed at start
         # shared-memory sums Z<i> of layer-norm gain/bias gradients -> (Q<i>, level unit, reps,
-        # kernel unit, chunks): zeroed at kernel start, added into Q<i> at its end (``lnsum=1``)
+        # kernel unit, chunks): zeroed at kernel start, added into Q<i> at its end (``lnsum=1|2``)
         self.local_grads: dict[str, tuple] = {}
         self.prologue: list[str] = []  # kernel-start code: weight rows into shared memory
         self.smem: dict[tuple, str] = {}  # (weight, reps, unit, inner) -> its shared array
         self.streams = streams  # S: the kernel is launched for exactly this many streams
-        self.stream_block = max(1, min(streams, self.tuning.cols))  # streams per GEMM work item (register blocking)
+        self.stream_block = max(1, min(streams, self.tuning.cols))  # streams per GEMM work item at most
         self.transposed: set[str] = set()  # weights read transposed (backward)
         self.recompute = recompute or {}  # node -> ops of the forward kernel computing it
         self.names = Names(g)
@@ -119,20 +126,26 @@ class LoopEmitter:
         self.grid_sync = "grid_barrier(BAR, nblocks)" if self.barrier else "grid.sync()"
 
     def _reserve_ln_smem(self) -> bool:
-        """Whether the layer norms' row sums take the shared-memory shape (``lnsum=1`` and the
-        loop has layer norms); its per-column arrays (5 floats a stream) are taken from the
+        """Whether the layer norms' row sums take a shared-memory shape (``lnsum=1|2`` and the
+        loop has layer norms); its arrays (lnsum=1: 5 floats a stream; 2: 2 floats a thread slot,
+        :meth:`_ln_slots`) are taken from the
         ``smem_kib`` budget before any weight rows; a GPU kernel whose budget is too small for
         them (e.g. ``smem_kib=0``) keeps the warp shape."""
         if not self.tuning.lnsum or not any(self.g.by_name[m].op == "layer_norm" for k in self.loop.kernels
                                             for m in k.ops):
             return False
-        size = max(1, self.virtual_blocks) * self.streams * _LN_SMEM_FLOATS * 4
+        per_block = self.streams * _LN_SMEM_FLOATS if self.tuning.lnsum == 1 else self._ln_slots() * 2
+        size = max(1, self.virtual_blocks) * per_block * 4
         if self.virtual_blocks or not self.coop:  # the simulator: no budget
             return True
         if size > self.smem_left:
             return False
         self.smem_left -= size
         return True
+
+    def _ln_slots(self) -> int:
+        """Rows of ``lnsum=2``'s shared partial sums ``lnp``: a slot per thread, at least one a column."""
+        return max(self.tuning.threads, self.streams)
 
     # ------------------------------------------------------------------ units
     def level_unit(self, ks: list[Kernel]) -> int:
@@ -233,7 +246,8 @@ class LoopEmitter:
         self.buffers.add(out)
         self.ln_zero.append(out)
         self.emit(f"# {name}: layer norm row sums of the owned elements ({what})", depth)
-        (self._ln_sums_in_smem if self.ln_smem else self._ln_sums_by_warp)(n, out, uL, depth)
+        shape = {1: self._ln_sums_in_smem, 2: self._ln_sums_in_registers}.get(self.tuning.lnsum) if self.ln_smem else None
+        (shape or self._ln_sums_by_warp)(n, out, uL, depth)
 
     def _ln_terms(self, n, s: str, r: str, column) -> tuple[list[str], str, str]:
         """(loads, first term, second term) of element r of column s: forward x - K and its
@@ -333,6 +347,57 @@ class LoopEmitter:
         e("c += bdim", 1)
         e("cuda.syncthreads()  # lns and lnv are reused by the next layer norm")
 
+    def _ln_sums_in_registers(self, n, out: str, uL: int, depth: int) -> None:
+        """Each thread keeps one column s = v % S (R = bdim // S threads a column, at least 1; a
+        thread serves slots v = tid, tid + bdim, ... < S * R) and adds that column's elements
+        el = v // S, + R, ... in registers (LN_SUM_UNROLL elements' loads in flight), reading the
+        column's shift or moments itself; the R partial sums of a column meet in shared memory
+        (``lnp``, no atomics: a slot per thread) and one thread per column adds them into the
+        global buffer. Two block barriers."""
+        reps, U = n.size // uL, LN_SUM_UNROLL
+        vb = "bid, " if self.virtual_blocks else ""
+        e = lambda line, d=0: self.emit(line, depth + d)
+        e("nrep = max(1, bdim // S)  # threads a column")
+        e(f"nel = nj * {reps}")
+        e("v = tid")
+        e("while v < S * nrep:")
+        e("s = v % S", 1)
+        values = dict(self._ln_column_values(n, lambda line: e(line, 1)))
+        e("p1 = float32(0.0)", 1)
+        e("p2 = float32(0.0)", 1)
+        e("el = v // S", 1)
+        for unroll, cond in ((U, f"el + {U - 1} * nrep < nel"), (1, "el < nel")):
+            e(f"while {cond}:", 1)
+            for u in range(unroll):
+                e(f"jj = (el + {u} * nrep) // {reps}" if u else f"jj = el // {reps}", 2)
+                e(f"r = j0 + jj + (el + {u} * nrep - jj * {reps}) * {uL}" if u else
+                  f"r = j0 + jj + (el - jj * {reps}) * {uL}", 2)
+                loads, a, b = self._ln_terms(n, "s", "r", values.get)
+                for line in loads:
+                    e(line, 2)
+                e(f"a{u} = {a}", 2)
+                e(f"b{u} = {b}", 2)
+            e("p1 += " + " + ".join(f"a{u}" for u in range(unroll)), 2)
+            e("p2 += " + " + ".join(f"b{u}" for u in range(unroll)), 2)
+            e(f"el += {unroll} * nrep", 2)
+        e(f"lnp[{vb}v, 0] = p1", 1)
+        e(f"lnp[{vb}v, 1] = p2", 1)
+        e("v += bdim", 1)
+        e("cuda.syncthreads()")
+        e("c = tid")
+        e("while c < S and nj > 0:")
+        e(f"q1 = lnp[{vb}c, 0]", 1)
+        e(f"q2 = lnp[{vb}c, 1]", 1)
+        e("v = c + S", 1)
+        e("while v < S * nrep:", 1)
+        e(f"q1 += lnp[{vb}v, 0]", 2)
+        e(f"q2 += lnp[{vb}v, 1]", 2)
+        e("v += S", 2)
+        e(f"cuda.atomic.add({out}, (t, c, 0), q1)", 1)
+        e(f"cuda.atomic.add({out}, (t, c, 1), q2)", 1)
+        e("c += bdim", 1)
+        e("cuda.syncthreads()  # lnp is reused by the next layer norm")
+
     def _warp_sum(self, names: list[str], depth: int) -> None:
         """Tree-reduce the per-lane values ``names`` across the warp with shuffles (lane 0 ends
         with the sums; codegen/warp_reduce.py)."""
@@ -367,6 +432,14 @@ class LoopEmitter:
         self.buffers.add(w)
         return f"{sw}[{{rem}}, {{k}}]"
 
+    def _item_shape(self, block_rows: int) -> tuple[int, int]:
+        """(streams, rows) of a GEMM work item when a block owns at most ``block_rows`` rows: up to
+        ``tuning.rows`` rows (no more than the block has), then up to ``tuning.cols`` streams (no
+        more than S) within GEMM_ACCUMULATORS partial sums a lane. E.g. the H=512 LSTM on 132
+        blocks at S=64: forward 16 rows a block -> 8 rows x 4 streams; backward 4 rows -> 4 x 8."""
+        RB = max(1, min(self.tuning.rows, block_rows))
+        return max(1, min(self.stream_block, GEMM_ACCUMULATORS // RB)), RB
+
     def _rows(self, depth: int, reps: int, uL: int, inner: int, terms, store: str) -> None:
         """Loop over the block's owned rows, RB rows x SB streams per work item (a warp on the GPU,
         a thread in the simulator), reducing sum_m W_m[r, kk] * v_m[s, kk] over kk < inner.
@@ -375,7 +448,7 @@ class LoopEmitter:
         loaded once for SB streams and a vector element once for RB rows; the kk loop is unrolled
         ``tuning.unroll`` times (independent loads in flight), with a remainder loop."""
         e = lambda line, d=0: self.emit(line, depth + d)
-        SB, RB = self.stream_block, self.tuning.rows
+        SB, RB = self._item_shape(-(-uL // max(1, self.virtual_blocks or self.nblocks)) * reps)
         start, step, kstep = ("warp", "nwarps", 32) if self.coop else ("tid", "bdim", 1)
         e(f"nrows = nj * {reps}")
         e(f"ngroups = (nrows + {RB - 1}) // {RB}")
@@ -487,7 +560,7 @@ class LoopEmitter:
             self.emit(self.grid_sync if level in loop.sync_after else no_sync, 2)
         args = sorted(self.buffers - set(self.local_grads), key=_key)
         head = [
-            "@cuda.jit(fastmath=True)" if self.tuning.fast else "@cuda.jit",
+            self._decorator(),
             f"def {self.name}(T, S, {'BAR, ' if self.barrier else ''}{', '.join(args)}):",
             "    grid = cuda.cg.this_grid()",
         ]
@@ -511,8 +584,11 @@ class LoopEmitter:
                      "        sz = (i // 2) % S"]
             head += [f"        {b}[tz, sz, i % 2] = float32(0.0)" for b in dict.fromkeys(self.ln_zero)]
             head += ["        i += nblocks * bdim", "    grid.sync()"]
-        if self.ln_smem:
-            shape = (f"{self.virtual_blocks}, " if self.virtual_blocks else "") + str(self.streams)
+        vshape = f"{self.virtual_blocks}, " if self.virtual_blocks else ""
+        if self.ln_smem and self.tuning.lnsum == 2:
+            head += [f"    lnp = cuda.shared.array(({vshape}{self._ln_slots()}, 2), float32)  # per thread: a column's partial sums"]
+        elif self.ln_smem:
+            shape = vshape + str(self.streams)
             head += [f"    lnv = cuda.shared.array(({shape}, {_LN_SMEM_FLOATS - 2}), float32)  # per column: shift or moments",
                      f"    lns = cuda.shared.array(({shape}, 2), float32)  # per column: the block's two partial sums"]
         head += self._local_grad_sums_start()
@@ -525,6 +601,17 @@ class LoopEmitter:
         text = "\n\n".join(fns) + "\n\n" + "\n".join(head + self.body + self._local_grad_sums_end()) + "\n"
         return text, args
 
+
+    def _decorator(self) -> str:
+        """The kernel's ``@cuda.jit`` line with the tuning's compile options (``fast``; on the GPU
+        also ``bounds``: launch bounds of ``threads``, so that the compiler keeps the registers
+        within what that many threads may use, and ``carveout``, the shared-memory carveout)."""
+        opts = ["fastmath=True"] if self.tuning.fast else []
+        if self.coop and self.tuning.bounds:
+            opts.append(f"launch_bounds=({self.tuning.threads}, 1)")
+        if self.coop and self.tuning.carveout >= 0:
+            opts.append(f"shared_memory_carveout={self.tuning.carveout}")
+        return f"@cuda.jit({', '.join(opts)})" if opts else "@cuda.jit"
 
     def _local_grad_sums_start(self) -> list[str]:
         """Kernel-start lines declaring and zeroing the shared-memory gradient sums."""

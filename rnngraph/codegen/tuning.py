@@ -6,14 +6,24 @@ grid, bench/results/h200-2026113*-*.json; LSTM and layernorm_lstm H=512 T=100 fw
 - code shape, S = 1 (``SMALL_SHAPE_STREAMS``): threads=256, unroll=2, rows=2, smem_kib=44,
   xreduce=0 (LSTM 1.73 ms vs 1.94 with session 3's large-S shape, measured twice; xreduce=1 is
   slower here: 1.84 vs 1.50 ms, bench/results/h200-20261130-session4-xreduce.log).
-  S >= 2: threads=512, unroll=4, rows=4, smem_kib=44, xreduce=1 (session 4: LSTM S=64 fwd+bwd
-  6.15 ms vs 9.48 with session 3's rows=1, smem_kib=0, tree reductions; 8.59 with xreduce=1
-  alone, 8.13 rows=2, 6.34 rows=4 without the weights in shared memory, 7.22 with unroll=2).
-  With the tree reductions rows > 1 had been slower (S=64 11.1-20.5 ms with rows=2). A block of
-  512 threads does not fit the registers of 4 rows x 8 streams of accumulators: those kernels
-  run with 256.
-- layer norms, ``ln=1`` for S <= 64 (``LN_PERSISTENT_STREAMS``), with ``lnsum=1`` from S=2
-  (``LN_SMEM_SUM_STREAMS``). Session 6 (bench/results/h200-20261201-session6-sweep-*.json,
+  S >= 2: threads=512, unroll=4, rows=4, cols=8, smem_kib=44, xreduce=1, barrier=1 (session 4:
+  LSTM S=64 fwd+bwd 6.15 ms vs 9.48 with session 3's rows=1, smem_kib=0, tree reductions; 8.59
+  with xreduce=1 alone, 8.13 rows=2, 6.34 rows=4 without the weights in shared memory, 7.22 with
+  unroll=2). With the tree reductions rows > 1 had been slower (S=64 11.1-20.5 ms with rows=2).
+  A block of 512 threads does not fit the registers of 32 accumulators: those kernels run with
+  256. Session 7 (bench/results/h200-20261201-session7-sweep-*.json): a work item of 8 rows x 4
+  streams instead of 4 x 8 (the block reads each timestep's input vectors half as often) took
+  the LSTM S=64 forward from 2.63 to 2.42 ms (16 x 2: 2.43), but the backward, whose blocks own
+  4 rows, slowed down with 4 streams an item (fwd+bwd 6.33 vs 5.60): so rows and cols are upper
+  bounds, a GEMM taking min(rows, the block's rows) and then up to GEMM_ACCUMULATORS // rows
+  streams (codegen/loop.py; rows=8: forward 8 x 4, backward 4 x 8). rows=8 stays off: with
+  barrier=1 the LSTM S=64 forward took 3.57 ms (twice, in two runs) against 2.42 with barrier=0
+  and 2.36 with rows=4 (same registers, 130, no spills; cause unknown), though layernorm_lstm S=64
+  was fastest with it (9.18 ms vs 9.48 with rows=4).
+- layer norms, ``ln=1`` for S <= 64 (``LN_PERSISTENT_STREAMS``), with ``lnsum=2`` from S=2
+  (``LN_SMEM_SUM_STREAMS``). Session 7: lnsum=2 (row sums in registers, no shared-memory
+  atomics) took layernorm_lstm S=64 from 10.16 to 9.84 ms (9.48 with barrier=1), S=16 from 6.27
+  to 5.61 (5.38). Session 6 (bench/results/h200-20261201-session6-sweep-*.json,
   layernorm_lstm fwd+bwd): S=64 graph mode 18.5 ms, persistent with lnsum=0 17.6, lnsum=1 10.5,
   and 10.3 once the row sums moved a level early (passes/row_sums.py); S=16 15.6 / 10.0 / 6.2 /
   6.2; S=1 13.9 graph mode, persistent 3.5 with lnsum=0 (2.9 with the early sums) vs 4.2 with
@@ -31,11 +41,12 @@ threads   threads per block of a persistent kernel (a multiple of 32, at most 10
           one block per multiprocessor, so this is the number of warps an SM works with. A kernel
           whose registers don't allow it is launched with half as many (and so on).
 unroll    inner-product iterations per loop trip (independent loads in flight per lane).
-rows      GEMM rows per work item (register blocking: each vector element loaded once serves
-          this many rows; a work item is rows x cols streams, reduced across a warp).
-cols      GEMM streams (columns) per work item (default 8, at most S): each weight element loaded
-          once serves this many streams. A block reads its vectors (rows / block) / rows times
-          over, its shared-memory weight rows S / cols times; rows x cols is at most 64.
+rows      GEMM rows per work item at most (register blocking: each vector element loaded once
+          serves this many rows; a work item is rows x cols streams, reduced across a warp); a
+          GEMM whose blocks own fewer rows takes that many.
+cols      GEMM streams (columns) per work item at most (and at most S and GEMM_ACCUMULATORS // the
+          item's rows): each weight element loaded once serves this many streams. A block reads
+          its vectors (its rows / rows) times a timestep, its shared-memory weight rows S / cols times.
 smem_kib  shared memory (KiB, static: at most 48) a block may fill with its owned rows of the
           recurrent weights, loaded once per launch; GEMMs whose rows don't fit read the weights
           from global memory (L2) every timestep. 0 turns it off (default 44).
@@ -63,17 +74,29 @@ barrier   1: the grid syncs between levels are codegen/grid_barrier.py's barrier
           layernorm_lstm S=1 3.26 / 3.02 / 2.99, but LSTM S=1 1.19 / 1.49 / 1.52 (its backward
           kernel 9.7 vs 7.1 us a timestep, 6.9 vs 4.3 even with every barrier knocked out: not the
           barrier's own cost; cause unknown). With the defaults of the end of session 6:
-          layernorm_lstm S=64 10.27 / 9.97, S=16 6.22 / 6.10, S=1 2.92 / 3.17. Off by default:
-          the gains are 2-5 % and the GPU tier has not yet run with it beyond
-          tests/test_gpu.py's inline-barrier cases (which pass) and one layernorm_lstm S=16
-          case (just outside its float32 error bound, see the session's closing note).
+          layernorm_lstm S=64 10.27 / 9.97, S=16 6.22 / 6.10, S=1 2.92 / 3.17. The default from
+          S=2 since session 7 (LSTM S=64 5.35 vs 5.39 with rows=4 / 5.59 in session 7's first run,
+          layernorm_lstm S=64 9.48 vs 9.84 with lnsum=2, S=16 5.38 vs 5.61; the GPU tier's S=64
+          cases pass with it); off at S=1, where the LSTM is slower with it.
+bounds    1: compile the persistent loop kernels with launch bounds of ``threads`` threads a block
+          (numba's ``launch_bounds``), so the compiler holds the registers to what that many
+          threads may use (65536 / threads; it spills the rest) instead of the launcher halving
+          the block (e.g. the S=64 LSTM forward kernel takes 130 registers: 256 threads run, not
+          512). Not measured yet: off.
+carveout  the share of the L1/shared-memory array given to shared memory, in percent (numba's
+          ``shared_memory_carveout``; -1, the default: the driver's choice). The GEMMs read each
+          timestep's vectors through L1; a small carveout leaves L1 more room. Not measured yet.
 lnsum     the code shape of the layer norms' row sums in persistent loops (codegen/loop.py):
           0, a warp per column, shuffles; 1, all threads over (element, column) pairs with the
-          partial sums in shared memory, and the layer norms' gain and bias gradients summed
-          over the window in shared memory (one global atomic per element per block at the
-          end instead of one per element, timestep and column). Its shared arrays come out of
-          the ``smem_kib`` budget first (5 floats a stream, then the gradient sums); a kernel
-          whose budget cannot hold them keeps the warp shape (or global gradient atomics).
+          partial sums added into shared memory by atomics (compare-and-swap loops on the GPU);
+          2, a column per thread (bdim // S threads a column), sums in registers, the partial
+          sums meeting in shared memory without atomics (two block barriers instead of three).
+          1 and 2 also sum the layer norms' gain and bias gradients over the window in shared
+          memory (one global atomic per element per block at the end instead of one per
+          element, timestep and column). Their shared arrays come out of the ``smem_kib`` budget
+          first (lnsum=1: 5 floats a stream; 2: 2 floats a thread, at least a stream), then the
+          gradient sums; a kernel whose budget cannot hold them keeps the warp shape (or global
+          gradient atomics).
 """
 from __future__ import annotations
 
@@ -101,8 +124,10 @@ class LoopTuning:
     ln: int = 0
     fast: int = 0
     xreduce: int = 1
-    barrier: int = 0
-    lnsum: int = 1
+    barrier: int = 1
+    lnsum: int = 2
+    bounds: int = 0
+    carveout: int = -1
 
     def __post_init__(self):
         if self.threads % 32 or not 32 <= self.threads <= 1024:
@@ -113,14 +138,16 @@ class LoopTuning:
             raise ValueError(f"{_ENV}: rows must be in [1, 16], got {self.rows}")
         if not 1 <= self.cols <= 16:
             raise ValueError(f"{_ENV}: cols must be in [1, 16], got {self.cols}")
-        if self.rows * self.cols > 64:
-            raise ValueError(f"{_ENV}: rows x cols (accumulators per lane) must be at most 64, "
-                             f"got {self.rows} x {self.cols}")
         if not 0 <= self.smem_kib <= 48:
             raise ValueError(f"{_ENV}: smem_kib must be in [0, 48] (static shared memory), got {self.smem_kib}")
         if self.barrier not in (0, 1, 2):
             raise ValueError(f"{_ENV}: barrier must be 0, 1 or 2, got {self.barrier}")
-        for knob in ("ln", "fast", "xreduce", "lnsum"):
+        if self.lnsum not in (0, 1, 2):
+            raise ValueError(f"{_ENV}: lnsum must be 0, 1 or 2, got {self.lnsum}")
+        if not -1 <= self.carveout <= 100:
+            raise ValueError(f"{_ENV}: carveout must be -1 (the driver's choice) or a percentage in [0, 100], "
+                             f"got {self.carveout}")
+        for knob in ("ln", "fast", "xreduce", "bounds"):
             if getattr(self, knob) not in (0, 1):
                 raise ValueError(f"{_ENV}: {knob} must be 0 or 1, got {getattr(self, knob)}")
 
@@ -128,14 +155,14 @@ class LoopTuning:
 def default_tuning(streams: int | None = None) -> LoopTuning:
     """The measured best shape for a loop over ``streams`` streams (None: the large-S one)."""
     small = streams is not None and streams <= SMALL_SHAPE_STREAMS
-    shape = LoopTuning(threads=256, unroll=2, rows=2, smem_kib=44, xreduce=0) if small else LoopTuning()
+    shape = LoopTuning(threads=256, unroll=2, rows=2, smem_kib=44, xreduce=0, barrier=0) if small else LoopTuning()
     return replace(shape, ln=int(streams is not None and streams <= LN_PERSISTENT_STREAMS),
-                   lnsum=int(streams is None or streams >= LN_SMEM_SUM_STREAMS))
+                   lnsum=2 if streams is None or streams >= LN_SMEM_SUM_STREAMS else 0)
 
 
 def loop_tuning(streams: int | None = None) -> LoopTuning:
     """:func:`default_tuning` for ``streams``, overridden key by key by
-    ``RNNGRAPH_LOOP="key=value,..."`` (keys: threads, unroll, rows, cols, smem_kib, ln, fast, xreduce, barrier, lnsum)."""
+    ``RNNGRAPH_LOOP="key=value,..."`` (keys: threads, unroll, rows, cols, smem_kib, ln, fast, xreduce, barrier, lnsum, bounds, carveout)."""
     base = default_tuning(streams)
     text = os.environ.get(_ENV, "").strip()
     if not text:
