@@ -11,6 +11,9 @@ of --iters launches on the program's stream) in several *variants* of its genera
   no-gemm       the GEMM sections of each stage removed (pointwise code and syncs kept)
   no-pointwise  the pointwise sections removed (GEMMs and syncs kept)
   no-ln-sums    the layer norms' row-sum sections removed (their reduction syncs kept)
+  no-vector-loads  each GEMM's loads of the timestep's vectors (from global memory: L2) replaced
+                by a copy of a weight already in a register: what the in-loop products cost
+                without their L2 reads (the weights still come from shared memory)
   constants     T, S and the grid size written as constants into the kernel (the compiler can
                 then strength-reduce the index arithmetic and fix trip counts)
   lineinfo      the kernel as generated, compiled with line information (for ncu's source view)
@@ -45,7 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # rnngraph from
 
 import numpy as np  # noqa: E402
 
-VARIANTS = ("full", "no-grid-sync", "sync-only", "no-gemm", "no-pointwise", "no-ln-sums", "constants", "fastmath", "lineinfo")
+VARIANTS = ("full", "no-grid-sync", "sync-only", "no-gemm", "no-pointwise", "no-ln-sums", "no-vector-loads", "constants",
+            "fastmath", "lineinfo")
 
 
 def _stage_bodies(lines: list[str]):
@@ -106,6 +110,18 @@ def _jit_option(src: str, option: str) -> str:
     return re.sub(r"^@cuda\.jit(?:\((?!device=)(.*)\))?$", add, src, flags=re.M)
 
 
+def _without_vector_loads(src: str) -> str:
+    """Each GEMM vector load ``v = X[t, s, kk...]`` (codegen/loop.py's inner products) replaced by
+    ``v = w<m>_0_<u>``, the first row's weight of the same unrolled step, loaded just before."""
+    out, last = [], None
+    for line in src.split("\n"):
+        w = re.match(r"\s+(w\d+_0_\d+) = ", line)
+        last = w.group(1) if w else last
+        v = re.match(r"(\s+)v = [A-Z]\d+\[.*\]$", line)
+        out.append(f"{v.group(1)}v = {last}" if v and last else line)
+    return "\n".join(out)
+
+
 def variant_source(src: str, name: str, T: int, S: int, nblocks: int) -> str:
     """``src`` (a loop kernel's generated module text) transformed into variant ``name``."""
     if name == "full":
@@ -116,6 +132,8 @@ def variant_source(src: str, name: str, T: int, S: int, nblocks: int) -> str:
         return _drop_sections(src, None)
     if name in ("no-gemm", "no-pointwise", "no-ln-sums"):
         return _drop_sections(src, name[3:])
+    if name == "no-vector-loads":
+        return _without_vector_loads(src)
     if name == "constants":
         src = src.replace("    nblocks = cuda.gridDim.x", f"    nblocks = {nblocks}")
         return src.replace("    grid = cuda.cg.this_grid()\n",

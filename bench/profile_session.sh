@@ -7,14 +7,15 @@
 # the defaults. PART=1 runs the profile, the sweep and the knob subset (about 6 minutes), PART=2
 # the whole tier and ncu (about 6); unset, both (more than one 10-minute device call allows).
 # The defaults are session 8's plan: the knobs session 7 added but could not measure (bounds,
-# carveout: codegen/tuning.py), and the GPU tier with session 7's defaults (barrier=1, lnsum=2).
+# carveout: codegen/tuning.py), whether the S=64 in-loop products wait on their L2 reads (the
+# knock-out no-vector-loads), and the GPU tier with session 7's defaults (barrier=1, lnsum=2).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 RNNGRAPH_CACHE=${RNNGRAPH_CACHE:-/tmp/rgcache}
 part() { [ -z "${PART:-}" ] || [ "$PART" = "$1" ]; }
 if part 1; then
-timeout 100 python3 bench/loop_profile.py ${PROFILE_ARGS:---configs lstm:64 --variants full no-grid-sync no-gemm --iters 10} \
+timeout 100 python3 bench/loop_profile.py ${PROFILE_ARGS:---configs lstm:64 --variants full no-grid-sync no-gemm no-vector-loads --iters 10} \
   --out "$OUT/loop_profile.json" 2>&1 | grep -v Warn | tee "$OUT/loop_profile.log"
 timeout 200 python3 bench/loop_sweep.py ${SWEEP_ARGS:---configs lstm:64 layernorm_lstm:64 --settings threads=512 bounds=1 carveout=0 bounds=1,carveout=0} \
   --out "$OUT/sweep.json" 2>&1 | grep -v Warn | tee "$OUT/sweep.log"

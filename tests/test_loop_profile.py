@@ -59,3 +59,18 @@ def test_compile_option_variants_keep_the_kernel_options():
             want = "@cuda.jit(" + ", ".join(opts + ([option] if option not in opts else [])) + ")\ndef k("
             assert want in out, (variant, out[:300])
         assert "@cuda.jit(device=True, inline=True, fastmath=True)" in variant_source(src, "fastmath", 4, 2, 4)
+
+
+def test_no_vector_loads_variant_drops_only_the_gemm_vector_loads():
+    """no-vector-loads: every inner-product vector load (``v = X[...]``) becomes a register copy
+    of a weight; the weight loads, the accumulations and every other line stay."""
+    import re
+    net = rg.stacked(rg.cells.lstm, 1, 8, input_size=8)
+    s = schedule(net.graph, 4, 64, "float32", None)
+    for loop in [st for st in s.forward + s.backward if isinstance(st, Loop)]:
+        src, _ = LoopEmitter(net.graph, loop, "k", coop=True, streams=64, nblocks=4, tuning=LoopTuning()).source()
+        out = variant_source(src, "no-vector-loads", 4, 64, 4)
+        loads = re.findall(r"\n\s+v = [A-Z]\d+\[", src)
+        assert loads and not re.findall(r"\n\s+v = [A-Z]\d+\[", out)
+        assert out.count("\n") == src.count("\n") and out.count("+= w") == src.count("+= w") > 0
+        assert len(re.findall(r"\n\s+v = w\d+_0_\d+\n", out)) == len(loads)
