@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A GPU call's diagnostics of the persistent loop kernels (run through the device tool):
 # knock-out profile (bench/loop_profile.py), end-to-end loop-setting sweep (bench/loop_sweep.py),
-# the GPU tier (and a subset with RNNGRAPH_LOOP=$KNOB_TESTS_LOOP, default barrier=1), then Nsight
+# the GPU tier (and a subset with RNNGRAPH_LOOP=$KNOB_TESTS_LOOP, default bounds=1), then Nsight
 # Compute stall reasons of the S=1 LSTM forward kernel (when ncu is present). Writes everything
 # under $OUT. PROFILE_ARGS, SWEEP_ARGS, KNOB_TESTS (a pytest -k expression), KNOB_TESTS_LOOP override
 # the defaults. PART=1 runs the profile, the sweep and the knob subset (about 6 minutes), PART=2
@@ -9,6 +9,8 @@
 # The defaults are session 8's plan: the knobs session 7 added but could not measure (bounds,
 # carveout: codegen/tuning.py), whether the S=64 in-loop products wait on their L2 reads (the
 # knock-out no-vector-loads), and the GPU tier with session 7's defaults (barrier=1, lnsum=2).
+# Run from the repository root with numpy 2.4.6 and the tree on PYTHONPATH (the device tool's
+# prefix in bench/gpu_session.sh), e.g. PART=1 bash bench/profile_session.sh.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"

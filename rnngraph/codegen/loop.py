@@ -2,7 +2,8 @@
 
 The kernel runs the whole window: for each tick, for each level, every stage whose timestep
 t = tick - offset is inside the window runs its kernels, and the grid syncs at the end of the
-level (``cuda.cg.this_grid().sync()``). Work is split by *ownership*: a level has a unit
+level (``cuda.cg.this_grid().sync()``, or codegen/grid_barrier.py's inline barrier, ``barrier=1``:
+the default from S=2). Work is split by *ownership*: a level has a unit
 u_L (the gcd of its kernels' units and GEMM sizes) and block b owns units
 [b*u_L/B, (b+1)*u_L/B); it computes the GEMM rows of those units (a warp per work item of
 ``rows`` rows x ``cols`` streams, lanes striding over the inner dimension, the partial sums
@@ -436,7 +437,8 @@ class LoopEmitter:
         """(streams, rows) of a GEMM work item when a block owns at most ``block_rows`` rows: up to
         ``tuning.rows`` rows (no more than the block has), then up to ``tuning.cols`` streams (no
         more than S) within GEMM_ACCUMULATORS partial sums a lane. E.g. the H=512 LSTM on 132
-        blocks at S=64: forward 16 rows a block -> 8 rows x 4 streams; backward 4 rows -> 4 x 8."""
+        blocks at S=64 with rows=8: forward 16 rows a block -> 8 rows x 4 streams, backward 4
+        rows -> 4 x 8; with the default rows=4 both take 4 x 8."""
         RB = max(1, min(self.tuning.rows, block_rows))
         return max(1, min(self.stream_block, GEMM_ACCUMULATORS // RB)), RB
 

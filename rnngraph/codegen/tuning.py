@@ -1,10 +1,10 @@
 """Launch and code-shape parameters of the persistent loop kernels (``codegen/loop.py``).
 
 Defaults are the H200 measurements' best, per number of streams S (bench/loop_sweep.py and the
-grid, bench/results/h200-2026113*-*.json; LSTM and layernorm_lstm H=512 T=100 fwd+bwd):
+grid, bench/results/h200-2026113*-*.json and h200-20261201-*; LSTM and layernorm_lstm H=512 T=100 fwd+bwd):
 
 - code shape, S = 1 (``SMALL_SHAPE_STREAMS``): threads=256, unroll=2, rows=2, smem_kib=44,
-  xreduce=0 (LSTM 1.73 ms vs 1.94 with session 3's large-S shape, measured twice; xreduce=1 is
+  xreduce=0, barrier=0, lnsum=0 (LSTM 1.73 ms vs 1.94 with session 3's large-S shape, measured twice; xreduce=1 is
   slower here: 1.84 vs 1.50 ms, bench/results/h200-20261130-session4-xreduce.log).
   S >= 2: threads=512, unroll=4, rows=4, cols=8, smem_kib=44, xreduce=1, barrier=1 (session 4:
   LSTM S=64 fwd+bwd 6.15 ms vs 9.48 with session 3's rows=1, smem_kib=0, tree reductions; 8.59
@@ -75,9 +75,9 @@ barrier   1: the grid syncs between levels are codegen/grid_barrier.py's barrier
           kernel 9.7 vs 7.1 us a timestep, 6.9 vs 4.3 even with every barrier knocked out: not the
           barrier's own cost; cause unknown). With the defaults of the end of session 6:
           layernorm_lstm S=64 10.27 / 9.97, S=16 6.22 / 6.10, S=1 2.92 / 3.17. The default from
-          S=2 since session 7 (LSTM S=64 5.35 vs 5.39 with rows=4 / 5.59 in session 7's first run,
-          layernorm_lstm S=64 9.48 vs 9.84 with lnsum=2, S=16 5.38 vs 5.61; the GPU tier's S=64
-          cases pass with it); off at S=1, where the LSTM is slower with it.
+          S=2 since session 7 (LSTM S=64 5.38 vs 5.59 in session 7's first run, 5.35 in its
+          last; layernorm_lstm S=64 9.48 vs 9.84 with lnsum=2, S=16 5.38 vs 5.61; the GPU tier's
+          S=64 cases pass with it); off at S=1, where the LSTM is slower with it.
 bounds    1: compile the persistent loop kernels with launch bounds of ``threads`` threads a block
           (numba's ``launch_bounds``), so the compiler holds the registers to what that many
           threads may use (65536 / threads; it spills the rest) instead of the launcher halving
