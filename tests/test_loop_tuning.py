@@ -129,3 +129,20 @@ def test_compile_options_reach_the_gpu_kernel_only():
     assert "@cuda.jit\ndef k(" in sim
     plain, _ = LoopEmitter(net.graph, loop, "k", coop=True, nblocks=4, tuning=LoopTuning()).source()
     assert "@cuda.jit\ndef k(" in plain
+
+
+def test_gemm_work_items_take_at_most_the_blocks_rows():
+    """rows and cols are upper bounds (LoopEmitter._item_shape). Regression (session 7, H200):
+    rows=8,cols=4 applied to every GEMM slowed the LSTM S=64 backward, whose blocks own 4 rows
+    (fwd+bwd 6.33 vs 5.60 ms). Hidden 8 on 4 blocks, S=64, rows=8: the forward's blocks own 2
+    units x 4 gates = 8 rows -> 8 rows x 4 streams (32 accumulators); the backward's own 2 rows
+    -> 2 rows x 8 streams (cols=8 bounds it before 32 // 2)."""
+    from rnngraph.codegen.loop import LoopEmitter
+    net = rg.stacked(rg.cells.lstm, 1, 8, input_size=8)
+    sched = rg.compile(net, window=2, streams=64, device="cpu").schedule
+    loops = {s.reverse: s for s in sched.forward + sched.backward if isinstance(s, Loop)}
+    src = {rev: LoopEmitter(net.graph, lp, "k", coop=True, streams=64, nblocks=4,
+                            tuning=LoopTuning(rows=8, cols=8)).source()[0] for rev, lp in loops.items()}
+    fwd, bwd = src[False], src[True]
+    assert "acc7_3 " in fwd and "acc0_4 " not in fwd and "acc8_0 " not in fwd
+    assert "acc1_7 " in bwd and "acc2_0 " not in bwd and "acc0_8 " not in bwd

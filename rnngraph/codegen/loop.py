@@ -603,7 +603,6 @@ class LoopEmitter:
         text = "\n\n".join(fns) + "\n\n" + "\n".join(head + self.body + self._local_grad_sums_end()) + "\n"
         return text, args
 
-
     def _decorator(self) -> str:
         """The kernel's ``@cuda.jit`` line with the tuning's compile options (``fast``; on the GPU
         also ``bounds``: launch bounds of ``threads``, so that the compiler keeps the registers
