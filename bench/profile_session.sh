@@ -9,6 +9,8 @@
 # The defaults are session 8's plan: the knobs session 7 added but could not measure (bounds,
 # carveout: codegen/tuning.py), whether the S=64 in-loop products wait on their L2 reads (the
 # knock-out no-vector-loads), and the GPU tier with session 7's defaults (barrier=1, lnsum=2).
+# The whole tier may not fit one call (8 of its cases took 216 s in session 7): TIER_K, a pytest -k
+# expression, takes part of it, e.g. TIER_K=generated_step, then TIER_K="not generated_step".
 # Run from the repository root with numpy 2.4.6 and the tree on PYTHONPATH (the device tool's
 # prefix in bench/gpu_session.sh), e.g. PART=1 bash bench/profile_session.sh.
 set -uo pipefail
@@ -25,7 +27,7 @@ RNNGRAPH_LOOP=${KNOB_TESTS_LOOP:-bounds=1} timeout 200 python3 -m pytest -q -m g
   -k "${KNOB_TESTS:-generated_step and s64}" 2>&1 | tail -15 | tee "$OUT/gpu_tests_knob.log"
 fi
 if part 2; then
-timeout 420 python3 -m pytest -q -m gpu tests/test_gpu.py 2>&1 | tail -15 | tee "$OUT/gpu_tests.log"
+timeout 420 python3 -m pytest -q -m gpu tests/test_gpu.py -k "${TIER_K:-}" 2>&1 | tail -15 | tee "$OUT/gpu_tests.log"
 fi
 if part 2 && command -v ncu >/dev/null; then
   timeout 90 ncu -k regex:prof_fwd --launch-count 1 --section WarpStateStats --section SourceCounters \

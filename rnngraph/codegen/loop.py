@@ -76,6 +76,13 @@ _LN_SMEM_FLOATS = 5
 BARRIER_FUNCTIONS = {1: "grid_barrier", 2: "grid_barrier_backoff"}
 
 
+def owned_row(place: str, row: str, reps: int, uL: int) -> list[str]:
+    """Lines setting ``row`` to the element at ``place`` among a block's owned ones: a block owns
+    units [j0, j0 + nj) of a level with unit ``uL``, each ``reps`` times (rows j, j + uL, ...),
+    numbered unit-major (place = jj * reps + rep)."""
+    return [f"jj = {place} // {reps}", f"{row} = j0 + jj + ({place} - jj * {reps}) * {uL}"]
+
+
 def _layer_norm_kernel(k: Kernel) -> bool:
     """A fused kernel of pointwise ops and layer norms (no other row reduction)."""
     return k.kind == "reduction" and all(op == "layer_norm" or ops.REGISTRY[op].kind == "pointwise"
@@ -190,8 +197,8 @@ class LoopEmitter:
         self.emit(f"while item < S * nj * {reps}:", depth)
         self.emit(f"s = item // (nj * {reps})", depth + 1)
         self.emit(f"rem = item - s * (nj * {reps})", depth + 1)
-        self.emit(f"jj = rem // {reps}", depth + 1)
-        self.emit(f"j = j0 + jj + (rem - jj * {reps}) * {uL}", depth + 1)
+        for line in owned_row("rem", "j", reps, uL):
+            self.emit(line, depth + 1)
         self.emit(f"{k.name}_{'bwd' if self.loop.reverse else 'fwd'}(t, s, j, {'rem, ' if local else ''}{args})", depth + 1)
         self.emit("item += bdim", depth + 1)
 
@@ -286,8 +293,8 @@ class LoopEmitter:
         e("p2 = float32(0.0)", 1)
         e(f"el = {estart}", 1)
         e(f"while el < nj * {reps}:", 1)
-        e(f"jj = el // {reps}", 2)
-        e(f"r = j0 + jj + (el - jj * {reps}) * {uL}", 2)
+        for line in owned_row("el", "r", reps, uL):
+            e(line, 2)
         loads, a, b = self._ln_terms(n, "s", "r", values.get)
         for line in loads:
             e(line, 2)
@@ -328,8 +335,8 @@ class LoopEmitter:
             e(f"it = min(item + {u} * bdim, npairs - 1)", 1)
             e(f"s{u} = it % S", 1)
             e(f"el = it // S", 1)
-            e(f"jj = el // {reps}", 1)
-            e(f"r = j0 + jj + (el - jj * {reps}) * {uL}", 1)
+            for line in owned_row("el", "r", reps, uL):
+                e(line, 1)
             loads, a, b = self._ln_terms(n, f"s{u}", "r", lambda v, u=u: f"lnv[{vb}s{u}, {index[v]}]")
             for line in loads:
                 e(line, 1)
@@ -370,9 +377,8 @@ class LoopEmitter:
         for unroll, cond in ((U, f"el + {U - 1} * nrep < nel"), (1, "el < nel")):
             e(f"while {cond}:", 1)
             for u in range(unroll):
-                e(f"jj = (el + {u} * nrep) // {reps}" if u else f"jj = el // {reps}", 2)
-                e(f"r = j0 + jj + (el + {u} * nrep - jj * {reps}) * {uL}" if u else
-                  f"r = j0 + jj + (el - jj * {reps}) * {uL}", 2)
+                for line in owned_row(f"(el + {u} * nrep)" if u else "el", "r", reps, uL):
+                    e(line, 2)
                 loads, a, b = self._ln_terms(n, "s", "r", values.get)
                 for line in loads:
                     e(line, 2)
@@ -460,8 +466,8 @@ class LoopEmitter:
         e(f"g0 = (item - sb * ngroups) * {RB}", 1)
         for a in range(RB):
             e(f"rem{a} = min(g0 + {a}, nrows - 1)", 1)
-            e(f"jj = rem{a} // {reps}", 1)
-            e(f"r{a} = j0 + jj + (rem{a} - jj * {reps}) * {uL}", 1)
+            for line in owned_row(f"rem{a}", f"r{a}", reps, uL):
+                e(line, 1)
         for i in range(SB):
             e(f"s{i} = min(sb * {SB} + {i}, S - 1)", 1)
             for a in range(RB):
