@@ -50,6 +50,22 @@ def polled_in_loop(ptx):
                         for lab in labels for l in lines[i + 1:i + 12])
     return hits
 
+def inner_loop(ptx):
+    # (fma, other) instruction counts of the basic block with the most fma.rn.f32: the in-loop
+    # product's unrolled inner loop; other = all but the FMAs, the loads and the branch
+    blocks, cur = [], []
+    for line in ptx.splitlines():
+        line = line.strip()
+        if line.endswith(":"):
+            blocks.append(cur)
+            cur = []
+        elif line and not line.startswith(("//", ".", "{", "}")):
+            cur.append(line.split()[0].rstrip(";"))
+    blocks.append(cur)
+    body = max(blocks, key=lambda b: b.count("fma.rn.f32"))
+    fma = body.count("fma.rn.f32")
+    return fma, sum(not (op == "fma.rn.f32" or op.startswith(("ld.", "@", "bra"))) for op in body)
+
 out = {}
 for cell, S, knob in json.loads(CONFIGS):
     net = rg.stacked(rg.cells.STANDARD[cell], 1, 64, input_size=64)
@@ -70,7 +86,8 @@ for cell, S, knob in json.loads(CONFIGS):
         out[f"{cell} S={S} barrier={knob} {loop.name}"] = {
             "polled_in_loop": polled_in_loop(ptx), "fences": ptx.count("fence.acq_rel.gpu"),
             "cg_syncs": ptx.count("cudaCGSynchronize,"), "nanosleep": ptx.count("nanosleep"),
-            "f64": len(re.findall(r"\.f64\b", body)), "syncs": len(loop.syncs) + loop.reduction_syncs}
+            "f64": len(re.findall(r"\.f64\b", body)), "syncs": len(loop.syncs) + loop.reduction_syncs,
+            "inner_loop": inner_loop(ptx)}
 print(json.dumps(out))
 """
 
@@ -81,13 +98,32 @@ def compile_loops(configs, tmp_path) -> dict:
     return run_outside_simulator(script, cache_dir=tmp_path, timeout=1200)
 
 
-def test_float32_loop_kernels_have_no_f64(tmp_path):
+@pytest.fixture(scope="module")
+def issue_cells(tmp_path_factory) -> dict:
+    """The counts of every loop kernel of the issue's four cells at S = 1 and S = 64 (barrier=0)."""
     configs = [[cell, S, 0] for cell in ("lstm", "peephole_lstm", "gru", "layernorm_lstm") for S in (1, 64)]
-    result = compile_loops(configs, tmp_path)
+    return compile_loops(configs, tmp_path_factory.mktemp("ptx"))
+
+
+def test_float32_loop_kernels_have_no_f64(issue_cells):
+    result = issue_cells
     # every loop is persistent by default (layernorm_lstm too, up to S=64): 8 configurations x 2
     assert len(result) == 16, sorted(result)
     assert {name: r["f64"] for name, r in result.items() if r["f64"]} == {}
     assert all(r["cg_syncs"] == r["syncs"] + ("layernorm" in name) for name, r in result.items()), result
+
+
+def test_in_loop_product_index_arithmetic_is_folded(issue_cells):
+    """Session 8: numba wrapped each signed column index of the in-loop products (a sign test and
+    an add in 64 bits a read), which also kept ptxas from folding the unrolled offsets into the
+    loads. With the uint64 column index (codegen/loop.py ``_rows``) these H=64 S=64 kernels' inner
+    loops have 13-56 other PTX instructions to their 32-64 FMAs (at most 1.31 a FMA); with the
+    signed index they had 62-141 (at least 1.94 a FMA). H=512 LSTM forward: 57 to 128 FMAs, 192
+    before; SASS 250 instructions a trip, 417 before."""
+    inner = {name: r["inner_loop"] for name, r in issue_cells.items() if "S=64" in name}
+    assert len(inner) == 8, sorted(inner)
+    for name, (fma, other) in inner.items():
+        assert fma >= 32 and other <= 1.5 * fma, (name, fma, other)
 
 
 def test_f64_count_sees_a_float64_constant(tmp_path):

@@ -454,7 +454,11 @@ class LoopEmitter:
         ``terms`` are (weight read with {r}, {rem}, {k}; vector read with {s}, {k}) pairs and
         ``store`` the statement with {r}, {s} and {acc}. Register blocking: a weight element is
         loaded once for SB streams and a vector element once for RB rows; the kk loop is unrolled
-        ``tuning.unroll`` times (independent loads in flight), with a remainder loop."""
+        ``tuning.unroll`` times (independent loads in flight), with a remainder loop. The column
+        index is cast to uint64 (it is never negative): numba wraps a negative signed index (a
+        sign test and an add a read, in 64 bits), and that wrap kept ptxas from folding the
+        unrolled offsets kk + 32u into the loads' immediates; the cast took the S=64 LSTM's inner
+        loop from 417 to 250 SASS instructions a trip (128 of them FFMA; session 8)."""
         e = lambda line, d=0: self.emit(line, depth + d)
         SB, RB = self._item_shape(-(-uL // max(1, self.virtual_blocks or self.nblocks)) * reps)
         start, step, kstep = ("warp", "nwarps", 32) if self.coop else ("tid", "bdim", 1)
@@ -478,7 +482,7 @@ class LoopEmitter:
         for unroll, cond in loops:
             e(f"while {cond}:", 1)
             for u in range(unroll):
-                k = f"kk + {u * kstep}" if u else "kk"
+                k = f"uint64(kk + {u * kstep})" if u else "uint64(kk)"
                 for m, (w, vec) in enumerate(terms):
                     for a in range(RB):
                         e(f"w{m}_{a}_{u} = {w.format(r=f'r{a}', rem=f'rem{a}', k=k)}", 2)
