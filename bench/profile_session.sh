@@ -6,11 +6,10 @@
 # under $OUT. PROFILE_ARGS, SWEEP_ARGS, KNOB_TESTS (a pytest -k expression), KNOB_TESTS_LOOP override
 # the defaults. PART=1 runs the profile, the sweep and the knob subset (about 6 minutes), PART=2
 # the whole tier and ncu (about 6); unset, both (more than one 10-minute device call allows).
-# The defaults are session 8's plan: the knobs session 7 added but could not measure (bounds,
-# carveout: codegen/tuning.py), whether the S=64 in-loop products wait on their L2 reads (the
-# knock-out no-vector-loads), and the GPU tier with session 7's defaults (barrier=1, lnsum=2).
-# The whole tier may not fit one call (8 of its cases took 216 s in session 7): TIER_K, a pytest -k
-# expression, takes part of it, e.g. TIER_K=generated_step, then TIER_K="not generated_step".
+# The defaults are session 8's first call (bench/results/h200-20261201-session8-signed-*: bounds and
+# carveout did not help; the S=64 products are issue-bound). The whole tier took 160 s
+# (TIER_K=generated_step) + 357 s (TIER_K="not generated_step") in session 8: two calls, or one
+# warm machine's two calls back to back. TIER_K is a pytest -k expression.
 # Run from the repository root with numpy 2.4.6 and the tree on PYTHONPATH (the device tool's
 # prefix in bench/gpu_session.sh), e.g. PART=1 bash bench/profile_session.sh.
 set -uo pipefail
