@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # A GPU call's diagnostics of the persistent loop kernels (run through the device tool):
 # knock-out profile (bench/loop_profile.py), end-to-end loop-setting sweep (bench/loop_sweep.py),
-# the GPU tier (and a subset with RNNGRAPH_LOOP=$KNOB_TESTS_LOOP, default bounds=1), then Nsight
+# the GPU tier (and a subset with RNNGRAPH_LOOP=$KNOB_TESTS_LOOP, default bounds=1,cols=4,unroll=8), then Nsight
 # Compute stall reasons of the S=1 LSTM forward kernel (when ncu is present). Writes everything
 # under $OUT. PROFILE_ARGS, SWEEP_ARGS, KNOB_TESTS (a pytest -k expression), KNOB_TESTS_LOOP override
 # the defaults. PART=1 runs the profile, the sweep and the knob subset (about 6 minutes), PART=2
 # the whole tier and ncu (about 6); unset, both (more than one 10-minute device call allows).
-# The defaults are session 8's first call (bench/results/h200-20261201-session8-signed-*: bounds and
-# carveout did not help; the S=64 products are issue-bound). The whole tier took 160 s
-# (TIER_K=generated_step) + 357 s (TIER_K="not generated_step") in session 8: two calls, or one
-# warm machine's two calls back to back. TIER_K is a pytest -k expression.
+# The defaults are session 9's plan: the knock-outs of both S=64 cells with the uint64 column index,
+# and unroll=8 / bounds=1,cols=4,unroll=8 again (within 3 % of the default before that change:
+# bench/results/h200-20261201-session8-signed-*; bounds and carveout alone did not help). The
+# whole tier took 160 s (TIER_K=generated_step) + 357 s (TIER_K="not generated_step") in session 8:
+# two calls, or one warm machine's two calls back to back. TIER_K is a pytest -k expression.
 # Run from the repository root with numpy 2.4.6 and the tree on PYTHONPATH (the device tool's
 # prefix in bench/gpu_session.sh), e.g. PART=1 bash bench/profile_session.sh.
 set -uo pipefail
@@ -18,11 +19,11 @@ mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 RNNGRAPH_CACHE=${RNNGRAPH_CACHE:-/tmp/rgcache}
 part() { [ -z "${PART:-}" ] || [ "$PART" = "$1" ]; }
 if part 1; then
-timeout 100 python3 bench/loop_profile.py ${PROFILE_ARGS:---configs lstm:64 --variants full no-grid-sync no-gemm no-vector-loads --iters 10} \
+timeout 100 python3 bench/loop_profile.py ${PROFILE_ARGS:---configs lstm:64 layernorm_lstm:64 --variants full no-grid-sync no-gemm no-vector-loads --iters 10} \
   --out "$OUT/loop_profile.json" 2>&1 | grep -v Warn | tee "$OUT/loop_profile.log"
-timeout 200 python3 bench/loop_sweep.py ${SWEEP_ARGS:---configs lstm:64 layernorm_lstm:64 --settings threads=512 bounds=1 carveout=0 bounds=1,carveout=0} \
+timeout 200 python3 bench/loop_sweep.py ${SWEEP_ARGS:---configs lstm:64 layernorm_lstm:64 --settings unroll=4 unroll=8 bounds=1,cols=4,unroll=8} \
   --out "$OUT/sweep.json" 2>&1 | grep -v Warn | tee "$OUT/sweep.log"
-RNNGRAPH_LOOP=${KNOB_TESTS_LOOP:-bounds=1} timeout 200 python3 -m pytest -q -m gpu tests/test_gpu.py \
+RNNGRAPH_LOOP=${KNOB_TESTS_LOOP:-bounds=1,cols=4,unroll=8} timeout 200 python3 -m pytest -q -m gpu tests/test_gpu.py \
   -k "${KNOB_TESTS:-generated_step and s64}" 2>&1 | tail -15 | tee "$OUT/gpu_tests_knob.log"
 fi
 if part 2; then
