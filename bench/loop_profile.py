@@ -14,6 +14,11 @@ of --iters launches on the program's stream) in several *variants* of its genera
   no-vector-loads  each GEMM's loads of the timestep's vectors (from global memory: L2) replaced
                 by a copy of a weight already in a register: what the in-loop products cost
                 without their L2 reads (the weights still come from shared memory)
+  uint64-indices  every array subscript of the kernel and its device functions cast to uint64
+                (numba then skips its wrap of negative signed indices: a sign test and an add in
+                64 bits per index; session 8 did it for the GEMMs' column index alone, and the
+                static SASS of the layernorm_lstm S=64 loop kernels shrank 6-9 % more with all
+                indices on the CPU). Every index of the generated code is non-negative.
   constants     T, S and the grid size written as constants into the kernel (the compiler can
                 then strength-reduce the index arithmetic and fix trip counts)
   lineinfo      the kernel as generated, compiled with line information (for ncu's source view)
@@ -48,8 +53,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # rnngraph from
 
 import numpy as np  # noqa: E402
 
-VARIANTS = ("full", "no-grid-sync", "sync-only", "no-gemm", "no-pointwise", "no-ln-sums", "no-vector-loads", "constants",
-            "fastmath", "lineinfo")
+VARIANTS = ("full", "no-grid-sync", "sync-only", "no-gemm", "no-pointwise", "no-ln-sums", "no-vector-loads",
+            "uint64-indices", "constants", "fastmath", "lineinfo")
 
 
 def _stage_bodies(lines: list[str]):
@@ -122,6 +127,16 @@ def _without_vector_loads(src: str) -> str:
     return "\n".join(out)
 
 
+def _unsigned_indices(src: str) -> str:
+    """Each part of every subscript ``a[i, j + 1]`` (without nested brackets) that is not an integer
+    literal wrapped as ``uint64(...)``: ``a[uint64(i), uint64(j + 1)]``."""
+    def wrap(m):
+        parts = [p.strip() for p in m.group(2).split(",")]
+        return m.group(1) + "[" + ", ".join(p if p.isdigit() or p.startswith("uint64(") else f"uint64({p})"
+                                            for p in parts) + "]"
+    return re.sub(r"\b([A-Za-z_]\w*)\[([^\[\]]+)\]", wrap, src)
+
+
 def variant_source(src: str, name: str, T: int, S: int, nblocks: int) -> str:
     """``src`` (a loop kernel's generated module text) transformed into variant ``name``."""
     if name == "full":
@@ -134,6 +149,8 @@ def variant_source(src: str, name: str, T: int, S: int, nblocks: int) -> str:
         return _drop_sections(src, name[3:])
     if name == "no-vector-loads":
         return _without_vector_loads(src)
+    if name == "uint64-indices":
+        return _unsigned_indices(src)
     if name == "constants":
         src = src.replace("    nblocks = cuda.gridDim.x", f"    nblocks = {nblocks}")
         return src.replace("    grid = cuda.cg.this_grid()\n",

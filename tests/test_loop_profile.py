@@ -74,3 +74,22 @@ def test_no_vector_loads_variant_drops_only_the_gemm_vector_loads():
         assert loads and not re.findall(r"\n\s+v = [A-Z]\d+\[", out)
         assert out.count("\n") == src.count("\n") and out.count("+= w") == src.count("+= w") > 0
         assert len(re.findall(r"\n\s+v = w\d+_0_\d+\n", out)) == len(loads)
+
+
+def test_uint64_indices_variant_casts_every_subscript():
+    """uint64-indices: every subscript part but integer literals becomes ``uint64(part)`` (the GEMM
+    column index already is one); removing the casts gives the same text for both."""
+    import re
+    net = rg.stacked(rg.cells.layernorm_lstm, 1, 8, input_size=8)
+    s = schedule(net.graph, 4, 64, "float32", None)
+    for loop in [st for st in s.forward + s.backward if isinstance(st, Loop)]:
+        src, _ = LoopEmitter(net.graph, loop, "k", coop=True, streams=64, nblocks=4,
+                             tuning=LoopTuning(ln=1, lnsum=2)).source()
+        out = variant_source(src, "uint64-indices", 4, 64, 4)
+        subscripts = re.findall(r"\b[A-Za-z_]\w*\[([^\[\]]+)\]", out)
+        assert len(subscripts) > 20
+        for sub in subscripts:
+            for part in sub.split(", "):
+                assert part.isdigit() or (part.startswith("uint64(") and part.endswith(")")), sub
+        unwrap = lambda text: re.sub(r"uint64\(([^()]*(?:\([^()]*\)[^()]*)*)\)", r"\1", text)  # noqa: E731
+        assert unwrap(out) == unwrap(src) and out != src
