@@ -115,11 +115,12 @@ def test_float32_loop_kernels_have_no_f64(issue_cells):
 
 def test_in_loop_product_index_arithmetic_is_folded(issue_cells):
     """Session 8: numba wrapped each signed column index of the in-loop products (a sign test and
-    an add in 64 bits a read), which also kept ptxas from folding the unrolled offsets into the
+    an add in 64 bits per read), which also kept ptxas from folding the unrolled offsets into the
     loads. With the uint64 column index (codegen/loop.py ``_rows``) these H=64 S=64 kernels' inner
     loops have 13-56 other PTX instructions to their 32-64 FMAs (at most 1.31 a FMA); with the
-    signed index they had 62-141 (at least 1.94 a FMA). H=512 LSTM forward: 57 to 128 FMAs, 192
-    before; SASS 250 instructions a trip, 417 before."""
+    signed index 62-141 (at least 1.73 a FMA). The bound 1.5 separates the two at H=64 only: the
+    H=512 LSTM forward has about 56 other PTX instructions to 128 FMAs, 191 (1.49 a FMA) signed
+    (SASS 250 instructions a trip, 417 signed: bench/results/cpu-20261201-session8-sass-inner-loop.txt)."""
     inner = {name: r["inner_loop"] for name, r in issue_cells.items() if "S=64" in name}
     assert len(inner) == 8, sorted(inner)
     for name, (fma, other) in inner.items():

@@ -456,9 +456,10 @@ class LoopEmitter:
         loaded once for SB streams and a vector element once for RB rows; the kk loop is unrolled
         ``tuning.unroll`` times (independent loads in flight), with a remainder loop. The column
         index is cast to uint64 (it is never negative): numba wraps a negative signed index (a
-        sign test and an add a read, in 64 bits), and that wrap kept ptxas from folding the
-        unrolled offsets kk + 32u into the loads' immediates; the cast took the S=64 LSTM's inner
-        loop from 417 to 250 SASS instructions a trip (128 of them FFMA; session 8)."""
+        sign test and an add per read, in 64 bits), and that wrap kept ptxas from folding the
+        unrolled offsets kk + 32 * u (u < unroll) into the loads' immediates; the cast took the
+        S=64 LSTM's inner loop from 417 to 250 SASS instructions a trip (128 of them FFMA; session
+        8, bench/results/cpu-20261201-session8-sass-inner-loop.txt)."""
         e = lambda line, d=0: self.emit(line, depth + d)
         SB, RB = self._item_shape(-(-uL // max(1, self.virtual_blocks or self.nblocks)) * reps)
         start, step, kstep = ("warp", "nwarps", 32) if self.coop else ("tid", "bdim", 1)
