@@ -50,6 +50,7 @@ def polled_in_loop(ptx):
                         for lab in labels for l in lines[i + 1:i + 12])
     return hits
 
+
 def inner_loop(ptx):
     # (fma, other) instruction counts of the basic block with the most fma.rn.f32: the in-loop
     # product's unrolled inner loop; other = all but the FMAs, the loads and the branch
