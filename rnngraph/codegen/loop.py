@@ -257,15 +257,17 @@ class LoopEmitter:
         shape = {1: self._ln_sums_in_smem, 2: self._ln_sums_in_registers}.get(self.tuning.lnsum) if self.ln_smem else None
         (shape or self._ln_sums_by_warp)(n, out, uL, depth)
 
-    def _ln_terms(self, n, s: str, r: str, column) -> tuple[list[str], str, str]:
-        """(loads, first term, second term) of element r of column s: forward x - K and its
-        square, backward g * gain and g * gain * xhat; ``column(v)`` reads the column's value v
-        (K, or the moments mu, m, rs)."""
+    def _ln_terms(self, n, s: str, place: str, reps: int, uL: int, column) -> tuple[list[str], str, str]:
+        """(lines, first term, second term) of the block's owned element at ``place`` (its row r:
+        :func:`owned_row`) of column s: forward x - K and its square, backward g * gain and
+        g * gain * xhat; ``column(v)`` reads the column's value v (K, or the moments mu, m, rs)."""
+        r = "r"
         X, row = self.names.value(n.args[0].node), f"{ln_row(self.names, n.args[0])} + t"
+        index = owned_row(place, r, reps, uL)
         if not self.loop.reverse:
-            return [f"d = {X}[{row}, {s}, {r}] - {column('k')}"], "d", "d * d"
+            return index + [f"d = {X}[{row}, {s}, {r}] - {column('k')}"], "d", "d * d"
         G, P = self.names.grad(n.name), self.names.param(n.params[0])
-        return [f"xh = (({X}[{row}, {s}, {r}] - {column('mu')}) - {column('m')}) * {column('rs')}",
+        return index + [f"xh = (({X}[{row}, {s}, {r}] - {column('mu')}) - {column('m')}) * {column('rs')}",
                 f"gg = {G}[{self.names.depth(n.name)} + t, {s}, {r}] * {P}[{r}]"], "gg", "gg * xh"
 
     def _ln_column_values(self, n, emit) -> list[tuple[str, str]]:
@@ -293,10 +295,8 @@ class LoopEmitter:
         e("p2 = float32(0.0)", 1)
         e(f"el = {estart}", 1)
         e(f"while el < nj * {reps}:", 1)
-        for line in owned_row("el", "r", reps, uL):
-            e(line, 2)
-        loads, a, b = self._ln_terms(n, "s", "r", values.get)
-        for line in loads:
+        lines, a, b = self._ln_terms(n, "s", "el", reps, uL, values.get)
+        for line in lines:
             e(line, 2)
         e(f"p1 += {a}", 2)
         e(f"p2 += {b}", 2)
@@ -335,10 +335,8 @@ class LoopEmitter:
             e(f"it = min(item + {u} * bdim, npairs - 1)", 1)
             e(f"s{u} = it % S", 1)
             e(f"el = it // S", 1)
-            for line in owned_row("el", "r", reps, uL):
-                e(line, 1)
-            loads, a, b = self._ln_terms(n, f"s{u}", "r", lambda v, u=u: f"lnv[{vb}s{u}, {index[v]}]")
-            for line in loads:
+            lines, a, b = self._ln_terms(n, f"s{u}", "el", reps, uL, lambda v, u=u: f"lnv[{vb}s{u}, {index[v]}]")
+            for line in lines:
                 e(line, 1)
             e(f"a{u} = {a}", 1)
             e(f"b{u} = {b}", 1)
@@ -377,10 +375,8 @@ class LoopEmitter:
         for unroll, cond in ((U, f"el + {U - 1} * nrep < nel"), (1, "el < nel")):
             e(f"while {cond}:", 1)
             for u in range(unroll):
-                for line in owned_row(f"(el + {u} * nrep)" if u else "el", "r", reps, uL):
-                    e(line, 2)
-                loads, a, b = self._ln_terms(n, "s", "r", values.get)
-                for line in loads:
+                lines, a, b = self._ln_terms(n, "s", f"(el + {u} * nrep)" if u else "el", reps, uL, values.get)
+                for line in lines:
                     e(line, 2)
                 e(f"a{u} = {a}", 2)
                 e(f"b{u} = {b}", 2)
