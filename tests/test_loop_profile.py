@@ -49,7 +49,7 @@ def test_compile_option_variants_keep_the_kernel_options():
     kept its line unchanged; now the option is added to the kernel's list, once."""
     net = rg.stacked(rg.cells.lstm, 1, 8, input_size=8)
     loop = next(st for st in schedule(net.graph, 4, 2, "float32", None).forward if isinstance(st, Loop))
-    for tuning, head in ((LoopTuning(), "@cuda.jit"), (LoopTuning(bounds=1, fast=1), "@cuda.jit(fastmath=True, launch_bounds=(512, 1))")):
+    for tuning, head in ((LoopTuning(bounds=0), "@cuda.jit"), (LoopTuning(bounds=1, fast=1), "@cuda.jit(fastmath=True, launch_bounds=(512, 1))")):
         src, _ = LoopEmitter(net.graph, loop, "k", coop=True, streams=2, nblocks=4, tuning=tuning).source()
         assert head + "\ndef k(" in src
         inner = head[len("@cuda.jit("):-1] if "(" in head else ""

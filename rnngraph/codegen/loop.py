@@ -439,8 +439,8 @@ class LoopEmitter:
         """(streams, rows) of a GEMM work item when a block owns at most ``block_rows`` rows: up to
         ``tuning.rows`` rows (no more than the block has), then up to ``tuning.cols`` streams (no
         more than S) within GEMM_ACCUMULATORS partial sums a lane. E.g. the H=512 LSTM on 132
-        blocks at S=64 with rows=8: forward 16 rows a block -> 8 rows x 4 streams, backward 4
-        rows -> 4 x 8; with the default rows=4 both take 4 x 8."""
+        blocks at S=64 with rows=8, cols=8: forward 16 rows a block -> 8 rows x 4 streams,
+        backward 4 rows -> 4 x 8; with the defaults of session 9 (rows=8, cols=4) 8 x 4 and 4 x 4."""
         RB = max(1, min(self.tuning.rows, block_rows))
         return max(1, min(self.stream_block, GEMM_ACCUMULATORS // RB)), RB
 

@@ -3,10 +3,18 @@
 Defaults are the H200 measurements' best, per number of streams S (bench/loop_sweep.py and the
 grid, bench/results/h200-2026113*-*.json and h200-20261201-*; LSTM and layernorm_lstm H=512 T=100 fwd+bwd):
 
-- code shape, S = 1 (``SMALL_SHAPE_STREAMS``): threads=256, unroll=2, rows=2, smem_kib=44,
-  xreduce=0, barrier=0, lnsum=0 (LSTM 1.73 ms vs 1.94 with session 3's large-S shape, measured twice; xreduce=1 is
+- code shape, S = 1 (``SMALL_SHAPE_STREAMS``): threads=256, unroll=2, rows=2, cols=8, smem_kib=44,
+  bounds=0, xreduce=0, barrier=0, lnsum=0 (LSTM 1.73 ms vs 1.94 with session 3's large-S shape, measured twice; xreduce=1 is
   slower here: 1.84 vs 1.50 ms, bench/results/h200-20261130-session4-xreduce.log).
-  S >= 2: threads=512, unroll=4, rows=4, cols=8, smem_kib=44, xreduce=1, barrier=1 (session 4:
+  S >= 2: threads=512, unroll=8, rows=8, cols=4, bounds=1, smem_kib=44, xreduce=1, barrier=1.
+  Session 9 (bench/results/h200-20261201-session9-sweep-*.json, fwd+bwd ms, cuDNN fp32 5.50 at
+  S=64): launch bounds (at most 128 registers: 16 warps an SM instead of 8), 4 streams an item and
+  unroll 8 took the LSTM S=64 from 5.21 to 4.61 ms, and rows=8 to 4.31 (4.33 as the default;
+  unroll=16 4.32, cols=2 5.23); layernorm_lstm S=64 8.92 -> 8.61 -> 8.51, peephole_lstm S=64 5.51
+  -> 5.11 -> 4.96, GRU S=64 4.21 -> 3.97 -> 4.04, LSTM S=16 2.69 -> 2.15 -> 2.09, S=8 1.79 (rows=4
+  1.72; the old default not run), layernorm_lstm S=16 5.09 -> 5.21 -> 5.32 (the one case slower than before). The GPU
+  tier passes with it (h200-20261201-session9-gpu.log). Before (session 4 to 8):
+  threads=512, unroll=4, rows=4, cols=8, smem_kib=44, xreduce=1, barrier=1 (session 4:
   LSTM S=64 fwd+bwd 6.15 ms vs 9.48 with session 3's rows=1, smem_kib=0, tree reductions; 8.59
   with xreduce=1 alone, 8.13 rows=2, 6.34 rows=4 without the weights in shared memory, 7.22 with
   unroll=2). With the tree reductions rows > 1 had been slower (S=64 11.1-20.5 ms with rows=2).
@@ -16,10 +24,11 @@ grid, bench/results/h200-2026113*-*.json and h200-20261201-*; LSTM and layernorm
   the LSTM S=64 forward from 2.63 to 2.42 ms (16 x 2: 2.43), but the backward, whose blocks own
   4 rows, slowed down with 4 streams an item (fwd+bwd 6.33 vs 5.60): so rows and cols are upper
   bounds, a GEMM taking min(rows, the block's rows) and then up to GEMM_ACCUMULATORS // rows
-  streams (codegen/loop.py; rows=8: forward 8 x 4, backward 4 x 8). rows=8 stays off: with
+  streams (codegen/loop.py; rows=8: forward 8 x 4, backward 4 x 8). rows=8 stayed off then: with
   barrier=1 the LSTM S=64 forward took 3.57 ms (twice, in two runs) against 2.42 with barrier=0
   and 2.36 with rows=4 (same registers, 130, no spills; cause unknown), though layernorm_lstm S=64
-  was fastest with it (9.18 ms vs 9.48 with rows=4).
+  was fastest with it (9.18 ms vs 9.48 with rows=4). With session 8's uint64 column index and
+  session 9's launch bounds the LSTM S=64 forward is fastest with rows=8 (1.67 ms vs 1.96).
 - layer norms, ``ln=1`` for S <= 64 (``LN_PERSISTENT_STREAMS``), with ``lnsum=2`` from S=2
   (``LN_SMEM_SUM_STREAMS``). Session 7: lnsum=2 (row sums in registers, no shared-memory
   atomics) took layernorm_lstm S=64 from 10.16 to 9.84 ms (9.48 with barrier=1), S=16 from 6.27
@@ -82,10 +91,12 @@ bounds    1: compile the persistent loop kernels with launch bounds of ``threads
           (numba's ``launch_bounds``), so the compiler holds the registers to what that many
           threads may use (65536 / threads; it spills the rest) instead of the launcher halving
           the block (e.g. the S=64 LSTM forward kernel takes 130 registers: 256 threads run, not
-          512). Not measured yet: off.
+          512). Default from S=2 since session 9 (with cols=4, so that an item's accumulators fit:
+          bounds=1 alone spilled, LSTM S=64 5.87 vs 5.34 ms in session 8).
 carveout  the share of the L1/shared-memory array given to shared memory, in percent (numba's
           ``shared_memory_carveout``; -1, the default: the driver's choice). The GEMMs read each
-          timestep's vectors through L1; a small carveout leaves L1 more room. Not measured yet.
+          timestep's vectors through L1; a small carveout leaves L1 more room. carveout=0 made no
+          difference (LSTM S=64 5.340 vs 5.34 ms, session 8).
 lnsum     the code shape of the layer norms' row sums in persistent loops (codegen/loop.py):
           0, a warp per column, shuffles; 1, all threads over (element, column) pairs with the
           partial sums added into shared memory by atomics (compare-and-swap loops on the GPU);
@@ -117,16 +128,16 @@ class LoopTuning:
     """See the module docstring. Raises ValueError (naming ``RNNGRAPH_LOOP``) for bad values."""
 
     threads: int = 512
-    unroll: int = 4
-    rows: int = 4
-    cols: int = 8
+    unroll: int = 8
+    rows: int = 8
+    cols: int = 4
     smem_kib: int = 44
     ln: int = 0
     fast: int = 0
     xreduce: int = 1
     barrier: int = 1
     lnsum: int = 2
-    bounds: int = 0
+    bounds: int = 1
     carveout: int = -1
 
     def __post_init__(self):
@@ -155,7 +166,7 @@ class LoopTuning:
 def default_tuning(streams: int | None = None) -> LoopTuning:
     """The measured best shape for a loop over ``streams`` streams (None: the large-S one)."""
     small = streams is not None and streams <= SMALL_SHAPE_STREAMS
-    shape = LoopTuning(threads=256, unroll=2, rows=2, smem_kib=44, xreduce=0, barrier=0) if small else LoopTuning()
+    shape = LoopTuning(threads=256, unroll=2, rows=2, cols=8, smem_kib=44, xreduce=0, barrier=0, bounds=0) if small else LoopTuning()
     return replace(shape, ln=int(streams is not None and streams <= LN_PERSISTENT_STREAMS),
                    lnsum=2 if streams is None or streams >= LN_SMEM_SUM_STREAMS else 0)
 
