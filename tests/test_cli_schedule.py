@@ -51,4 +51,4 @@ def test_bad_loop_tuning_variable_is_one_line_for_any_cell(monkeypatch, capsys):
     monkeypatch.setenv("RNNGRAPH_LOOP", "rows=99")
     assert main(["schedule", "lstm"]) == 1
     err = capsys.readouterr().err
-    assert "RNNGRAPH_LOOP: rows must be in [1, 16], got 99" in err and "Traceback" not in err
+    assert "RNNGRAPH_LOOP='rows=99': rows must be in [1, 16], got 99" in err and "Traceback" not in err

@@ -67,7 +67,8 @@ def test_bad_environment_names_the_variable(monkeypatch, text, msg):
     monkeypatch.setenv("RNNGRAPH_LOOP", text)
     with pytest.raises(ValueError, match=msg) as err:
         loop_tuning()
-    assert "RNNGRAPH_LOOP" in str(err.value)
+    # the whole text, for range errors too (regression, session 8 review: "rows=17" printed without it)
+    assert f"RNNGRAPH_LOOP={text!r}" in str(err.value)
 
 
 def test_environment_overrides_defaults(monkeypatch):
@@ -95,7 +96,7 @@ def test_bad_environment_fails_for_every_graph(monkeypatch):
     from rnngraph.passes import schedule
     monkeypatch.setenv("RNNGRAPH_LOOP", "rows=99")
     for cell in ("lstm", "gru"):
-        with pytest.raises(ValueError, match="RNNGRAPH_LOOP: rows must be in"):
+        with pytest.raises(ValueError, match="RNNGRAPH_LOOP=.rows=99.: rows must be in"):
             schedule(rg.stacked(rg.cells.STANDARD[cell], 1, 8).graph, 4, 2)
     with pytest.raises(ValueError, match="RNNGRAPH_LOOP"):
         rg.compile(rg.stacked(rg.cells.lstm, 1, 8, vocab=5), window=2, streams=1, device="cpu")

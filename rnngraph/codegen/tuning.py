@@ -189,4 +189,7 @@ def loop_tuning(streams: int | None = None) -> LoopTuning:
             values[key] = int(val)
         except ValueError:
             raise ValueError(f"{_ENV}={text!r}: {key} must be an integer, got {val!r}") from None
-    return replace(base, **values)
+    try:
+        return replace(base, **values)
+    except ValueError as e:  # a value out of range: name the variable's whole text, as parse errors do
+        raise ValueError(f"{_ENV}={text!r}: {str(e).removeprefix(_ENV + ': ')}") from None
