@@ -10,7 +10,7 @@
 # the LSTM S=64 and S=1 (session 9, bench/results/h200-20261201-session9-loop-profile.json: the
 # layer-norm backward takes 23 us a timestep without its product, the LSTM's 6.7; 2.55 ms of its
 # 8.64 are outside the loop kernels, the LSTM's 1.48 of 4.33), a sweep of the layer-norm knobs at
-# S=64 and S=16 with session 9's defaults (layernorm_lstm S=16 was 5.32 ms, 5.09 with session 8's
+# S=64 and S=16 with session 9's defaults (layernorm_lstm S=16 was 5.32 ms, 5.08 with session 8's
 # shape), and session 8's shape value-checked as a knob. The whole tier took 364 s in one call in
 # session 9 (TIER_K, a pytest -k expression, unset).
 # Run from the repository root with numpy 2.4.6 and the tree on PYTHONPATH (the device tool's
