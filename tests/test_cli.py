@@ -187,8 +187,13 @@ def test_ctrl_c_during_a_step_finishes_it_and_saves(capsys, monkeypatch, tmp_pat
         return original(self, *a, **kw)
 
     monkeypatch.setattr(rg.TrainingStep, "train", train_and_press_ctrl_c)
+    # session 9: one clean-clone run under load returned 0 here (not reproduced in 6 runs since);
+    # these messages tell next time whether the CLI's guard could install its handler and whether
+    # the signal was sent
+    handler = signal.getsignal(signal.SIGINT)
+    assert handler is signal.default_int_handler, f"SIGINT handler at the test's start: {handler!r}"
     code, out, err = train(capsys, text_file, tmp_path / "ck", steps=20)
-    assert code == 130
+    assert code == 130, (code, calls, signal.getsignal(signal.SIGINT), err[-500:])
     assert err.strip().splitlines() == [f"rnngraph: interrupted at step 5; {tmp_path / 'ck'} holds step 5"]
     assert load_checkpoint(tmp_path / "ck").step == 5
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
