@@ -176,6 +176,17 @@ def test_ctrl_c_inside_a_training_step_keeps_the_last_checkpoint(capsys, monkeyp
     assert load_checkpoint(ckpt).step == 9
 
 
+def train_with_sigint(handler, capsys, text_file, ckpt, steps):
+    """:func:`train` with ``handler`` as the process's SIGINT handler (restored after); returns
+    (code, out, err, the handler the CLI left)."""
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        code, out, err = train(capsys, text_file, ckpt, steps=steps)
+        return code, out, err, signal.getsignal(signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def test_ctrl_c_during_a_step_finishes_it_and_saves(capsys, monkeypatch, tmp_path, text_file):
     """A real SIGINT inside a training step is deferred to the end of the step, then saved."""
     original, calls = rg.TrainingStep.train, {"n": 0}
@@ -190,12 +201,7 @@ def test_ctrl_c_during_a_step_finishes_it_and_saves(capsys, monkeypatch, tmp_pat
     # The CLI defers Ctrl-C only where SIGINT has Python's default handler; a process started with
     # SIGINT ignored (a background job of a shell without job control, e.g. `bash .ci/run &`) has
     # SIG_IGN instead. Regression (session 9): this test failed there with exit code 0.
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        code, out, err = train(capsys, text_file, tmp_path / "ck", steps=20)
-        restored = signal.getsignal(signal.SIGINT)
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    code, out, err, restored = train_with_sigint(signal.default_int_handler, capsys, text_file, tmp_path / "ck", 20)
     assert code == 130, (code, calls, err[-500:])
     assert err.strip().splitlines() == [f"rnngraph: interrupted at step 5; {tmp_path / 'ck'} holds step 5"]
     assert load_checkpoint(tmp_path / "ck").step == 5
@@ -214,12 +220,7 @@ def test_ignored_sigint_stays_ignored(capsys, monkeypatch, tmp_path, text_file):
         return original(self, *a, **kw)
 
     monkeypatch.setattr(rg.TrainingStep, "train", train_and_send_sigint)
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        code, out, err = train(capsys, text_file, tmp_path / "ck", steps=4)
-        after = signal.getsignal(signal.SIGINT)
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    code, out, err, after = train_with_sigint(signal.SIG_IGN, capsys, text_file, tmp_path / "ck", 4)
     assert code == 0, err
     assert after is signal.SIG_IGN
     assert load_checkpoint(tmp_path / "ck").step == 4
