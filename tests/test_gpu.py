@@ -128,6 +128,27 @@ def test_no_f64_in_float32_kernels():
     assert all(n == 0 for n in library.ptx_f64_report().values())
 
 
+def test_fill_zero_is_a_memset_of_the_view_alone():
+    """library.fill with +0.0 goes through the driver's memset on the GPU: it must zero exactly
+    the view it is given (a slice at an offset, on a stream), and -0.0 (the fill kernel: the
+    memset writes zero bytes, +0.0) keep its sign bit."""
+    from numba import cuda
+
+    from rnngraph.codegen import library
+    stream = cuda.stream()
+    base = np.arange(1, 4 * 257 + 1, dtype=np.float32).reshape(4, 257)
+    d = cuda.to_device(base, stream=stream)
+    library.fill(d[1:3], 0.0, stream=stream)
+    want = base.copy()
+    want[1:3] = 0.0
+    np.testing.assert_array_equal(d.copy_to_host(stream=stream), want)
+    library.fill(d[3], -0.0, stream=stream)
+    got = d.copy_to_host(stream=stream)
+    stream.synchronize()
+    assert np.all(np.signbit(got[3])) and np.all(got[3] == 0.0)
+    np.testing.assert_array_equal(got[0], base[0])
+
+
 def test_dropout_masks_on_the_device():
     """Training masks on the GPU (cuRAND through CuPy where present, else NumPy's copied in):
     dropout statistics and the exact kept value, the same masks for the same (seed, step) and
