@@ -232,18 +232,19 @@ def gpu_available() -> bool:
     return cuda_available(simulator_ok=False)
 
 
-def _rnngraph_gpu(cfg: Config, proto: Protocol, plan: str | None) -> dict:
-    """The generated forward / forward+backward of a float-input stack (weight gradients included)."""
+def gpu_program(cfg: Config, plan: str | None = None):
+    """The compiled CudaProgram of a float-input stack for ``cfg`` (cell, layers, T, S, H, I;
+    seed-0 parameters, normal inputs (T, S, I) float32, zero initial states) and two closures that
+    enqueue on its stream, without synchronising: ``fwd()`` (the forward) and ``fwdbwd()`` (the
+    forward, zeroed gradient arenas, a fixed normal output gradient (T*S, H), the backward with
+    weight gradients). Returns (prog, fwd, fwdbwd); nothing is compiled until the first call."""
     from numba import cuda
 
     import rnngraph as rg
     from .codegen import library
-    from .codegen.device import in_simulator
     from .codegen.program import CudaProgram
-    from .codegen.tuning import loop_tuning
     from .passes import schedule
 
-    t0 = time.perf_counter()
     net = rg.stacked(rg.cells.STANDARD[cfg.cell], cfg.layers, cfg.H, input_size=cfg.I)
     s = schedule(net.graph, cfg.T, cfg.S, "float32", plan)
     prog = CudaProgram(s)
@@ -268,6 +269,17 @@ def _rnngraph_gpu(cfg: Config, proto: Protocol, plan: str | None) -> dict:
         b.window(out, grad=True).copy_to_device(dy, stream=prog.stream)
         prog.run_backward()
 
+    return prog, fwd, fwdbwd
+
+
+def _rnngraph_gpu(cfg: Config, proto: Protocol, plan: str | None) -> dict:
+    """The generated forward / forward+backward of a float-input stack (weight gradients included)."""
+    from .codegen.device import in_simulator
+    from .codegen.tuning import loop_tuning
+
+    t0 = time.perf_counter()
+    prog, fwd, fwdbwd = gpu_program(cfg, plan)
+    s = prog.s
     fwd()
     fwdbwd()  # JIT-compiles every kernel (and captures the forward's CUDA graphs)
     prog.stream.synchronize()
