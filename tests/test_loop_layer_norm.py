@@ -26,16 +26,20 @@ V, T, S, H = 5, 3, 2, 8
 sim = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1",
                          reason="simulator tests (the GPU tier runs tests/test_gpu.py)")
 
-# (cell, layers, plan, simulated blocks, lnsum): 3 blocks split hidden 8 unevenly (2, 3, 3
+# (cell, layers, plan, simulated blocks, lnsum, lngrad): 3 blocks split hidden 8 unevenly (2, 3, 3
 # units); lnsum=1: the row sums' shared-memory code shape (codegen/loop.py), lnsum=0 the warp
 # shape. layernorm_lstm's layer norms take their row sums one level early (passes/row_sums.py);
 # prenorm_rnn's at the start of their own level, before a reduction sync. lnsum=2: the register
-# shape (a column per thread, partial sums meeting in shared memory without atomics).
-CASES = [("layernorm_lstm", 1, None, 1, 0), ("layernorm_lstm", 1, None, 3, 0), ("layernorm_lstm", 2, "wavefront", 2, 0),
-         ("layernorm_lstm", 2, "scc-sequential", 2, 0), ("layernorm_lstm", 1, None, 1, 1),
-         ("layernorm_lstm", 1, None, 3, 1), ("layernorm_lstm", 2, "wavefront", 2, 1),
-         ("prenorm_rnn", 1, None, 3, 0), ("prenorm_rnn", 1, None, 3, 1), ("prenorm_rnn", 1, None, 1, 1),
-         ("layernorm_lstm", 1, None, 3, 2), ("layernorm_lstm", 2, "wavefront", 2, 2), ("prenorm_rnn", 1, None, 3, 2)]
+# shape (a column per thread, partial sums meeting in shared memory without atomics). lngrad=1
+# (the default): the gain and bias gradients summed by a kernel after the backward loop
+# (codegen/ln_param_grads.py); lngrad=0: inside it (shared-memory sums with lnsum=1|2, global
+# atomics with lnsum=0).
+CASES = [("layernorm_lstm", 1, None, 1, 0, 1), ("layernorm_lstm", 1, None, 3, 0, 1), ("layernorm_lstm", 2, "wavefront", 2, 0, 1),
+         ("layernorm_lstm", 2, "scc-sequential", 2, 0, 1), ("layernorm_lstm", 1, None, 1, 1, 1),
+         ("layernorm_lstm", 1, None, 3, 1, 1), ("layernorm_lstm", 2, "wavefront", 2, 1, 1),
+         ("prenorm_rnn", 1, None, 3, 0, 1), ("prenorm_rnn", 1, None, 3, 1, 1), ("prenorm_rnn", 1, None, 1, 1, 1),
+         ("layernorm_lstm", 1, None, 3, 2, 1), ("layernorm_lstm", 2, "wavefront", 2, 2, 1), ("prenorm_rnn", 1, None, 3, 2, 1),
+         ("layernorm_lstm", 1, None, 3, 0, 0), ("layernorm_lstm", 1, None, 3, 2, 0), ("prenorm_rnn", 1, None, 3, 1, 0)]
 
 
 def _loops(schedule) -> list[Loop]:
@@ -64,10 +68,10 @@ def _check_training(cpu, gpu, steps=1, seed=0, streams=S):
 
 
 @sim
-@pytest.mark.parametrize("cell, layers, plan, blocks, lnsum", CASES,
-                         ids=[f"{c}-{n}l-{p}-b{b}-lnsum{q}" for c, n, p, b, q in CASES])
-def test_layer_norm_loop_trains_like_numpy(monkeypatch, cell, layers, plan, blocks, lnsum):
-    monkeypatch.setenv("RNNGRAPH_LOOP", f"ln=1,lnsum={lnsum}")
+@pytest.mark.parametrize("cell, layers, plan, blocks, lnsum, lngrad", CASES,
+                         ids=[f"{c}-{n}l-{p}-b{b}-lnsum{q}-lngrad{d}" for c, n, p, b, q, d in CASES])
+def test_layer_norm_loop_trains_like_numpy(monkeypatch, cell, layers, plan, blocks, lnsum, lngrad):
+    monkeypatch.setenv("RNNGRAPH_LOOP", f"ln=1,lnsum={lnsum},lngrad={lngrad}")
     monkeypatch.setattr(program, "SIM_BLOCKS", blocks)
     cpu, gpu = _pair(cell, layers, plan)
     loops = _loops(gpu.schedule)
@@ -85,6 +89,11 @@ def test_layer_norm_loop_trains_like_numpy(monkeypatch, cell, layers, plan, bloc
     assert "cuda.atomic.add(N" in src and "cuda.atomic.add(M" in src and "grid.sync()" in src
     assert "layer_norm_forward" not in src  # no per-timestep library layer norm: loops are one kernel each
     assert ("cuda.atomic.add(lns" in src) == (lnsum == 1) and ("lnp[" in src) == (lnsum == 2)
+    # the gain and bias gradients: every layer norm's after the loop (lngrad=1), none inside it
+    post = re.findall(r"# (\S+): gain and bias gradients over the window", src)
+    norms = {m for lp in loops if lp.reverse for k in lp.kernels for m in k.ops if gpu.graph.by_name[m].op == "layer_norm"}
+    assert sorted(post) == (sorted(norms) if lngrad else [])
+    assert bool(re.search(r"cuda\.atomic\.add\((Z\d+|Q\d+, j \+)", src)) == (not lngrad)  # the loop's own sums
     plan_ = gpu._cuda.program
     assert all(len(step) == 1 for step, s in zip(plan_.forward_plan, gpu.schedule.forward) if isinstance(s, Loop))
     _check_training(cpu, gpu, steps=2 if layers == 1 else 1)
@@ -154,7 +163,7 @@ def test_shared_memory_row_sums_need_their_budget(monkeypatch):
     net = rg.stacked(rg.cells.layernorm_lstm, 1, 64, input_size=64)
     loops = _loops(schedule(net.graph, window=4, streams=64))
     src = lambda loop, kib: LoopEmitter(net.graph, loop, "k", coop=True, streams=64, nblocks=4,  # noqa: E731
-                                        tuning=LoopTuning(ln=1, lnsum=1, smem_kib=kib)).source()[0]
+                                        tuning=LoopTuning(ln=1, lnsum=1, smem_kib=kib, lngrad=0)).source()[0]
     fwd, bwd = (src(lp, 44) for lp in loops)
     assert "cuda.atomic.add(lns" in fwd and "cuda.atomic.add(lns" in bwd and "Z" in bwd.split("def k(")[1]
     for lp in loops:
@@ -164,7 +173,7 @@ def test_shared_memory_row_sums_need_their_budget(monkeypatch):
     # 2 KiB on one block: the per-column arrays (1280 B) and LN_c's gradient sums (512 B) fit,
     # LN_h's (2048 B) do not: its gain and bias gradients go to global memory with atomics
     tight = LoopEmitter(net.graph, loops[1], "k", coop=True, streams=64, nblocks=1,
-                        tuning=LoopTuning(ln=1, lnsum=1, smem_kib=2)).source()[0]
+                        tuning=LoopTuning(ln=1, lnsum=1, smem_kib=2, lngrad=0)).source()[0]
     assert "cuda.atomic.add(lns" in tight
     zs = [line.split("=")[1] for line in tight.splitlines() if line.strip().startswith("Z") and "shared.array" in line]
     assert zs == [" cuda.shared.array(64, float32)  # the block's layer-norm parameter gradient sums"] * 2  # LN_c's

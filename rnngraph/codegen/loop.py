@@ -39,10 +39,14 @@ the window) to recompute mean and rstd, so the forward row statistics are never 
   of the two-pass mean-then-variance (which would need a second sync per layer norm): the shift
   keeps var = E[(x-K)^2] - E[x-K]^2 from cancelling catastrophically when |mean| >> std (the
   plain sum-of-squares failure mode), as long as consecutive rows are alike.
-- backward sums: sum(g * gain) and sum(g * gain * xhat) over the row; the gain and bias
-  gradients (sums over t and s) go into global buffers with atomics, or (``lnsum=1|2``) into
-  the block's shared-memory sums ``Z<i>`` over the whole window, added to the global buffers
-  once at kernel end (each block owns the same elements every timestep).
+- backward sums: sum(g * gain) and sum(g * gain * xhat) over the row. The gain and bias
+  gradients (sums over t and s of g * xhat and g) are left to a column-sum kernel after the loop
+  (``lngrad=1``, the default; codegen/ln_param_grads.py) wherever the output gradient g is
+  complete in its buffer (pointwise.grad_in_memory); otherwise they go into global buffers with
+  atomics, or (``lnsum=1|2``) into the block's shared-memory sums ``Z<i>`` over the whole
+  window, added to the global buffers once at kernel end (each block owns the same elements
+  every timestep) -- compare-and-swap loops on the H200, which retry when lanes of a warp share
+  an address: layernorm_lstm S=64's backward 4.35 ms with them (session 10).
 - code shapes of the row sums (``lnsum``): 0, a warp per column with lanes over the block's
   elements and shuffles (the columns run one after another: latency-bound when S is large);
   1, every thread over (element, column) pairs, columns fastest, several pairs' loads in flight,
@@ -59,7 +63,7 @@ from .. import ops
 from ..ir import Graph
 from ..passes.ownership import kernel_unit, level_unit
 from ..schedule import Kernel, Loop
-from .pointwise import Names, PointwiseEmitter, ln_moments, ln_row, ln_shift, local_grad
+from .pointwise import Names, PointwiseEmitter, grad_in_memory, ln_moments, ln_row, ln_shift, local_grad
 from .tuning import LoopTuning
 from .warp_reduce import transpose_reduce, tree_reduce
 
@@ -117,6 +121,9 @@ class LoopEmitter:
         # shared-memory sums Z<i> of layer-norm gain/bias gradients -> (Q<i>, level unit, reps,
         # kernel unit, chunks): zeroed at kernel start, added into Q<i> at its end (``lnsum=1|2``)
         self.local_grads: dict[str, tuple] = {}
+        # backward: layer norms whose gain and bias gradients a kernel after this one sums over the
+        # window (``lngrad=1``; CudaProgram launches codegen/ln_param_grads.py's kernel for each)
+        self.deferred_ln: list[str] = []
         self.prologue: list[str] = []  # kernel-start code: weight rows into shared memory
         self.smem: dict[tuple, str] = {}  # (weight, reps, unit, inner) -> its shared array
         self.streams = streams  # S: the kernel is launched for exactly this many streams
@@ -166,6 +173,11 @@ class LoopEmitter:
 
     def pointwise(self, k: Kernel, uL: int, depth: int) -> None:
         norms = [self.g.by_name[m] for m in k.ops if self.g.by_name[m].op == "layer_norm"]
+        # gain and bias gradients summed after the loop (``lngrad=1``, codegen/ln_param_grads.py)
+        deferred = [n.name for n in norms if self.loop.reverse and self.tuning.lngrad
+                    and grad_in_memory(self.g, k.ops, gradient_inputs(k), n.name)]
+        self.deferred_ln += deferred
+        norms = [n for n in norms if n.name not in deferred]
         grads = [self.names.param_grad(p) for n in norms for p in n.params]
         # the gain and bias gradients summed in shared memory (``lnsum=1``; not in simulated
         # blocks, which share one block's memory; not for a parameter two layer norms share; only
@@ -178,7 +190,8 @@ class LoopEmitter:
             local = size <= self.smem_left or not self.coop  # the simulator has no budget
             self.smem_left -= size if local and self.coop else 0
         e = PointwiseEmitter(self.g, k.name, k.ops, gradient_inputs(k) if self.loop.reverse else k.writes,
-                             self.recompute.get(k.ops[0]) if self.loop.reverse else None, local_param_grads=local)
+                             self.recompute.get(k.ops[0]) if self.loop.reverse else None, local_param_grads=local,
+                             deferred=deferred)
         src = e.backward() if self.loop.reverse else e.forward()
         reps = e.u // uL
         if local:

@@ -105,6 +105,15 @@ def ln_moments(names: Names, node: Node, emit, tag: str) -> None:
     emit(f"rs{tag} = float32(1.0) / math.sqrt(v{tag} + {f32(ops.LAYER_NORM_EPS)})")
 
 
+def grad_in_memory(g: Graph, ops, writes, node: str) -> bool:
+    """Whether a backward kernel over ``ops`` finds the whole gradient of ``node`` in its gradient
+    buffer: the node's gradient comes from other kernels (``writes``, the nodes whose gradient
+    buffers it reads) and no op of the kernel reads the node at delay 0 (such an op adds to the
+    gradient in a register, never stored). Delayed reads inside the kernel add into the buffer
+    at the earlier timestep, before the reverse sweep gets there."""
+    return node in writes and not any(r.node == node and r.delay == 0 for m in ops for r in g.by_name[m].args)
+
+
 class PointwiseEmitter:
     """Emits the device functions ``{name}_fwd`` and ``{name}_bwd`` of one fused kernel.
 
@@ -112,12 +121,16 @@ class PointwiseEmitter:
     buffers hold contributions from other kernels (backward).
     """
 
-    def __init__(self, g: Graph, name: str, kops, writes, recompute=None, local_param_grads: bool = False):
+    def __init__(self, g: Graph, name: str, kops, writes, recompute=None, local_param_grads: bool = False,
+                 deferred=frozenset()):
         self.g, self.name, self.ops = g, name, tuple(kops)
         # backward of a persistent loop kernel: layer norms add their gain and bias gradients into
         # the block's shared-memory sums ``Z<i>`` of ``Q<i>`` at the work item's place ``rem``
         # (an extra argument) instead of global atomics; the kernel adds them up at its end
         self.local_param_grads = local_param_grads
+        # layer norms whose gain and bias gradients are not summed here at all: a kernel after the
+        # loop sums them over the window (codegen/ln_param_grads.py; see :func:`grad_in_memory`)
+        self.deferred = frozenset(deferred)
         self.inside = set(self.ops)
         # the backward recomputes the whole forward kernel these ops came from (its other values
         # never reached memory), then sweeps only ``kops``
@@ -236,13 +249,15 @@ class PointwiseEmitter:
         column's backward row sums (added by every block before a grid sync: at the end of the
         previous level or in a reduction phase, codegen/loop.py); the gain and bias gradients
         (sums over t, s) are added with global atomics, or into the block's shared-memory sums
-        ``Z<i>`` at place ``rem`` (``local_param_grads``)."""
+        ``Z<i>`` at place ``rem`` (``local_param_grads``), or left to a kernel after the loop
+        (``deferred``)."""
         tag, gain = self._ln_inputs(n, loaded)
         M, size = self.names.ln_grad_sums(n.name), f32(n.size)
         qg, qb = (self.names.param_grad(p) for p in n.params)
         if self.local_param_grads:
             qg, qb = local_grad(qg), local_grad(qb)
-        self.buffers |= {M, qg, qb}
+        deferred = n.name in self.deferred
+        self.buffers |= {M} if deferred else {M, qg, qb}
         if ("lnb", n.name) not in loaded:
             self.emit(f"a{tag} = {M}[t, s, 0] / {size}")
             self.emit(f"b{tag} = {M}[t, s, 1] / {size}")
@@ -251,6 +266,8 @@ class PointwiseEmitter:
             g, e, xh = f"g{self.local(n.name, i)}", f"j + {i * self.u}", self._xhat(n, i, loaded, tag)
             tgt = target(n.args[0], i)
             self.emit(f"{tgt} = {tgt} + rs{tag} * ({g} * {gain}[{e}] - a{tag} - {xh} * b{tag})")
+            if deferred:
+                continue
             at = f"rem * {self.chunks(n.name)} + {i}" if self.local_param_grads else e
             self.emit(f"cuda.atomic.add({qg}, {at}, {g} * {xh})")
             self.emit(f"cuda.atomic.add({qb}, {at}, {g})")

@@ -24,6 +24,7 @@ from ..schedule import Kernel, Loop, Phase, Schedule
 from . import library, module
 from .device import in_simulator
 from .graphs import Replay
+from .ln_param_grads import ln_param_grad_grid, ln_param_grad_kernel
 from .loop import LoopEmitter, gradient_inputs, persistent_supported
 from .pointwise import PRELUDE, Names, PointwiseEmitter, phase_kernel, step_kernel
 from .tuning import loop_tuning
@@ -383,6 +384,10 @@ class CudaProgram:
         self.sources.append(src)
         for p in emitter.transposed:
             self.buf.add_transposed(p, self.stream)
+        # layer norms whose gain and bias gradients a kernel after the loop sums (lngrad=1)
+        post = [(f"{name}_lnpg{i}", node, *ln_param_grad_kernel(self.g, node, f"{name}_lnpg{i}"))
+                for i, node in enumerate(emitter.deferred_ln)]
+        self.sources += [p_src for _, _, p_src, _ in post]
 
         # the inline grid barrier's counter (codegen/grid_barrier.py), one per loop kernel
         counter = [cuda.to_device(np.zeros(1, np.uint32), stream=self.stream)] if emitter.barrier else []
@@ -398,7 +403,14 @@ class CudaProgram:
                                        f"does not fit even with {threads} threads a block")
                 threads //= 2
             self.loop_threads[name] = threads
-            return lambda: kern[nblocks, threads, self.stream](self.T, self.S, *arrays)
+            launches = [lambda: kern[nblocks, threads, self.stream](self.T, self.S, *arrays)]
+            for fn, node, _, p_args in post:
+                grid, tpb, per_chunk = ln_param_grad_grid(self.g.by_name[node].size, self.T * self.S)
+                launches.append(lambda k=getattr(self.module, fn), g=grid, b=tpb, c=np.int32(per_chunk),
+                                a=[self.buf.lookup(x) for x in p_args]: k[g, b, self.stream](self.T, self.S, c, *a))
+            if len(launches) == 1:
+                return launches[0]
+            return lambda: [launch() for launch in launches]
 
         return make
 

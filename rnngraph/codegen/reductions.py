@@ -170,6 +170,16 @@ def _ln_args(name, x, gain, *more):
         check(f"{name} {label}", a, nd, shape=(x.shape[0], n) if nd == 2 else (n,))
 
 
+def column_grid(n: int, nrows: int) -> tuple[int, int, int]:
+    """(threads a block, column blocks, rows a chunk) of a column-sum kernel over (nrows, n):
+    threads over the n columns, the rows split into chunks (the grid's second dimension) so that
+    there are about :data:`LN_COLUMN_BLOCKS` blocks, each chunk at least :data:`LN_MIN_CHUNK` rows."""
+    t = elementwise_threads()
+    col_blocks = blocks(n, t)
+    want_chunks = max(1, -(-LN_COLUMN_BLOCKS // col_blocks))
+    return t, col_blocks, max(LN_MIN_CHUNK, -(-nrows // want_chunks))
+
+
 def layer_norm_forward(x, gain, bias, out, *, stream=None):
     """PyTorch ``nn.LayerNorm`` over each row (eps 1e-5): ``out = (x - mean) / sqrt(var + eps)
     * gain + bias``. x, out: float32 (N, n); gain, bias: float32 (n,). One block per row.
@@ -222,11 +232,9 @@ def layer_norm_backward(x, gain, gy, gx, ggain, gbias, *, stream=None, rows_per_
     _ln_args("layer_norm_backward", x, gain, ("gy", gy, 2), ("gx", gx, 2), ("ggain", ggain, 1),
              ("gbias", gbias, 1))
     nrows, n = x.shape
-    t = elementwise_threads()
-    col_blocks = blocks(n, t)
+    t, col_blocks, default_chunk = column_grid(n, nrows)
     if rows_per_chunk is None:
-        want_chunks = max(1, -(-LN_COLUMN_BLOCKS // col_blocks))
-        rows_per_chunk = max(LN_MIN_CHUNK, -(-nrows // want_chunks))
+        rows_per_chunk = default_chunk
     if (isinstance(rows_per_chunk, bool) or not isinstance(rows_per_chunk, (int, np.integer))
             or rows_per_chunk < 1):
         raise ValueError(f"layer_norm_backward: rows_per_chunk must be a positive int, "

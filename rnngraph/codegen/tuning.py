@@ -108,6 +108,14 @@ lnsum     the code shape of the layer norms' row sums in persistent loops (codeg
           first (lnsum=1: 5 floats a stream; 2: 2 floats a thread, at least a stream), then the
           gradient sums; a kernel whose budget cannot hold them keeps the warp shape (or global
           gradient atomics).
+lngrad    where a persistent backward loop takes its layer norms' gain and bias gradients (sums
+          over t and s of g * xhat and of g): 1 (default), after the loop, by a column-sum kernel
+          over the window (codegen/ln_param_grads.py) wherever the layer norm's output gradient is
+          complete in its gradient buffer; 0, inside the loop (shared-memory sums with ``lnsum``,
+          else global atomics). Shared-memory float atomics are compare-and-swap loops on the H200
+          (``ATOMS.CAST.SPIN``): with 8 lanes of a warp on one address they retried enough to cost
+          the layernorm_lstm S=64 backward 0.9 ms of its 4.35 (session 10, bench/kernel_trace.py
+          --modes: 3.45 ms with an all-zero output gradient, whose adds never change the value).
 """
 from __future__ import annotations
 
@@ -139,6 +147,7 @@ class LoopTuning:
     lnsum: int = 2
     bounds: int = 1
     carveout: int = -1
+    lngrad: int = 1
 
     def __post_init__(self):
         if self.threads % 32 or not 32 <= self.threads <= 1024:
@@ -158,7 +167,7 @@ class LoopTuning:
         if not -1 <= self.carveout <= 100:
             raise ValueError(f"{_ENV}: carveout must be -1 (the driver's choice) or a percentage in [0, 100], "
                              f"got {self.carveout}")
-        for knob in ("ln", "fast", "xreduce", "bounds"):
+        for knob in ("ln", "fast", "xreduce", "bounds", "lngrad"):
             if getattr(self, knob) not in (0, 1):
                 raise ValueError(f"{_ENV}: {knob} must be 0 or 1, got {getattr(self, knob)}")
 
@@ -173,7 +182,8 @@ def default_tuning(streams: int | None = None) -> LoopTuning:
 
 def loop_tuning(streams: int | None = None) -> LoopTuning:
     """:func:`default_tuning` for ``streams``, overridden key by key by
-    ``RNNGRAPH_LOOP="key=value,..."`` (keys: threads, unroll, rows, cols, smem_kib, ln, fast, xreduce, barrier, lnsum, bounds, carveout)."""
+    ``RNNGRAPH_LOOP="key=value,..."`` (keys: threads, unroll, rows, cols, smem_kib, ln, fast, xreduce, barrier, lnsum, bounds, carveout,
+    lngrad)."""
     base = default_tuning(streams)
     text = os.environ.get(_ENV, "").strip()
     if not text:

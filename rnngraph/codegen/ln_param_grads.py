@@ -1,0 +1,73 @@
+"""Gain and bias gradients of a layer norm inside a persistent backward loop, summed after the loop.
+
+For layer norm y = xhat * gain + bias over rows of n (PyTorch's ``nn.LayerNorm`` convention):
+``d gain[j] = sum_{t,s} g[t, s, j] * xhat[t, s, j]`` and ``d bias[j] = sum_{t,s} g[t, s, j]``, with g
+the gradient of y. When g is complete in its gradient buffer once the loop is done
+(pointwise.grad_in_memory), the loop kernel skips these sums (``lngrad=1``, codegen/tuning.py)
+and the kernel emitted here takes them over the whole window: threads over the n columns, a grid
+whose second dimension splits the T*S rows into chunks, one global atomic per column per chunk
+(the grid of reductions.layer_norm_backward's column kernel, reductions.column_grid). xhat is recomputed from the loop's
+inputs exactly as the loop does it: the forward row sums N (T, S, 2) of the shifted one-pass
+moments (pointwise.ln_moments; mean, rstd per row) and the layer norm's input x.
+
+Why not in the loop: there each block adds its own elements' terms every timestep, and numba's
+float atomics on shared memory are compare-and-swap loops on the H200 (``ATOMS.CAST.SPIN``), which
+retry when lanes of a warp share an address and the values change: session 10 measured the
+layernorm_lstm S=64 backward loop at 4.35 ms with real gradients against 3.45 ms with an all-zero
+output gradient (bench/kernel_trace.py --modes).
+"""
+from __future__ import annotations
+
+from ..ir import Graph
+from .device import blocks
+from .pointwise import Names, _buffer_key, ln_moments, ln_row
+from .reductions import column_grid
+
+KERNEL_INDENT = "        "
+
+
+def ln_param_grad_kernel(g: Graph, node: str, fn: str) -> tuple[str, list[str]]:
+    """(source of the global kernel ``fn``, its buffer arguments in order) summing layer norm
+    ``node``'s gain and bias gradients over the window into its parameter-gradient buffers
+    (``+=``, atomics). The kernel's arguments are (T, S, rows_per_chunk, *buffers); launch it
+    with :func:`ln_param_grad_grid`. Raises KeyError for a node not in ``g``, ValueError for a
+    node that is not a layer norm."""
+    n = g.by_name[node]
+    if n.op != "layer_norm":
+        raise ValueError(f"ln_param_grad_kernel: {node} is a {n.op}, not a layer_norm")
+    names, ref = Names(g), n.args[0]
+    X, G = names.value(ref.node), names.grad(node)
+    qg, qb = (names.param_grad(p) for p in n.params)
+    moments: list[str] = []
+    ln_moments(names, n, lambda line: moments.append(KERNEL_INDENT + line), "")
+    buffers = sorted({X, G, names.ln_sums(node), qg, qb}, key=_buffer_key)
+    lines = [
+        "@cuda.jit",
+        f"def {fn}(T, S, rows_per_chunk, {', '.join(buffers)}):",
+        f"    # {node}: gain and bias gradients over the window (codegen/ln_param_grads.py)",
+        "    j = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x",
+        f"    if j >= {n.size}:",
+        "        return",
+        "    r0 = cuda.blockIdx.y * rows_per_chunk",
+        "    r1 = min(r0 + rows_per_chunk, T * S)",
+        "    sg = float32(0.0)",
+        "    sb = float32(0.0)",
+        "    for r in range(r0, r1):",
+        "        t = r // S",
+        "        s = r - t * S",
+        *moments,
+        f"        gy = {G}[{names.depth(node)} + t, s, j]",
+        f"        sg += gy * ((({X}[{ln_row(names, ref)} + t, s, j] - mu) - m) * rs)",
+        "        sb += gy",
+        f"    cuda.atomic.add({qg}, j, sg)",
+        f"    cuda.atomic.add({qb}, j, sb)",
+    ]
+    return "\n".join(lines) + "\n", buffers
+
+
+def ln_param_grad_grid(size: int, rows: int) -> tuple[tuple[int, int], int, int]:
+    """((column blocks, row chunks), threads a block, rows a chunk) of the kernel of
+    :func:`ln_param_grad_kernel` for a layer norm over ``size`` elements and ``rows`` = T*S rows
+    (reductions.column_grid: about LN_COLUMN_BLOCKS blocks)."""
+    threads, col_blocks, per_chunk = column_grid(size, rows)
+    return (col_blocks, blocks(rows, per_chunk)), threads, per_chunk
