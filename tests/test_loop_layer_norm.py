@@ -180,3 +180,25 @@ def test_shared_memory_row_sums_need_their_budget(monkeypatch):
     adds = [line.strip() for line in tight.splitlines() if "cuda.atomic.add(Q" in line]
     assert len([a for a in adds if ", j + " in a]) == 2  # LN_h's gain and bias: global atomics every timestep
     assert len([a for a in adds if a.endswith("[i])")]) == 2  # LN_c's: the block's sums, added at the end
+
+
+def test_deferred_gain_and_bias_gradients_need_the_whole_gradient_in_memory(monkeypatch):
+    """pointwise.grad_in_memory: a layer norm's output gradient is complete in its buffer only if
+    other kernels write it and no op of the same backward kernel reads it at delay 0;
+    ln_param_grad_kernel takes layer norms only; lngrad is 0 or 1."""
+    from rnngraph.codegen.ln_param_grads import ln_param_grad_kernel
+    from rnngraph.codegen.pointwise import grad_in_memory
+    g = rg.stacked(rg.cells.layernorm_lstm, 1, 8, input_size=8).graph
+    ln = next(n for n in g.nodes if n.op == "layer_norm")
+    consumer = next(n for n in g.nodes if any(r.node == ln.name and r.delay == 0 for r in n.args))
+    assert grad_in_memory(g, [ln.name], [ln.name], ln.name)
+    assert not grad_in_memory(g, [ln.name], [], ln.name)  # its gradient is this kernel's own
+    assert not grad_in_memory(g, [ln.name, consumer.name], [ln.name], ln.name)  # a consumer adds in a register
+    src, args = ln_param_grad_kernel(g, ln.name, "post")
+    assert src.startswith("@cuda.jit\ndef post(T, S, rows_per_chunk, ") and f"# {ln.name}: gain and bias" in src
+    assert sum(a.startswith("Q") for a in args) == 2 and any(a.startswith("N") for a in args)
+    with pytest.raises(ValueError, match=f"{re.escape(consumer.name)} is a {consumer.op}, not a layer_norm"):
+        ln_param_grad_kernel(g, consumer.name, "post")
+    monkeypatch.setenv("RNNGRAPH_LOOP", "lngrad=2")
+    with pytest.raises(ValueError, match="RNNGRAPH_LOOP=.lngrad=2.: lngrad must be 0 or 1, got 2"):
+        loop_tuning()
