@@ -33,8 +33,11 @@ The record "whole" times the program's whole forward (GPU events) and the host t
 with --steps, records "step" time each step of the forward and backward plans alone (the
 hoisted phases, the loops, the weight gradients, the parameter sums) and the zeroing of the
 gradient arenas: where a training step's milliseconds go outside the loop kernels.
-Results are wrong for every variant but ``full`` (the output is not checked): only the times
-matter. The per-timestep time (kernel ms / T) is the figure to compare with the 1.5 us grid-sync
+The program is the benchmark's (``rnngraph.bench.gpu_program``), run forward and backward once
+before any timing, so the kernels read real values and nonzero gradients (before session 10 the
+backward was timed on zero gradients, which hid the cost of the layer norms' shared-memory
+gradient atomics: bench/kernel_trace.py). Results are wrong for every variant but ``full`` (the
+output is not checked): only the times matter. The per-timestep time (kernel ms / T) is the figure to compare with the 1.5 us grid-sync
 floor (DESIGN's measured cost of one cuda.cg grid sync on the H200). Writes JSON records to --out.
 
 Usage (GPU):  python bench/loop_profile.py --out $OUT/loop_profile.json
@@ -167,26 +170,20 @@ def profile(cell: str, S: int, variants, iters: int, T: int = 100, H: int = 512,
             loops=("fwd", "bwd")) -> list[dict]:
     from numba import cuda
 
-    import rnngraph as rg
-    from rnngraph.codegen import library, module
+    from rnngraph.bench import Config, gpu_program
+    from rnngraph.codegen import module
     from rnngraph.codegen.loop import LoopEmitter
     from rnngraph.codegen.pointwise import PRELUDE
-    from rnngraph.codegen.program import CudaProgram
     from rnngraph.codegen.tuning import loop_tuning
-    from rnngraph.passes import schedule
 
-    net = rg.stacked(rg.cells.STANDARD[cell], 1, H, input_size=H)
-    s = schedule(net.graph, T, S, "float32", None)
-    prog = CudaProgram(s)
-    b, g = prog.buf, net.graph
-    for name, p in rg.init_params(g, 0, "float32").items():
-        b.P[name].copy_to_device(p)
-    b.refresh_transposed(prog.stream)
-    b.V["x"].copy_to_device(np.random.default_rng(0).normal(size=(T, S, H)).astype(np.float32))
-    for st in g.states:
-        library.fill(b.V[st.node][:st.depth], 0.0, stream=prog.stream)
+    prog, _, fwdbwd = gpu_program(Config(cell=cell, layers=1, T=T, S=S, H=H, I=H))
+    s, g, b = prog.s, prog.g, prog.buf
+    # the benchmark's forward+backward once: every buffer then holds real values, the gradients
+    # too (a backward timed on zero gradients runs faster: shared-memory float atomics retry only
+    # when the value changes, session 10's bench/kernel_trace.py --modes)
+    fwdbwd()
     nblocks = cuda.get_current_device().MULTIPROCESSOR_COUNT
-    records = [_whole_forward(prog, cell, S, T, H, iters)] + (_step_times(prog, cell, S, T, H, iters) if steps else [])
+    records = [_whole_forward(prog, cell, S, T, H, iters)] + (_step_times(prog, fwdbwd, cell, S, T, H, iters) if steps else [])
     for r in records:
         print(json.dumps(r), flush=True)
     for loop in [st for st in s.forward + s.backward if getattr(st, "mode", None) == "persistent"]:
@@ -214,10 +211,11 @@ def profile(cell: str, S: int, variants, iters: int, T: int = 100, H: int = 512,
     return records
 
 
-def _step_times(prog, cell: str, S: int, T: int, H: int, iters: int) -> list[dict]:
+def _step_times(prog, fwdbwd, cell: str, S: int, T: int, H: int, iters: int) -> list[dict]:
     """GPU time (CUDA events, median of ``iters``) of zeroing the gradient arenas and of each step
-    of the program's forward and backward plans, run alone after one whole forward (the
-    backward steps add into the gradients on every repeat: only the times matter)."""
+    of the program's forward and backward plans, run alone after one whole forward+backward
+    (``fwdbwd``: real, nonzero gradients; the backward steps add into them on every repeat: only
+    the times matter). Each time includes the host's launch time of the step."""
     from rnngraph.codegen import library
     b = prog.buf
     timed = lambda fn: statistics.median(_event_times(fn, prog.stream, iters))  # noqa: E731
@@ -228,8 +226,7 @@ def _step_times(prog, cell: str, S: int, T: int, H: int, iters: int) -> list[dic
 
     base = {"cell": cell, "S": S, "T": T, "H": H, "variant": "step"}
     out = [dict(base, loop="zero gradients", ms=timed(zero))]
-    prog.run_forward()
-    zero()
+    fwdbwd()
     for direction, steps, plan in (("forward", prog.s.forward, prog.forward_plan),
                                    ("backward", prog.s.backward, prog.backward_plan)):
         for step, launches in zip(steps, plan):
