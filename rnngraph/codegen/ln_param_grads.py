@@ -6,9 +6,10 @@ the gradient of y. When g is complete in its gradient buffer once the loop is do
 (pointwise.grad_in_memory), the loop kernel skips these sums (``lngrad=1``, codegen/tuning.py)
 and the kernel emitted here takes them over the whole window: threads over the n columns, a grid
 whose second dimension splits the T*S rows into chunks, one global atomic per column per chunk
-(the grid of reductions.layer_norm_backward's column kernel, reductions.column_grid). xhat is recomputed from the loop's
-inputs exactly as the loop does it: the forward row sums N (T, S, 2) of the shifted one-pass
-moments (pointwise.ln_moments; mean, rstd per row) and the layer norm's input x.
+(the grid of reductions.layer_norm_backward's column kernel, reductions.column_grid). xhat is
+recomputed from the loop's inputs exactly as the loop does it: the forward row sums N (T, S, 2)
+of the shifted one-pass moments (pointwise.ln_moments; mean, rstd per row) and the layer norm's
+input x.
 
 Why not in the loop: there each block adds its own elements' terms every timestep, and numba's
 float atomics on shared memory are compare-and-swap loops on the H200 (``ATOMS.CAST.SPIN``), which
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from ..ir import Graph
 from .device import blocks
-from .pointwise import Names, _buffer_key, ln_moments, ln_row
+from .pointwise import Names, buffer_key, ln_moments, ln_row
 from .reductions import column_grid
 
 KERNEL_INDENT = "        "
@@ -40,7 +41,7 @@ def ln_param_grad_kernel(g: Graph, node: str, fn: str) -> tuple[str, list[str]]:
     qg, qb = (names.param_grad(p) for p in n.params)
     moments: list[str] = []
     ln_moments(names, n, lambda line: moments.append(KERNEL_INDENT + line), "")
-    buffers = sorted({X, G, names.ln_sums(node), qg, qb}, key=_buffer_key)
+    buffers = sorted({X, G, names.ln_sums(node), qg, qb}, key=buffer_key)
     lines = [
         "@cuda.jit",
         f"def {fn}(T, S, rows_per_chunk, {', '.join(buffers)}):",

@@ -63,7 +63,7 @@ from .. import ops
 from ..ir import Graph
 from ..passes.ownership import kernel_unit, level_unit
 from ..schedule import Kernel, Loop
-from .pointwise import Names, PointwiseEmitter, grad_in_memory, ln_moments, ln_row, ln_shift, local_grad
+from .pointwise import Names, PointwiseEmitter, buffer_key, grad_in_memory, ln_moments, ln_row, ln_shift, local_grad
 from .tuning import LoopTuning
 from .warp_reduce import transpose_reduce, tree_reduce
 
@@ -204,7 +204,7 @@ class LoopEmitter:
             src = src.replace("@cuda.jit(device=True, inline=True)", "@cuda.jit(device=True, inline=True, fastmath=True)")
         self.device_fns.append(src)
         self.buffers |= e.buffers
-        args = ", ".join(sorted(e.buffers, key=_key))
+        args = ", ".join(sorted(e.buffers, key=buffer_key))
         self.emit(f"# {k.name}: pointwise, {len(k.ops)} ops, unit {e.u}", depth)
         self.emit(f"item = tid", depth)
         self.emit(f"while item < S * nj * {reps}:", depth)
@@ -580,7 +580,7 @@ class LoopEmitter:
                     self.layer_norm_sums(m, uL, 3)
             no_sync = "cuda.syncthreads()  # no grid sync needed here"
             self.emit(self.grid_sync if level in loop.sync_after else no_sync, 2)
-        args = sorted(self.buffers - set(self.local_grads), key=_key)
+        args = sorted(self.buffers - set(self.local_grads), key=buffer_key)
         head = [
             self._decorator(),
             f"def {self.name}(T, S, {'BAR, ' if self.barrier else ''}{', '.join(args)}):",
@@ -661,8 +661,3 @@ class LoopEmitter:
 def gradient_inputs(k: Kernel) -> list[str]:
     """The nodes whose gradient buffers a backward kernel reads (its forward kernel's writes)."""
     return [r[2:].split("[")[0] for r in k.reads if r.startswith("d.")]
-
-
-def _key(name: str) -> tuple:
-    """Sort key of a buffer name: kind letter, then index."""
-    return (name[0], int(name[1:]))

@@ -274,7 +274,7 @@ class PointwiseEmitter:
 
     def signature(self, fn: str) -> str:
         rem = "rem, " if self.local_param_grads else ""
-        return f"def {fn}(t, s, j, {rem}{', '.join(sorted(self.buffers, key=_buffer_key))}):"
+        return f"def {fn}(t, s, j, {rem}{', '.join(sorted(self.buffers, key=buffer_key))}):"
 
     # ------------------------------------------------------------------ emitters
     def forward(self) -> str:
@@ -354,7 +354,8 @@ class PointwiseEmitter:
         return "\n".join(head + (self.lines or ["    pass"])) + "\n"
 
 
-def _buffer_key(name: str) -> tuple:
+def buffer_key(name: str) -> tuple:
+    """Sort key of a generated-code buffer name (``V12``, ``Q3``, ...): kind letter, then index."""
     return (name[0], int(name[1:]))
 
 

@@ -104,8 +104,8 @@ lnsum     the code shape of the layer norms' row sums in persistent loops (codeg
           sums meeting in shared memory without atomics (two block barriers instead of three).
           With ``lngrad=0``, 1 and 2 also sum the layer norms' gain and bias gradients over the
           window in shared memory (one global atomic per element per block at the end instead of
-          one per element, timestep and column). Their shared arrays come out of the ``smem_kib`` budget
-          first (lnsum=1: 5 floats a stream; 2: 2 floats a thread, at least a stream), then the
+          one per element, timestep and column). Their shared arrays come out of the ``smem_kib``
+          budget first (lnsum=1: 5 floats a stream; 2: 2 floats a thread, at least a stream), then the
           gradient sums; a kernel whose budget cannot hold them keeps the warp shape (or global
           gradient atomics).
 lngrad    where a persistent backward loop takes its layer norms' gain and bias gradients (sums
