@@ -109,18 +109,20 @@ class ScheduleExecutor(Reference):
                 for name in reversed(k.ops):
                     n = g.by_name[name]
                     xs = [self._read(fwd.values, hist, r.node, t - r.delay) for r in n.args]
-                    gxs = self._vjp(k.kind, n, grads[name][t], fwd.values[name][t], xs, fwd.params, gparams)
+                    args_only = k.kind == "gemm" or name in step.post_sums
+                    gxs = self._vjp(n, grads[name][t], fwd.values[name][t], xs, fwd.params, gparams, args_only)
                     for r, gx in zip(n.args, gxs):
                         if gx is not None:
                             self._at(grads, ghist, r.node, t - r.delay, gx)
         return self._gradients(grads, ghist, gparams)
 
-    def _vjp(self, kind: str, n, gy, y, xs, params, gparams) -> list:
-        """Argument gradients of node ``n``; parameter gradients are added to ``gparams`` except
-        for GEMM kernels, whose weight gradients are the later ``wgrad`` kernel's work."""
+    def _vjp(self, n, gy, y, xs, params, gparams, args_only: bool = False) -> list:
+        """Argument gradients of node ``n``; its parameter gradients are added to ``gparams``
+        unless ``args_only``: a GEMM kernel's weight gradients are the later ``wgrad`` kernel's
+        work, a loop's ``post_sums`` layer norms' the later ``reduce`` kernel's."""
         op = ops.REGISTRY[n.op]
         pa = [params[p] for p in n.params]
-        if kind == "gemm":
+        if args_only:
             return op.arg_grads(gy, y, xs, pa, n.attr)
         gxs, gps = op.vjp(gy, y, xs, pa, n.attr)
         for p, gp in zip(n.params, gps):
@@ -134,17 +136,17 @@ class ScheduleExecutor(Reference):
             n = g.by_name[name]
             T, S = grads[name].shape[:2]
             gy = grads[name].reshape(T * S, -1)
-            if k.kind == "reduce":  # a vector parameter's gradient: the column sum
+            if k.kind == "reduce" and n.op == "param":  # a vector parameter's gradient: the column sum
                 gparams[n.params[0]] += gy.sum(0)
                 continue
             xs = [self._window(fwd.values, hist, r.node, r.delay).reshape(T * S, -1) for r in n.args]
-            if k.kind == "wgrad":
-                _, gps = ops.REGISTRY[n.op].vjp(gy, None, xs, [fwd.params[p] for p in n.params], n.attr)
+            y = fwd.values[name].reshape(T * S, -1)
+            if k.kind in ("wgrad", "reduce"):  # parameter gradients only: a GEMM's, a loop's layer norm's
+                _, gps = ops.REGISTRY[n.op].vjp(gy, y, xs, [fwd.params[p] for p in n.params], n.attr)
                 for p, gp in zip(n.params, gps):
                     gparams[p] += gp
                 continue
-            y = fwd.values[name].reshape(T * S, -1)
-            gxs = self._vjp(k.kind, n, gy, y, xs, fwd.params, gparams)
+            gxs = self._vjp(n, gy, y, xs, fwd.params, gparams, args_only=k.kind == "gemm")
             for r, gx in zip(n.args, gxs):
                 if gx is not None:
                     self._push(grads, ghist, r.node, r.delay, gx.reshape(T, S, -1))

@@ -37,6 +37,12 @@ class Kernel:
     stage: int = 0
 
 
+def gradient_inputs(k: Kernel) -> list[str]:
+    """The nodes whose gradient buffers a backward kernel reads (its forward kernel's writes),
+    from its ``d.name`` / ``d.name[t-d]`` reads."""
+    return [r[2:].split("[")[0] for r in k.reads if r.startswith("d.")]
+
+
 @dataclass(frozen=True)
 class Phase:
     """Kernels run once per window, in order (``name``: prologue, between loops, epilogue, ...)."""
@@ -58,7 +64,9 @@ class Loop:
     not built by lower): every level (:attr:`sync_after`); early_sums: the layer norms of a
     persistent loop whose row sums the blocks add at the end of the level before theirs, over the
     elements of the input (forward) or output gradient (backward) they just wrote there
-    (passes/row_sums.py), so that their level needs no reduction sync.
+    (passes/row_sums.py), so that their level needs no reduction sync; post_sums (backward): the
+    layer norms whose gain and bias gradients the loop leaves to ``reduce`` kernels of the phase
+    after it (passes/param_grad_sums.py), the loop computing only their input gradients.
     """
 
     name: str
@@ -70,6 +78,7 @@ class Loop:
     reverse: bool = False
     syncs: tuple[int, ...] | None = None
     early_sums: tuple[str, ...] = ()
+    post_sums: tuple[str, ...] = ()
 
     @property
     def sync_after(self) -> tuple[int, ...]:
@@ -143,11 +152,12 @@ class Schedule:
 
 
 def _phase_depth(p: Phase) -> int:
-    """Longest chain of dependent kernels in a phase."""
+    """Longest chain of dependent kernels in a phase (a kernel's ops count as values it writes,
+    except for ``wgrad`` and ``reduce`` kernels, which only read them: parameter gradients)."""
     depth: dict[str, int] = {}
     for k in p.kernels:
         d = 1 + max((depth[w] for r in k.reads for w in [r.split("[")[0]] if w in depth), default=0)
-        for w in k.writes + k.ops:
+        for w in k.writes + (() if k.kind in ("wgrad", "reduce") else k.ops):
             depth[w] = d
     return max(depth.values(), default=0)
 
@@ -199,6 +209,8 @@ def _step_lines(s, window: int, columns: int) -> list[str]:
              f"(initiation interval){_sync_text(s)}, {s.ticks} ticks"]
     if s.early_sums:
         lines.append(f"    row sums one level early (no reduction sync): {', '.join(s.early_sums)}")
+    if s.post_sums:
+        lines.append(f"    gain and bias gradients after the loop (reduce kernels): {', '.join(s.post_sums)}")
     for offset, label in s.stages:
         lag = "t" if offset == 0 else (f"t+{offset}" if s.reverse else f"t-{offset}")
         lines.append(f"    stage {offset} ({lag})  {label}")

@@ -217,6 +217,7 @@ def test_json_export_lists_the_sync_levels():
     steps = {st["name"]: st for st in to_json(s)["forward"] + to_json(s)["backward"] if st["type"] == "loop"}
     assert steps[fwd.name]["grid_syncs_after"] == [1, 2, 3] and steps[bwd.name]["grid_syncs_after"] == [1, 2, 3]
     assert steps[fwd.name]["early_row_sums"] == ["layer0.ln_h", "layer0.c_next"] and steps[fwd.name]["reduction_syncs"] == 0
+    assert steps[fwd.name]["post_loop_sums"] == [] and steps[bwd.name]["post_loop_sums"] == ["layer0.c_next", "layer0.ln_h"]
 
 
 @pytest.mark.parametrize("reverse", [False, True])

@@ -1,7 +1,8 @@
-"""Layer norms inside persistent loop kernels (``RNNGRAPH_LOOP="ln=1"``, codegen/loop.py): the
-whole window in one cooperative kernel per direction, each layer norm adding its row sums across
-blocks with atomics before an extra grid sync. Off by default (the pipeline pass then keeps such
-loops in graph mode) until tests/test_gpu.py validates it on a GPU.
+"""Layer norms inside persistent loop kernels (``RNNGRAPH_LOOP="ln=1"``, codegen/loop.py; the
+default up to S=64, codegen/tuning.py, validated on the H200 by tests/test_gpu.py): the whole
+window in one cooperative kernel per direction, each layer norm adding its row sums across blocks
+with atomics (at the end of the level before its own, or before an extra grid sync), its gain and
+bias gradients summed after the backward loop (``lngrad=1``) or inside it (``lngrad=0``).
 
 In numba's simulator a cooperative grid has one block (its grid.sync is the block barrier and
 blocks run one after another), so multi-block runs split the one simulated block into
@@ -159,11 +160,11 @@ def test_shared_memory_row_sums_need_their_budget(monkeypatch):
     budget the S=64 kernels use them; with smem_kib=0 they fall back to the warp shape and to
     global gradient atomics (codegen/loop.py), rather than exceed what a block may hold."""
     from rnngraph.codegen.loop import LoopEmitter
-    monkeypatch.setenv("RNNGRAPH_LOOP", "ln=1")
+    monkeypatch.setenv("RNNGRAPH_LOOP", "ln=1,lngrad=0")  # the gain and bias gradients inside the loop
     net = rg.stacked(rg.cells.layernorm_lstm, 1, 64, input_size=64)
     loops = _loops(schedule(net.graph, window=4, streams=64))
     src = lambda loop, kib: LoopEmitter(net.graph, loop, "k", coop=True, streams=64, nblocks=4,  # noqa: E731
-                                        tuning=LoopTuning(ln=1, lnsum=1, smem_kib=kib, lngrad=0)).source()[0]
+                                        tuning=LoopTuning(ln=1, lnsum=1, smem_kib=kib)).source()[0]
     fwd, bwd = (src(lp, 44) for lp in loops)
     assert "cuda.atomic.add(lns" in fwd and "cuda.atomic.add(lns" in bwd and "Z" in bwd.split("def k(")[1]
     for lp in loops:
@@ -173,7 +174,7 @@ def test_shared_memory_row_sums_need_their_budget(monkeypatch):
     # 2 KiB on one block: the per-column arrays (1280 B) and LN_c's gradient sums (512 B) fit,
     # LN_h's (2048 B) do not: its gain and bias gradients go to global memory with atomics
     tight = LoopEmitter(net.graph, loops[1], "k", coop=True, streams=64, nblocks=1,
-                        tuning=LoopTuning(ln=1, lnsum=1, smem_kib=2, lngrad=0)).source()[0]
+                        tuning=LoopTuning(ln=1, lnsum=1, smem_kib=2)).source()[0]
     assert "cuda.atomic.add(lns" in tight
     zs = [line.split("=")[1] for line in tight.splitlines() if line.strip().startswith("Z") and "shared.array" in line]
     assert zs == [" cuda.shared.array(64, float32)  # the block's layer-norm parameter gradient sums"] * 2  # LN_c's
@@ -183,12 +184,26 @@ def test_shared_memory_row_sums_need_their_budget(monkeypatch):
 
 
 def test_deferred_gain_and_bias_gradients_need_the_whole_gradient_in_memory(monkeypatch):
-    """pointwise.grad_in_memory: a layer norm's output gradient is complete in its buffer only if
-    other kernels write it and no op of the same backward kernel reads it at delay 0;
-    ln_param_grad_kernel takes layer norms only; lngrad is 0 or 1."""
+    """passes/param_grad_sums.py: a layer norm's output gradient is complete in its buffer only if
+    other kernels write it and no op of the same backward kernel reads it at delay 0; the
+    schedule names the reduce kernel of each such layer norm after its persistent backward loop
+    (lngrad=1), none with lngrad=0 or in graph mode; ln_param_grad_kernel takes layer norms only;
+    lngrad is 0 or 1."""
     from rnngraph.codegen.ln_param_grads import ln_param_grad_kernel
-    from rnngraph.codegen.pointwise import grad_in_memory
-    g = rg.stacked(rg.cells.layernorm_lstm, 1, 8, input_size=8).graph
+    from rnngraph.passes.param_grad_sums import grad_in_memory
+    net = rg.stacked(rg.cells.layernorm_lstm, 1, 8, input_size=8)
+    g = net.graph
+    for knobs, streams, want in (("ln=1", 4, True), ("ln=1,lngrad=0", 4, False), ("ln=0", 4, False)):
+        monkeypatch.setenv("RNNGRAPH_LOOP", knobs)
+        s = schedule(g, window=4, streams=streams)
+        back = next(lp for lp in _loops(s) if lp.reverse)
+        reduce = [k for st in s.backward if not isinstance(st, Loop) for k in st.kernels
+                  if k.kind == "reduce" and k.op_names == ("layer_norm",)]
+        norms = sorted(m for k in back.kernels for m, op in zip(k.ops, k.op_names) if op == "layer_norm")
+        assert sorted(back.post_sums) == (norms if want else []) and len(norms) == 2, knobs
+        assert sorted(k.ops[0] for k in reduce) == sorted(back.post_sums), knobs
+        assert ("gain and bias gradients after the loop" in str(s)) == want
+    monkeypatch.delenv("RNNGRAPH_LOOP")
     ln = next(n for n in g.nodes if n.op == "layer_norm")
     consumer = next(n for n in g.nodes if any(r.node == ln.name and r.delay == 0 for r in n.args))
     assert grad_in_memory(g, [ln.name], [ln.name], ln.name)
@@ -202,3 +217,27 @@ def test_deferred_gain_and_bias_gradients_need_the_whole_gradient_in_memory(monk
     monkeypatch.setenv("RNNGRAPH_LOOP", "lngrad=2")
     with pytest.raises(ValueError, match="RNNGRAPH_LOOP=.lngrad=2.: lngrad must be 0 or 1, got 2"):
         loop_tuning()
+
+
+@pytest.mark.parametrize("cell", ["layernorm_lstm", "prenorm_rnn"])
+@pytest.mark.parametrize("lngrad", [1, 0])
+def test_numpy_backend_with_post_loop_sums_equals_naive_time_stepping(monkeypatch, cell, lngrad):
+    """The NumPy backend runs the schedule's post_sums layer norms as the GPU does (the loop
+    computes the input gradient, the reduce kernel after it the gain and bias gradients over the
+    window): every gradient equals rnngraph.Reference's naive time-stepping in float64."""
+    from rnngraph.executor import ScheduleExecutor
+    monkeypatch.setenv("RNNGRAPH_LOOP", f"ln=1,lngrad={lngrad}")
+    g = rg.stacked(rg.cells.STANDARD.get(cell) or prenorm_rnn, 2, H, input_size=3).graph
+    s = schedule(g, T, S, "float64", None)
+    assert bool([lp for lp in _loops(s) if lp.post_sums]) == bool(lngrad)
+    rng = np.random.default_rng(3)
+    params = rg.init_params(g, 3)
+    inputs = {"x": rng.normal(size=(T, S, 3))}
+    states = {k: rng.normal(size=v.shape) for k, v in rg.zero_states(g, S).items()}
+    dy = {o: rng.normal(size=(T, S, g.node(o).size)) for o in g.outputs}
+    want, got = (ex.backward(ex.forward(params, inputs, states), dy) for ex in (rg.Reference(g), ScheduleExecutor(s)))
+    assert any(p.endswith(("ln_h.weight", "ln.weight")) for p in want.params)
+    for name, value in want.params.items():
+        np.testing.assert_allclose(got.params[name], value, atol=1e-11, err_msg=name)
+    for name, value in want.inputs.items():
+        np.testing.assert_allclose(got.inputs[name], value, atol=1e-11, err_msg=name)

@@ -40,9 +40,9 @@ the window) to recompute mean and rstd, so the forward row statistics are never 
   keeps var = E[(x-K)^2] - E[x-K]^2 from cancelling catastrophically when |mean| >> std (the
   plain sum-of-squares failure mode), as long as consecutive rows are alike.
 - backward sums: sum(g * gain) and sum(g * gain * xhat) over the row. The gain and bias
-  gradients (sums over t and s of g * xhat and g) are left to a column-sum kernel after the loop
-  (``lngrad=1``, the default; codegen/ln_param_grads.py) wherever the output gradient g is
-  complete in its buffer (pointwise.grad_in_memory); otherwise they go into global buffers with
+  gradients (sums over t and s of g * xhat and g) of the loop's ``post_sums`` layer norms
+  (``lngrad=1``, the default; passes/param_grad_sums.py) are left to the ``reduce`` kernels of
+  the phase after the loop (codegen/ln_param_grads.py); the others go into global buffers with
   atomics, or (``lnsum=1|2``) into the block's shared-memory sums ``Z<i>`` over the whole
   window, added to the global buffers once at kernel end (each block owns the same elements
   every timestep) -- compare-and-swap loops on the H200, which retry when lanes of a warp share
@@ -62,8 +62,8 @@ from __future__ import annotations
 from .. import ops
 from ..ir import Graph
 from ..passes.ownership import kernel_unit, level_unit
-from ..schedule import Kernel, Loop
-from .pointwise import Names, PointwiseEmitter, buffer_key, grad_in_memory, ln_moments, ln_row, ln_shift, local_grad
+from ..schedule import Kernel, Loop, gradient_inputs
+from .pointwise import Names, PointwiseEmitter, buffer_key, ln_moments, ln_row, ln_shift, local_grad
 from .tuning import LoopTuning
 from .warp_reduce import transpose_reduce, tree_reduce
 
@@ -121,9 +121,6 @@ class LoopEmitter:
         # shared-memory sums Z<i> of layer-norm gain/bias gradients -> (Q<i>, level unit, reps,
         # kernel unit, chunks): zeroed at kernel start, added into Q<i> at its end (``lnsum=1|2``)
         self.local_grads: dict[str, tuple] = {}
-        # backward: layer norms whose gain and bias gradients a kernel after this one sums over the
-        # window (``lngrad=1``; CudaProgram launches codegen/ln_param_grads.py's kernel for each)
-        self.deferred_ln: list[str] = []
         self.prologue: list[str] = []  # kernel-start code: weight rows into shared memory
         self.smem: dict[tuple, str] = {}  # (weight, reps, unit, inner) -> its shared array
         self.streams = streams  # S: the kernel is launched for exactly this many streams
@@ -173,10 +170,8 @@ class LoopEmitter:
 
     def pointwise(self, k: Kernel, uL: int, depth: int) -> None:
         norms = [self.g.by_name[m] for m in k.ops if self.g.by_name[m].op == "layer_norm"]
-        # gain and bias gradients summed after the loop (``lngrad=1``, codegen/ln_param_grads.py)
-        deferred = [n.name for n in norms if self.loop.reverse and self.tuning.lngrad
-                    and grad_in_memory(self.g, k.ops, gradient_inputs(k), n.name)]
-        self.deferred_ln += deferred
+        # gain and bias gradients summed after the loop (``Loop.post_sums``, passes/param_grad_sums.py)
+        deferred = [n.name for n in norms if n.name in self.loop.post_sums]
         norms = [n for n in norms if n.name not in deferred]
         grads = [self.names.param_grad(p) for n in norms for p in n.params]
         # the gain and bias gradients summed in shared memory (``lnsum=1``; not in simulated
@@ -656,8 +651,3 @@ class LoopEmitter:
                       f"        j = j0 + jj + (rem - jj * {reps}) * {uL} + (i - rem * {chunks}) * {u}",
                       f"        cuda.atomic.add({q}, j, {z}[i])", "        i += bdim"]
         return lines
-
-
-def gradient_inputs(k: Kernel) -> list[str]:
-    """The nodes whose gradient buffers a backward kernel reads (its forward kernel's writes)."""
-    return [r[2:].split("[")[0] for r in k.reads if r.startswith("d.")]

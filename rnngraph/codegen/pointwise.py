@@ -105,15 +105,6 @@ def ln_moments(names: Names, node: Node, emit, tag: str) -> None:
     emit(f"rs{tag} = float32(1.0) / math.sqrt(v{tag} + {f32(ops.LAYER_NORM_EPS)})")
 
 
-def grad_in_memory(g: Graph, ops, writes, node: str) -> bool:
-    """Whether a backward kernel over ``ops`` finds the whole gradient of ``node`` in its gradient
-    buffer: the node's gradient comes from other kernels (``writes``, the nodes whose gradient
-    buffers it reads) and no op of the kernel reads the node at delay 0 (such an op adds to the
-    gradient in a register, never stored). Delayed reads inside the kernel add into the buffer
-    at the earlier timestep, before the reverse sweep gets there."""
-    return node in writes and not any(r.node == node and r.delay == 0 for m in ops for r in g.by_name[m].args)
-
-
 class PointwiseEmitter:
     """Emits the device functions ``{name}_fwd`` and ``{name}_bwd`` of one fused kernel.
 
@@ -129,7 +120,7 @@ class PointwiseEmitter:
         # (an extra argument) instead of global atomics; the kernel adds them up at its end
         self.local_param_grads = local_param_grads
         # layer norms whose gain and bias gradients are not summed here at all: a kernel after the
-        # loop sums them over the window (codegen/ln_param_grads.py; see :func:`grad_in_memory`)
+        # loop sums them over the window (``Loop.post_sums``, codegen/ln_param_grads.py)
         self.deferred = frozenset(deferred)
         self.inside = set(self.ops)
         # the backward recomputes the whole forward kernel these ops came from (its other values

@@ -5,7 +5,7 @@ persistent loop kernels are generated (rnngraph.codegen.pointwise / loop) into o
 GEMMs, layer norm, softmax cross-entropy, embedding gather/scatter, optimizers and clipping come
 from rnngraph.codegen.library (cuBLAS through CuPy where present). Loops the persistent emitter
 cannot take, or that the schedule marks graph mode (a layer norm inside the recurrence above
-S=16 by default; ``ln`` of codegen/tuning.py decides), run per timestep;
+S=64 by default; ``ln`` of codegen/tuning.py decides), run per timestep;
 phases and such loops are captured once into CUDA graphs and replayed (rnngraph.codegen.graphs).
 
 Buffers (float32): ``V[node]`` and ``G[node]`` of shape (D + T, S, n), rows 0..D-1 holding the
@@ -20,12 +20,12 @@ import numpy as np
 from numba import cuda
 
 from ..ir import INDEX, Graph
-from ..schedule import Kernel, Loop, Phase, Schedule
+from ..schedule import Kernel, Loop, Phase, Schedule, gradient_inputs
 from . import library, module
 from .device import in_simulator
 from .graphs import Replay
 from .ln_param_grads import ln_param_grad_grid, ln_param_grad_kernel
-from .loop import LoopEmitter, gradient_inputs, persistent_supported
+from .loop import LoopEmitter, persistent_supported
 from .pointwise import PRELUDE, Names, PointwiseEmitter, phase_kernel, step_kernel
 from .tuning import loop_tuning
 
@@ -280,11 +280,27 @@ class CudaProgram:
         if k.kind == "loss":
             n = nodes[0]
             return [lambda n=n: (lambda: self._xent(n, backward))]
+        if k.kind == "reduce" and nodes[0].op == "layer_norm":  # a loop's post_sums layer norm
+            return [self._ln_param_sums(k)]
         if k.kind == "reduce":
             n = nodes[0]
             return [lambda n=n: (lambda: library.column_sum(b.window(n.name, grad=True), b.PG[n.params[0]],
                                                            accumulate=True, stream=self.stream))]
         raise NotImplementedError(f"kernel {k.name}: kind {k.kind!r} has no GPU emitter")
+
+    def _ln_param_sums(self, k: Kernel):
+        """A layer norm's gain and bias gradients over the window, after its backward loop
+        (codegen/ln_param_grads.py); returns the factory of its launcher."""
+        node = k.ops[0]
+        fn = f"{k.name}_ln_param_sums"
+        src, args = ln_param_grad_kernel(self.g, node, fn)
+        self.sources.append(src)
+        grid, threads, per_chunk = ln_param_grad_grid(self.g.by_name[node].size, self.T * self.S)
+
+        def make():
+            kern, arrays = getattr(self.module, fn), [self.buf.lookup(a) for a in args]
+            return lambda: kern[grid, threads, self.stream](self.T, self.S, np.int32(per_chunk), *arrays)
+        return make
 
     # ------------------------------------------------------------------ library-backed kernels
     def _views(self, t: int | None):
@@ -384,10 +400,6 @@ class CudaProgram:
         self.sources.append(src)
         for p in emitter.transposed:
             self.buf.add_transposed(p, self.stream)
-        # layer norms whose gain and bias gradients a kernel after the loop sums (lngrad=1)
-        post = [(f"{name}_lnpg{i}", node, *ln_param_grad_kernel(self.g, node, f"{name}_lnpg{i}"))
-                for i, node in enumerate(emitter.deferred_ln)]
-        self.sources += [p_src for _, _, p_src, _ in post]
 
         # the inline grid barrier's counter (codegen/grid_barrier.py), one per loop kernel
         counter = [cuda.to_device(np.zeros(1, np.uint32), stream=self.stream)] if emitter.barrier else []
@@ -403,14 +415,7 @@ class CudaProgram:
                                        f"does not fit even with {threads} threads a block")
                 threads //= 2
             self.loop_threads[name] = threads
-            launches = [lambda: kern[nblocks, threads, self.stream](self.T, self.S, *arrays)]
-            for fn, node, _, p_args in post:
-                grid, tpb, per_chunk = ln_param_grad_grid(self.g.by_name[node].size, self.T * self.S)
-                launches.append(lambda k=getattr(self.module, fn), g=grid, b=tpb, c=np.int32(per_chunk),
-                                a=[self.buf.lookup(x) for x in p_args]: k[g, b, self.stream](self.T, self.S, c, *a))
-            if len(launches) == 1:
-                return launches[0]
-            return lambda: [launch() for launch in launches]
+            return lambda: kern[nblocks, threads, self.stream](self.T, self.S, *arrays)
 
         return make
 

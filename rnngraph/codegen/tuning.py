@@ -110,8 +110,9 @@ lnsum     the code shape of the layer norms' row sums in persistent loops (codeg
           gradient atomics).
 lngrad    where a persistent backward loop takes its layer norms' gain and bias gradients (sums
           over t and s of g * xhat and of g): 1 (default), after the loop, by a column-sum kernel
-          over the window (codegen/ln_param_grads.py) wherever the layer norm's output gradient is
-          complete in its gradient buffer; 0, inside the loop (shared-memory sums with ``lnsum``,
+          over the window wherever the layer norm's output gradient is complete in its gradient
+          buffer (the schedule's ``reduce`` kernels after the loop, passes/param_grad_sums.py;
+          codegen/ln_param_grads.py); 0, inside the loop (shared-memory sums with ``lnsum``,
           else global atomics). Shared-memory float atomics are compare-and-swap loops on the H200
           (``ATOMS.CAST.SPIN``): with 8 lanes of a warp on one address they retried enough to cost
           the layernorm_lstm S=64 backward 0.9 ms of its 4.35 (session 10, bench/kernel_trace.py

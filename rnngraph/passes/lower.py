@@ -10,7 +10,9 @@ vector needs a sync), followed by a phase with one weight-gradient GEMM per in-l
 the whole window (Hwang & Sung 2015); gradients of vector parameters are column sums at the end.
 Each loop's ``early_sums`` (layer norms whose row sums are taken a level early) come from
 passes/row_sums.py, then its ``syncs`` (the levels whose end needs a grid sync) from
-passes/grid_syncs.py.
+passes/grid_syncs.py; a persistent backward loop's ``post_sums`` (layer norms whose gain and bias
+gradients are summed after it, each by a ``reduce`` kernel in the weight-gradient phase) from
+passes/param_grad_sums.py.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from dataclasses import replace
 from ..schedule import Kernel, Loop, Phase, Schedule
 from .cost import backward_flops, node_flops
 from .grid_syncs import grid_syncs
+from .param_grad_sums import post_loop_sums
 from .row_sums import early_row_sums
 from .levels import backward_levels, hidden_unit, split_by_level
 from .pipeline import wavefront_stages
@@ -93,6 +96,15 @@ class _Lowering:
         reads = tuple(dict.fromkeys([f"d.{m}" for m in grp] + [str(nodes[0].args[0])]))
         return Kernel(self.name(), "wgrad", tuple(grp), ("linear",) * len(grp), reads,
                       tuple(f"d.{p}" for p in params), params, rows, g.by_name[nodes[0].args[0].node].size, flops)
+
+    def param_sums(self, m: str, cols: int) -> Kernel:
+        """The ``reduce`` kernel summing layer norm ``m``'s gain and bias gradients over ``cols``
+        columns after its backward loop (passes/param_grad_sums.py): reads the output gradient
+        and the input, writes the parameter gradients; 6 FLOPs an element (xhat again, g * xhat,
+        two sums)."""
+        n = self.g.by_name[m]
+        return Kernel(self.name(), "reduce", (m,), (n.op,), (f"d.{m}", str(n.args[0])),
+                      tuple(f"d.{q}" for q in n.params), n.params, n.size, cols, 6 * n.size * cols)
 
     def groups_in(self, names) -> list[tuple[str, ...]]:
         names = set(names)
@@ -178,7 +190,9 @@ class _Lowering:
                     p.window + max(offsets), True)
         back = replace(back, early_sums=early_row_sums(g, back))
         back = replace(back, syncs=grid_syncs(g, back, {m: k.ops for k in loop.kernels for m in k.ops}))
+        back = replace(back, post_sums=post_loop_sums(g, back, p.streams))
         wg = tuple(self.wgrad(k.ops, p.window * p.streams) for k in loop.kernels if k.kind == "gemm")
+        wg += tuple(self.param_sums(m, p.window * p.streams) for m in back.post_sums)
         return [back] + ([Phase(f"{loop.name} weight gradients", wg)] if wg else [])
 
 
