@@ -7,7 +7,7 @@ then records --iters more under ``torch.profiler`` (CUPTI activity tracing: ever
 memset of the process, numba's and cuBLAS's alike, CUDA-graph replays included) and reports,
 per iteration, the span from the first kernel's start to the last kernel's end, the busy time
 (the sum of kernel and memset durations) and the idle time between them (the GPU waiting for
-Python to enqueue), per kernel name the median duration (ms) a training step, and the
+Python to enqueue), per kernel name the median duration (ms) an iteration (forward and backward, no optimizer), and the
 ordered timeline of one iteration.
 
 Unlike bench/loop_profile.py --steps (each step timed alone between CUDA events, host launch
@@ -15,8 +15,9 @@ time included), these durations are the GPU's own, and the gaps show where the h
 GPU, sets the pace. Writes JSON to --out and prints a table.
 
 Session 10 (bench/results/h200-20261201-session10-trace-*.json): layernorm_lstm S=64 spent 6.64 of
-its 8.28 ms in the two loop kernels (the LSTM 2.71 of 4.16), the GPU idle 0.03 ms; --modes showed
-its backward loop at 4.35 ms with the benchmark's output gradient and 3.45 ms with an all-zero one
+its 8.27 ms in the two loop kernels, the backward 4.34 (the LSTM 2.71 of 4.16), the GPU idle 0.03
+ms (``-trace-before-lngrad``); --modes (``-trace-modes``, another run) showed the backward loop at
+4.35 ms with the benchmark's output gradient and 3.45 ms with an all-zero one
 -- the in-loop gain and bias gradient sums (shared-memory compare-and-swap atomics that retry only
 when the values change), moved after the loop (``lngrad``, codegen/tuning.py): 2.89 ms, and the
 step 6.97 ms. loop_profile's standalone timings had missed it: they run the backward with zero
@@ -139,7 +140,10 @@ def trace(cell: str, S: int, iters: int, T: int = 100, H: int = 512, mode: str =
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         path = f.name
     prof.export_chrome_trace(path)
-    split = split_iterations(gpu_events(path), iters)
+    try:
+        split = split_iterations(gpu_events(path), iters)
+    finally:
+        Path(path).unlink()
     its = [summarize(it) for it in split]
     mid = split[iters // 2]  # one iteration in order: (name, start after the first, duration), ms
     timeline = [(short_name(e["name"]), (e["ts"] - mid[0]["ts"]) / 1000, e["dur"] / 1000) for e in mid]

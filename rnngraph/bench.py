@@ -237,7 +237,8 @@ def gpu_program(cfg: Config, plan: str | None = None):
     seed-0 parameters, normal inputs (T, S, I) float32, zero initial states) and two closures that
     enqueue on its stream, without synchronising: ``fwd()`` (the forward) and ``fwdbwd()`` (the
     forward, zeroed gradient arenas, a fixed normal output gradient (T*S, H), the backward with
-    weight gradients). Returns (prog, fwd, fwdbwd); nothing is compiled until the first call."""
+    weight gradients). Returns (prog, fwd, fwdbwd). Building the program compiles the persistent
+    loop kernels (to size their cooperative grid); the other kernels compile on the first call."""
     from numba import cuda
 
     import rnngraph as rg

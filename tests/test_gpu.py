@@ -141,12 +141,16 @@ def test_fill_zero_is_a_memset_of_the_view_alone():
     library.fill(d[1:3], 0.0, stream=stream)
     want = base.copy()
     want[1:3] = 0.0
-    np.testing.assert_array_equal(d.copy_to_host(stream=stream), want)
+    got = d.copy_to_host(stream=stream)
+    stream.synchronize()
+    np.testing.assert_array_equal(got, want)
     library.fill(d[3], -0.0, stream=stream)
     got = d.copy_to_host(stream=stream)
     stream.synchronize()
     assert np.all(np.signbit(got[3])) and np.all(got[3] == 0.0)
     np.testing.assert_array_equal(got[0], base[0])
+    library.fill(d[0, 5:], 0.0)  # no stream: the legacy default stream, a synchronous memset
+    np.testing.assert_array_equal(d.copy_to_host()[0], np.where(np.arange(257) >= 5, 0.0, base[0]))
 
 
 def test_dropout_masks_on_the_device():
