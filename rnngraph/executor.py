@@ -4,7 +4,8 @@ Phases compute each kernel once over all T*S columns (a delayed read shifts the 
 delay, taking the first values from the state history); loops step through ticks, and in each
 tick through levels and stages (stage s runs timestep tick - s; backward mirrors it in reverse
 time). In backward, a GEMM kernel computes input gradients only; its weight gradient is the
-``wgrad`` kernel that follows (once per window). Results equal :class:`rnngraph.reference.Reference`'s
+``wgrad`` kernel that follows (once per window); likewise a loop's ``post_sums`` layer norms,
+whose gain and bias gradients are the ``reduce`` kernels after the loop. Results equal :class:`rnngraph.reference.Reference`'s
 naive time-stepping (the property tests check it), with the same layouts and API.
 """
 from __future__ import annotations

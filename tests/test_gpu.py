@@ -57,8 +57,8 @@ LN_CASES = [(1, "ln=1", 4), (64, "ln=1,lnsum=0", 4), (64, "ln=1,lnsum=1", 4), (1
 def test_persistent_layer_norm_loop_matches_float64_reference(monkeypatch, S, knobs, factor):
     """layernorm_lstm with RNNGRAPH_LOOP="ln=1": both loops one cooperative kernel each, layer
     norms reduced across all blocks with atomics (codegen/loop.py), by the warp shape of the
-    row sums (lnsum=0), the shared-memory one (lnsum=1, which also sums the gain and bias
-    gradients in shared memory) or the register one (lnsum=2, gradients as lnsum=1)."""
+    row sums (lnsum=0), the shared-memory one (lnsum=1) or the register one (lnsum=2); the gain
+    and bias gradients summed after the backward loop (lngrad=1, the default)."""
     monkeypatch.setenv("RNNGRAPH_LOOP", knobs)
     step = _check_against_float64("layernorm_lstm", 1, S, factor)
     loops = [s for s in step.schedule.forward + step.schedule.backward if hasattr(s, "reduction_syncs")]

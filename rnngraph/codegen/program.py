@@ -189,6 +189,10 @@ class CudaProgram:
             return out
         if step.mode == "persistent" and persistent_supported(step):
             return [self._persistent(step)]
+        if step.post_sums:  # the per-timestep layer-norm kernels add their gain and bias gradients themselves
+            raise NotImplementedError(f"{step.name}: its layer norms' gain and bias gradients are left to the "
+                                      f"phase after it (post_sums {', '.join(step.post_sums)}), which only the "
+                                      f"persistent kernel supports; this loop runs per timestep")
         return self._graph_mode(step, backward)
 
     def _fn(self, kind: str, k: Kernel) -> str:

@@ -102,10 +102,11 @@ lnsum     the code shape of the layer norms' row sums in persistent loops (codeg
           partial sums added into shared memory by atomics (compare-and-swap loops on the GPU);
           2, a column per thread (bdim // S threads a column), sums in registers, the partial
           sums meeting in shared memory without atomics (two block barriers instead of three).
-          With ``lngrad=0``, 1 and 2 also sum the layer norms' gain and bias gradients over the
-          window in shared memory (one global atomic per element per block at the end instead of
-          one per element, timestep and column). Their shared arrays come out of the ``smem_kib``
-          budget first (lnsum=1: 5 floats a stream; 2: 2 floats a thread, at least a stream), then the
+          For the layer norms whose gain and bias gradients stay in the loop (``lngrad=0``, or an
+          output gradient not complete in memory), 1 and 2 also sum them over the window in
+          shared memory (one global atomic per element per block at the end instead of one per
+          element, timestep and column). Their shared arrays come out of the ``smem_kib`` budget
+          first (lnsum=1: 5 floats a stream; 2: 2 floats a thread, at least a stream), then the
           gradient sums; a kernel whose budget cannot hold them keeps the warp shape (or global
           gradient atomics).
 lngrad    where a persistent backward loop takes its layer norms' gain and bias gradients (sums
@@ -117,6 +118,7 @@ lngrad    where a persistent backward loop takes its layer norms' gain and bias 
           (``ATOMS.CAST.SPIN``): with 8 lanes of a warp on one address they retried enough to cost
           the layernorm_lstm S=64 backward 0.9 ms of its 4.35 (session 10, bench/kernel_trace.py
           --modes: 3.45 ms with an all-zero output gradient, whose adds never change the value).
+          Read when the schedule is built (``Loop.post_sums``), not by the loop emitter.
 """
 from __future__ import annotations
 
