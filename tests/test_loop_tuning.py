@@ -17,8 +17,10 @@ sim = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1",
 # (RNNGRAPH_LOOP, shared arrays expected): unroll 3 over an inner size of 4 (hidden) leaves a
 # remainder trip; smem_kib=0 reads the weights from global memory.
 # cols=1: one stream per GEMM work item (S = 2 streams: two items per row group).
+# ksplit=4: the backward GEMMs (4 rows a block, 2 work items of 2 rows for the simulator's 8
+# threads) split their inner dimension over 4 threads an item, meeting in shared array kp<n>.
 VARIANTS = [("unroll=3,rows=1,smem_kib=0", False), ("unroll=3,rows=3,smem_kib=44", True), ("unroll=1,smem_kib=1,rows=2", True),
-            ("unroll=1,rows=2,cols=1", True)]
+            ("unroll=1,rows=2,cols=1", True), ("unroll=2,rows=2,ksplit=4", True)]
 
 
 @sim
@@ -39,11 +41,13 @@ def test_loop_variants_train_like_numpy(monkeypatch, env, shared, cell):
     assert ("cuda.shared.array" in gpu.kernels) == shared
     unrolled = "unroll=3" in env  # loads of the third unrolled copy (w0_2) and the remainder loop
     assert ("w0_0_2 = " in gpu.kernels and "kk + 2 < " in gpu.kernels) == unrolled
-    assert ("w0_0_1 = " in gpu.kernels) == unrolled
-    rows = int(dict(kv.split("=") for kv in env.split(",")).get("rows", 1))  # row blocking: rows 0 .. rows-1
+    knobs = dict(kv.split("=") for kv in env.split(","))
+    assert ("w0_0_1 = " in gpu.kernels) == (int(knobs["unroll"]) >= 2)
+    rows = int(knobs.get("rows", 1))  # row blocking: rows 0 .. rows-1
     assert f"w0_{rows - 1}_0 = " in gpu.kernels and f"w0_{rows}_0 = " not in gpu.kernels
-    cols = min(S, int(dict(kv.split("=") for kv in env.split(",")).get("cols", 8)))  # streams 0 .. cols-1
+    cols = min(S, int(knobs.get("cols", 8)))  # streams 0 .. cols-1
     assert f"acc0_{cols - 1} " in gpu.kernels and f"acc0_{cols} " not in gpu.kernels
+    assert ("kp0 = cuda.shared.array" in gpu.kernels) == ("ksplit" in env)
 
 
 def test_budget_limits_the_shared_arrays():
@@ -62,7 +66,8 @@ def test_budget_limits_the_shared_arrays():
                                        ("smem_kib=64", "smem_kib"), ("rows=17", "rows"),
                                        ("cols=0", "cols must be in"), ("cols=17", "cols must be in"), ("blocks=3", "keys"),
                                        ("threads=lots", "integer"), ("barrier=3", "barrier"), ("lnsum=3", "lnsum must be 0, 1 or 2"),
-                                       ("bounds=2", "bounds must be 0 or 1"), ("carveout=101", "carveout must be")])
+                                       ("bounds=2", "bounds must be 0 or 1"), ("carveout=101", "carveout must be"),
+                                       ("ksplit=0", "ksplit must be in"), ("ksplit=33", "ksplit must be in")])
 def test_bad_environment_names_the_variable(monkeypatch, text, msg):
     monkeypatch.setenv("RNNGRAPH_LOOP", text)
     with pytest.raises(ValueError, match=msg) as err:
@@ -76,7 +81,7 @@ def test_environment_overrides_defaults(monkeypatch):
     assert loop_tuning() == LoopTuning(threads=256, unroll=2, rows=LoopTuning().rows, smem_kib=LoopTuning().smem_kib)
     # the keys the variable leaves out keep the defaults of the step's number of streams
     assert loop_tuning(1) == LoopTuning(threads=256, unroll=2, rows=2, cols=8, smem_kib=44, ln=1, xreduce=0, lnsum=0,
-                                        barrier=0, bounds=0)
+                                        barrier=0, bounds=0, ksplit=8)
     assert loop_tuning(64) == LoopTuning(threads=256, unroll=2, ln=1)
     assert loop_tuning() == loop_tuning(65) == LoopTuning(threads=256, unroll=2)
     monkeypatch.delenv("RNNGRAPH_LOOP")

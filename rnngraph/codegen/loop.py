@@ -78,6 +78,8 @@ _LN_SMEM_FLOATS = 5
 #: knob ``barrier`` (codegen/tuning.py) -> the function of codegen/grid_barrier.py (GPU only) a
 #: generated module imports as ``grid_barrier``
 BARRIER_FUNCTIONS = {1: "grid_barrier", 2: "grid_barrier_backoff"}
+#: threads a simulated block runs with (codegen/program.py launches the simulator's loop kernels so)
+SIM_THREADS = 8
 
 
 def owned_row(place: str, row: str, reps: int, uL: int) -> list[str]:
@@ -126,6 +128,7 @@ class LoopEmitter:
         self.streams = streams  # S: the kernel is launched for exactly this many streams
         self.stream_block = max(1, min(streams, self.tuning.cols))  # streams per GEMM work item at most
         self.transposed: set[str] = set()  # weights read transposed (backward)
+        self.ksplit_arrays: list[tuple[str, int, int]] = []  # (name, rows, columns): split partial sums
         self.recompute = recompute or {}  # node -> ops of the forward kernel computing it
         self.names = Names(g)
         self.buffers: set[str] = set()
@@ -452,6 +455,20 @@ class LoopEmitter:
         RB = max(1, min(self.tuning.rows, block_rows))
         return max(1, min(self.stream_block, GEMM_ACCUMULATORS // RB)), RB
 
+    def _ksplit(self, items: int, parts_max: int, sums: int) -> int:
+        """How many workers (warps on the GPU, threads in the simulator) share one GEMM work item
+        by splitting its inner dimension (``ksplit`` of codegen/tuning.py): as many as the block's
+        idle workers allow when it has fewer work items (``items``, at most) than workers, no more
+        than ``tuning.ksplit`` nor ``parts_max`` (each part at least one chunk of the inner
+        dimension), and 1 when the partial sums' shared array (items x parts x ``sums`` floats)
+        does not fit in what is left of the ``smem_kib`` budget (or in simulated blocks)."""
+        workers = self.tuning.threads // 32 if self.coop else SIM_THREADS
+        parts = max(1, min(self.tuning.ksplit, parts_max, workers // max(1, items)))
+        if parts == 1 or self.virtual_blocks or items * parts * sums * 4 > self.smem_left:
+            return 1
+        self.smem_left -= items * parts * sums * 4
+        return parts
+
     def _rows(self, depth: int, reps: int, uL: int, inner: int, terms, store: str) -> None:
         """Loop over the block's owned rows, RB rows x SB streams per work item (a warp on the GPU,
         a thread in the simulator), reducing sum_m W_m[r, kk] * v_m[s, kk] over kk < inner.
@@ -463,14 +480,32 @@ class LoopEmitter:
         sign test and an add per read, in 64 bits), and that wrap kept ptxas from folding the
         unrolled offsets kk + 32 * u (u < unroll) into the loads' immediates; the cast took the
         S=64 LSTM's inner loop from 417 to 250 SASS instructions a trip (128 of them FFMA; session
-        8, bench/results/cpu-20261201-session8-sass-inner-loop.txt)."""
+        8, bench/results/cpu-20261201-session8-sass-inner-loop.txt).
+
+        Split inner dimension (:meth:`_ksplit`, KS > 1, e.g. the S=1 LSTM backward: 4 rows a
+        block, 2 work items for 8 warps): worker kw takes part kw % KS of item kw // KS, i.e. the
+        inner chunks part, part + KS, ...; its reduced partial sums go to the shared array
+        ``kp<n>`` (one per call site: stages of a level run without a block barrier between them),
+        and after a block barrier thread (item, row, stream) adds the item's KS partial sums and
+        stores the output."""
         e = lambda line, d=0: self.emit(line, depth + d)
-        SB, RB = self._item_shape(-(-uL // max(1, self.virtual_blocks or self.nblocks)) * reps)
+        block_rows = -(-uL // max(1, self.virtual_blocks or self.nblocks)) * reps
+        SB, RB = self._item_shape(block_rows)
         start, step, kstep = ("warp", "nwarps", 32) if self.coop else ("tid", "bdim", 1)
+        items = -(-self.streams // SB) * -(-block_rows // RB)
+        KS = self._ksplit(items, max(1, inner // kstep), RB * SB)
+        kp = f"kp{len(self.ksplit_arrays)}"
+        if KS > 1:
+            self.ksplit_arrays.append((kp, items * KS, RB * SB))
         e(f"nrows = nj * {reps}")
         e(f"ngroups = (nrows + {RB - 1}) // {RB}")
-        e(f"item = {start}")
-        e(f"while item < ((S + {SB - 1}) // {SB}) * ngroups:")
+        if KS > 1:
+            e(f"kw = {start}")
+            e(f"while kw < ((S + {SB - 1}) // {SB}) * ngroups * {KS}:")
+            e(f"item = kw // {KS}", 1)
+        else:
+            e(f"item = {start}")
+            e(f"while item < ((S + {SB - 1}) // {SB}) * ngroups:")
         e("sb = item // ngroups", 1)
         e(f"g0 = (item - sb * ngroups) * {RB}", 1)
         for a in range(RB):
@@ -481,13 +516,15 @@ class LoopEmitter:
             e(f"s{i} = min(sb * {SB} + {i}, S - 1)", 1)
             for a in range(RB):
                 e(f"acc{a}_{i} = float32(0.0)", 1)
-        e(f"kk = {'lane' if self.coop else '0'}", 1)
-        U = max(1, min(self.tuning.unroll, inner // kstep))
-        loops = [(U, f"kk + {(U - 1) * kstep} < {inner}")] + ([(1, f"kk < {inner}")] if U > 1 else [])
+        first = "lane" if self.coop else "0"
+        e(f"kk = {first}" + (f" + (kw - item * {KS}) * {kstep}" if KS > 1 else ""), 1)
+        stride = kstep * KS
+        U = max(1, min(self.tuning.unroll, inner // stride))
+        loops = [(U, f"kk + {(U - 1) * stride} < {inner}")] + ([(1, f"kk < {inner}")] if U > 1 else [])
         for unroll, cond in loops:
             e(f"while {cond}:", 1)
             for u in range(unroll):
-                k = f"uint64(kk + {u * kstep})" if u else "uint64(kk)"
+                k = f"uint64(kk + {u * stride})" if u else "uint64(kk)"
                 for m, (w, vec) in enumerate(terms):
                     for a in range(RB):
                         e(f"w{m}_{a}_{u} = {w.format(r=f'r{a}', rem=f'rem{a}', k=k)}", 2)
@@ -495,33 +532,58 @@ class LoopEmitter:
                         e(f"v = {vec.format(s=f's{i}', k=k)}", 2)
                         for a in range(RB):
                             e(f"acc{a}_{i} += w{m}_{a}_{u} * v", 2)
-            e(f"kk += {unroll * kstep}", 2)
+            e(f"kk += {unroll * stride}", 2)
         accs = [(a, i) for a in range(RB) for i in range(SB)]
         if self.coop and self.tuning.xreduce and len(accs) <= 32:
             lines, index, leader = transpose_reduce([f"acc{a}_{i}" for a, i in accs])
             for line in lines:
                 e(line, 1)
             e(f"ix = {index}", 1)
-            e(f"aa = ix // {SB}", 1)
-            e(f"ii = ix - aa * {SB}", 1)
-            e("rsel = r0", 1)
-            e("ssel = s0", 1)
-            for a in range(1, RB):
-                e(f"rsel = r{a} if aa == {a} else rsel", 1)
-            for i in range(1, SB):
-                e(f"ssel = s{i} if ii == {i} else ssel", 1)
-            e(f"if {leader} and ix < {len(accs)} and g0 + aa < nrows and sb * {SB} + ii < S:", 1)
-            e(store.format(r="rsel", s="ssel", acc="red"), 2)
+            if KS > 1:
+                e(f"if {leader} and ix < {len(accs)}:", 1)
+                e(f"{kp}[kw, ix] = red", 2)
+            else:
+                e(f"aa = ix // {SB}", 1)
+                e(f"ii = ix - aa * {SB}", 1)
+                e("rsel = r0", 1)
+                e("ssel = s0", 1)
+                for a in range(1, RB):
+                    e(f"rsel = r{a} if aa == {a} else rsel", 1)
+                for i in range(1, SB):
+                    e(f"ssel = s{i} if ii == {i} else ssel", 1)
+                e(f"if {leader} and ix < {len(accs)} and g0 + aa < nrows and sb * {SB} + ii < S:", 1)
+                e(store.format(r="rsel", s="ssel", acc="red"), 2)
+        else:
+            if self.coop:
+                for a, i in accs:
+                    self._warp_sum([f"acc{a}_{i}"], depth + 1)
+            for a, i in accs:
+                if KS > 1:
+                    put = f"{kp}[kw, {a * SB + i}] = acc{a}_{i}"
+                    e(f"if lane == 0: {put}" if self.coop else put, 1)
+                    continue
+                e(f"{'if lane == 0 and ' if self.coop else 'if '}g0 + {a} < nrows and sb * {SB} + {i} < S:", 1)
+                e(store.format(r=f"r{a}", s=f"s{i}", acc=f"acc{a}_{i}"), 2)
+        if KS == 1:
             e(f"item += {step}", 1)
             return
-        if self.coop:
-            for a, i in accs:
-                self._warp_sum([f"acc{a}_{i}"], depth + 1)
-        guard = "if lane == 0 and " if self.coop else "if "
-        for a, i in accs:
-            e(f"{guard}g0 + {a} < nrows and sb * {SB} + {i} < S:", 1)
-            e(store.format(r=f"r{a}", s=f"s{i}", acc=f"acc{a}_{i}"), 2)
-        e(f"item += {step}", 1)
+        e(f"kw += {step}", 1)
+        e("cuda.syncthreads()")
+        e("# the items' split partial sums: a thread per (item, row, stream)")
+        e("i = tid")
+        e(f"while i < ((S + {SB - 1}) // {SB}) * ngroups * {RB * SB}:")
+        e(f"item = i // {RB * SB}", 1)
+        e(f"c = i - item * {RB * SB}", 1)
+        e(f"aa = c // {SB}", 1)
+        e("sb = item // ngroups", 1)
+        e(f"rem = (item - sb * ngroups) * {RB} + aa", 1)
+        e(f"ss = sb * {SB} + c - aa * {SB}", 1)
+        e("if rem < nrows and ss < S:", 1)
+        for line in owned_row("rem", "rr", reps, uL):
+            e(line, 2)
+        e(f"acc = {' + '.join(f'{kp}[item * {KS} + {p}, c]' for p in range(KS))}", 2)
+        e(store.format(r="rr", s="ss", acc="acc"), 2)
+        e("i += bdim", 1)
 
     # ------------------------------------------------------------------ kernel
     def _timestep(self, offset: int) -> str:
@@ -608,6 +670,8 @@ class LoopEmitter:
             shape = vshape + str(self.streams)
             head += [f"    lnv = cuda.shared.array(({shape}, {_LN_SMEM_FLOATS - 2}), float32)  # per column: shift or moments",
                      f"    lns = cuda.shared.array(({shape}, 2), float32)  # per column: the block's two partial sums"]
+        head += [f"    {kp} = cuda.shared.array(({n}, {m}), float32)  # split GEMM partial sums"
+                 for kp, n, m in self.ksplit_arrays]
         head += self._local_grad_sums_start()
         if self.prologue or self.local_grads:
             head += self.prologue + ["    cuda.syncthreads()"]

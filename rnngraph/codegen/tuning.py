@@ -4,7 +4,7 @@ Defaults are the H200 measurements' best, per number of streams S (bench/loop_sw
 grid, bench/results/h200-2026113*-*.json and h200-20261201-*; LSTM and layernorm_lstm H=512 T=100 fwd+bwd):
 
 - code shape, S = 1 (``SMALL_SHAPE_STREAMS``): threads=256, unroll=2, rows=2, cols=8, smem_kib=44,
-  bounds=0, xreduce=0, barrier=0, lnsum=0 (LSTM 1.73 ms vs 1.94 with session 3's large-S shape, measured twice; xreduce=1 is
+  bounds=0, xreduce=0, barrier=0, lnsum=0, ksplit=8 (LSTM 1.73 ms vs 1.94 with session 3's large-S shape, measured twice; xreduce=1 is
   slower here: 1.84 vs 1.50 ms, bench/results/h200-20261130-session4-xreduce.log).
   S >= 2: threads=512, unroll=8, rows=8, cols=4, bounds=1, smem_kib=44, xreduce=1, barrier=1.
   Session 9 (bench/results/h200-20261201-session9-sweep-*.json, fwd+bwd ms, cuDNN fp32 5.50 at
@@ -119,6 +119,16 @@ lngrad    where a persistent backward loop takes its layer norms' gain and bias 
           the layernorm_lstm S=64 backward 0.9 ms of its 4.35 (session 10, bench/kernel_trace.py
           --modes: 3.45 ms with an all-zero output gradient, whose adds never change the value).
           Read when the schedule is built (``Loop.post_sums``), not by the loop emitter.
+ksplit    at most this many warps of a block share one GEMM work item of a persistent loop, each
+          taking every ksplit-th chunk of 32 of the inner dimension, when the block has fewer work
+          items than warps (e.g. the S=1 LSTM backward: a block owns 4 rows of the transposed
+          recurrent weights, 2048 long, i.e. 2 work items of rows=2 for 8 warps, so 6 warps idle
+          and each busy lane walks 64 elements); the warps' reduced partial sums meet in a small
+          shared array (out of the ``smem_kib`` budget) and, after a block barrier, a thread per
+          output adds them. Default 8 at S=1 (session 11, bench/results/h200-20261201-session11-*:
+          fwd+bwd LSTM 1.106 -> 0.986 ms, GRU 1.039 -> 0.996, peephole_lstm 1.374 -> 1.279,
+          layernorm_lstm 2.638 -> 2.527; with rows=4 or threads=512 slower but for GRU), 1 (off)
+          from S=2.
 """
 from __future__ import annotations
 
@@ -151,6 +161,7 @@ class LoopTuning:
     bounds: int = 1
     carveout: int = -1
     lngrad: int = 1
+    ksplit: int = 1
 
     def __post_init__(self):
         if self.threads % 32 or not 32 <= self.threads <= 1024:
@@ -167,6 +178,8 @@ class LoopTuning:
             raise ValueError(f"{_ENV}: barrier must be 0, 1 or 2, got {self.barrier}")
         if self.lnsum not in (0, 1, 2):
             raise ValueError(f"{_ENV}: lnsum must be 0, 1 or 2, got {self.lnsum}")
+        if not 1 <= self.ksplit <= 32:
+            raise ValueError(f"{_ENV}: ksplit must be in [1, 32], got {self.ksplit}")
         if not -1 <= self.carveout <= 100:
             raise ValueError(f"{_ENV}: carveout must be -1 (the driver's choice) or a percentage in [0, 100], "
                              f"got {self.carveout}")
@@ -178,7 +191,8 @@ class LoopTuning:
 def default_tuning(streams: int | None = None) -> LoopTuning:
     """The measured best shape for a loop over ``streams`` streams (None: the large-S one)."""
     small = streams is not None and streams <= SMALL_SHAPE_STREAMS
-    shape = LoopTuning(threads=256, unroll=2, rows=2, cols=8, smem_kib=44, xreduce=0, barrier=0, bounds=0) if small else LoopTuning()
+    shape = (LoopTuning(threads=256, unroll=2, rows=2, cols=8, smem_kib=44, xreduce=0, barrier=0, bounds=0, ksplit=8)
+             if small else LoopTuning())
     return replace(shape, ln=int(streams is not None and streams <= LN_PERSISTENT_STREAMS),
                    lnsum=2 if streams is None or streams >= LN_SMEM_SUM_STREAMS else 0)
 
@@ -186,7 +200,7 @@ def default_tuning(streams: int | None = None) -> LoopTuning:
 def loop_tuning(streams: int | None = None) -> LoopTuning:
     """:func:`default_tuning` for ``streams``, overridden key by key by
     ``RNNGRAPH_LOOP="key=value,..."`` (keys: threads, unroll, rows, cols, smem_kib, ln, fast, xreduce, barrier, lnsum, bounds, carveout,
-    lngrad)."""
+    lngrad, ksplit)."""
     base = default_tuning(streams)
     text = os.environ.get(_ENV, "").strip()
     if not text:
