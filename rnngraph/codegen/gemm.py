@@ -171,29 +171,27 @@ def _device_ptr(x) -> int:
 
 
 def _cublas_launcher(a, b, out, m, n, k, trans_a, trans_b, alpha, beta, stream):
-    """A function launching cuBLAS SGEMM on the raw pointers (no CuPy arrays, so no copies and
-    no syncs).
+    """A function launching cuBLAS SGEMM on the raw pointers, on ``stream`` (no CuPy arrays, so
+    no copies and no syncs; capturable into a CUDA graph: codegen/cublas.py says why not through
+    CuPy's wrappers).
 
     cuBLAS is column-major; a row-major (M, N) ``out`` is a column-major (N, M) matrix, so we
     ask for out^T = op(b)^T @ op(a)^T: cuBLAS's A is our b, its B our a, with the same
     transpose flags and leading dimensions equal to our row strides."""
-    from cupy.cuda import device as cupy_device
-    from cupy_backends.cuda.libs import cublas
+    from . import cublas
 
     if in_simulator():
         raise RuntimeError("gemm: the cuBLAS backend cannot run in the CUDA simulator")
+    lib = cublas.handle()
     scalars = np.array([alpha, beta], dtype=np.float32)  # read by cuBLAS during each call; kept alive here
-    op_b = cublas.CUBLAS_OP_T if trans_b else cublas.CUBLAS_OP_N
-    op_a = cublas.CUBLAS_OP_T if trans_a else cublas.CUBLAS_OP_N
+    op_b = cublas.OP_T if trans_b else cublas.OP_N
+    op_a = cublas.OP_T if trans_a else cublas.OP_N
     args = (op_b, op_a, n, m, k, scalars.ctypes.data, _device_ptr(b), _row_stride(b), _device_ptr(a),
             _row_stride(a), scalars.ctypes.data + 4, _device_ptr(out), _row_stride(out))
     stream_h = stream_handle(stream)
 
     def run():
-        handle = cupy_device.get_cublas_handle()
-        cublas.setStream(handle, stream_h)
-        cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
-        cublas.sgemm(handle, *args)
+        lib.sgemm(stream_h, *args)
         return scalars  # (keeps the scalars referenced by the closure)
 
     return run

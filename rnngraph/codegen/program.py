@@ -25,7 +25,7 @@ from . import library, module
 from .device import in_simulator
 from .graphs import Replay
 from .ln_param_grads import ln_param_grad_grid, ln_param_grad_kernel
-from .loop import LoopEmitter, persistent_supported
+from .loop import SIM_THREADS, LoopEmitter, persistent_supported
 from .pointwise import PRELUDE, Names, PointwiseEmitter, phase_kernel, step_kernel
 from .tuning import loop_tuning
 
@@ -324,19 +324,18 @@ class CudaProgram:
         self._gemm_window_launcher(n, backward, t)()
 
     def _gemm_window_launcher(self, n, backward: bool, t: int | None = None):
-        """A linear node over the whole window (t None: cuBLAS) or at timestep t (the numba GEMM,
-        because CuPy's cuBLAS refuses to run under CUDA-graph capture), its views and GEMM arguments
-        prepared once (buffers never move): returns the function that launches it."""
+        """A linear node over the whole window (t None) or at timestep t (a per-timestep loop,
+        captured into a CUDA graph: codegen/cublas.py calls cuBLAS so that it can be), its views
+        and GEMM arguments prepared once (buffers never move): returns the function that launches
+        it (cuBLAS where CuPy is present, else the numba GEMM)."""
         b, r, view = self.buf, n.args[0], self._views(t)
         W = b.P[n.params[0]]
-        backend = "numba" if t is not None and self.replay else None
         if backward:
             run, _ = library.gemm_launcher(view(n.name, grad=True), W, view(r.node, grad=True, delay=r.delay),
-                                           beta=1.0, stream=self.stream, backend=backend)
+                                           beta=1.0, stream=self.stream)
             return run
         out = view(n.name)
-        run, _ = library.gemm_launcher(view(r.node, delay=r.delay), W, out, trans_b=True, stream=self.stream,
-                                       backend=backend)
+        run, _ = library.gemm_launcher(view(r.node, delay=r.delay), W, out, trans_b=True, stream=self.stream)
         if len(n.params) < 2:
             return run
         bias = b.P[n.params[1]]
@@ -411,7 +410,7 @@ class CudaProgram:
         def make():
             kern = getattr(self.module, name)
             arrays = counter + [self.buf.lookup(a) for a in args]
-            threads = 8 * max(1, virtual) if self.sim else tuning.threads
+            threads = SIM_THREADS * max(1, virtual) if self.sim else tuning.threads
             # one block per multiprocessor must be co-resident: halve the block until its registers fit
             while not self.sim and self._cooperative_blocks(kern, threads, arrays) < nblocks:
                 if threads <= 64:

@@ -1,0 +1,119 @@
+"""cuBLAS SGEMM on a given stream, callable under CUDA-graph stream capture.
+
+The library is the cuBLAS that CuPy loads (``cupy_backends.cuda.libs.cublas``); its Python
+wrappers cannot serve a training step's GEMMs for two reasons (CuPy 14,
+``cupy_backends/cuda/libs/cublas.pyx``):
+
+- every BLAS wrapper first sets the handle's stream to *CuPy's current stream* (the legacy
+  default stream unless a CuPy stream is in use), so a GEMM asked for on the step's own stream
+  ran on the legacy stream, ordered with the step's kernels only by the legacy stream's
+  implicit synchronisation;
+- ``setStream`` raises ``NotImplementedError("calling cuBLAS API during stream capture is
+  currently unsupported")`` on a capturing stream, so no phase with a GEMM could be replayed
+  from a CUDA graph: the host's launch time showed as idle GPU time at S=1 (session 10:
+  0.105 ms of the LSTM's 1.18 ms step, 0.341 of layernorm_lstm's 2.94, bench/kernel_trace.py).
+
+So this module calls the same shared library's C entry points through ``ctypes``
+(``cublasCreate_v2``, ``cublasSetStream_v2``, ``cublasSetWorkspace_v2``, ``cublasSgemm_v2``)
+on a handle of its own, with a workspace it owns (cuBLAS's graph-capture guidance: no
+allocation during capture; ``cublasSetStream`` resets the workspace, so it is set after each
+stream change). cuBLAS itself supports capture of SGEMM with host-pointer scalars (the cuBLAS
+documentation, "CUDA Graphs Support"). The math mode stays the default (no TF32), as CuPy's.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import threading
+
+import numpy as np
+
+#: workspace bytes per handle: cuBLAS recommends 32 MiB on Hopper (cuBLAS documentation,
+#: cublasSetWorkspace)
+WORKSPACE_BYTES = 32 << 20
+OP_N, OP_T = 0, 1  # cublasOperation_t
+
+
+def _loaded_cublas_path() -> str | None:
+    """The path of the libcublas this process has loaded (from /proc/self/maps), if any."""
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                path = line.split()[-1] if line.strip() else ""
+                name = path.rsplit("/", 1)[-1]
+                if name.startswith("libcublas.so"):
+                    return path
+    except OSError:
+        pass
+    return None
+
+
+class CublasError(RuntimeError):
+    """A cuBLAS call returned a status other than CUBLAS_STATUS_SUCCESS."""
+
+
+class Cublas:
+    """One cuBLAS handle of the current device, with its own workspace; :meth:`sgemm` runs on
+    the stream given. Not thread-safe (one per thread: :func:`handle`)."""
+
+    def __init__(self):
+        from cupy_backends.cuda.libs import cublas as _cupy_cublas  # noqa: F401 (loads libcublas)
+        from numba import cuda
+
+        path = _loaded_cublas_path() or ctypes.util.find_library("cublas")
+        if path is None:
+            raise CublasError("cuBLAS: CuPy is importable but no libcublas is loaded or findable")
+        self.lib = ctypes.CDLL(path)
+        self.path = path
+        f = self.lib
+        f.cublasCreate_v2.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+        f.cublasSetStream_v2.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        f.cublasSetWorkspace_v2.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+        f.cublasSgemm_v2.argtypes = ([ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                      ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
+                                      ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int])
+        for fn in (f.cublasCreate_v2, f.cublasSetStream_v2, f.cublasSetWorkspace_v2, f.cublasSgemm_v2):
+            fn.restype = ctypes.c_int
+        h = ctypes.c_void_p()
+        self._check(f.cublasCreate_v2(ctypes.byref(h)), "cublasCreate")
+        self.handle = h
+        self.workspace = cuda.device_array(WORKSPACE_BYTES, np.uint8)
+        self._workspace_ptr = int(self.workspace.__cuda_array_interface__["data"][0])
+        self.stream: int | None = None
+
+    @staticmethod
+    def _check(status: int, what: str) -> None:
+        if status != 0:
+            raise CublasError(f"{what} failed with cuBLAS status {status}")
+
+    def set_stream(self, stream: int) -> None:
+        """Make later calls run on the raw CUDA stream ``stream`` (0: the legacy default)."""
+        if stream == self.stream:
+            return
+        self._check(self.lib.cublasSetStream_v2(self.handle, stream), "cublasSetStream")
+        self._check(self.lib.cublasSetWorkspace_v2(self.handle, self._workspace_ptr, WORKSPACE_BYTES),
+                    "cublasSetWorkspace")
+        self.stream = stream
+
+    def sgemm(self, stream: int, op_a: int, op_b: int, m: int, n: int, k: int, alpha_ptr: int, a: int, lda: int,
+              b: int, ldb: int, beta_ptr: int, c: int, ldc: int) -> None:
+        """cublasSgemm (column-major, host-pointer scalars) on ``stream``; CublasError on failure."""
+        self.set_stream(stream)
+        self._check(self.lib.cublasSgemm_v2(self.handle, op_a, op_b, m, n, k, alpha_ptr, a, lda, b, ldb, beta_ptr,
+                                            c, ldc), "cublasSgemm")
+
+
+_local = threading.local()
+
+
+def handle() -> Cublas:
+    """This thread's :class:`Cublas` for the current CUDA device (created on first use)."""
+    from numba import cuda
+
+    dev = cuda.get_current_device().id
+    cache = getattr(_local, "handles", None)
+    if cache is None:
+        cache = _local.handles = {}
+    if dev not in cache:
+        cache[dev] = Cublas()
+    return cache[dev]
