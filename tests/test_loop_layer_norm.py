@@ -112,6 +112,19 @@ def test_register_row_sums_with_more_columns_than_threads(monkeypatch):
 
 
 @sim
+def test_post_loop_sums_walk_the_rows_in_tiles(monkeypatch):
+    """codegen/ln_param_grads.py's kernel turns ROW_TILE rows' sums into moments at a time: with
+    ROW_TILE=4, the window's T*S = 9 rows (T=3, S=3) take three tiles, the last of one row, the
+    tile boundaries falling inside timesteps (regression guard for the tile's (t, s) walk)."""
+    from rnngraph.codegen import ln_param_grads
+    monkeypatch.setattr(ln_param_grads, "ROW_TILE", 4)
+    monkeypatch.setenv("RNNGRAPH_LOOP", "ln=1,lngrad=1")
+    cpu, gpu = _pair("layernorm_lstm", 1, None, streams=3)
+    assert "sm = cuda.shared.array((4, 3), float32)" in gpu.kernels
+    _check_training(cpu, gpu, streams=3)
+
+
+@sim
 def test_multi_block_simulation_of_plain_loops(monkeypatch):
     """The simulated blocks also run the GEMM + pointwise persistent kernels (flag off)."""
     monkeypatch.setattr(program, "SIM_BLOCKS", 2)
