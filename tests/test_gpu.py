@@ -117,12 +117,16 @@ def _compare(label, factor, runs, y, grads):
     assert not bad, f"{label}: " + "; ".join(bad)
 
 
-REPLAY_CASES = [("lstm", 1, ""), ("layernorm_lstm", 64, ""), ("lstm", 1, "ksplit=8"), ("gru", 1, "ksplit=8,rows=4"),
-                ("lstm", 1, "ksplit=8,xreduce=1,threads=512"), ("lstm", 64, "ksplit=2,threads=1024,bounds=0")]
+# (cell, S, RNNGRAPH_LOOP, whether a loop GEMM splits its inner dimension): by default (ksplit=8)
+# at S=1, not at S=64 (a block has as many work items as warps)
+REPLAY_CASES = [("lstm", 1, "", True), ("layernorm_lstm", 64, "", False), ("lstm", 1, "ksplit=1", False),
+                ("gru", 1, "rows=4", True), ("lstm", 1, "xreduce=1,threads=512", True),
+                ("lstm", 64, "ksplit=2,threads=1024,bounds=0", True)]
 
 
-@pytest.mark.parametrize("cell, S, knobs", REPLAY_CASES, ids=[f"{c}-s{s}-{k or 'defaults'}" for c, s, k in REPLAY_CASES])
-def test_replayed_steps_match_float64_reference(monkeypatch, cell, S, knobs):
+@pytest.mark.parametrize("cell, S, knobs, split", REPLAY_CASES,
+                         ids=[f"{c}-s{s}-{k or 'defaults'}" for c, s, k, _ in REPLAY_CASES])
+def test_replayed_steps_match_float64_reference(monkeypatch, cell, S, knobs, split):
     """A step launches directly on its first call, is captured into CUDA graphs on its second and
     replayed from them on the third (codegen/graphs.py): all three match the float64 reference,
     and every step was captured, the phases with cuBLAS GEMMs included (codegen/cublas.py; through
@@ -132,7 +136,7 @@ def test_replayed_steps_match_float64_reference(monkeypatch, cell, S, knobs):
     monkeypatch.setenv("RNNGRAPH_LOOP", knobs)
     step = _check_against_float64(cell, 1, S, calls=3)
     assert step._cuda.program.replay_errors == []
-    assert ("kp0 = cuda.shared.array" in step.kernels) == ("ksplit" in knobs)
+    assert ("kp0 = cuda.shared.array" in step.kernels) == split
 
 
 def test_no_f64_in_float32_kernels():

@@ -17,10 +17,12 @@ sim = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1",
 # (RNNGRAPH_LOOP, shared arrays expected): unroll 3 over an inner size of 4 (hidden) leaves a
 # remainder trip; smem_kib=0 reads the weights from global memory.
 # cols=1: one stream per GEMM work item (S = 2 streams: two items per row group).
+# ksplit=1: no split (the default, 8, splits the backward GEMMs in the simulator too);
 # ksplit=4: the backward GEMMs (4 rows a block, 2 work items of 2 rows for the simulator's 8
 # threads) split their inner dimension over 4 threads an item, meeting in shared array kp<n>.
-VARIANTS = [("unroll=3,rows=1,smem_kib=0", False), ("unroll=3,rows=3,smem_kib=44", True), ("unroll=1,smem_kib=1,rows=2", True),
-            ("unroll=1,rows=2,cols=1", True), ("unroll=2,rows=2,ksplit=4", True)]
+VARIANTS = [("unroll=3,rows=1,smem_kib=0,ksplit=1", False), ("unroll=3,rows=3,smem_kib=44,ksplit=1", True),
+            ("unroll=1,smem_kib=1,rows=2,ksplit=1", True), ("unroll=1,rows=2,cols=1,ksplit=1", True),
+            ("unroll=2,rows=2,ksplit=4", True)]
 
 
 @sim
@@ -47,7 +49,7 @@ def test_loop_variants_train_like_numpy(monkeypatch, env, shared, cell):
     assert f"w0_{rows - 1}_0 = " in gpu.kernels and f"w0_{rows}_0 = " not in gpu.kernels
     cols = min(S, int(knobs.get("cols", 8)))  # streams 0 .. cols-1
     assert f"acc0_{cols - 1} " in gpu.kernels and f"acc0_{cols} " not in gpu.kernels
-    assert ("kp0 = cuda.shared.array" in gpu.kernels) == ("ksplit" in env)
+    assert ("kp0 = cuda.shared.array" in gpu.kernels) == (knobs["ksplit"] != "1")
 
 
 def test_budget_limits_the_shared_arrays():

@@ -4,9 +4,9 @@ Defaults are the H200 measurements' best, per number of streams S (bench/loop_sw
 grid, bench/results/h200-2026113*-*.json and h200-20261201-*; LSTM and layernorm_lstm H=512 T=100 fwd+bwd):
 
 - code shape, S = 1 (``SMALL_SHAPE_STREAMS``): threads=256, unroll=2, rows=2, cols=8, smem_kib=44,
-  bounds=0, xreduce=0, barrier=0, lnsum=0, ksplit=8 (LSTM 1.73 ms vs 1.94 with session 3's large-S shape, measured twice; xreduce=1 is
+  bounds=0, xreduce=0, barrier=0, lnsum=0 (LSTM 1.73 ms vs 1.94 with session 3's large-S shape, measured twice; xreduce=1 is
   slower here: 1.84 vs 1.50 ms, bench/results/h200-20261130-session4-xreduce.log).
-  S >= 2: threads=512, unroll=8, rows=8, cols=4, bounds=1, smem_kib=44, xreduce=1, barrier=1.
+  S >= 2: threads=512, unroll=8, rows=8, cols=4, bounds=1, smem_kib=44, xreduce=1, barrier=1. Both: ksplit=8.
   Session 9 (bench/results/h200-20261201-session9-sweep-*.json, fwd+bwd ms, cuDNN fp32 5.50 at
   S=64): launch bounds (at most 128 registers: 16 warps an SM instead of 8), 4 streams an item and
   unroll 8 took the LSTM S=64 from 5.21 to 4.61 ms, and rows=8 to 4.31 (4.33 as the default;
@@ -125,10 +125,11 @@ ksplit    at most this many warps of a block share one GEMM work item of a persi
           recurrent weights, 2048 long, i.e. 2 work items of rows=2 for 8 warps, so 6 warps idle
           and each busy lane walks 64 elements); the warps' reduced partial sums meet in a small
           shared array (out of the ``smem_kib`` budget) and, after a block barrier, a thread per
-          output adds them. Default 8 at S=1 (session 11, bench/results/h200-20261201-session11-*:
-          fwd+bwd LSTM 1.106 -> 0.986 ms, GRU 1.039 -> 0.996, peephole_lstm 1.374 -> 1.279,
-          layernorm_lstm 2.638 -> 2.527; with rows=4 or threads=512 slower but for GRU), 1 (off)
-          from S=2.
+          output adds them. 1: off. Default 8 (session 11, bench/results/h200-20261201-session11-*,
+          fwd+bwd: S=1 LSTM 1.106 -> 0.986 ms, GRU 1.039 -> 0.996, peephole_lstm 1.374 -> 1.279,
+          layernorm_lstm 2.638 -> 2.527, with rows=4 or threads=512 slower but for GRU; S=16 LSTM
+          2.032 -> 1.884, its backward splitting 4 ways; at S=64 a block has as many work items as
+          warps: no split, the same code as before).
 """
 from __future__ import annotations
 
@@ -161,7 +162,7 @@ class LoopTuning:
     bounds: int = 1
     carveout: int = -1
     lngrad: int = 1
-    ksplit: int = 1
+    ksplit: int = 8
 
     def __post_init__(self):
         if self.threads % 32 or not 32 <= self.threads <= 1024:
@@ -191,8 +192,7 @@ class LoopTuning:
 def default_tuning(streams: int | None = None) -> LoopTuning:
     """The measured best shape for a loop over ``streams`` streams (None: the large-S one)."""
     small = streams is not None and streams <= SMALL_SHAPE_STREAMS
-    shape = (LoopTuning(threads=256, unroll=2, rows=2, cols=8, smem_kib=44, xreduce=0, barrier=0, bounds=0, ksplit=8)
-             if small else LoopTuning())
+    shape = LoopTuning(threads=256, unroll=2, rows=2, cols=8, smem_kib=44, xreduce=0, barrier=0, bounds=0) if small else LoopTuning()
     return replace(shape, ln=int(streams is not None and streams <= LN_PERSISTENT_STREAMS),
                    lnsum=2 if streams is None or streams >= LN_SMEM_SUM_STREAMS else 0)
 
