@@ -93,3 +93,19 @@ def test_uint64_indices_variant_casts_every_subscript():
                 assert part.isdigit() or (part.startswith("uint64(") and part.endswith(")")), sub
         unwrap = lambda text: re.sub(r"uint64\(([^()]*(?:\([^()]*\)[^()]*)*)\)", r"\1", text)  # noqa: E731
         assert unwrap(out) == unwrap(src) and out != src
+
+
+def test_no_gemm_variant_removes_the_split_partial_sums():
+    """With ``ksplit`` (the S=1 default) a GEMM section holds its own block barrier and the pass
+    adding the warps' partial sums; no-gemm must drop all of it (a leftover read of kp<n> would
+    time garbage) and keep the pointwise calls."""
+    net = rg.stacked(rg.cells.lstm, 1, 512, input_size=512)
+    s = schedule(net.graph, 4, 1, "float32", None)
+    loop = next(st for st in s.backward if isinstance(st, Loop))
+    src, _ = LoopEmitter(net.graph, loop, "k", coop=True, streams=1, nblocks=132,
+                         tuning=LoopTuning(threads=256, rows=2, ksplit=8)).source()
+    assert "kp0[kw, ix] = red" in src and "acc = kp0[item * 4 + 0, c]" in src
+    out = variant_source(src, "no-gemm", 4, 1, 132)
+    assert "kp0[" not in out.split("cuda.shared.array")[-1] and "+= acc" not in out
+    calls = lambda text: sum(line.strip().startswith("k3_bwd(") for line in text.splitlines())  # noqa: E731
+    assert calls(out) == calls(src) == 1

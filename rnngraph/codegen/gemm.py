@@ -1,5 +1,6 @@
-"""Matrix products for the generated training step: ``gemm`` (cuBLAS through CuPy, or a tiled
-numba kernel), ``add_bias`` and ``column_sum``.
+"""Matrix products for the generated training step: ``gemm`` (cuBLAS -- the library CuPy loads,
+called on the step's stream through codegen/cublas.py so that CUDA graphs can capture it -- or a
+tiled numba kernel), ``add_bias`` and ``column_sum``.
 
 All matrices are 2-D row-major float32 device arrays whose last axis is contiguous (a row
 stride larger than the row, as in a column slice of a bigger C-contiguous array, is fine for
@@ -121,7 +122,7 @@ def gemm(a, b, out, *, trans_a: bool = False, trans_b: bool = False, alpha: floa
     ``out``; with ``beta=0`` out's old contents are not read (NaN there is harmless). ``out``
     must not overlap ``a`` or ``b``.
 
-    backend: ``"cublas"`` (CuPy, zero-copy, on ``stream``), ``"numba"`` (the tiled kernel), or
+    backend: ``"cublas"`` (zero-copy, on ``stream``, codegen/cublas.py), ``"numba"`` (the tiled kernel), or
     None: cuBLAS where :func:`have_cupy`, else numba (always numba in the simulator).
     Returns ``out``. Raises ValueError for shapes that do not chain or a non-contiguous last axis.
     """
