@@ -503,3 +503,16 @@ def test_gpu_foreign_arrays(rng):
     library.gemm(ta, tb, tout, backend="numba")
     torch.cuda.synchronize()
     _close(tout.cpu().numpy(), want, 17)
+
+
+def test_cublas_library_is_found_in_the_process_maps():
+    """codegen/cublas.py calls the libcublas CuPy loaded: the first ``libcublas.so*`` mapping,
+    never libcublasLt (whose name shares the prefix ``libcublas``), never an unmapped line."""
+    from rnngraph.codegen.cublas import cublas_in_maps
+    maps = ["7f00-7f01 r-xp 00000000 08:01 11 /usr/lib/libc.so.6",
+            "7f10-7f11 r-xp 00000000 08:01 12 /site/nvidia/cublas/lib/libcublasLt.so.13",
+            "7f20-7f21 r--p 00000000 00:00 0",
+            "7f30-7f31 r-xp 00000000 08:01 13 /site/nvidia/cublas/lib/libcublas.so.13",
+            "7f40-7f41 r-xp 00000000 08:01 14 /other/libcublas.so.12"]
+    assert cublas_in_maps(maps) == "/site/nvidia/cublas/lib/libcublas.so.13"
+    assert cublas_in_maps(maps[:3]) is None

@@ -34,18 +34,22 @@ WORKSPACE_BYTES = 32 << 20
 OP_N, OP_T = 0, 1  # cublasOperation_t
 
 
+def cublas_in_maps(lines) -> str | None:
+    """The first libcublas (not libcublasLt) path among ``/proc/<pid>/maps`` lines, or None."""
+    for line in lines:
+        fields = line.split()
+        if len(fields) >= 6 and fields[-1].rsplit("/", 1)[-1].startswith("libcublas.so"):
+            return fields[-1]
+    return None
+
+
 def _loaded_cublas_path() -> str | None:
     """The path of the libcublas this process has loaded (from /proc/self/maps), if any."""
     try:
         with open("/proc/self/maps") as f:
-            for line in f:
-                path = line.split()[-1] if line.strip() else ""
-                name = path.rsplit("/", 1)[-1]
-                if name.startswith("libcublas.so"):
-                    return path
+            return cublas_in_maps(f)
     except OSError:
-        pass
-    return None
+        return None
 
 
 class CublasError(RuntimeError):
