@@ -516,3 +516,41 @@ def test_cublas_library_is_found_in_the_process_maps():
             "7f40-7f41 r-xp 00000000 08:01 14 /other/libcublas.so.12"]
     assert cublas_in_maps(maps) == "/site/nvidia/cublas/lib/libcublas.so.13"
     assert cublas_in_maps(maps[:3]) is None
+
+
+def test_cublas_gives_each_stream_its_own_workspace_and_names_failures():
+    """codegen/cublas.py with a stand-in library: a stream change sets the stream and then that
+    stream's workspace (cublasSetStream resets it; two programs' streams must not share one, a
+    captured split-K GEMM keeps its address); no calls while the stream stays; a failed SGEMM
+    raises CublasError naming the status and the shape."""
+    import threading
+
+    from rnngraph.codegen import cublas
+    calls = []
+
+    class Lib:
+        def cublasSetStream_v2(self, handle, stream):
+            calls.append(("stream", stream))
+            return 0
+
+        def cublasSetWorkspace_v2(self, handle, ptr, size):
+            calls.append(("workspace", ptr, size))
+            return 0
+
+        def cublasSgemm_v2(self, handle, op_a, op_b, m, n, k, *rest):
+            calls.append(("sgemm", m, n, k))
+            return 7 if m == 0 else 0
+
+    c = cublas.Cublas.__new__(cublas.Cublas)
+    c.lib, c.handle, c.workspaces, c.stream, c.lock = Lib(), None, {}, None, threading.Lock()
+    addresses = iter([1000, 2000])
+    c._new_workspace = lambda: (None, next(addresses))
+    gemm = lambda stream, m=4: c.sgemm(stream, 0, 0, m, 5, 6, 0, 0, 4, 0, 6, 0, 0, 4)  # noqa: E731
+    gemm(5), gemm(5), gemm(9), gemm(5)
+    size = cublas.WORKSPACE_BYTES
+    assert calls == [("stream", 5), ("workspace", 1000, size), ("sgemm", 4, 5, 6), ("sgemm", 4, 5, 6),
+                     ("stream", 9), ("workspace", 2000, size), ("sgemm", 4, 5, 6),
+                     ("stream", 5), ("workspace", 1000, size), ("sgemm", 4, 5, 6)]
+    failed = r"cublasSgemm \(m=0, n=5, k=6, .*\) failed: CUBLAS_STATUS_INVALID_VALUE \(7\)"
+    with pytest.raises(cublas.CublasError, match=failed):
+        gemm(5, m=0)

@@ -13,12 +13,17 @@ wrappers cannot serve a training step's GEMMs for two reasons (CuPy 14,
   from a CUDA graph: the host's launch time showed as idle GPU time at S=1 (session 10:
   0.105 ms of the LSTM's 1.18 ms step, 0.341 of layernorm_lstm's 2.94, bench/kernel_trace.py).
 
-So this module calls the same shared library's C entry points through ``ctypes``
+So this module calls the shared library's C entry points through ``ctypes``
 (``cublasCreate_v2``, ``cublasSetStream_v2``, ``cublasSetWorkspace_v2``, ``cublasSgemm_v2``)
-on a handle of its own, with a workspace it owns (cuBLAS's graph-capture guidance: no
-allocation during capture; ``cublasSetStream`` resets the workspace, so it is set after each
-stream change). cuBLAS itself supports capture of SGEMM with host-pointer scalars (the cuBLAS
-documentation, "CUDA Graphs Support"). The math mode stays the default (no TF32), as CuPy's.
+on a handle of its own, with a workspace it owns for each stream (cuBLAS's graph-capture
+guidance: no allocation during capture; a captured split-K GEMM keeps its workspace address, so
+GEMMs of two streams that may overlap -- two programs, each with its own stream -- must not share
+one; ``cublasSetStream`` resets the workspace, so it is set after each stream change). The
+library is the first ``libcublas.so*`` mapped into the process once CuPy's cuBLAS module is
+imported: CuPy's, or torch's if torch loaded one first (either serves: the handle is ours).
+cuBLAS supports capture of SGEMM with host-pointer scalars (the cuBLAS documentation, "CUDA
+Graphs Support"). The math mode stays the default (no TF32), as CuPy's. The handles live as
+long as the process (one a thread and device; never destroyed).
 """
 from __future__ import annotations
 
@@ -52,17 +57,23 @@ def _loaded_cublas_path() -> str | None:
         return None
 
 
+#: cublasStatus_t names (cublas_api.h)
+STATUS = {1: "CUBLAS_STATUS_NOT_INITIALIZED", 3: "CUBLAS_STATUS_ALLOC_FAILED", 7: "CUBLAS_STATUS_INVALID_VALUE",
+          8: "CUBLAS_STATUS_ARCH_MISMATCH", 11: "CUBLAS_STATUS_MAPPING_ERROR", 13: "CUBLAS_STATUS_EXECUTION_FAILED",
+          14: "CUBLAS_STATUS_INTERNAL_ERROR", 15: "CUBLAS_STATUS_NOT_SUPPORTED", 16: "CUBLAS_STATUS_LICENSE_ERROR"}
+
+
 class CublasError(RuntimeError):
     """A cuBLAS call returned a status other than CUBLAS_STATUS_SUCCESS."""
 
 
 class Cublas:
-    """One cuBLAS handle of the current device, with its own workspace; :meth:`sgemm` runs on
-    the stream given. Not thread-safe (one per thread: :func:`handle`)."""
+    """One cuBLAS handle of the current device, with a workspace of its own for each stream it
+    has run on; :meth:`sgemm` runs on the stream given. A lock serialises the stream switch and
+    the call (a launcher built on one thread may run on another)."""
 
     def __init__(self):
         from cupy_backends.cuda.libs import cublas as _cupy_cublas  # noqa: F401 (loads libcublas)
-        from numba import cuda
 
         path = _loaded_cublas_path() or ctypes.util.find_library("cublas")
         if path is None:
@@ -81,30 +92,44 @@ class Cublas:
         h = ctypes.c_void_p()
         self._check(f.cublasCreate_v2(ctypes.byref(h)), "cublasCreate")
         self.handle = h
-        self.workspace = cuda.device_array(WORKSPACE_BYTES, np.uint8)
-        self._workspace_ptr = int(self.workspace.__cuda_array_interface__["data"][0])
+        self.workspaces: dict[int, tuple] = {}  # raw stream -> (its device workspace, address)
         self.stream: int | None = None
+        self.lock = threading.Lock()
 
     @staticmethod
     def _check(status: int, what: str) -> None:
         if status != 0:
-            raise CublasError(f"{what} failed with cuBLAS status {status}")
+            raise CublasError(f"{what} failed: {STATUS.get(status, 'cuBLAS status')} ({status})")
 
-    def set_stream(self, stream: int) -> None:
-        """Make later calls run on the raw CUDA stream ``stream`` (0: the legacy default)."""
+    def _set_stream(self, stream: int) -> None:
+        """Make later calls run on the raw CUDA stream ``stream`` (0: the legacy default), with
+        that stream's workspace (allocated on its first use; call with the lock held)."""
         if stream == self.stream:
             return
+        if stream not in self.workspaces:
+            self.workspaces[stream] = self._new_workspace()
         self._check(self.lib.cublasSetStream_v2(self.handle, stream), "cublasSetStream")
-        self._check(self.lib.cublasSetWorkspace_v2(self.handle, self._workspace_ptr, WORKSPACE_BYTES),
+        self._check(self.lib.cublasSetWorkspace_v2(self.handle, self.workspaces[stream][1], WORKSPACE_BYTES),
                     "cublasSetWorkspace")
         self.stream = stream
 
+    @staticmethod
+    def _new_workspace() -> tuple[object, int]:
+        """(a device array of WORKSPACE_BYTES bytes, its address)."""
+        from numba import cuda
+
+        ws = cuda.device_array(WORKSPACE_BYTES, np.uint8)
+        return ws, int(ws.__cuda_array_interface__["data"][0])
+
     def sgemm(self, stream: int, op_a: int, op_b: int, m: int, n: int, k: int, alpha_ptr: int, a: int, lda: int,
               b: int, ldb: int, beta_ptr: int, c: int, ldc: int) -> None:
-        """cublasSgemm (column-major, host-pointer scalars) on ``stream``; CublasError on failure."""
-        self.set_stream(stream)
-        self._check(self.lib.cublasSgemm_v2(self.handle, op_a, op_b, m, n, k, alpha_ptr, a, lda, b, ldb, beta_ptr,
-                                            c, ldc), "cublasSgemm")
+        """cublasSgemm (column-major, host-pointer scalars) on ``stream``; CublasError, naming
+        the shape, on failure."""
+        with self.lock:
+            self._set_stream(stream)
+            self._check(self.lib.cublasSgemm_v2(self.handle, op_a, op_b, m, n, k, alpha_ptr, a, lda, b, ldb,
+                                                beta_ptr, c, ldc),
+                        f"cublasSgemm (m={m}, n={n}, k={k}, lda={lda}, ldb={ldb}, ldc={ldc})")
 
 
 _local = threading.local()

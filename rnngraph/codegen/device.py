@@ -37,8 +37,8 @@ def in_simulator() -> bool:
 
 @functools.lru_cache(maxsize=None)
 def have_cupy() -> bool:
-    """Whether cuBLAS through CuPy can be used: CuPy importable, not in the simulator, a GPU
-    present, and ``RNNGRAPH_NO_CUPY`` not set to a non-empty value other than ``0``."""
+    """Whether cuBLAS can be used (the library CuPy loads, codegen/cublas.py): CuPy importable,
+    not in the simulator, a GPU present, and ``RNNGRAPH_NO_CUPY`` not set to a non-empty value other than ``0``."""
     if os.environ.get("RNNGRAPH_NO_CUPY", "0") not in ("", "0"):
         return False
     if in_simulator():

@@ -6,8 +6,8 @@ Every launcher takes device arrays (numba device arrays, or anything with
 and int32/int64 ids, and an optional numba ``stream`` (default: numba's default stream). None of
 them synchronises with the host, and none allocates unless its docstring says so.
 
-- GEMM (:mod:`.gemm`): :func:`gemm` (cuBLAS through CuPy, or a tiled numba kernel; :func:`gemm_launcher`
-  prepares one for repeated launches),
+- GEMM (:mod:`.gemm`): :func:`gemm` (cuBLAS, the library CuPy loads, through codegen/cublas.py,
+  or a tiled numba kernel; :func:`gemm_launcher` prepares one for repeated launches),
   :func:`add_bias`, :func:`column_sum`;
 - row reductions (:mod:`.reductions`): :func:`layer_norm_forward`, :func:`layer_norm_backward`,
   :func:`softmax_xent_forward`, :func:`softmax_xent_backward`;

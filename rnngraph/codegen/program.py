@@ -3,8 +3,8 @@
 Every step of the schedule becomes a list of launches, built once: fused pointwise kernels and
 persistent loop kernels are generated (rnngraph.codegen.pointwise / loop) into one module;
 GEMMs, layer norm, softmax cross-entropy, embedding gather/scatter, optimizers and clipping come
-from rnngraph.codegen.library (cuBLAS through CuPy where present). Loops the persistent emitter
-cannot take, or that the schedule marks graph mode (a layer norm inside the recurrence above
+from rnngraph.codegen.library (cuBLAS where CuPy is present: codegen/cublas.py). Loops the
+persistent emitter cannot take, or that the schedule marks graph mode (a layer norm inside the recurrence above
 S=64 by default; ``ln`` of codegen/tuning.py decides), run per timestep;
 phases and such loops are captured once into CUDA graphs and replayed (rnngraph.codegen.graphs).
 

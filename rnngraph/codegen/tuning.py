@@ -119,17 +119,19 @@ lngrad    where a persistent backward loop takes its layer norms' gain and bias 
           the layernorm_lstm S=64 backward 0.9 ms of its 4.35 (session 10, bench/kernel_trace.py
           --modes: 3.45 ms with an all-zero output gradient, whose adds never change the value).
           Read when the schedule is built (``Loop.post_sums``), not by the loop emitter.
-ksplit    at most this many warps of a block share one GEMM work item of a persistent loop, each
-          taking every ksplit-th chunk of 32 of the inner dimension, when the block has fewer work
-          items than warps (e.g. the S=1 LSTM backward: a block owns 4 rows of the transposed
-          recurrent weights, 2048 long, i.e. 2 work items of rows=2 for 8 warps, so 6 warps idle
-          and each busy lane walks 64 elements); the warps' reduced partial sums meet in a small
-          shared array (out of the ``smem_kib`` budget) and, after a block barrier, a thread per
-          output adds them. 1: off. Default 8 (session 11, bench/results/h200-20261201-session11-*,
-          fwd+bwd: S=1 LSTM 1.106 -> 0.986 ms, GRU 1.039 -> 0.996, peephole_lstm 1.374 -> 1.279,
+ksplit    at most this many warps of a block share one GEMM work item of a persistent loop when
+          the block has fewer work items than warps: KS = min(ksplit, warps // work items), each
+          of the KS warps taking every KS-th chunk of 32 of the inner dimension (e.g. the S=1 LSTM
+          backward: a block owns 4 rows of the transposed recurrent weights, 2048 long, i.e. 2
+          work items of rows=2 for 8 warps, so 6 warps idled and each busy lane walked 64
+          elements; now KS = 4); the warps' reduced partial sums meet in a small shared array
+          (out of the ``smem_kib`` budget) and, after a block barrier, a thread per output adds
+          them. 1: off. Default 8 (session 11, bench/results/h200-20261201-session11-*, fwd+bwd:
+          S=1 LSTM 1.106 -> 0.986 ms, GRU 1.039 -> 0.996, peephole_lstm 1.374 -> 1.279,
           layernorm_lstm 2.638 -> 2.527, with rows=4 or threads=512 slower but for GRU; S=16 LSTM
-          2.032 -> 1.884, its backward splitting 4 ways; at S=64 a block has as many work items as
-          warps: no split, the same code as before).
+          2.032 -> 1.884, measured with ksplit=4, whose code is the same as 8's there (forward 2
+          ways, backward 4), the two figures from two runs; S=2 to 8 split too, not measured; at
+          S=64 a block has as many work items as warps: no split, the same code as before).
 """
 from __future__ import annotations
 
