@@ -6,8 +6,8 @@
 # Compute stall reasons of the S=1 LSTM forward kernel (when ncu is present). Writes everything
 # under $OUT. TRACE_ARGS, PROFILE_ARGS, SWEEP_ARGS, KNOB_TESTS (a pytest -k expression), KNOB_TESTS_LOOP
 # override the defaults. PART=1 runs the trace, the profile, the sweep and the knob subset (at
-# most 9.5 minutes), PART=2
-# the whole tier and ncu (about 7); unset, both (more than one 10-minute device call allows).
+# most 9.5 minutes), PART=2 the tier but its layer-norm cases (at most 9), PART=3 those and ncu
+# (at most 9); unset, all (more than one 10-minute device call allows).
 # The defaults are session 12's plan: the GPU timeline (bench/kernel_trace.py) of the S=1 LSTM
 # (session 11: 0.984 ms, loops 4.3 us a timestep forward and 4.8 backward, the GPU idle 0.015 ms
 # now that every step replays from CUDA graphs) and of layernorm_lstm S=64 (6.93 ms); the
@@ -15,7 +15,9 @@
 # into grid sync, product and pointwise; ksplit off against on where session 11 did not measure
 # it (layernorm_lstm S=16, GRU S=16); session 8's shape value-checked as a knob. The whole
 # tier took 229 + 138 s in two calls in session 10 and did not fit one call on a fresh machine
-# in session 11 (compiling; TIER_K, a pytest -k expression, splits it).
+# in session 11 (compiling): PART=2 and PART=3 split it. Session 12 runs PART=2 and PART=3
+# first: the review fixes of codegen/cublas.py and the graph-mode replay test have not run on
+# the GPU yet.
 # Run from the repository root with numpy 2.4.6 and the tree on PYTHONPATH (the device tool's
 # prefix in bench/gpu_session.sh), e.g. PART=1 bash bench/profile_session.sh.
 set -uo pipefail
@@ -33,10 +35,16 @@ timeout 150 python3 bench/loop_sweep.py ${SWEEP_ARGS:---configs layernorm_lstm:1
 RNNGRAPH_LOOP=${KNOB_TESTS_LOOP:-rows=4,cols=8,unroll=4,bounds=0} timeout 150 python3 -m pytest -q -m gpu tests/test_gpu.py \
   -k "${KNOB_TESTS:-generated_step and s64}" 2>&1 | tail -15 | tee "$OUT/gpu_tests_knob.log"
 fi
+# the tier in two halves (a fresh machine compiles for minutes: session 11's whole tier did not
+# fit one call): PART=2 all but the layer-norm cases, PART=3 those; TIER_K replaces either selection
+LN_K="layernorm or persistent_layer_norm"
 if part 2; then
-timeout 450 python3 -m pytest -q -m gpu tests/test_gpu.py -k "${TIER_K:-}" 2>&1 | tail -15 | tee "$OUT/gpu_tests.log"
+timeout 540 python3 -m pytest -q -m gpu tests/test_gpu.py -k "${TIER_K:-not ($LN_K)}" 2>&1 | tail -15 | tee "$OUT/gpu_tests.log"
 fi
-if part 2 && command -v ncu >/dev/null; then
+if part 3; then
+timeout 450 python3 -m pytest -q -m gpu tests/test_gpu.py -k "${TIER_K:-$LN_K}" 2>&1 | tail -15 | tee "$OUT/gpu_tests_ln.log"
+fi
+if part 3 && command -v ncu >/dev/null; then
   timeout 90 ncu -k regex:prof_fwd --launch-count 1 --section WarpStateStats --section SourceCounters \
     --section SpeedOfLight python3 bench/loop_profile.py --configs lstm:1 --variants lineinfo --iters 1 \
     > "$OUT/ncu-lstm-s1.txt" 2>&1
