@@ -79,7 +79,6 @@ class Cublas:
         if path is None:
             raise CublasError("cuBLAS: CuPy is importable but no libcublas is loaded or findable")
         self.lib = ctypes.CDLL(path)
-        self.path = path
         f = self.lib
         f.cublasCreate_v2.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
         f.cublasSetStream_v2.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
@@ -127,9 +126,10 @@ class Cublas:
         the shape, on failure."""
         with self.lock:
             self._set_stream(stream)
-            self._check(self.lib.cublasSgemm_v2(self.handle, op_a, op_b, m, n, k, alpha_ptr, a, lda, b, ldb,
-                                                beta_ptr, c, ldc),
-                        f"cublasSgemm (m={m}, n={n}, k={k}, lda={lda}, ldb={ldb}, ldc={ldc})")
+            status = self.lib.cublasSgemm_v2(self.handle, op_a, op_b, m, n, k, alpha_ptr, a, lda, b, ldb, beta_ptr,
+                                             c, ldc)
+        if status:  # the message is formatted only on failure: this is every GEMM launch's path
+            self._check(status, f"cublasSgemm (m={m}, n={n}, k={k}, lda={lda}, ldb={ldb}, ldc={ldc})")
 
 
 _local = threading.local()
