@@ -24,6 +24,14 @@ of --iters launches on the program's stream) in several *variants* of its genera
   lineinfo      the kernel as generated, compiled with line information (for ncu's source view)
   fastmath      every function of the module compiled with fastmath=True (approximate exp, division)
 
+--files adds hand-written variants (Python files defining ``prof_fwd`` and/or ``prof_bwd`` with the
+generated kernel's parameters, recorded as ``file:STEM``; session 12's are made by
+bench/exp_s1/gen.py), --blocks another grid size. Each variant's record carries
+``max_abs_diff_vs_full``: the largest difference of its arguments' values after one launch from the
+generated kernel's, both from the same saved values (the backward accumulates: a wrong kernel
+shows; the forward overwrites values the benchmark run already left in its buffers, so a
+forward variant that skips a store reads as 0.0 too).
+
 The kernels are generated with the step's RNNGRAPH_LOOP settings (codegen/tuning.py), so e.g.
 RNNGRAPH_LOOP=barrier=1 profiles the inline grid barrier of codegen/grid_barrier.py. (Session 4's
 ``barrier`` variant, an atomic-counter barrier polled with atomics, took 7.4 vs 4.9 us a timestep
@@ -167,7 +175,7 @@ def variant_source(src: str, name: str, T: int, S: int, nblocks: int) -> str:
 
 
 def profile(cell: str, S: int, variants, iters: int, T: int = 100, H: int = 512, steps: bool = False,
-            loops=("fwd", "bwd")) -> list[dict]:
+            loops=("fwd", "bwd"), files=(), blocks: int = 0) -> list[dict]:
     from numba import cuda
 
     from rnngraph.bench import Config, gpu_program
@@ -182,7 +190,7 @@ def profile(cell: str, S: int, variants, iters: int, T: int = 100, H: int = 512,
     # too (a backward timed on zero gradients runs faster: shared-memory float atomics retry only
     # when the value changes, session 10's bench/kernel_trace.py --modes)
     fwdbwd()
-    nblocks = cuda.get_current_device().MULTIPROCESSOR_COUNT
+    nblocks = blocks or cuda.get_current_device().MULTIPROCESSOR_COUNT
     records = [_whole_forward(prog, cell, S, T, H, iters)] + (_step_times(prog, fwdbwd, cell, S, T, H, iters) if steps else [])
     for r in records:
         print(json.dumps(r), flush=True)
@@ -196,19 +204,42 @@ def profile(cell: str, S: int, variants, iters: int, T: int = 100, H: int = 512,
         counters = [cuda.to_device(np.zeros(1, np.uint32))] if e.barrier else []  # the inline grid barrier's
         arrays = counters + [b.lookup(a) for a in args]
         threads = max(prog.loop_threads.values())
-        for v in variants:
-            text = PRELUDE + "\n\n" + variant_source(src, v, T, S, nblocks)
+        texts = [(v, PRELUDE + "\n\n" + variant_source(src, v, T, S, nblocks)) for v in variants]
+        texts += [(f"file:{Path(f).stem}", PRELUDE + "\n\n" + Path(f).read_text()) for f in files
+                  if f"def {name}(" in Path(f).read_text()]
+        saved = [a.copy_to_host() for a in arrays]  # each variant starts from these values
+        reference = None
+        for v, text in texts:
             kern = getattr(module.load(text), name)
             launch = lambda: kern[nblocks, threads, prog.stream](T, S, *arrays)  # noqa: E731
             try:
+                outputs = _outputs_of_one(launch, arrays, saved, prog.stream)
+                reference = outputs if v == "full" else reference
                 ms = statistics.median(_event_times(launch, prog.stream, iters))
                 rec = {"cell": cell, "S": S, "T": T, "H": H, "loop": name, "variant": v, "ms": ms,
                        "us_per_timestep": 1000 * ms / T, "threads": threads, "blocks": nblocks}
+                if reference is not None and v != "full":  # how far this variant's one launch is from the kernel's
+                    rec["max_abs_diff_vs_full"] = max(float(np.max(np.abs(o - r), initial=0.0))
+                                                      for o, r in zip(outputs, reference))
             except Exception as exc:  # a variant that does not compile must not lose the others
                 rec = {"cell": cell, "S": S, "loop": name, "variant": v, "error": f"{type(exc).__name__}: {exc}"[:300]}
             print(json.dumps(rec), flush=True)
             records.append(rec)
     return records
+
+
+def _outputs_of_one(launch, arrays, saved, stream) -> list:
+    """The kernel arguments' values (host float64 copies) after one ``launch`` from ``saved``
+    (restored first, and again after: the timed launches then start from the same values)."""
+    for a, h in zip(arrays, saved):
+        a.copy_to_device(h, stream=stream)
+    launch()
+    stream.synchronize()
+    out = [a.copy_to_host().astype(np.float64) for a in arrays]
+    for a, h in zip(arrays, saved):
+        a.copy_to_device(h, stream=stream)
+    stream.synchronize()
+    return out
 
 
 def _step_times(prog, fwdbwd, cell: str, S: int, T: int, H: int, iters: int) -> list[dict]:
@@ -282,6 +313,12 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", action="store_true", help="also time each step of the forward and backward plans")
     ap.add_argument("--loops", nargs="+", default=["fwd", "bwd"], choices=["fwd", "bwd"],
                     help="which persistent loop kernels to time (default: both)")
+    ap.add_argument("--files", nargs="+", default=[], metavar="FILE",
+                    help="hand-written variants: Python files defining prof_fwd and/or prof_bwd with the "
+                         "generated kernel's parameters (PRELUDE's imports and helpers are prepended); "
+                         "recorded as variant file:STEM")
+    ap.add_argument("--blocks", type=int, default=0,
+                    help="grid size of the timed kernels (default 0: one block a multiprocessor)")
     ap.add_argument("--out", help="JSON file for the records")
     a = ap.parse_args(argv)
     from rnngraph.cells import STANDARD
@@ -297,7 +334,8 @@ def main(argv=None) -> int:
         return 1
     records = []
     for cell, streams in configs:
-        records += profile(cell, streams, a.variants, a.iters, steps=a.steps, loops=a.loops)
+        records += profile(cell, streams, a.variants, a.iters, steps=a.steps, loops=a.loops, files=a.files,
+                           blocks=a.blocks)
         if a.out:
             Path(a.out).write_text(json.dumps(records, indent=1))
     return 0
