@@ -20,9 +20,12 @@ sim = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1",
 # ksplit=1: no split (the default, 8, splits the backward GEMMs in the simulator too);
 # ksplit=4: the backward GEMMs (4 rows a block, 2 work items of 2 rows for the simulator's 8
 # threads) split their inner dimension over 4 threads an item, meeting in shared array kp<n>.
+# loads=1: an unrolled trip's loads before its FMAs; prefetch=1: pointwise kernels' loads issued
+# a level early (the 2-layer wavefront plan: stages, and the backward's previous-tick level).
 VARIANTS = [("unroll=3,rows=1,smem_kib=0,ksplit=1", False), ("unroll=3,rows=3,smem_kib=44,ksplit=1", True),
             ("unroll=1,smem_kib=1,rows=2,ksplit=1", True), ("unroll=1,rows=2,cols=1,ksplit=1", True),
-            ("unroll=2,rows=2,ksplit=4", True)]
+            ("unroll=2,rows=2,ksplit=4", True), ("unroll=3,rows=2,ksplit=1,loads=1,prefetch=1", True),
+            ("unroll=2,rows=2,ksplit=4,loads=1,prefetch=1", True)]
 
 
 @sim
@@ -50,6 +53,11 @@ def test_loop_variants_train_like_numpy(monkeypatch, env, shared, cell):
     cols = min(S, int(knobs.get("cols", 8)))  # streams 0 .. cols-1
     assert f"acc0_{cols - 1} " in gpu.kernels and f"acc0_{cols} " not in gpu.kernels
     assert ("kp0 = cuda.shared.array" in gpu.kernels) == (knobs["ksplit"] != "1")
+    assert ("v0_0_1 = " in gpu.kernels) == (knobs.get("loads") == "1")  # the trip's named vector loads
+    # early loads: in the forward (after the GEMM in its level) and the backward (previous level)
+    assert gpu.kernels.count("_fwd_pre(t, s, j, pf_") + gpu.kernels.count("_bwd_pre(t, s, j, pf_") >= (
+        2 if knobs.get("prefetch") == "1" else 0)
+    assert ("_bwd_load(tn, ps, pj" in gpu.kernels) == (knobs.get("prefetch") == "1")
 
 
 def test_budget_limits_the_shared_arrays():
@@ -83,15 +91,16 @@ def test_environment_overrides_defaults(monkeypatch):
     assert loop_tuning() == LoopTuning(threads=256, unroll=2, rows=LoopTuning().rows, smem_kib=LoopTuning().smem_kib)
     # the keys the variable leaves out keep the defaults of the step's number of streams
     assert loop_tuning(1) == LoopTuning(threads=256, unroll=2, rows=2, cols=8, smem_kib=44, ln=1, xreduce=0, lnsum=0,
-                                        barrier=0, bounds=0, ksplit=8)
+                                        barrier=0, bounds=0, ksplit=8, loads=1, prefetch=1)
     assert loop_tuning(64) == LoopTuning(threads=256, unroll=2, ln=1)
     assert loop_tuning() == loop_tuning(65) == LoopTuning(threads=256, unroll=2)
     monkeypatch.delenv("RNNGRAPH_LOOP")
     assert loop_tuning() == loop_tuning(65) == LoopTuning()
     assert loop_tuning(2) == LoopTuning(ln=1) and loop_tuning(64) == LoopTuning(ln=1)
     assert default_tuning(1).rows == 2 and default_tuning(2).rows == 8
+    assert (default_tuning(1).unroll, default_tuning(1).prefetch) == (16, 1) and default_tuning(2).prefetch == 0
     # session 9 (H200): launch bounds, 4 streams an item and unroll 8 from S=2 (LSTM S=64 4.33 vs 5.21 ms)
-    assert (default_tuning(1).bounds, default_tuning(1).cols, default_tuning(1).unroll) == (0, 8, 2)
+    assert (default_tuning(1).bounds, default_tuning(1).cols, default_tuning(1).unroll) == (0, 8, 16)
     assert (default_tuning(2).bounds, default_tuning(2).cols, default_tuning(2).unroll) == (1, 4, 8)
     assert default_tuning(1).barrier == 0 and default_tuning(2).barrier == default_tuning().barrier == 1
     assert default_tuning(1).xreduce == 0 and default_tuning(2).xreduce == 1

@@ -59,6 +59,8 @@ the window) to recompute mean and rstd, so the forward row statistics are never 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .. import ops
 from ..ir import Graph
 from ..passes.ownership import kernel_unit, level_unit
@@ -102,6 +104,23 @@ def persistent_supported(loop: Loop) -> bool:
     return all(k.kind in SUPPORTED or _layer_norm_kernel(k) for k in loop.kernels)
 
 
+@dataclass(frozen=True)
+class Prefetch:
+    """Where a pointwise kernel's early loads are issued (:meth:`LoopEmitter._prefetch_plans`):
+    at the start of ``level``, for the kernel's run ``shift`` ticks later; ``offset`` is the
+    kernel's stage, ``buffers`` those it may load early, ``args`` the buffers of its early loads,
+    ``level_unit`` and ``unit`` its level's and its own unit, ``fn`` its device function."""
+
+    level: int
+    shift: int
+    offset: int
+    buffers: frozenset
+    args: list
+    level_unit: int
+    unit: int
+    fn: str
+
+
 class LoopEmitter:
     """Source of the persistent kernel ``{name}`` for ``loop`` (``loop.reverse`` = backward).
 
@@ -132,6 +151,7 @@ class LoopEmitter:
         self.recompute = recompute or {}  # node -> ops of the forward kernel computing it
         self.names = Names(g)
         self.buffers: set[str] = set()
+        self.prefetch_plans: dict[str, Prefetch] = {}  # pointwise kernel -> where its early loads go
         self.device_fns: list[str] = []
         self.body: list[str] = []
         # the grid sync between levels: numba's, or the inline barrier on the counter BAR
@@ -187,10 +207,12 @@ class LoopEmitter:
             size = sum(-(-uL // self.nblocks) * (u // uL) * (n.size // u) * 4 * len(n.params) for n in norms)
             local = size <= self.smem_left or not self.coop  # the simulator has no budget
             self.smem_left -= size if local and self.coop else 0
-        e = PointwiseEmitter(self.g, k.name, k.ops, gradient_inputs(k) if self.loop.reverse else k.writes,
-                             self.recompute.get(k.ops[0]) if self.loop.reverse else None, local_param_grads=local,
-                             deferred=deferred)
+        plan = self.prefetch_plans.get(k.name)
+        e = self._pointwise_emitter(k, local, deferred, plan.buffers if plan else ())
         src = e.backward() if self.loop.reverse else e.forward()
+        fn = f"{k.name}_{'bwd' if self.loop.reverse else 'fwd'}"
+        if plan:
+            src += "\n\n" + e.prefetch_functions(fn)
         reps = e.u // uL
         if local:
             for n in norms:
@@ -210,8 +232,100 @@ class LoopEmitter:
         self.emit(f"rem = item - s * (nj * {reps})", depth + 1)
         for line in owned_row("rem", "j", reps, uL):
             self.emit(line, depth + 1)
-        self.emit(f"{k.name}_{'bwd' if self.loop.reverse else 'fwd'}(t, s, j, {'rem, ' if local else ''}{args})", depth + 1)
+        call = f"(t, s, j, {'rem, ' if local else ''}{args})"
+        if plan:  # the thread's first item: its loads were issued a level early (:meth:`_prefetch`)
+            self.emit("if item == tid:", depth + 1)
+            self.emit(f"{fn}_pre{call.replace('(t, s, j, ', f'(t, s, j, pf_{k.name}, ')}", depth + 2)
+            self.emit("else:", depth + 1)
+            self.emit(f"{fn}{call}", depth + 2)
+        else:
+            self.emit(f"{fn}{call}", depth + 1)
         self.emit("item += bdim", depth + 1)
+
+    def _pointwise_emitter(self, k: Kernel, local: bool = False, deferred=(), prefetch=()) -> PointwiseEmitter:
+        return PointwiseEmitter(self.g, k.name, k.ops, gradient_inputs(k) if self.loop.reverse else k.writes,
+                                self.recompute.get(k.ops[0]) if self.loop.reverse else None, local_param_grads=local,
+                                deferred=deferred, prefetch=prefetch)
+
+    # ------------------------------------------------------------------ early loads (``prefetch``)
+    def _kernel_writes(self, k: Kernel) -> set[str]:
+        """The buffers kernel ``k`` stores to in this loop (a GEMM: its outputs, or in the backward
+        the gradient of its input; a pointwise kernel: what its device function stores)."""
+        nodes = [self.g.by_name[m] for m in k.ops]
+        if k.kind == "gemm":
+            if self.loop.reverse:
+                return {self.names.grad(nodes[0].args[0].node)}
+            return {self.names.value(n.name) for n in nodes}
+        return self._emitted(k).written
+
+    def _emitted(self, k: Kernel, prefetch=()) -> PointwiseEmitter:
+        """A pointwise emitter of ``k`` that has made its device function (to read what it loads
+        and stores; the loop's own emitter is made in :meth:`pointwise`)."""
+        e = self._pointwise_emitter(k, deferred=[m for m in k.ops if m in self.loop.post_sums], prefetch=prefetch)
+        e.backward() if self.loop.reverse else e.forward()
+        return e
+
+    def _prefetch_plans(self) -> dict[str, Prefetch]:
+        """Which pointwise kernels issue some of their loads a level early (``prefetch=1``), and
+        where. A kernel K with other kernels before it in its level issues them at the start of
+        its level (the forward LSTM: the input projection and the old cell state load while the
+        block computes its gate rows); the first kernel of its level at the start of the previous
+        level with kernels (the backward LSTM: the forward values and old gradients of timestep
+        t-1 during timestep t's product), where a grid sync comes right before that level. The
+        early loads are those of buffers no kernel between that point and K stores to (each
+        thread's first item, :meth:`pointwise`); the others stay where they were. Only kernels
+        whose loads left in place are all of products (GEMM outputs) get a plan: a kernel that
+        would still wait on another pointwise kernel's output (peephole_lstm's gates, after the
+        peephole products) or on layer-norm moments gains nothing and was slower with early loads
+        (S=1 fwd+bwd, session 12: peephole_lstm 1.269 -> 1.334 ms, layernorm_lstm 2.506 -> 2.720)."""
+        if not self.tuning.prefetch:
+            return {}
+        loop = self.loop
+        levels = [lv for lv in range(1, loop.levels + 1) if any(k.level == lv for k in loop.kernels)]
+        at_level = {lv: [(offset, k) for offset, _ in loop.stages for k in loop.at(lv, offset)] for lv in levels}
+        plans = {}
+        for lv in levels:
+            for pos, (offset, k) in enumerate(at_level[lv]):
+                if k.kind == "gemm":
+                    continue
+                if pos:
+                    where, shift, between = lv, 0, [x for _, x in at_level[lv][:pos]]
+                else:
+                    i = levels.index(lv)
+                    where = levels[i - 1]
+                    before = where - 1 if where > 1 else loop.levels  # the level ending right before it
+                    if where == lv or before not in loop.sync_after:
+                        continue
+                    shift, between = int(where > lv), [x for _, x in at_level[where]]
+                if any(self.g.by_name[m].op == "layer_norm" for m in k.ops):
+                    continue  # its row moments' loads stay where they are (layernorm_lstm S=1 slower)
+                written = set().union(*(self._kernel_writes(x) for x in between))
+                products = set().union(*(self._kernel_writes(x) for x in between if x.kind == "gemm"))
+                early = frozenset(self._emitted(k).buffers - written)
+                e = self._emitted(k, early)
+                late = {buf for line, buf in e.loaded.items() if line not in e.early}
+                if e.early and late <= products:  # else it waits on another kernel's output anyway
+                    plans[k.name] = Prefetch(where, shift, offset, early, e.early_buffers(),
+                                             self.level_unit([x for _, x in at_level[lv]]), e.u,
+                                             f"{k.name}_{'bwd' if loop.reverse else 'fwd'}")
+        return plans
+
+    def _prefetch(self, plan: Prefetch, tick: str, depth: int) -> None:
+        """Issue ``plan``'s early loads for its kernel's run at tick ``tick`` (an expression): thread
+        tid's first item (s, j) of that kernel's level, into the tuple ``pf_<kernel>``."""
+        e = lambda line, d=0: self.emit(line, depth + d)
+        uK, reps = plan.level_unit, plan.unit // plan.level_unit
+        step = self._timestep(plan.offset).replace("tick", f"({tick})")
+        e(f"# {plan.fn}: the early loads of its run at tick {tick}")
+        e(f"pj0 = (bid * {uK}) // nblocks")
+        e(f"pnj = ((bid + 1) * {uK}) // nblocks - pj0")
+        e(f"tn = {step}")
+        e(f"if tn >= 0 and tn < T and tid < S * pnj * {reps}:")
+        e(f"ps = tid // (pnj * {reps})", 1)
+        e(f"prem = tid - ps * (pnj * {reps})", 1)
+        e(f"pjj = prem // {reps}", 1)
+        e(f"pj = pj0 + pjj + (prem - pjj * {reps}) * {uK}", 1)
+        e(f"pf_{plan.fn.rsplit('_', 1)[0]} = {plan.fn}_load(tn, ps, pj, {', '.join(plan.args)})", 1)
 
     def gemm(self, k: Kernel, uL: int, depth: int) -> None:
         """One GEMM kernel's owned rows: forward y[r] = W[r,:] . x (+ b[r]); backward
@@ -523,15 +637,21 @@ class LoopEmitter:
         loops = [(U, f"kk + {(U - 1) * stride} < {inner}")] + ([(1, f"kk < {inner}")] if U > 1 else [])
         for unroll, cond in loops:
             e(f"while {cond}:", 1)
+            early = bool(self.tuning.loads) and unroll > 1  # the trip's loads first, then its FMAs
+            fmas: list[str] = []
+            put = fmas.append if early else (lambda line: e(line, 2))
             for u in range(unroll):
                 k = f"uint64(kk + {u * stride})" if u else "uint64(kk)"
                 for m, (w, vec) in enumerate(terms):
                     for a in range(RB):
                         e(f"w{m}_{a}_{u} = {w.format(r=f'r{a}', rem=f'rem{a}', k=k)}", 2)
                     for i in range(SB):
-                        e(f"v = {vec.format(s=f's{i}', k=k)}", 2)
+                        v = f"v{m}_{i}_{u}" if early else "v"
+                        e(f"{v} = {vec.format(s=f's{i}', k=k)}", 2)
                         for a in range(RB):
-                            e(f"acc{a}_{i} += w{m}_{a}_{u} * v", 2)
+                            put(f"acc{a}_{i} += w{m}_{a}_{u} * {v}")
+            for line in fmas:
+                e(line, 2)
             e(f"kk += {unroll * stride}", 2)
         accs = [(a, i) for a in range(RB) for i in range(SB)]
         if self.coop and self.tuning.xreduce and len(accs) <= 32:
@@ -595,6 +715,12 @@ class LoopEmitter:
         arguments are (T, S, [BAR if ``self.barrier``], *buffers)."""
         loop = self.loop
         top = max(o for o, _ in loop.stages)
+        self.prefetch_plans = self._prefetch_plans()
+        for k, plan in self.prefetch_plans.items():
+            self.buffers |= set(plan.args)
+            self.emit(f"pf_{k} = {plan.fn}_load(0, 0, 0, {', '.join(plan.args)})  # (typing: any valid element)", 1)
+            if plan.shift:  # issued in the previous tick: the first tick's here
+                self._prefetch(plan, "0", 1)
         self.emit(f"for tick in range(T + {top}):", 1)
         for level in range(1, loop.levels + 1):
             ks_level = [k for k in loop.kernels if k.level == level]
@@ -615,6 +741,9 @@ class LoopEmitter:
                     self.emit("if t >= 0 and t < T:", 2)
                     self.layer_norm_sums(m, uL, 3)
                 self.emit(self.grid_sync, 2)
+            for plan in self.prefetch_plans.values():
+                if plan.level == level:
+                    self._prefetch(plan, f"tick + {plan.shift}" if plan.shift else "tick", 2)
             for offset, label in loop.stages:
                 ks = loop.at(level, offset)
                 if not ks:

@@ -113,8 +113,14 @@ class PointwiseEmitter:
     """
 
     def __init__(self, g: Graph, name: str, kops, writes, recompute=None, local_param_grads: bool = False,
-                 deferred=frozenset()):
+                 deferred=frozenset(), prefetch=frozenset()):
         self.g, self.name, self.ops = g, name, tuple(kops)
+        # buffers whose loads may be issued early, by ``{fn}_load`` (persistent loops, ``prefetch``
+        # of codegen/tuning.py): :meth:`prefetch_functions`
+        self.prefetch = frozenset(prefetch)
+        self.early: dict[str, str] = {}  # a load line of a ``prefetch`` buffer -> its variable
+        self.loaded: dict[str, str] = {}  # every load line of :meth:`load` -> its buffer
+        self.written: set[str] = set()  # buffers the functions store to
         # backward of a persistent loop kernel: layer norms add their gain and bias gradients into
         # the block's shared-memory sums ``Z<i>`` of ``Q<i>`` at the work item's place ``rem``
         # (an extra argument) instead of global atomics; the kernel adds them up at its end
@@ -147,6 +153,21 @@ class PointwiseEmitter:
     def emit(self, line: str) -> None:
         self.lines.append("    " + line)
 
+    def load(self, var: str, buf: str, idx: str, at: int | None = None) -> None:
+        """Emit ``var = buf[idx]`` (at line ``at``, default the end), noting it as an early load
+        when ``buf`` is a ``prefetch`` buffer."""
+        line = f"    {var} = {buf}{idx}"
+        self.lines.insert(len(self.lines) if at is None else at, line)
+        self.buffers.add(buf)
+        self.loaded[line] = buf
+        if buf in self.prefetch:
+            self.early[line] = var
+
+    def store(self, buf: str, idx: str, value: str) -> None:
+        self.emit(f"{buf}{idx} = {value}")
+        self.buffers.add(buf)
+        self.written.add(buf)
+
     def _alias(self, n: Node) -> dict[int, tuple]:
         """Chunk i of a slice/concat node -> (arg ref, chunk of the arg)."""
         out = {}
@@ -172,11 +193,10 @@ class PointwiseEmitter:
             var = f"x{self.names.idx(ref.node)}_{ref.delay}_{i}"
             if node.op == "param":
                 buf = self.names.param(node.params[0])
-                self.emit(f"{var} = {buf}[j + {i * self.u}]")
+                self.load(var, buf, f"[j + {i * self.u}]")
             else:
                 buf = self.names.value(ref.node)
-                self.emit(f"{var} = {buf}{self.index(ref.node, ref.delay, i)}")
-            self.buffers.add(buf)
+                self.load(var, buf, self.index(ref.node, ref.delay, i))
             loaded[key] = var
         return loaded[key]
 
@@ -274,9 +294,8 @@ class PointwiseEmitter:
         self.forward_body()
         for w in self.writes:
             buf = self.names.value(w)
-            self.buffers.add(buf)
             for i in range(self.chunks(w)):
-                self.emit(f"{buf}{self.index(w, 0, i)} = {self.local(w, i)}")
+                self.store(buf, self.index(w, 0, i), self.local(w, i))
         return self._function(f"{self.name}_fwd")
 
     def backward(self) -> str:
@@ -286,9 +305,7 @@ class PointwiseEmitter:
         for name in self.ops:
             for i in range(self.chunks(name)):
                 if name in self.writes:
-                    buf = self.names.grad(name)
-                    self.buffers.add(buf)
-                    self.emit(f"g{self.local(name, i)} = {buf}{self.index(name, 0, i)}")
+                    self.load(f"g{self.local(name, i)}", self.names.grad(name), self.index(name, 0, i))
                 else:
                     self.emit(f"g{self.local(name, i)} = float32(0.0)")
         external: dict[tuple, str] = {}
@@ -330,19 +347,36 @@ class PointwiseEmitter:
         # writes meanwhile, but the compiler must assume the arrays alias, so ``+=`` one after the
         # other waits a full memory round trip per target (3.1 of the 9.4 us LSTM S=1 backward
         # timestep, bench/loop_profile.py); this way the reads overlap each other and the math.
-        reads = []
-        for (node, delay, c), var in sorted(external.items()):
+        for n, ((node, delay, c), var) in enumerate(sorted(external.items())):
             buf = self.names.grad(node)
-            self.buffers.add(buf)
             idx = f"[t, s, j + {c * self.u}]" if self.g.by_name[node].op == "param" else self.index(node, delay, c)
-            reads.append(f"    o{var} = {buf}{idx}")
-            self.emit(f"{buf}{idx} = o{var} + {var}")
-        self.lines[:0] = reads
+            self.load(f"o{var}", buf, idx, at=n)
+            self.store(buf, idx, f"o{var} + {var}")
         return self._function(f"{self.name}_bwd")
 
     def _function(self, fn: str) -> str:
         head = ["@cuda.jit(device=True, inline=True)", self.signature(fn)]
         return "\n".join(head + (self.lines or ["    pass"])) + "\n"
+
+    def early_buffers(self) -> list[str]:
+        """The buffers of the early loads (``{fn}_load``'s parameters after t, s, j), sorted."""
+        return sorted({line.split(" = ")[1].split("[")[0] for line in self.early}, key=buffer_key)
+
+    def prefetch_functions(self, fn: str) -> str:
+        """After :meth:`forward` or :meth:`backward` made ``fn``: the source of ``{fn}_load(t, s, j,
+        *early_buffers)``, returning the tuple of the ``prefetch`` buffers' loads, and of
+        ``{fn}_pre(t, s, j, pf, [rem,] buffers...)``, ``fn`` with those values taken from the tuple
+        ``pf`` instead (a persistent loop issues the loads a level early, codegen/loop.py). Empty when
+        there is no such load."""
+        if not self.early:
+            return ""
+        names = ", ".join(self.early.values()) + ","
+        rest = [line for line in self.lines if line not in self.early]
+        load = ["@cuda.jit(device=True, inline=True)",
+                f"def {fn}_load(t, s, j, {', '.join(self.early_buffers())}):", *self.early, f"    return ({names})"]
+        pre = ["@cuda.jit(device=True, inline=True)", self.signature(f"{fn}_pre").replace("(t, s, j, ", "(t, s, j, pf, "),
+               f"    {names.rstrip(',')} = pf" if len(self.early) > 1 else f"    {names[:-1]}, = pf", *rest]
+        return "\n".join(load) + "\n\n\n" + "\n".join(pre) + "\n"
 
 
 def buffer_key(name: str) -> tuple:
