@@ -88,6 +88,7 @@ for cell, S, knob, *opts in json.loads(CONFIGS):  # opts: {"hidden": H, "tuning"
         body = "\n".join(l for l in ptx.splitlines() if not l.strip().startswith("//"))
         out[f"{cell} S={S} barrier={knob} H={hidden} {loop.name}"] = {
             "polled_in_loop": polled_in_loop(ptx), "fences": ptx.count("fence.acq_rel.gpu"),
+            "red_release": ptx.count("red.release.gpu.global.add.u32"),
             "cg_syncs": ptx.count("cudaCGSynchronize,"), "nanosleep": ptx.count("nanosleep"),
             "f64": len(re.findall(r"\.f64\b", body)), "syncs": len(loop.syncs) + loop.reduction_syncs,
             "inner_loop": inner_loop(ptx)}
@@ -165,10 +166,13 @@ else:
 
 
 def test_inline_barrier_compiles_to_a_polling_loop(tmp_path):
-    result = compile_loops([["lstm", 1, 1], ["lstm", 1, 2], ["lstm", 64, 1], ["layernorm_lstm", 1, 1]], tmp_path)
-    assert len(result) == 8, sorted(result)
+    result = compile_loops([["lstm", 1, 1], ["lstm", 1, 2], ["lstm", 64, 1], ["layernorm_lstm", 1, 1],
+                            ["lstm", 1, 3], ["layernorm_lstm", 1, 3]], tmp_path)
+    assert len(result) == 12, sorted(result)
     for name, r in result.items():
         n = r["syncs"]
-        assert r["polled_in_loop"] == n and r["fences"] == 2 * n, (name, r)
+        red = "barrier=3" in name  # the arrival's release is the red's own; one fence (acquire) a sync
+        assert r["polled_in_loop"] == n and r["fences"] == (1 if red else 2) * n, (name, r)
+        assert r["red_release"] == (n if red else 0), (name, r)
         assert r["cg_syncs"] == 1 and r["f64"] == 0, (name, r)  # numba's, at kernel start: a cooperative launch
         assert r["nanosleep"] == (n if "barrier=2" in name else 0), (name, r)

@@ -75,7 +75,7 @@ def test_budget_limits_the_shared_arrays():
 @pytest.mark.parametrize("text, msg", [("threads=100", "multiple of 32"), ("unroll=0", "unroll"),
                                        ("smem_kib=64", "smem_kib"), ("rows=17", "rows"),
                                        ("cols=0", "cols must be in"), ("cols=17", "cols must be in"), ("blocks=3", "keys"),
-                                       ("threads=lots", "integer"), ("barrier=3", "barrier"), ("lnsum=3", "lnsum must be 0, 1 or 2"),
+                                       ("threads=lots", "integer"), ("barrier=4", "barrier must be 0, 1, 2 or 3"), ("lnsum=3", "lnsum must be 0, 1 or 2"),
                                        ("bounds=2", "bounds must be 0 or 1"), ("carveout=101", "carveout must be"),
                                        ("ksplit=0", "ksplit must be in"), ("ksplit=33", "ksplit must be in")])
 def test_bad_environment_names_the_variable(monkeypatch, text, msg):

@@ -31,11 +31,19 @@ counter (codegen/program.py): concurrent loop kernels never share one. The kerne
 be launched cooperatively (all blocks co-resident): it keeps one ``grid.sync()`` at its start,
 which also makes numba launch it so.
 
+``grid_barrier_red`` (``barrier=3``) arrives with ``red.release.gpu`` (an add that returns
+nothing, with the release fence's ordering) instead of the fence and the returning atomic add:
+thread 0 polls at once instead of after the add's round trip to L2, knowing the top bit to wait
+for from the block's own count (``barrier_phase`` reads it once at kernel start, after the
+initial ``grid.sync()``: partial sums never flip it, so any block reads the value before the
+first barrier; each barrier flips it once). Session 12 measured it slower than numba's grid sync
+for the S=1 LSTM and 3 % faster than ``grid_barrier`` at S=64 in one run (codegen/tuning.py).
+
 History: session 5 measured this algorithm as a linked PTX function (a call, not inlined),
 polling with ``ld.acquire.gpu``: faster at S=64 (LSTM 5.34 vs 5.58 ms fwd+bwd) but much slower
 for the LSTM at S=1 (2.11 vs 1.36 ms). Why is not known: the call's saved registers are one
 guess, but session 4's inline atomic-counter barrier (polled with atomics) was slower at S=1 too
-(forward kernel 7.4 vs 4.9 us a timestep). This inline form is not measured yet.
+(forward kernel 7.4 vs 4.9 us a timestep). This inline form: the default from S=2 since session 7 (codegen/tuning.py).
 """
 from __future__ import annotations
 
@@ -113,3 +121,44 @@ def grid_barrier_backoff(counter, nblocks):
             cuda.nanosleep(uint32(32))
         fence_acq_rel_gpu()
     cuda.syncthreads()
+
+
+@intrinsic
+def red_release_gpu_add(typingctx, counter, value):
+    """``red.release.gpu.global.add.u32`` of ``value`` to element 0 of a uint32 array: the add
+    without a returned value, ordered after the thread's (and, through the block barrier before
+    it, the block's) earlier writes at GPU scope."""
+    if not (isinstance(counter, types.Array) and counter.dtype == types.uint32 and counter.ndim == 1):
+        return None
+
+    def codegen(context, builder, sig, args):
+        data = context.make_array(sig.args[0])(context, builder, value=args[0]).data
+        val = context.cast(builder, args[1], sig.args[1], types.uint32)
+        _asm(builder, "red.release.gpu.global.add.u32 [$0], $1;", "l,r,~{memory}", args=[data, val],
+             arg_types=[data.type, ir.IntType(32)])
+        return context.get_dummy_value()
+    return types.void(counter, value), codegen
+
+
+@cuda.jit(device=True, inline=True)
+def barrier_phase(counter):
+    """The counter's top bit now (before the kernel's first :func:`grid_barrier_red`)."""
+    return load_relaxed_gpu(counter) & uint32(TOP_BIT)
+
+
+@cuda.jit(device=True, inline=True)
+def grid_barrier_red(counter, nblocks, phase):
+    """:func:`grid_barrier` arriving with ``red.release.gpu`` and polling at once for the top bit
+    to leave ``phase`` (the value :func:`barrier_phase` or the previous call returned); returns
+    the new phase."""
+    cuda.syncthreads()
+    if cuda.threadIdx.x == 0:
+        add = uint32(1)
+        if cuda.blockIdx.x == 0:
+            add = uint32(TOP_BIT + 1 - nblocks)
+        red_release_gpu_add(counter, add)
+        while (load_relaxed_gpu(counter) & uint32(TOP_BIT)) == phase:
+            pass
+        fence_acq_rel_gpu()
+    cuda.syncthreads()
+    return phase ^ uint32(TOP_BIT)

@@ -79,7 +79,7 @@ LN_SUM_UNROLL = 4
 _LN_SMEM_FLOATS = 5
 #: knob ``barrier`` (codegen/tuning.py) -> the function of codegen/grid_barrier.py (GPU only) a
 #: generated module imports as ``grid_barrier``
-BARRIER_FUNCTIONS = {1: "grid_barrier", 2: "grid_barrier_backoff"}
+BARRIER_FUNCTIONS = {1: "grid_barrier", 2: "grid_barrier_backoff", 3: "grid_barrier_red"}
 #: threads a simulated block runs with (codegen/program.py launches the simulator's loop kernels so)
 SIM_THREADS = 8
 
@@ -158,7 +158,8 @@ class LoopEmitter:
         # (codegen/grid_barrier.py; the caller passes BAR, a zeroed uint32 array (1,), after S)
         self.barrier = bool(coop and self.tuning.barrier and not virtual_blocks)
         self.ln_smem = self._reserve_ln_smem()
-        self.grid_sync = "grid_barrier(BAR, nblocks)" if self.barrier else "grid.sync()"
+        self.grid_sync = ("grid.sync()" if not self.barrier else "grid_barrier(BAR, nblocks)" if self.tuning.barrier < 3
+                          else "bphase = grid_barrier(BAR, nblocks, bphase)")
 
     def _reserve_ln_smem(self) -> bool:
         """Whether the layer norms' row sums take a shared-memory shape (``lnsum=1|2`` and the
@@ -806,8 +807,10 @@ class LoopEmitter:
             head += self.prologue + ["    cuda.syncthreads()"]
         if self.barrier and not self.ln_zero:  # numba launches cooperatively (co-resident blocks)
             head.append("    grid.sync()")  # only kernels that call grid.sync(): codegen/grid_barrier.py
-        fns = ([f"from rnngraph.codegen.grid_barrier import {BARRIER_FUNCTIONS[self.tuning.barrier]} as grid_barrier"]
-               if self.barrier else []) + self.device_fns
+        if self.barrier and self.tuning.barrier == 3:
+            head.append("    bphase = barrier_phase(BAR)  # the counter's top bit before the first barrier")
+        fns = ([f"from rnngraph.codegen.grid_barrier import {BARRIER_FUNCTIONS[self.tuning.barrier]} as grid_barrier"
+                + (", barrier_phase" if self.tuning.barrier == 3 else "")] if self.barrier else []) + self.device_fns
         text = "\n\n".join(fns) + "\n\n" + "\n".join(head + self.body + self._local_grad_sums_end()) + "\n"
         return text, args
 

@@ -78,7 +78,14 @@ xreduce   1: a GEMM work item's rows x streams partial sums (at most 32) are sum
 barrier   1: the grid syncs between levels are codegen/grid_barrier.py's barrier inlined into the
           kernel (one atomic add and a polled relaxed load per block, on the kernel's own
           counter) instead of numba's ``grid.sync()``, a call into the CUDA device runtime; 2:
-          the same with a ~32 ns sleep between polls. The simulator always runs ``grid.sync()``.
+          the same with a ~32 ns sleep between polls; 3: arriving with ``red.release.gpu`` (no
+          returned value: the poll starts at once) and the phase kept by the block. Session 12
+          (bench/loop_profile.py, kernels alone, us a timestep, barrier 0 / 1 / 3, one run each,
+          bench/results/h200-20261201-session12-prof*-barrier*.json): LSTM S=1 forward 4.81 /
+          5.14 / 5.76, backward 5.25 / 5.38 / 6.03, a loop of grid syncs alone 2.0-2.6 us with
+          each of them; LSTM S=64 (barrier 1 / 3) forward 14.29 / 13.81, backward 16.97 / 16.72:
+          not better at S=1, perhaps at S=64 (not run end to end nor in the GPU tier yet).
+          The simulator always runs ``grid.sync()``.
           Session 6 (inline, bench/results/h200-20261201-session6-sweep-*.json, fwd+bwd ms,
           barrier 0 / 1 / 2): LSTM S=64 5.60 / 5.39 / 5.34, GRU S=1 1.29 / 1.24 / 1.23,
           layernorm_lstm S=1 3.26 / 3.02 / 2.99, but LSTM S=1 1.19 / 1.49 / 1.52 (its backward
@@ -197,8 +204,8 @@ class LoopTuning:
             raise ValueError(f"{_ENV}: cols must be in [1, 16], got {self.cols}")
         if not 0 <= self.smem_kib <= 48:
             raise ValueError(f"{_ENV}: smem_kib must be in [0, 48] (static shared memory), got {self.smem_kib}")
-        if self.barrier not in (0, 1, 2):
-            raise ValueError(f"{_ENV}: barrier must be 0, 1 or 2, got {self.barrier}")
+        if self.barrier not in (0, 1, 2, 3):
+            raise ValueError(f"{_ENV}: barrier must be 0, 1, 2 or 3, got {self.barrier}")
         if self.lnsum not in (0, 1, 2):
             raise ValueError(f"{_ENV}: lnsum must be 0, 1 or 2, got {self.lnsum}")
         if not 1 <= self.ksplit <= 32:
