@@ -27,8 +27,9 @@ of --iters launches on the program's stream) in several *variants* of its genera
 --files adds hand-written variants (Python files defining ``prof_fwd`` and/or ``prof_bwd`` with the
 generated kernel's parameters, recorded as ``file:STEM``; session 12's are made by
 bench/exp_s1/gen.py), --blocks another grid size. Each variant's record carries
-``max_abs_diff_vs_full``: the largest difference of its arguments' values after one launch from the
-generated kernel's, both from the same saved values (the backward accumulates: a wrong kernel
+``max_abs_diff_vs_full``: the largest difference of its arguments' values (the barrier counter's
+aside) after one launch from the generated kernel's (when ``full`` is among the variants, run
+first), both from the same saved values (the backward accumulates: a wrong kernel
 shows; the forward overwrites values the benchmark run already left in its buffers, so a
 forward variant that skips a store reads as 0.0 too).
 
@@ -219,8 +220,8 @@ def profile(cell: str, S: int, variants, iters: int, T: int = 100, H: int = 512,
                 rec = {"cell": cell, "S": S, "T": T, "H": H, "loop": name, "variant": v, "ms": ms,
                        "us_per_timestep": 1000 * ms / T, "threads": threads, "blocks": nblocks}
                 if reference is not None and v != "full":  # how far this variant's one launch is from the kernel's
-                    rec["max_abs_diff_vs_full"] = max(float(np.max(np.abs(o - r), initial=0.0))
-                                                      for o, r in zip(outputs, reference))
+                    rec["max_abs_diff_vs_full"] = max(float(np.max(np.abs(o - r), initial=0.0)) for o, r in
+                                                      zip(outputs[len(counters):], reference[len(counters):]))
             except Exception as exc:  # a variant that does not compile must not lose the others
                 rec = {"cell": cell, "S": S, "loop": name, "variant": v, "error": f"{type(exc).__name__}: {exc}"[:300]}
             print(json.dumps(rec), flush=True)

@@ -1,9 +1,11 @@
 """Early loads of the persistent loops' pointwise kernels (``prefetch=1``, codegen/loop.py
 ``_prefetch_plans``): a load may move ahead of the kernels between its new place and the pointwise
-kernel only if none of them stores to its buffer. These tests read the generated source (no
-simulator); tests/test_loop_tuning.py trains with the knob in the simulator."""
+kernel only if none of them stores to its buffer. These tests read the generated source; the
+last one and tests/test_loop_tuning.py train with the knob in the simulator."""
+import os
 import re
 
+import numpy as np
 import pytest
 
 import rnngraph as rg
@@ -74,3 +76,86 @@ def test_wavefront_stages_prefetch_per_stage():
     params = _load_params(src)
     assert len(params) == 2
     assert {m for m in re.findall(r"tn = \(tick\) - (\d)", src)} == {"0", "1"}
+
+
+_STORE = re.compile(r"^\s*(\w+)\[[^=]*\]\s*\+?=(?!=)")  # buf[...] = / += (not ==)
+_ATOMIC = re.compile(r"cuda\.atomic\.add\((\w+),")
+
+
+def _functions(src):
+    """{name: (parameter list, body lines)} of every function in a generated module."""
+    return {m.group(1): (m.group(2).split(", "), m.group(3).splitlines())
+            for m in re.finditer(r"@cuda\.jit[^\n]*\ndef (\w+)\(([^)]*)\):\n((?:    .*\n?|\n)*)", src)}
+
+
+def _stores(lines, fns):
+    """The buffers the lines store to, through the device functions they call too (their
+    parameters mapped to the call's arguments)."""
+    out = set()
+    for line in lines:
+        out |= {m.group(1) for m in [_STORE.match(line)] if m} | set(_ATOMIC.findall(line))
+        for name in re.findall(r"\b(\w+)\(", line):
+            if name in fns and not name.endswith("_load"):
+                params, body = fns[name]
+                args = line.split(name + "(", 1)[1].rsplit(")", 1)[0].split(", ")
+                out |= {dict(zip(params, args)).get(b, b) for b in _stores(body, fns)}
+    return out
+
+
+CELL_PLANS = [(cell, layers, plan, S) for cell in rg.cells.STANDARD for layers in (1, 3)
+              for plan in (None, "wavefront") for S in (1, 2)]
+
+
+@pytest.mark.parametrize("cell, layers, plan, S", CELL_PLANS)
+def test_nothing_stores_to_an_early_load_before_its_use(cell, layers, plan, S):
+    """In the generated source itself: no statement between a plan's early loads (in the time
+    loop) and the ``_pre`` call using them -- wrapping into the next tick where the loads are for
+    it -- stores to one of the loaded buffers, directly, through a device function or by an
+    atomic; a plan for the next tick also loads before the loop (the first tick)."""
+    net = rg.stacked(rg.cells.STANDARD[cell], layers, 16, input_size=16)
+    s = schedule(net.graph, 4, S, "float32", plan)
+    kernel_of = {m: k.ops for k in s.kernels("forward") for m in k.ops}
+    plans = 0
+    for loop in [st for st in s.forward + s.backward if isinstance(st, Loop) and st.mode == "persistent"]:
+        e = LoopEmitter(net.graph, loop, "k", coop=True, recompute=kernel_of, streams=S, nblocks=4,
+                        tuning=LoopTuning(threads=256, rows=2, prefetch=1))
+        src, _ = e.source()
+        fns = _functions(src)
+        body = fns["k"][1]
+        start = next(i for i, line in enumerate(body) if line.strip().startswith("for tick in range("))
+        for k, plan in e.prefetch_plans.items():
+            plans += 1
+            use, = [i for i, line in enumerate(body) if f"{plan.fn}_pre(" in line]
+            loads = [i for i, line in enumerate(body) if f"pf_{k} = {plan.fn}_load(tn" in line]
+            at, = [i for i in loads if i > start]
+            between = body[at + 1:use] if at < use else body[at + 1:] + body[start + 1:use]
+            assert (at > use) == bool(plan.shift) and (any(i < start for i in loads) or not plan.shift)
+            assert not _stores(between, fns) & set(plan.args), (loop.name, k, plan)
+    assert plans or cell == "elman" or S > 1 and cell in ("skip_rnn",), "no plan to check"
+
+
+@pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1",
+                    reason="simulator tests (the GPU tier runs tests/test_gpu.py)")
+@pytest.mark.parametrize("cell", ["layernorm_lstm", "gru_reset_before"])
+def test_early_loads_train_exactly_like_late_ones(monkeypatch, cell):
+    """S=1 (prefetch on by default) against prefetch=0, in the simulator with the block split in
+    two "blocks" of 4 threads (SIM_BLOCKS): 8 units a block leave threads with two items (the
+    second one loads late), layers 2 and 3 in the wavefront plan's stages. Same float32 code
+    but the load order: the losses and parameters must be equal bit for bit."""
+    from rnngraph.codegen import program
+    monkeypatch.setattr(program, "SIM_BLOCKS", 2)
+    V, T = 5, 3
+    net = rg.stacked(rg.cells.STANDARD[cell], 2, 16, vocab=V, embed=3)
+
+    def step(env):
+        monkeypatch.setenv("RNNGRAPH_LOOP", env)
+        return rg.compile(net, window=T, streams=1, device="cuda", optimizer=rg.Adam(lr=1e-2), seed=3,
+                          plan="wavefront")
+    early, late = step("unroll=2"), step("unroll=2,prefetch=0")
+    assert "_pre(t, s, j, pf_" in early.kernels and "_pre(" not in late.kernels
+    rng = np.random.default_rng(4)
+    for _ in range(2):
+        x, y = rng.integers(0, V, (T, 1)), rng.integers(0, V, (T, 1))
+        assert early.train(x, y) == late.train(x, y)
+    for name, value in late.parameters.items():
+        np.testing.assert_array_equal(early.parameters[name], value, err_msg=name)

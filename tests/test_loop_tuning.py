@@ -20,12 +20,12 @@ sim = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1",
 # ksplit=1: no split (the default, 8, splits the backward GEMMs in the simulator too);
 # ksplit=4: the backward GEMMs (4 rows a block, 2 work items of 2 rows for the simulator's 8
 # threads) split their inner dimension over 4 threads an item, meeting in shared array kp<n>.
-# loads=1: an unrolled trip's loads before its FMAs; prefetch=1: pointwise kernels' loads issued
-# a level early (the 2-layer wavefront plan: stages, and the backward's previous-tick level).
+# prefetch=1: pointwise kernels' loads issued a level early (the 2-layer wavefront plan: stages,
+# and the backward's previous-tick level).
 VARIANTS = [("unroll=3,rows=1,smem_kib=0,ksplit=1", False), ("unroll=3,rows=3,smem_kib=44,ksplit=1", True),
             ("unroll=1,smem_kib=1,rows=2,ksplit=1", True), ("unroll=1,rows=2,cols=1,ksplit=1", True),
-            ("unroll=2,rows=2,ksplit=4", True), ("unroll=3,rows=2,ksplit=1,loads=1,prefetch=1", True),
-            ("unroll=2,rows=2,ksplit=4,loads=1,prefetch=1", True)]
+            ("unroll=2,rows=2,ksplit=4", True), ("unroll=3,rows=2,ksplit=1,prefetch=1", True),
+            ("unroll=2,rows=2,ksplit=4,prefetch=1", True)]
 
 
 @sim
@@ -53,7 +53,6 @@ def test_loop_variants_train_like_numpy(monkeypatch, env, shared, cell):
     cols = min(S, int(knobs.get("cols", 8)))  # streams 0 .. cols-1
     assert f"acc0_{cols - 1} " in gpu.kernels and f"acc0_{cols} " not in gpu.kernels
     assert ("kp0 = cuda.shared.array" in gpu.kernels) == (knobs["ksplit"] != "1")
-    assert ("v0_0_1 = " in gpu.kernels) == (knobs.get("loads") == "1")  # the trip's named vector loads
     # early loads: in the forward (after the GEMM in its level) and the backward (previous level)
     assert gpu.kernels.count("_fwd_pre(t, s, j, pf_") + gpu.kernels.count("_bwd_pre(t, s, j, pf_") >= (
         2 if knobs.get("prefetch") == "1" else 0)
@@ -77,7 +76,8 @@ def test_budget_limits_the_shared_arrays():
                                        ("cols=0", "cols must be in"), ("cols=17", "cols must be in"), ("blocks=3", "keys"),
                                        ("threads=lots", "integer"), ("barrier=4", "barrier must be 0, 1, 2 or 3"), ("lnsum=3", "lnsum must be 0, 1 or 2"),
                                        ("bounds=2", "bounds must be 0 or 1"), ("carveout=101", "carveout must be"),
-                                       ("ksplit=0", "ksplit must be in"), ("ksplit=33", "ksplit must be in")])
+                                       ("ksplit=0", "ksplit must be in"), ("ksplit=33", "ksplit must be in"),
+                                       ("prefetch=2", "prefetch must be 0 or 1")])
 def test_bad_environment_names_the_variable(monkeypatch, text, msg):
     monkeypatch.setenv("RNNGRAPH_LOOP", text)
     with pytest.raises(ValueError, match=msg) as err:
@@ -91,7 +91,7 @@ def test_environment_overrides_defaults(monkeypatch):
     assert loop_tuning() == LoopTuning(threads=256, unroll=2, rows=LoopTuning().rows, smem_kib=LoopTuning().smem_kib)
     # the keys the variable leaves out keep the defaults of the step's number of streams
     assert loop_tuning(1) == LoopTuning(threads=256, unroll=2, rows=2, cols=8, smem_kib=44, ln=1, xreduce=0, lnsum=0,
-                                        barrier=0, bounds=0, ksplit=8, loads=1, prefetch=1)
+                                        barrier=0, bounds=0, ksplit=8, prefetch=1)
     assert loop_tuning(64) == LoopTuning(threads=256, unroll=2, ln=1)
     assert loop_tuning() == loop_tuning(65) == LoopTuning(threads=256, unroll=2)
     monkeypatch.delenv("RNNGRAPH_LOOP")

@@ -37,7 +37,8 @@ thread 0 polls at once instead of after the add's round trip to L2, knowing the 
 for from the block's own count (``barrier_phase`` reads it once at kernel start, after the
 initial ``grid.sync()``: partial sums never flip it, so any block reads the value before the
 first barrier; each barrier flips it once). Session 12 measured it slower than numba's grid sync
-for the S=1 LSTM and 3 % faster than ``grid_barrier`` at S=64 in one run (codegen/tuning.py).
+for the S=1 LSTM; at S=64 the loop kernels alone were 3.4 % (forward) and 1.5 % (backward) faster
+than with ``grid_barrier`` in one run, the whole forward 1.6 % slower (codegen/tuning.py).
 
 History: session 5 measured this algorithm as a linked PTX function (a call, not inlined),
 polling with ``ld.acquire.gpu``: faster at S=64 (LSTM 5.34 vs 5.58 ms fwd+bwd) but much slower
@@ -83,12 +84,17 @@ def load_relaxed_gpu(typingctx, counter):
 
 
 @cuda.jit(device=True, inline=True)
-def _arrive(counter, nblocks):
-    add = uint32(1)
+def _arrival(nblocks):
+    """The block's add to the counter: 1, block 0 TOP_BIT + 1 - nblocks (a barrier's adds total TOP_BIT)."""
     if cuda.blockIdx.x == 0:
-        add = uint32(TOP_BIT + 1 - nblocks)
+        return uint32(TOP_BIT + 1 - nblocks)
+    return uint32(1)
+
+
+@cuda.jit(device=True, inline=True)
+def _arrive(counter, nblocks):
     fence_acq_rel_gpu()
-    return cuda.atomic.add(counter, 0, add)
+    return cuda.atomic.add(counter, 0, _arrival(nblocks))
 
 
 @cuda.jit(device=True, inline=True)
@@ -153,11 +159,8 @@ def grid_barrier_red(counter, nblocks, phase):
     the new phase."""
     cuda.syncthreads()
     if cuda.threadIdx.x == 0:
-        add = uint32(1)
-        if cuda.blockIdx.x == 0:
-            add = uint32(TOP_BIT + 1 - nblocks)
-        red_release_gpu_add(counter, add)
-        while (load_relaxed_gpu(counter) & uint32(TOP_BIT)) == phase:
+        red_release_gpu_add(counter, _arrival(nblocks))
+        while not _flipped(counter, phase):
             pass
         fence_acq_rel_gpu()
     cuda.syncthreads()

@@ -84,11 +84,11 @@ BARRIER_FUNCTIONS = {1: "grid_barrier", 2: "grid_barrier_backoff", 3: "grid_barr
 SIM_THREADS = 8
 
 
-def owned_row(place: str, row: str, reps: int, uL: int) -> list[str]:
+def owned_row(place: str, row: str, reps: int, uL: int, jj: str = "jj", j0: str = "j0") -> list[str]:
     """Lines setting ``row`` to the element at ``place`` among a block's owned ones: a block owns
     units [j0, j0 + nj) of a level with unit ``uL``, each ``reps`` times (rows j, j + uL, ...),
-    numbered unit-major (place = jj * reps + rep)."""
-    return [f"jj = {place} // {reps}", f"{row} = j0 + jj + ({place} - jj * {reps}) * {uL}"]
+    numbered unit-major (place = jj * reps + rep); ``jj`` and ``j0`` name the variables used."""
+    return [f"{jj} = {place} // {reps}", f"{row} = {j0} + {jj} + ({place} - {jj} * {reps}) * {uL}"]
 
 
 def _layer_norm_kernel(k: Kernel) -> bool:
@@ -106,19 +106,25 @@ def persistent_supported(loop: Loop) -> bool:
 
 @dataclass(frozen=True)
 class Prefetch:
-    """Where a pointwise kernel's early loads are issued (:meth:`LoopEmitter._prefetch_plans`):
+    """Where pointwise kernel ``kernel``'s early loads are issued (:meth:`LoopEmitter._prefetch_plans`):
     at the start of ``level``, for the kernel's run ``shift`` ticks later; ``offset`` is the
     kernel's stage, ``buffers`` those it may load early, ``args`` the buffers of its early loads,
-    ``level_unit`` and ``unit`` its level's and its own unit, ``fn`` its device function."""
+    ``level_unit`` and ``unit`` its level's and its own unit, ``reverse`` a backward loop's."""
 
+    kernel: str
     level: int
     shift: int
     offset: int
     buffers: frozenset
-    args: list
+    args: tuple
     level_unit: int
     unit: int
-    fn: str
+    reverse: bool
+
+    @property
+    def fn(self) -> str:
+        """The kernel's device function (``{kernel}_fwd`` or ``_bwd``)."""
+        return self.kernel + "_" + ("bwd" if self.reverse else "fwd")
 
 
 class LoopEmitter:
@@ -152,6 +158,7 @@ class LoopEmitter:
         self.names = Names(g)
         self.buffers: set[str] = set()
         self.prefetch_plans: dict[str, Prefetch] = {}  # pointwise kernel -> where its early loads go
+        self._writes: dict[str, set[str]] = {}  # kernel -> the buffers it stores to (:meth:`_kernel_writes`)
         self.device_fns: list[str] = []
         self.body: list[str] = []
         # the grid sync between levels: numba's, or the inline barrier on the counter BAR
@@ -213,6 +220,8 @@ class LoopEmitter:
         src = e.backward() if self.loop.reverse else e.forward()
         fn = f"{k.name}_{'bwd' if self.loop.reverse else 'fwd'}"
         if plan:
+            # the loads the plan's _load call passes buffers for (its kernel's, made the same way)
+            assert tuple(e.early_buffers()) == plan.args, (k.name, e.early_buffers(), plan.args)
             src += "\n\n" + e.prefetch_functions(fn)
         reps = e.u // uL
         if local:
@@ -252,12 +261,15 @@ class LoopEmitter:
     def _kernel_writes(self, k: Kernel) -> set[str]:
         """The buffers kernel ``k`` stores to in this loop (a GEMM: its outputs, or in the backward
         the gradient of its input; a pointwise kernel: what its device function stores)."""
-        nodes = [self.g.by_name[m] for m in k.ops]
-        if k.kind == "gemm":
-            if self.loop.reverse:
-                return {self.names.grad(nodes[0].args[0].node)}
-            return {self.names.value(n.name) for n in nodes}
-        return self._emitted(k).written
+        if k.name not in self._writes:
+            nodes = [self.g.by_name[m] for m in k.ops]
+            if k.kind != "gemm":
+                self._writes[k.name] = self._emitted(k).written
+            elif self.loop.reverse:
+                self._writes[k.name] = {self.names.grad(nodes[0].args[0].node)}
+            else:
+                self._writes[k.name] = {self.names.value(n.name) for n in nodes}
+        return self._writes[k.name]
 
     def _emitted(self, k: Kernel, prefetch=()) -> PointwiseEmitter:
         """A pointwise emitter of ``k`` that has made its device function (to read what it loads
@@ -275,10 +287,13 @@ class LoopEmitter:
         t-1 during timestep t's product), where a grid sync comes right before that level. The
         early loads are those of buffers no kernel between that point and K stores to (each
         thread's first item, :meth:`pointwise`); the others stay where they were. Only kernels
-        whose loads left in place are all of products (GEMM outputs) get a plan: a kernel that
-        would still wait on another pointwise kernel's output (peephole_lstm's gates, after the
-        peephole products) or on layer-norm moments gains nothing and was slower with early loads
-        (S=1 fwd+bwd, session 12: peephole_lstm 1.269 -> 1.334 ms, layernorm_lstm 2.506 -> 2.720)."""
+        whose loads left in place (through PointwiseEmitter.load) are all of products (GEMM
+        outputs) get a plan, and no kernel with a layer-norm op: a kernel that would still wait on
+        another pointwise kernel's output (peephole_lstm's gates, after the peephole products) or
+        on its layer norm's row sums gains nothing and was slower with early loads (S=1 fwd+bwd,
+        session 12: peephole_lstm 1.269 -> 1.334 ms, layernorm_lstm 2.506 -> 2.720). A backward
+        kernel that only recomputes a forward layer norm keeps its moments' reads in place (the
+        forward's row sums and shift, which the backward never writes) and may get a plan."""
         if not self.tuning.prefetch:
             return {}
         loop = self.loop
@@ -306,9 +321,8 @@ class LoopEmitter:
                 e = self._emitted(k, early)
                 late = {buf for line, buf in e.loaded.items() if line not in e.early}
                 if e.early and late <= products:  # else it waits on another kernel's output anyway
-                    plans[k.name] = Prefetch(where, shift, offset, early, e.early_buffers(),
-                                             self.level_unit([x for _, x in at_level[lv]]), e.u,
-                                             f"{k.name}_{'bwd' if loop.reverse else 'fwd'}")
+                    plans[k.name] = Prefetch(k.name, where, shift, offset, early, tuple(e.early_buffers()),
+                                             self.level_unit([x for _, x in at_level[lv]]), e.u, loop.reverse)
         return plans
 
     def _prefetch(self, plan: Prefetch, tick: str, depth: int) -> None:
@@ -322,11 +336,11 @@ class LoopEmitter:
         e(f"pnj = ((bid + 1) * {uK}) // nblocks - pj0")
         e(f"tn = {step}")
         e(f"if tn >= 0 and tn < T and tid < S * pnj * {reps}:")
-        e(f"ps = tid // (pnj * {reps})", 1)
+        e(f"ps = tid // (pnj * {reps})", 1)  # as in :meth:`pointwise`, for item = tid
         e(f"prem = tid - ps * (pnj * {reps})", 1)
-        e(f"pjj = prem // {reps}", 1)
-        e(f"pj = pj0 + pjj + (prem - pjj * {reps}) * {uK}", 1)
-        e(f"pf_{plan.fn.rsplit('_', 1)[0]} = {plan.fn}_load(tn, ps, pj, {', '.join(plan.args)})", 1)
+        for line in owned_row("prem", "pj", reps, uK, jj="pjj", j0="pj0"):
+            e(line, 1)
+        e(f"pf_{plan.kernel} = {plan.fn}_load(tn, ps, pj, {', '.join(plan.args)})", 1)
 
     def gemm(self, k: Kernel, uL: int, depth: int) -> None:
         """One GEMM kernel's owned rows: forward y[r] = W[r,:] . x (+ b[r]); backward
@@ -638,21 +652,15 @@ class LoopEmitter:
         loops = [(U, f"kk + {(U - 1) * stride} < {inner}")] + ([(1, f"kk < {inner}")] if U > 1 else [])
         for unroll, cond in loops:
             e(f"while {cond}:", 1)
-            early = bool(self.tuning.loads) and unroll > 1  # the trip's loads first, then its FMAs
-            fmas: list[str] = []
-            put = fmas.append if early else (lambda line: e(line, 2))
             for u in range(unroll):
                 k = f"uint64(kk + {u * stride})" if u else "uint64(kk)"
                 for m, (w, vec) in enumerate(terms):
                     for a in range(RB):
                         e(f"w{m}_{a}_{u} = {w.format(r=f'r{a}', rem=f'rem{a}', k=k)}", 2)
                     for i in range(SB):
-                        v = f"v{m}_{i}_{u}" if early else "v"
-                        e(f"{v} = {vec.format(s=f's{i}', k=k)}", 2)
+                        e(f"v = {vec.format(s=f's{i}', k=k)}", 2)
                         for a in range(RB):
-                            put(f"acc{a}_{i} += w{m}_{a}_{u} * {v}")
-            for line in fmas:
-                e(line, 2)
+                            e(f"acc{a}_{i} += w{m}_{a}_{u} * v", 2)
             e(f"kk += {unroll * stride}", 2)
         accs = [(a, i) for a in range(RB) for i in range(SB)]
         if self.coop and self.tuning.xreduce and len(accs) <= 32:

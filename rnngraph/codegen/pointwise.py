@@ -360,7 +360,7 @@ class PointwiseEmitter:
 
     def early_buffers(self) -> list[str]:
         """The buffers of the early loads (``{fn}_load``'s parameters after t, s, j), sorted."""
-        return sorted({line.split(" = ")[1].split("[")[0] for line in self.early}, key=buffer_key)
+        return sorted({self.loaded[line] for line in self.early}, key=buffer_key)
 
     def prefetch_functions(self, fn: str) -> str:
         """After :meth:`forward` or :meth:`backward` made ``fn``: the source of ``{fn}_load(t, s, j,

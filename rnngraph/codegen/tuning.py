@@ -4,9 +4,9 @@ Defaults are the H200 measurements' best, per number of streams S (bench/loop_sw
 grid, bench/results/h200-2026113*-*.json and h200-20261201-*; LSTM and layernorm_lstm H=512 T=100 fwd+bwd):
 
 - code shape, S = 1 (``SMALL_SHAPE_STREAMS``): threads=256, unroll=16, rows=2, cols=8, smem_kib=44,
-  bounds=0, xreduce=0, barrier=0, lnsum=0, loads=1, prefetch=1 (LSTM 1.73 ms vs 1.94 with session 3's large-S shape, measured twice; xreduce=1 is
+  bounds=0, xreduce=0, barrier=0, lnsum=0, prefetch=1 (LSTM 1.73 ms vs 1.94 with session 3's large-S shape, measured twice; xreduce=1 is
   slower here: 1.84 vs 1.50 ms, bench/results/h200-20261130-session4-xreduce.log; unroll=2 until
-  session 12, when loads=1 and prefetch=1 came, see below).
+  session 12, when prefetch=1 came, see below).
   S >= 2: threads=512, unroll=8, rows=8, cols=4, bounds=1, smem_kib=44, xreduce=1, barrier=1. Both: ksplit=8.
   Session 9 (bench/results/h200-20261201-session9-sweep-*.json, fwd+bwd ms, cuDNN fp32 5.50 at
   S=64): launch bounds (at most 128 registers: 16 warps an SM instead of 8), 4 streams an item and
@@ -83,8 +83,9 @@ barrier   1: the grid syncs between levels are codegen/grid_barrier.py's barrier
           (bench/loop_profile.py, kernels alone, us a timestep, barrier 0 / 1 / 3, one run each,
           bench/results/h200-20261201-session12-prof*-barrier*.json): LSTM S=1 forward 4.81 /
           5.14 / 5.76, backward 5.25 / 5.38 / 6.03, a loop of grid syncs alone 2.0-2.6 us with
-          each of them; LSTM S=64 (barrier 1 / 3) forward 14.29 / 13.81, backward 16.97 / 16.72:
-          not better at S=1, perhaps at S=64 (not run end to end nor in the GPU tier yet).
+          each of them; LSTM S=64 (barrier 1 / 3) forward 14.29 / 13.81, backward 16.97 / 16.72
+          (the whole forward, prologue included, 1.656 / 1.683 ms): not better at S=1, perhaps at
+          S=64 (not run end to end nor in the GPU tier yet).
           The simulator always runs ``grid.sync()``.
           Session 6 (inline, bench/results/h200-20261201-session6-sweep-*.json, fwd+bwd ms,
           barrier 0 / 1 / 2): LSTM S=64 5.60 / 5.39 / 5.34, GRU S=1 1.29 / 1.24 / 1.23,
@@ -140,23 +141,25 @@ ksplit    at most this many warps of a block share one GEMM work item of a persi
           2.032 -> 1.884, measured with ksplit=4, whose code is the same as 8's there (forward 2
           ways, backward 4), the two figures from two runs; S=2 to 8 split too, not measured; at
           S=64 a block has as many work items as warps: no split, the same code as before).
-loads     1: each unrolled trip of a persistent loop's GEMM loads all its weights and vector
-          elements into named registers first, then does its FMAs (0: load, multiply, load, ...).
-          With unroll=16 the S=1 LSTM's lanes issue their 16 vector loads (one L2 round trip)
-          at once. Default at S=1 since session 12 (below); off from S=2 (the S=64 shapes hold
-          up to 32 accumulators: not measured there).
 prefetch  1: a persistent loop's pointwise kernels issue the loads that nothing between can
           change a level early, into registers (codegen/loop.py ``_prefetch_plans``): the forward
           LSTM's input projection and old cell state before the block's gate rows, the backward
           LSTM's forward values and old gradients of timestep t-1 during timestep t's product
-          (after the grid sync). Only kernels whose remaining loads are of GEMM outputs, without
-          layer norms. Session 12 (bench/results/h200-20261201-session12-*, S=1 fwd+bwd ms, the
-          same run): LSTM 0.994 -> 0.958 (prefetch), 0.945 (prefetch, loads, unroll=16; 0.963 with
-          unroll=8), GRU 1.008 -> 0.942; on every kernel (before the rule above) peephole_lstm
-          1.269 -> 1.334 and layernorm_lstm 2.506 -> 2.720, LSTM S=64 4.146 -> 4.707: the default
-          at S=1 only. A hand-written variant of the S=1 LSTM backward kernel with the same early
-          loads took 4.6-4.7 us a timestep against 5.3-5.8 as generated (bench/loop_profile.py
-          --files; the kernel alone).
+          (after the grid sync). Only kernels whose loads left in place are GEMM outputs (and, in
+          the backward, the recomputed layer norms' moments), and no kernel with a layer norm of
+          its own. Session 12 (bench/results/h200-20261201-session12-*, S=1 fwd+bwd ms, each pair
+          from one run): LSTM 0.994 -> 0.958 with prefetch, 0.945 with unroll=16 too (0.963 with
+          unroll=8; 0.970 with a "loads first" reordering of the unrolled trips that compiles to
+          the same PTX: run-to-run noise is about 1 %), GRU 1.008 -> 0.942; on every kernel
+          (before the rule above) peephole_lstm 1.269 -> 1.334 and layernorm_lstm 2.506 -> 2.720,
+          LSTM S=64 4.146 -> 4.707. With the rule, the S=1 defaults against session 11's shape
+          (prefetch=0, unroll=2) in one run: LSTM 0.945 vs 0.984, GRU 0.932 vs 0.993,
+          peephole_lstm 1.230 vs 1.260, layernorm_lstm 2.464 vs 2.503 (their forwards alone: GRU
+          0.452 vs 0.442, peephole_lstm 0.558 vs 0.539, slower). On at S=1 only. Kernels alone
+          (bench/loop_profile.py): the generated S=1 LSTM loops with it 4.81 / 5.25 us a
+          timestep forward / backward; hand-written variants (bench/exp_s1/gen.py) with the same
+          early loads took 4.6-4.7 backward against 5.3-5.8 for the generated code without them,
+          and 4.3-4.4 forward with each lane's 16 vector loads unrolled.
 """
 from __future__ import annotations
 
@@ -190,7 +193,6 @@ class LoopTuning:
     carveout: int = -1
     lngrad: int = 1
     ksplit: int = 8
-    loads: int = 0
     prefetch: int = 0
 
     def __post_init__(self):
@@ -213,7 +215,7 @@ class LoopTuning:
         if not -1 <= self.carveout <= 100:
             raise ValueError(f"{_ENV}: carveout must be -1 (the driver's choice) or a percentage in [0, 100], "
                              f"got {self.carveout}")
-        for knob in ("ln", "fast", "xreduce", "bounds", "lngrad", "loads", "prefetch"):
+        for knob in ("ln", "fast", "xreduce", "bounds", "lngrad", "prefetch"):
             if getattr(self, knob) not in (0, 1):
                 raise ValueError(f"{_ENV}: {knob} must be 0 or 1, got {getattr(self, knob)}")
 
@@ -222,7 +224,7 @@ def default_tuning(streams: int | None = None) -> LoopTuning:
     """The measured best shape for a loop over ``streams`` streams (None: the large-S one)."""
     small = streams is not None and streams <= SMALL_SHAPE_STREAMS
     shape = LoopTuning(threads=256, unroll=16, rows=2, cols=8, smem_kib=44, xreduce=0, barrier=0, bounds=0,
-                       loads=1, prefetch=1) if small else LoopTuning()
+                       prefetch=1) if small else LoopTuning()
     return replace(shape, ln=int(streams is not None and streams <= LN_PERSISTENT_STREAMS),
                    lnsum=2 if streams is None or streams >= LN_SMEM_SUM_STREAMS else 0)
 
@@ -230,7 +232,7 @@ def default_tuning(streams: int | None = None) -> LoopTuning:
 def loop_tuning(streams: int | None = None) -> LoopTuning:
     """:func:`default_tuning` for ``streams``, overridden key by key by
     ``RNNGRAPH_LOOP="key=value,..."`` (keys: threads, unroll, rows, cols, smem_kib, ln, fast, xreduce, barrier, lnsum, bounds, carveout,
-    lngrad, ksplit, loads, prefetch)."""
+    lngrad, ksplit, prefetch)."""
     base = default_tuning(streams)
     text = os.environ.get(_ENV, "").strip()
     if not text:
