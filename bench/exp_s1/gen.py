@@ -8,25 +8,27 @@ from pathlib import Path
 HERE = Path(__file__).parent
 
 
-def gemm_fwd(unroll):
+def _product(vec, start, stride, inner, unroll):
+    """The two-row inner product of a work item over ``vec[t, s0, kk]`` for kk = start, start +
+    stride, ... < inner: the 16 loads first (``unroll``), or as generated (unroll 2)."""
     if unroll:
-        loads = "\n".join(f"                v{i} = V16[t, s0, uint64(lane + {32 * i})]" for i in range(16))
-        fmas = "\n".join(f"                acc0_0 += sw0[rem0, uint64(lane + {32 * i})] * v{i}\n"
-                         f"                acc1_0 += sw0[rem1, uint64(lane + {32 * i})] * v{i}" for i in range(16))
+        loads = "\n".join(f"                v{i} = {vec}[t, s0, uint64({start} + {stride * i})]" for i in range(16))
+        fmas = "\n".join(f"                acc0_0 += sw0[rem0, uint64({start} + {stride * i})] * v{i}\n"
+                         f"                acc1_0 += sw0[rem1, uint64({start} + {stride * i})] * v{i}" for i in range(16))
         return loads + "\n" + fmas
-    return """                kk = lane
-                while kk + 32 < 512:
-                    w0_0_0 = sw0[rem0, uint64(kk)]
-                    w0_1_0 = sw0[rem1, uint64(kk)]
-                    v = V16[0 + t, s0, uint64(kk)]
-                    acc0_0 += w0_0_0 * v
-                    acc1_0 += w0_1_0 * v
-                    w0_0_1 = sw0[rem0, uint64(kk + 32)]
-                    w0_1_1 = sw0[rem1, uint64(kk + 32)]
-                    v = V16[0 + t, s0, uint64(kk + 32)]
-                    acc0_0 += w0_0_1 * v
-                    acc1_0 += w0_1_1 * v
-                    kk += 64"""
+    trip = "\n".join(f"""                    w0_0_{u} = sw0[rem0, uint64(kk{off})]
+                    w0_1_{u} = sw0[rem1, uint64(kk{off})]
+                    v = {vec}[0 + t, s0, uint64(kk{off})]
+                    acc0_0 += w0_0_{u} * v
+                    acc1_0 += w0_1_{u} * v""" for u, off in ((0, ""), (1, f" + {stride}")))
+    head = "                kk = lane\n" if start == "lane" else ""
+    return f"""{head}                while kk + {stride} < {inner}:
+{trip}
+                    kk += {2 * stride}"""
+
+
+def gemm_fwd(unroll):
+    return _product("V16", "lane", 32, 512, unroll)
 
 
 def fwd(pre, unroll):
@@ -135,23 +137,7 @@ def prof_fwd(T, S, P2, P3, V1, V2, V13, V16):
 
 
 def gemm_bwd(unroll):
-    if unroll:
-        loads = "\n".join(f"                v{i} = G2[t, s0, uint64(kk + {128 * i})]" for i in range(16))
-        fmas = "\n".join(f"                acc0_0 += sw0[rem0, uint64(kk + {128 * i})] * v{i}\n"
-                         f"                acc1_0 += sw0[rem1, uint64(kk + {128 * i})] * v{i}" for i in range(16))
-        return loads + "\n" + fmas
-    return """                while kk + 128 < 2048:
-                    w0_0_0 = sw0[rem0, uint64(kk)]
-                    w0_1_0 = sw0[rem1, uint64(kk)]
-                    v = G2[0 + t, s0, uint64(kk)]
-                    acc0_0 += w0_0_0 * v
-                    acc1_0 += w0_1_0 * v
-                    w0_0_1 = sw0[rem0, uint64(kk + 128)]
-                    w0_1_1 = sw0[rem1, uint64(kk + 128)]
-                    v = G2[0 + t, s0, uint64(kk + 128)]
-                    acc0_0 += w0_0_1 * v
-                    acc1_0 += w0_1_1 * v
-                    kk += 256"""
+    return _product("G2", "kk", 128, 2048, unroll)
 
 
 PW_BWD = """
