@@ -77,7 +77,8 @@ def test_budget_limits_the_shared_arrays():
                                        ("threads=lots", "integer"), ("barrier=4", "barrier must be 0, 1, 2 or 3"), ("lnsum=3", "lnsum must be 0, 1 or 2"),
                                        ("bounds=2", "bounds must be 0 or 1"), ("carveout=101", "carveout must be"),
                                        ("ksplit=0", "ksplit must be in"), ("ksplit=33", "ksplit must be in"),
-                                       ("prefetch=2", "prefetch must be 0 or 1")])
+                                       ("prefetch=2", "prefetch must be 0 or 1"),
+                                       ("loads=1", "unknown key 'loads'")])  # session 12's dropped knob
 def test_bad_environment_names_the_variable(monkeypatch, text, msg):
     monkeypatch.setenv("RNNGRAPH_LOOP", text)
     with pytest.raises(ValueError, match=msg) as err:

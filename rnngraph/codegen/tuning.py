@@ -242,8 +242,10 @@ def loop_tuning(streams: int | None = None) -> LoopTuning:
     for item in filter(str.strip, text.split(",")):  # empty items (a trailing comma) are ignored
         key, eq, val = item.partition("=")
         key = key.strip()
-        if not eq or key not in known:
+        if not eq:
             raise ValueError(f"{_ENV}={text!r}: expected key=value pairs with keys {sorted(known)}, got {item!r}")
+        if key not in known:
+            raise ValueError(f"{_ENV}={text!r}: unknown key {key!r} (keys: {sorted(known)})")
         try:
             values[key] = int(val)
         except ValueError:
