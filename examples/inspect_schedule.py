@@ -19,11 +19,7 @@ def main():
     print()
     for streams in (1, 64):  # few streams favour the wavefront, many the SCC-sequential plan
         step = rg.compile(net, window=100, streams=streams, device="cpu")
-        schedule = getattr(step, "schedule", None)
-        if schedule is None:
-            print("(this build has no schedule yet)")
-            break
-        print(schedule)
+        print(step.schedule)
         print()
 
 
