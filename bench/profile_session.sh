@@ -4,14 +4,16 @@
 # (bench/loop_profile.py), end-to-end loop-setting sweep (bench/loop_sweep.py),
 # the GPU tier (and a subset with RNNGRAPH_LOOP=$KNOB_TESTS_LOOP, default barrier=3), then Nsight
 # Compute stall reasons of the S=1 LSTM forward kernel (when ncu is present). Writes everything
-# under $OUT. TRACE_ARGS, PROFILE_ARGS, SWEEP_ARGS, KNOB_TESTS (a pytest -k expression), KNOB_TESTS_LOOP
-# override the defaults. PART=1 runs the trace, the profile, the sweep and the knob subset (at
+# under $OUT. TRACE_ARGS, PROFILE_ARGS, SYNC_ARGS, SWEEP_ARGS, KNOB_TESTS (a pytest -k expression), KNOB_TESTS_LOOP
+# override the defaults. PART=1 runs the trace, the profile, the sync micro-benchmark, the sweep and the knob subset (at
 # most 9.5 minutes), PART=2 the tier but its layer-norm cases (at most 9), PART=3 those and ncu
 # (at most 9); unset, all (more than one 10-minute device call allows).
 # The defaults are session 13's plan: the GPU timeline (bench/kernel_trace.py) of the S=1 LSTM
 # with session 12's early loads (0.945 ms fwd+bwd; its loops not traced since session 11's 4.3 /
 # 4.8 us a timestep) and of layernorm_lstm S=64; the knock-outs of the S=1 LSTM and GRU loops
-# (--steps: where the step's time outside the loops goes); barrier=3 (red.release arrival,
+# (--steps: where the step's time outside the loops goes); one grid sync's cost by barrier, grid
+# and block size (bench/sync_micro.py: a loop of syncs took 2.0-2.6 us a sync in the S=1 LSTM
+# kernels, DESIGN says 1.5); barrier=3 (red.release arrival,
 # codegen/grid_barrier.py) end to end at S=64, where one kernel-alone run had it 3 % faster than
 # barrier=1, and value-checked as a knob there. Session 12 ran PART=2 on its code (23 passed);
 # PART=3 (the layer-norm cases: s64-lnsum0/1 and the layer-norm replay case have not run since
@@ -28,9 +30,10 @@ timeout 100 python3 bench/kernel_trace.py ${TRACE_ARGS:---configs lstm:1 layerno
   --out "$OUT/kernel_trace.json" 2>&1 | grep -v Warn | tee "$OUT/kernel_trace.log"
 timeout 160 python3 bench/loop_profile.py ${PROFILE_ARGS:---configs lstm:1 gru:1 --variants full no-grid-sync no-gemm --steps --iters 10} \
   --out "$OUT/loop_profile.json" 2>&1 | grep -v Warn | tee "$OUT/loop_profile.log"
-timeout 150 python3 bench/loop_sweep.py ${SWEEP_ARGS:---configs lstm:64 layernorm_lstm:64 --settings '' barrier=3} \
+timeout 50 python3 bench/sync_micro.py ${SYNC_ARGS:---blocks 0 33 --threads 256 1024} --out "$OUT/sync_micro.json" 2>&1 | grep -v Warn | tail -60 > "$OUT/sync_micro.log"
+timeout 130 python3 bench/loop_sweep.py ${SWEEP_ARGS:---configs lstm:64 layernorm_lstm:64 --settings '' barrier=3} \
   --out "$OUT/sweep.json" 2>&1 | grep -v Warn | tee "$OUT/sweep.log"
-RNNGRAPH_LOOP=${KNOB_TESTS_LOOP:-barrier=3} timeout 150 python3 -m pytest -q -m gpu tests/test_gpu.py \
+RNNGRAPH_LOOP=${KNOB_TESTS_LOOP:-barrier=3} timeout 130 python3 -m pytest -q -m gpu tests/test_gpu.py \
   -k "${KNOB_TESTS:-generated_step and s64}" 2>&1 | tail -15 | tee "$OUT/gpu_tests_knob.log"
 fi
 # the tier in two halves (a fresh machine compiles for minutes: session 11's whole tier did not

@@ -260,3 +260,24 @@ def test_report_refuses_other_files_in_one_line(tmp_path, capsys, content):
     assert e.value.code == 2
     assert str(f) in capsys.readouterr().err
 
+
+
+def test_sync_micro_kernels():
+    """bench/sync_micro.py's kernels: T syncs of the chosen barrier, each after every thread's store
+    (``work``); the inline barriers keep their counter (and barrier 3 its phase). In the simulator
+    numba's grid.sync runs (one block): every thread has stored T - 1 at the end."""
+    sync_micro = load("sync_micro")
+    for barrier in (1, 2, 3):
+        src = sync_micro.kernel_source(barrier, work=False)
+        assert "grid_barrier(BAR, nblocks" in src and ("bphase = barrier_phase(BAR)" in src) == (barrier == 3)
+        assert "if False:" in src
+    src = sync_micro.kernel_source(0, work=True)
+    assert src.count("grid.sync()") == 2 and "if True:" in src
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
+        return
+    from numba import cuda
+    from rnngraph.codegen import module
+    kern = module.load(src).sync_loop
+    out = cuda.to_device(np.full(3, -1.0, np.float32))
+    kern[1, 3](4, cuda.to_device(np.zeros(1, np.uint32)), out)
+    np.testing.assert_array_equal(out.copy_to_host(), [3.0, 3.0, 3.0])

@@ -176,3 +176,39 @@ def test_inline_barrier_compiles_to_a_polling_loop(tmp_path):
         assert r["red_release"] == (n if red else 0), (name, r)
         assert r["cg_syncs"] == 1 and r["f64"] == 0, (name, r)  # numba's, at kernel start: a cooperative launch
         assert r["nanosleep"] == (n if "barrier=2" in name else 0), (name, r)
+
+
+def test_sync_micro_kernels_compile(tmp_path):
+    """bench/sync_micro.py's barrier loops compile for sm_90: one polled loop a sync for the inline
+    barriers (barrier 3 arriving with red.release), numba's device-runtime sync otherwise."""
+    script = r'''
+import importlib.util, json, sys
+import numpy as np
+from numba import cuda, typeof
+import numba.cuda.dispatcher
+class _H200:
+    compute_capability = (9, 0)
+numba.cuda.dispatcher.get_current_device = _H200
+def probe(x):
+    x[0] = 1.0
+try:
+    cuda.compile_ptx(probe, "void(float32[::1])", cc=(9, 0))
+except Exception as e:
+    print(json.dumps({"skip": f"{type(e).__name__}: {e}"[:500]})); sys.exit(0)
+spec = importlib.util.spec_from_file_location("sync_micro", "bench/sync_micro.py")
+m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
+from rnngraph.codegen import module
+out = {}
+for b in (0, 1, 3):
+    kern = module.load(m.kernel_source(b, work=True)).sync_loop
+    sig = (typeof(4), typeof(np.zeros(1, np.uint32)), typeof(np.zeros(4, np.float32)))
+    ptx, _ = cuda.compile_ptx(kern.py_func, sig, cc=(9, 0))
+    out[b] = {"red": ptx.count("red.release.gpu"), "relaxed": ptx.count("ld.relaxed.gpu"),
+              "cg": ptx.count("cudaCGSynchronize,"), "f64": ptx.count(".f64")}
+print(json.dumps(out))
+'''
+    r = run_outside_simulator(script, cache_dir=tmp_path)
+    assert r["0"]["cg"] >= 2 and r["0"]["relaxed"] == 0  # the start's and the loop's (unrolled) grid.sync()
+    assert r["1"]["cg"] == 1 and r["1"]["relaxed"] >= 1 and r["1"]["red"] == 0
+    assert r["3"]["cg"] == 1 and r["3"]["red"] == 1 and r["3"]["relaxed"] >= 2  # + the phase read
+    assert all(v["f64"] == 0 for v in r.values())
