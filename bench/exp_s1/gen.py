@@ -8,6 +8,25 @@ from pathlib import Path
 HERE = Path(__file__).parent
 
 
+def _item(reps):
+    """A work item's two owned rows (``reps`` rows a unit), its stream and zeroed accumulators."""
+    rows = "\n".join(f"""                rem{a} = min(g0 + {a}, nrows - 1)
+                jj = rem{a} // {reps}
+                r{a} = j0 + jj + (rem{a} - jj * {reps}) * 512""" for a in (0, 1))
+    return f"""                sb = item // ngroups
+                g0 = (item - sb * ngroups) * 2
+{rows}
+                s0 = min(sb * 1 + 0, S - 1)
+                acc0_0 = float32(0.0)
+                acc1_0 = float32(0.0)"""
+
+
+REDUCE = "\n".join(f"""                off = 16
+                while off > 0:
+                    acc{a}_0 += cuda.shfl_down_sync(0xFFFFFFFF, acc{a}_0, off)
+                    off //= 2""" for a in (0, 1))
+
+
 def _product(vec, start, stride, inner, unroll):
     """The two-row inner product of a work item over ``vec[t, s0, kk]`` for kk = start, start +
     stride, ... < inner: the 16 loads first (``unroll``), or as generated (unroll 2)."""
@@ -105,26 +124,9 @@ def prof_fwd(T, S, P2, P3, V1, V2, V13, V16):
             ngroups = (nrows + 1) // 2
             item = warp
             while item < ((S + 0) // 1) * ngroups:
-                sb = item // ngroups
-                g0 = (item - sb * ngroups) * 2
-                rem0 = min(g0 + 0, nrows - 1)
-                jj = rem0 // 4
-                r0 = j0 + jj + (rem0 - jj * 4) * 512
-                rem1 = min(g0 + 1, nrows - 1)
-                jj = rem1 // 4
-                r1 = j0 + jj + (rem1 - jj * 4) * 512
-                s0 = min(sb * 1 + 0, S - 1)
-                acc0_0 = float32(0.0)
-                acc1_0 = float32(0.0)
+{_item(4)}
 {gemm_fwd(unroll)}
-                off = 16
-                while off > 0:
-                    acc0_0 += cuda.shfl_down_sync(0xFFFFFFFF, acc0_0, off)
-                    off //= 2
-                off = 16
-                while off > 0:
-                    acc1_0 += cuda.shfl_down_sync(0xFFFFFFFF, acc1_0, off)
-                    off //= 2
+{REDUCE}
                 if lane == 0 and g0 + 0 < nrows and sb * 1 + 0 < S:
                     {store0}
                 if lane == 0 and g0 + 1 < nrows and sb * 1 + 0 < S:
@@ -291,27 +293,10 @@ def prof_bwd(T, S, G1, G2, G13, G16, T2, V1, V2, V13):
             kw = warp
             while kw < ((S + 0) // 1) * ngroups * 4:
                 item = kw // 4
-                sb = item // ngroups
-                g0 = (item - sb * ngroups) * 2
-                rem0 = min(g0 + 0, nrows - 1)
-                jj = rem0 // 1
-                r0 = j0 + jj + (rem0 - jj * 1) * 512
-                rem1 = min(g0 + 1, nrows - 1)
-                jj = rem1 // 1
-                r1 = j0 + jj + (rem1 - jj * 1) * 512
-                s0 = min(sb * 1 + 0, S - 1)
-                acc0_0 = float32(0.0)
-                acc1_0 = float32(0.0)
+{_item(1)}
                 kk = lane + (kw - item * 4) * 32
 {kloop}{tail}
-                off = 16
-                while off > 0:
-                    acc0_0 += cuda.shfl_down_sync(0xFFFFFFFF, acc0_0, off)
-                    off //= 2
-                off = 16
-                while off > 0:
-                    acc1_0 += cuda.shfl_down_sync(0xFFFFFFFF, acc1_0, off)
-                    off //= 2
+{REDUCE}
                 if lane == 0: kp0[kw, 0] = acc0_0
                 if lane == 0: kp0[kw, 1] = acc1_0
                 kw += nwarps
