@@ -66,7 +66,10 @@ class Loop:
     elements of the input (forward) or output gradient (backward) they just wrote there
     (passes/row_sums.py), so that their level needs no reduction sync; post_sums (backward): the
     layer norms whose gain and bias gradients the loop leaves to ``reduce`` kernels of the phase
-    after it (passes/param_grad_sums.py), the loop computing only their input gradients.
+    after it (passes/param_grad_sums.py), the loop computing only their input gradients;
+    flagged: the values its GEMMs read through flagged words (each element with its timestep
+    tag, polled by the readers) instead of after a grid sync (passes/flag_exchange.py; ``syncs``
+    are then those still needed).
     """
 
     name: str
@@ -79,6 +82,7 @@ class Loop:
     syncs: tuple[int, ...] | None = None
     early_sums: tuple[str, ...] = ()
     post_sums: tuple[str, ...] = ()
+    flagged: tuple[str, ...] = ()
 
     @property
     def sync_after(self) -> tuple[int, ...]:
@@ -209,6 +213,8 @@ def _step_lines(s, window: int, columns: int) -> list[str]:
              f"(initiation interval){_sync_text(s)}, {s.ticks} ticks"]
     if s.early_sums:
         lines.append(f"    row sums one level early (no reduction sync): {', '.join(s.early_sums)}")
+    if s.flagged:
+        lines.append(f"    flagged exchange (readers poll each element's timestep tag): {', '.join(s.flagged)}")
     if s.post_sums:
         lines.append(f"    gain and bias gradients after the loop (reduce kernels): {', '.join(s.post_sums)}")
     for offset, label in s.stages:

@@ -25,7 +25,8 @@ def to_json(s: Schedule) -> dict:
             return {"type": "phase", "name": x.name, "kernels": [asdict(k) for k in x.kernels]}
         return {"type": "loop", "name": x.name, "reverse": x.reverse, "mode": x.mode, "levels": x.levels,
                 "reduction_syncs": x.reduction_syncs, "grid_syncs_after": list(x.sync_after),
-                "early_row_sums": list(x.early_sums), "post_loop_sums": list(x.post_sums), "ticks": x.ticks,
+                "early_row_sums": list(x.early_sums), "post_loop_sums": list(x.post_sums),
+                "flagged": list(x.flagged), "ticks": x.ticks,
                 "stages": [{"offset": o, "label": lbl} for o, lbl in x.stages],
                 "kernels": [asdict(k) for k in x.kernels]}
 

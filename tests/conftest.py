@@ -77,3 +77,37 @@ def run_outside_simulator(script: str, cache_dir=None, timeout: int = 600) -> di
         pytest.skip("cuda.compile_ptx cannot run here: " + result["skip"])
     return result
 
+
+
+def assert_train_identically(a, b, vocab: int, window: int, steps: int = 2) -> None:
+    """Two compiled S=1 steps ``a`` and ``b`` (the same net and seed, different code) give equal
+    losses over ``steps`` training windows of random tokens (fixed seed) and equal parameters
+    afterwards, bit for bit."""
+    import numpy as np
+    rng = np.random.default_rng(4)
+    for _ in range(steps):
+        x, y = rng.integers(0, vocab, (window, 1)), rng.integers(0, vocab, (window, 1))
+        assert a.train(x, y) == b.train(x, y)
+    for name, value in b.parameters.items():
+        np.testing.assert_array_equal(a.parameters[name], value, err_msg=name)
+
+
+#: The start of a script for :func:`run_outside_simulator` that compiles PTX for sm_90: prints
+#: {"skip": reason} and exits where NVVM cannot run; patches numba's current device (none here)
+#: so that device functions compile for compute capability 9.0.
+PTX_PREAMBLE = r"""
+import json, re, sys
+import numpy as np
+from numba import cuda, typeof
+def probe(x):
+    x[0] = 1.0
+try:
+    cuda.compile_ptx(probe, "void(float32[::1])", cc=(9, 0))
+except Exception as e:  # no NVVM here
+    print(json.dumps({"skip": f"{type(e).__name__}: {e}"[:500]}))
+    sys.exit(0)
+import numba.cuda.dispatcher
+class _H200:  # device functions called from a kernel compile for the current device's cc: none here
+    compute_capability = (9, 0)
+numba.cuda.dispatcher.get_current_device = _H200
+"""

@@ -9,7 +9,8 @@ the whole input vector of a GEMM (and a forward layer norm's shift x[t-1, s, 0];
 at the end of the previous level for ``Loop.early_sums``, add into one sum per layer norm from
 every block: atomic adds, which commute with each other but not with reads), and fails when two
 blocks touch one element of one value at one timestep, one of them writing, with no grid sync
-between them. The numerics of the elided syncs on real blocks are
+between them. A GEMM's read of a flagged value (``Loop.flagged``, passes/flag_exchange.py) polls
+each element's tag instead: it must come after the element's write (or read the initial state). The numerics of the elided syncs on real blocks are
 checked by the GPU tier."""
 import re
 
@@ -43,6 +44,7 @@ def races(g, s, loop: Loop, B: int = 2) -> list[str]:
     T = s.window
     recompute = {m: k.ops for st in s.forward if isinstance(st, Loop) for k in st.kernels for m in k.ops}
     found, pending = [], {}  # (value, t, element) -> [(block, write)] since the last grid sync
+    written = set()  # (value, t, element) stored so far (a flagged value's readers poll for them)
     top = max(o for o, _ in loop.stages)
 
     def touch(value, t, e, block, write, where):  # write: False, True or "add" (atomic adds commute)
@@ -97,6 +99,10 @@ def races(g, s, loop: Loop, B: int = 2) -> list[str]:
                             touch("sums:" + m, t, 0, b, False, f"{where} {k.name} sums")
                 for ref in k.reads:
                     value, tt, size = parse(ref, t)
+                    if k.kind == "gemm" and value in loop.flagged:  # polled words: written before, or the initial state
+                        if tt >= 0 and any((value, tt, e) not in written for e in range(size)):
+                            found.append(f"{where} {k.name}: flagged {value}[t={tt}] read before it is written")
+                        continue
                     for e in range(size):
                         for b in (busy if k.kind == "gemm" else [_owner(e, u, B)]):
                             touch(value, tt, e, b, False, f"{where} {k.name}")
@@ -104,6 +110,7 @@ def races(g, s, loop: Loop, B: int = 2) -> list[str]:
                     value, tt, size = parse(ref, t)
                     for e in range(size):
                         touch(value, tt, e, _owner(e, u, B), True, f"{where} {k.name}")
+                        written.add((value, tt, e))
             for k in loop.kernels:  # the next level's early row sums, by this level's blocks
                 t = (T - 1 - (tick - k.stage)) if loop.reverse else tick - k.stage
                 if k.level == level + 1 and 0 <= t < T:

@@ -5,10 +5,10 @@ last one and tests/test_loop_tuning.py train with the knob in the simulator."""
 import os
 import re
 
-import numpy as np
 import pytest
 
 import rnngraph as rg
+from conftest import assert_train_identically
 from rnngraph.codegen.loop import LoopEmitter
 from rnngraph.codegen.tuning import LoopTuning
 from rnngraph.passes import schedule
@@ -153,9 +153,4 @@ def test_early_loads_train_exactly_like_late_ones(monkeypatch, cell):
                           plan="wavefront")
     early, late = step("unroll=2"), step("unroll=2,prefetch=0")
     assert "_pre(t, s, j, pf_" in early.kernels and "_pre(" not in late.kernels
-    rng = np.random.default_rng(4)
-    for _ in range(2):
-        x, y = rng.integers(0, V, (T, 1)), rng.integers(0, V, (T, 1))
-        assert early.train(x, y) == late.train(x, y)
-    for name, value in late.parameters.items():
-        np.testing.assert_array_equal(early.parameters[name], value, err_msg=name)
+    assert_train_identically(early, late, V, T)

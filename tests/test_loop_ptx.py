@@ -13,25 +13,11 @@ import json
 
 import pytest
 
-from conftest import run_outside_simulator
+from conftest import PTX_PREAMBLE, run_outside_simulator
 
 # Prints {"<cell> S=<S> barrier=<b> <loop>": {counts}} for the configurations in CONFIGS (JSON).
-_SCRIPT = r"""
-import json, re, sys
-import numpy as np
-from numba import cuda, typeof
-def probe(x):
-    x[0] = 1.0
-try:
-    cuda.compile_ptx(probe, "void(float32[::1])", cc=(9, 0))
-except Exception as e:  # no NVVM here
-    print(json.dumps({"skip": f"{type(e).__name__}: {e}"[:500]}))
-    sys.exit(0)
-import numba.cuda.dispatcher
-class _H200:  # device functions called from a kernel compile for the current device's cc: none here
-    compute_capability = (9, 0)
-numba.cuda.dispatcher.get_current_device = _H200
-import dataclasses
+_SCRIPT = PTX_PREAMBLE + r"""
+import dataclasses, os
 import rnngraph as rg
 from rnngraph.codegen import module
 from rnngraph.codegen.loop import LoopEmitter
@@ -70,6 +56,8 @@ def inner_loop(ptx):
 out = {}
 for cell, S, knob, *opts in json.loads(CONFIGS):  # opts: {"hidden": H, "tuning": {RNNGRAPH_LOOP keys}}
     opts = opts[0] if opts else {}
+    # the schedule reads ``flags`` (passes/flag_exchange.py): the config's tuning keys, else the defaults
+    os.environ["RNNGRAPH_LOOP"] = ",".join(f"{k}={v}" for k, v in opts.get("tuning", {}).items())
     hidden = opts.get("hidden", 64)
     net = rg.stacked(rg.cells.STANDARD[cell], 1, hidden, input_size=hidden)
     g, names = net.graph, Names(net.graph)
@@ -83,7 +71,8 @@ for cell, S, knob, *opts in json.loads(CONFIGS):  # opts: {"hidden": H, "tuning"
         kern = module.load(PRELUDE + "\n\n" + src).k
         arrays = [np.zeros((2, 2, 2), np.float32) if a[0] in "VGNM" else
                   np.zeros(params["P" + a[1:]].shape[::-1 if a[0] == "T" else 1], np.float32) for a in args]
-        sig = tuple(typeof(v) for v in [4, S] + ([np.zeros(1, np.uint32)] if knob else []) + arrays)
+        flags = [np.zeros((2, 2, 2), np.uint64) for _ in loop.flagged]
+        sig = tuple(typeof(v) for v in [4, S] + ([np.zeros(1, np.uint32)] if knob else []) + flags + arrays)
         ptx, _ = cuda.compile_ptx(kern.py_func, sig, cc=(9, 0))
         body = "\n".join(l for l in ptx.splitlines() if not l.strip().startswith("//"))
         out[f"{cell} S={S} barrier={knob} H={hidden} {loop.name}"] = {
@@ -91,6 +80,7 @@ for cell, S, knob, *opts in json.loads(CONFIGS):  # opts: {"hidden": H, "tuning"
             "red_release": ptx.count("red.release.gpu.global.add.u32"),
             "cg_syncs": ptx.count("cudaCGSynchronize,"), "nanosleep": ptx.count("nanosleep"),
             "f64": len(re.findall(r"\.f64\b", body)), "syncs": len(loop.syncs) + loop.reduction_syncs,
+            "flagged": len(loop.flagged),
             "inner_loop": inner_loop(ptx)}
 print(json.dumps(out))
 """
@@ -115,7 +105,11 @@ def test_float32_loop_kernels_have_no_f64(issue_cells):
     # every loop is persistent by default (layernorm_lstm too, up to S=64): 8 configurations x 2
     assert len(result) == 16, sorted(result)
     assert {name: r["f64"] for name, r in result.items() if r["f64"]} == {}
-    assert all(r["cg_syncs"] == r["syncs"] + ("layernorm" in name) for name, r in result.items()), result
+    # numba's grid syncs: one a sync, and one at kernel start where the layer norms' sums or the flag
+    # words (the S=1 defaults: passes/flag_exchange.py) are zeroed
+    assert all(r["cg_syncs"] == r["syncs"] + ("layernorm" in name or r["flagged"] > 0) for name, r in result.items()), result
+    assert [name for name, r in result.items() if r["flagged"]] == [
+        f"{c} S=1 barrier=0 H=64 {lp}" for c in ("lstm", "peephole_lstm", "gru") for lp in ("loop0", "loop0 (backward)")]
 
 
 # Session 8's large-S code shape, on which the H=64 part of the inner-loop test below was
@@ -166,8 +160,9 @@ else:
 
 
 def test_inline_barrier_compiles_to_a_polling_loop(tmp_path):
-    result = compile_loops([["lstm", 1, 1], ["lstm", 1, 2], ["lstm", 64, 1], ["layernorm_lstm", 1, 1],
-                            ["lstm", 1, 3], ["layernorm_lstm", 1, 3]], tmp_path)
+    synced = {"tuning": {"flags": 0}}  # S=1's default flags leave the LSTM no grid sync a timestep
+    result = compile_loops([["lstm", 1, 1, synced], ["lstm", 1, 2, synced], ["lstm", 64, 1], ["layernorm_lstm", 1, 1],
+                            ["lstm", 1, 3, synced], ["layernorm_lstm", 1, 3]], tmp_path)
     assert len(result) == 12, sorted(result)
     for name, r in result.items():
         n = r["syncs"]
@@ -181,20 +176,8 @@ def test_inline_barrier_compiles_to_a_polling_loop(tmp_path):
 def test_sync_micro_kernels_compile(tmp_path):
     """bench/sync_micro.py's barrier loops compile for sm_90: one polled loop a sync for the inline
     barriers (barrier 3 arriving with red.release), numba's device-runtime sync otherwise."""
-    script = r'''
-import importlib.util, json, sys
-import numpy as np
-from numba import cuda, typeof
-import numba.cuda.dispatcher
-class _H200:
-    compute_capability = (9, 0)
-numba.cuda.dispatcher.get_current_device = _H200
-def probe(x):
-    x[0] = 1.0
-try:
-    cuda.compile_ptx(probe, "void(float32[::1])", cc=(9, 0))
-except Exception as e:
-    print(json.dumps({"skip": f"{type(e).__name__}: {e}"[:500]})); sys.exit(0)
+    script = PTX_PREAMBLE + r'''
+import importlib.util
 spec = importlib.util.spec_from_file_location("sync_micro", "bench/sync_micro.py")
 m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)
 from rnngraph.codegen import module

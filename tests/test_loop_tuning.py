@@ -77,7 +77,7 @@ def test_budget_limits_the_shared_arrays():
                                        ("threads=lots", "integer"), ("barrier=4", "barrier must be 0, 1, 2 or 3"), ("lnsum=3", "lnsum must be 0, 1 or 2"),
                                        ("bounds=2", "bounds must be 0 or 1"), ("carveout=101", "carveout must be"),
                                        ("ksplit=0", "ksplit must be in"), ("ksplit=33", "ksplit must be in"),
-                                       ("prefetch=2", "prefetch must be 0 or 1"),
+                                       ("prefetch=2", "prefetch must be 0 or 1"), ("flags=2", "flags must be 0 or 1"),
                                        ("loads=1", "unknown key 'loads'")])  # session 12's dropped knob
 def test_bad_environment_names_the_variable(monkeypatch, text, msg):
     monkeypatch.setenv("RNNGRAPH_LOOP", text)
@@ -91,8 +91,8 @@ def test_environment_overrides_defaults(monkeypatch):
     monkeypatch.setenv("RNNGRAPH_LOOP", "threads=256, unroll=2,")  # a trailing comma is harmless
     assert loop_tuning() == LoopTuning(threads=256, unroll=2, rows=LoopTuning().rows, smem_kib=LoopTuning().smem_kib)
     # the keys the variable leaves out keep the defaults of the step's number of streams
-    assert loop_tuning(1) == LoopTuning(threads=256, unroll=2, rows=2, cols=8, smem_kib=44, ln=1, xreduce=0, lnsum=0,
-                                        barrier=0, bounds=0, ksplit=8, prefetch=1)
+    assert loop_tuning(1) == LoopTuning(threads=256, unroll=2, rows=4, cols=8, smem_kib=44, ln=1, xreduce=0, lnsum=0,
+                                        barrier=0, bounds=0, ksplit=8, prefetch=1, flags=1)
     assert loop_tuning(64) == LoopTuning(threads=256, unroll=2, ln=1)
     assert loop_tuning() == loop_tuning(65) == LoopTuning(threads=256, unroll=2)
     monkeypatch.delenv("RNNGRAPH_LOOP")

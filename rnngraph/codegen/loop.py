@@ -15,6 +15,10 @@ values a block reads within a level are its own. The loop's
 ``syncs`` (passes/grid_syncs.py) say which levels end with one; the others end with
 ``cuda.syncthreads()`` (e.g. the LSTM backward's GEMM level: the next timestep's pointwise VJP
 reads the rows of dh its own block just wrote).
+A loop with ``flagged`` values (passes/flag_exchange.py, ``flags=1``: the S=1 default) has no
+such sync for them: their writer also stores each element as a (value, tag) word into a flag
+buffer ``F<i>`` (codegen/flag_exchange.py; zeroed at kernel start, a forward loop's initial-state
+rows flagged there, then one grid sync), and the GEMMs poll those words (:meth:`LoopEmitter._poll`).
 Recurrent weights are copied once per launch into shared memory where ``smem_kib`` allows (the
 block's own rows), else read from global memory, where they stay resident in the 50 MB L2.
 Code-shape knobs: codegen/tuning.py.
@@ -165,6 +169,10 @@ class LoopEmitter:
         # (codegen/grid_barrier.py; the caller passes BAR, a zeroed uint32 array (1,), after S)
         self.barrier = bool(coop and self.tuning.barrier and not virtual_blocks)
         self.ln_smem = self._reserve_ln_smem()
+        # value buffer -> its flag buffer F<i> (uint64, the value's shape; ``Loop.flagged``,
+        # passes/flag_exchange.py): the caller passes them after BAR, in this order
+        values = [self.names.grad(v[2:]) if v.startswith("d.") else self.names.value(v) for v in loop.flagged]
+        self.flag_buffers = {b: "F" + b[1:] for b in values}
         self.grid_sync = ("grid.sync()" if not self.barrier else "grid_barrier(BAR, nblocks)" if self.tuning.barrier < 3
                           else "bphase = grid_barrier(BAR, nblocks, bphase)")
 
@@ -255,7 +263,7 @@ class LoopEmitter:
     def _pointwise_emitter(self, k: Kernel, local: bool = False, deferred=(), prefetch=()) -> PointwiseEmitter:
         return PointwiseEmitter(self.g, k.name, k.ops, gradient_inputs(k) if self.loop.reverse else k.writes,
                                 self.recompute.get(k.ops[0]) if self.loop.reverse else None, local_param_grads=local,
-                                deferred=deferred, prefetch=prefetch)
+                                deferred=deferred, prefetch=prefetch, flagged=self.flag_buffers)
 
     # ------------------------------------------------------------------ early loads (``prefetch``)
     def _kernel_writes(self, k: Kernel) -> set[str]:
@@ -310,7 +318,8 @@ class LoopEmitter:
                     i = levels.index(lv)
                     where = levels[i - 1]
                     before = where - 1 if where > 1 else loop.levels  # the level ending right before it
-                    if where == lv or before not in loop.sync_after:
+                    # (a loop without grid syncs, e.g. with flags: no other block touches K's elements)
+                    if where == lv or before not in loop.sync_after and loop.sync_after:
                         continue
                     shift, between = int(where > lv), [x for _, x in at_level[where]]
                 if any(self.g.by_name[m].op == "layer_norm" for m in k.ops):
@@ -359,7 +368,8 @@ class LoopEmitter:
                 self.buffers |= {w, out, X} | ({b} if b else set())
                 self.emit(f"# {k.name}: {n.name} = {n.params[0]} @ {ref}{' + bias' if b else ''}", depth)
                 reps = n.size // uL
-                self._rows(depth, reps, uL, K, [(self._weight(w, reps, uL, K), f"{X}[{xrow}, {{s}}, {{k}}]")],
+                self._rows(depth, reps, uL, K, [(self._weight(w, reps, uL, K), f"{X}[{xrow}, {{s}}, {{k}}]",
+                                                 self._flag(X, xrow))],
                            f"{out}[{self.names.depth(n.name)} + t, {{s}}, {{r}}] = {{acc}}" + (f" + {b}[{{r}}]" if b else ""))
         else:
             GX, terms = self.names.grad(x), []
@@ -372,9 +382,15 @@ class LoopEmitter:
                 gy = self.names.grad(n.name)
                 self.buffers |= {wt, gy}
                 self.transposed.add(n.params[0])
-                terms.append((self._weight(wt, K // uL, uL, R), f"{gy}[{self.names.depth(n.name)} + t, {{s}}, {{k}}]"))
+                row = f"{self.names.depth(n.name)} + t"
+                terms.append((self._weight(wt, K // uL, uL, R), f"{gy}[{row}, {{s}}, {{k}}]", self._flag(gy, row)))
             self.emit(f"# {k.name}: d.{ref} += sum W^T d.({', '.join(k.ops)})", depth)
             self._rows(depth, K // uL, uL, R, terms, f"{GX}[{xrow}, {{s}}, {{r}}] += {{acc}}")
+
+    def _flag(self, buf: str, row: str) -> tuple[str, str] | None:
+        """(flag buffer, row expression) of a GEMM's vector ``buf`` read at ``row`` when the loop
+        flags it (passes/flag_exchange.py), else None."""
+        return (self.flag_buffers[buf], row) if buf in self.flag_buffers else None
 
     def layer_norm_sums(self, name: str, uL: int, depth: int) -> None:
         """The reduction phase of layer norm ``name`` at timestep t (see the module docstring):
@@ -601,8 +617,10 @@ class LoopEmitter:
     def _rows(self, depth: int, reps: int, uL: int, inner: int, terms, store: str) -> None:
         """Loop over the block's owned rows, RB rows x SB streams per work item (a warp on the GPU,
         a thread in the simulator), reducing sum_m W_m[r, kk] * v_m[s, kk] over kk < inner.
-        ``terms`` are (weight read with {r}, {rem}, {k}; vector read with {s}, {k}) pairs and
-        ``store`` the statement with {r}, {s} and {acc}. Register blocking: a weight element is
+        ``terms`` are (weight read with {r}, {rem}, {k}; vector read with {s}, {k}; flag) triples and
+        ``store`` the statement with {r}, {s} and {acc}. A term whose flag is (F, row) reads its
+        vector from flag buffer F (passes/flag_exchange.py): each trip first loads all its words,
+        then polls until every word carries the tag row + 1, and takes the values from them. Register blocking: a weight element is
         loaded once for SB streams and a vector element once for RB rows; the kk loop is unrolled
         ``tuning.unroll`` times (independent loads in flight), with a remainder loop. The column
         index is cast to uint64 (it is never negative): numba wraps a negative signed index (a
@@ -645,6 +663,9 @@ class LoopEmitter:
             e(f"s{i} = min(sb * {SB} + {i}, S - 1)", 1)
             for a in range(RB):
                 e(f"acc{a}_{i} = float32(0.0)", 1)
+        flagged = [(m, flag) for m, (_, _, flag) in enumerate(terms) if flag]
+        for m, (_, row) in flagged:
+            e(f"ftag{m} = uint32({row}) + uint32(1)", 1)
         first = "lane" if self.coop else "0"
         e(f"kk = {first}" + (f" + (kw - item * {KS}) * {kstep}" if KS > 1 else ""), 1)
         stride = kstep * KS
@@ -652,13 +673,16 @@ class LoopEmitter:
         loops = [(U, f"kk + {(U - 1) * stride} < {inner}")] + ([(1, f"kk < {inner}")] if U > 1 else [])
         for unroll, cond in loops:
             e(f"while {cond}:", 1)
+            kof = lambda u: f"uint64(kk + {u * stride})" if u else "uint64(kk)"
+            if flagged:
+                self._poll(flagged, unroll, SB, kof, depth + 2)
             for u in range(unroll):
-                k = f"uint64(kk + {u * stride})" if u else "uint64(kk)"
-                for m, (w, vec) in enumerate(terms):
+                k = kof(u)
+                for m, (w, vec, flag) in enumerate(terms):
                     for a in range(RB):
                         e(f"w{m}_{a}_{u} = {w.format(r=f'r{a}', rem=f'rem{a}', k=k)}", 2)
                     for i in range(SB):
-                        e(f"v = {vec.format(s=f's{i}', k=k)}", 2)
+                        e(f"v = {f'flag_value(fw{m}_{i}_{u})' if flag else vec.format(s=f's{i}', k=k)}", 2)
                         for a in range(RB):
                             e(f"acc{a}_{i} += w{m}_{a}_{u} * v", 2)
             e(f"kk += {unroll * stride}", 2)
@@ -714,6 +738,20 @@ class LoopEmitter:
         e(store.format(r="rr", s="ss", acc="acc"), 2)
         e("i += bdim", 1)
 
+    def _poll(self, flagged, unroll: int, SB: int, kof, depth: int) -> None:
+        """A trip's loads of its flagged vector words ``fw<m>_<i>_<u>`` (term m, stream i, unroll
+        step u at column ``kof(u)``), repeated until every tag is ``ftag<m>``; a reader polling
+        for too long traps (codegen/flag_exchange.py)."""
+        e = lambda line, d=0: self.emit(line, depth + d)
+        words = [(m, F, row, i, u) for m, (F, row) in flagged for i in range(SB) for u in range(unroll)]
+        e("fspin = 0")
+        e("while True:")
+        for m, F, row, i, u in words:
+            e(f"fw{m}_{i}_{u} = flag_load({F}, {row}, s{i}, {kof(u)})", 1)
+        e(f"if ({' | '.join(f'(flag_tag(fw{m}_{i}_{u}) ^ ftag{m})' for m, F, row, i, u in words)}) == 0:", 1)
+        e("break", 2)
+        e("fspin = flag_wait(fspin)", 1)
+
     # ------------------------------------------------------------------ kernel
     def _timestep(self, offset: int) -> str:
         """The timestep a stage with ``offset`` works on at ``tick`` (backward: counting down)."""
@@ -721,7 +759,8 @@ class LoopEmitter:
 
     def source(self) -> tuple[str, list[str]]:
         """(device functions + the persistent kernel, its buffer arguments in order). The kernel's
-        arguments are (T, S, [BAR if ``self.barrier``], *buffers)."""
+        arguments are (T, S, [BAR if ``self.barrier``], [the flag buffers of ``flag_buffers``],
+        *buffers)."""
         loop = self.loop
         top = max(o for o, _ in loop.stages)
         self.prefetch_plans = self._prefetch_plans()
@@ -775,10 +814,11 @@ class LoopEmitter:
                     self.layer_norm_sums(m, uL, 3)
             no_sync = "cuda.syncthreads()  # no grid sync needed here"
             self.emit(self.grid_sync if level in loop.sync_after else no_sync, 2)
-        args = sorted(self.buffers - set(self.local_grads), key=buffer_key)
+        flags = list(self.flag_buffers.values())
+        args = sorted(self.buffers - set(self.local_grads) - set(flags), key=buffer_key)
         head = [
             self._decorator(),
-            f"def {self.name}(T, S, {'BAR, ' if self.barrier else ''}{', '.join(args)}):",
+            f"def {self.name}(T, S, {'BAR, ' if self.barrier else ''}{''.join(f + ', ' for f in flags)}{', '.join(args)}):",
             "    grid = cuda.cg.this_grid()",
         ]
         if self.virtual_blocks:
@@ -813,14 +853,39 @@ class LoopEmitter:
         head += self._local_grad_sums_start()
         if self.prologue or self.local_grads:
             head += self.prologue + ["    cuda.syncthreads()"]
-        if self.barrier and not self.ln_zero:  # numba launches cooperatively (co-resident blocks)
+        if self.flag_buffers:
+            head += self._flag_start()
+        elif self.barrier and not self.ln_zero:  # numba launches cooperatively (co-resident blocks)
             head.append("    grid.sync()")  # only kernels that call grid.sync(): codegen/grid_barrier.py
         if self.barrier and self.tuning.barrier == 3:
             head.append("    bphase = barrier_phase(BAR)  # the counter's top bit before the first barrier")
         fns = ([f"from rnngraph.codegen.grid_barrier import {BARRIER_FUNCTIONS[self.tuning.barrier]} as grid_barrier"
-                + (", barrier_phase" if self.tuning.barrier == 3 else "")] if self.barrier else []) + self.device_fns
+                + (", barrier_phase" if self.tuning.barrier == 3 else "")] if self.barrier else [])
+        if self.flag_buffers:
+            fns.append("from numba import uint32\n"
+                       "from rnngraph.codegen.flag_exchange import flag_load, flag_store, flag_tag, flag_value, flag_wait")
+        fns += self.device_fns
         text = "\n\n".join(fns) + "\n\n" + "\n".join(head + self.body + self._local_grad_sums_end()) + "\n"
         return text, args
+
+    def _flag_start(self) -> list[str]:
+        """Kernel-start lines of the flag buffers: every word zeroed (no tag: not written yet), but
+        a forward loop's rows before the window (the initial state) flagged from the value buffer;
+        then a grid sync (no block stores a word of this launch before every block has zeroed)."""
+        lines = []
+        for X, F in self.flag_buffers.items():
+            kind, node = X[0], self.g.nodes[int(X[1:])]
+            D, n = (0 if self.loop.reverse else self.names.depth(node.name)), node.size
+            lines += [f"    # {F}: the flag words of {X}" + (f", its {D} rows before the window flagged" if D else ""),
+                      "    i = bid * bdim + tid",
+                      f"    while i < {F}.shape[0] * S * {n}:",
+                      f"        fr = i // (S * {n})",
+                      f"        fs = (i // {n}) % S",
+                      f"        fk = i % {n}"]
+            lines += ([f"        if fr < {D}:", f"            flag_store({F}, fr, fs, fk, {X}[fr, fs, fk])", "        else:",
+                       f"            {F}[fr, fs, fk] = uint64(0)"] if D else [f"        {F}[fr, fs, fk] = uint64(0)"])
+            lines.append("        i += nblocks * bdim")
+        return lines + ["    grid.sync()"]
 
     def _decorator(self) -> str:
         """The kernel's ``@cuda.jit`` line with the tuning's compile options (``fast``; on the GPU

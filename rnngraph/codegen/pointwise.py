@@ -113,8 +113,11 @@ class PointwiseEmitter:
     """
 
     def __init__(self, g: Graph, name: str, kops, writes, recompute=None, local_param_grads: bool = False,
-                 deferred=frozenset(), prefetch=frozenset()):
+                 deferred=frozenset(), prefetch=frozenset(), flagged=None):
         self.g, self.name, self.ops = g, name, tuple(kops)
+        # value buffer -> its flag buffer (persistent loops, passes/flag_exchange.py): each store
+        # to the value is also stored with its tag (codegen/flag_exchange.py's ``flag_store``)
+        self.flagged = dict(flagged or {})
         # buffers whose loads may be issued early, by ``{fn}_load`` (persistent loops, ``prefetch``
         # of codegen/tuning.py): :meth:`prefetch_functions`
         self.prefetch = frozenset(prefetch)
@@ -167,6 +170,10 @@ class PointwiseEmitter:
         self.emit(f"{buf}{idx} = {value}")
         self.buffers.add(buf)
         self.written.add(buf)
+        if buf in self.flagged:
+            F = self.flagged[buf]
+            self.emit(f"flag_store({F}, {idx[1:-1]}, {value})")
+            self.buffers.add(F)
 
     def _alias(self, n: Node) -> dict[int, tuple]:
         """Chunk i of a slice/concat node -> (arg ref, chunk of the arg)."""

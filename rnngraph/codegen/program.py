@@ -406,6 +406,10 @@ class CudaProgram:
 
         # the inline grid barrier's counter (codegen/grid_barrier.py), one per loop kernel
         counter = [cuda.to_device(np.zeros(1, np.uint32), stream=self.stream)] if emitter.barrier else []
+        # the flag words of the values it hands between blocks (codegen/flag_exchange.py), zeroed
+        # by the kernel itself at its start
+        counter += [cuda.to_device(np.zeros(self.buf.lookup(x).shape, np.uint64), stream=self.stream)
+                    for x in emitter.flag_buffers]
 
         def make():
             kern = getattr(self.module, name)

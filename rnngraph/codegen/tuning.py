@@ -3,10 +3,10 @@
 Defaults are the H200 measurements' best, per number of streams S (bench/loop_sweep.py and the
 grid, bench/results/h200-2026113*-*.json and h200-20261201-*; LSTM and layernorm_lstm H=512 T=100 fwd+bwd):
 
-- code shape, S = 1 (``SMALL_SHAPE_STREAMS``): threads=256, unroll=16, rows=2, cols=8, smem_kib=44,
-  bounds=0, xreduce=0, barrier=0, lnsum=0, prefetch=1 (LSTM 1.73 ms vs 1.94 with session 3's large-S shape, measured twice; xreduce=1 is
+- code shape, S = 1 (``SMALL_SHAPE_STREAMS``): threads=256, unroll=16, rows=4, cols=8, smem_kib=44,
+  bounds=0, xreduce=0, barrier=0, lnsum=0, prefetch=1, flags=1 (LSTM 1.73 ms vs 1.94 with session 3's large-S shape, measured twice; xreduce=1 is
   slower here: 1.84 vs 1.50 ms, bench/results/h200-20261130-session4-xreduce.log; unroll=2 until
-  session 12, when prefetch=1 came, see below).
+  session 12, when prefetch=1 came, see below; rows=2 and no flags until session 13, see flags).
   S >= 2: threads=512, unroll=8, rows=8, cols=4, bounds=1, smem_kib=44, xreduce=1, barrier=1. Both: ksplit=8.
   Session 9 (bench/results/h200-20261201-session9-sweep-*.json, fwd+bwd ms, cuDNN fp32 5.50 at
   S=64): launch bounds (at most 128 registers: 16 warps an SM instead of 8), 4 streams an item and
@@ -160,6 +160,19 @@ prefetch  1: a persistent loop's pointwise kernels issue the loads that nothing 
           timestep forward / backward; hand-written variants (bench/exp_s1/gen.py) with the same
           early loads took 4.6-4.7 backward against 5.3-5.8 for the generated code without them,
           and 4.3-4.4 forward with each lane's 16 vector loads unrolled.
+flags     1: a persistent loop's GEMM input vectors written by one pointwise kernel of the loop
+          (the LSTM's h forward, its gate gradients backward) are also stored as 64-bit words of
+          (value, timestep tag), and the GEMMs poll those words instead of waiting at a grid sync
+          (passes/flag_exchange.py, codegen/flag_exchange.py; read when the schedule is built,
+          ``Loop.flagged``, where it removes grid syncs: loops of one stage without layer norms).
+          Session 13 (bench/results/h200-20261201-session13-*, S=1 fwd+bwd ms, one run each):
+          with rows=2 LSTM 0.950 -> 0.991 (its forward 0.430 -> 0.564: every warp of a block
+          polled the whole h from L2 where the plain loads had hit L1), GRU 0.953 -> 0.834,
+          peephole_lstm 1.242 -> 1.184; with rows=4 (fewer, split work items: each block reads
+          h four times a timestep instead of eight) LSTM 0.947 -> 0.752, GRU 0.939 -> 0.693,
+          peephole_lstm 1.237 -> 1.090 (rows=8 about the same; rows=8 without flags slower).
+          Kernels alone (bench/loop_profile.py, flags=1,rows=8): LSTM forward 3.81, backward
+          4.21 us a timestep (5.25 backward before). On at S=1, with rows=4.
 """
 from __future__ import annotations
 
@@ -194,6 +207,7 @@ class LoopTuning:
     lngrad: int = 1
     ksplit: int = 8
     prefetch: int = 0
+    flags: int = 0
 
     def __post_init__(self):
         if self.threads % 32 or not 32 <= self.threads <= 1024:
@@ -215,7 +229,7 @@ class LoopTuning:
         if not -1 <= self.carveout <= 100:
             raise ValueError(f"{_ENV}: carveout must be -1 (the driver's choice) or a percentage in [0, 100], "
                              f"got {self.carveout}")
-        for knob in ("ln", "fast", "xreduce", "bounds", "lngrad", "prefetch"):
+        for knob in ("ln", "fast", "xreduce", "bounds", "lngrad", "prefetch", "flags"):
             if getattr(self, knob) not in (0, 1):
                 raise ValueError(f"{_ENV}: {knob} must be 0 or 1, got {getattr(self, knob)}")
 
@@ -223,8 +237,8 @@ class LoopTuning:
 def default_tuning(streams: int | None = None) -> LoopTuning:
     """The measured best shape for a loop over ``streams`` streams (None: the large-S one)."""
     small = streams is not None and streams <= SMALL_SHAPE_STREAMS
-    shape = LoopTuning(threads=256, unroll=16, rows=2, cols=8, smem_kib=44, xreduce=0, barrier=0, bounds=0,
-                       prefetch=1) if small else LoopTuning()
+    shape = LoopTuning(threads=256, unroll=16, rows=4, cols=8, smem_kib=44, xreduce=0, barrier=0, bounds=0,
+                       prefetch=1, flags=1) if small else LoopTuning()
     return replace(shape, ln=int(streams is not None and streams <= LN_PERSISTENT_STREAMS),
                    lnsum=2 if streams is None or streams >= LN_SMEM_SUM_STREAMS else 0)
 
@@ -232,7 +246,7 @@ def default_tuning(streams: int | None = None) -> LoopTuning:
 def loop_tuning(streams: int | None = None) -> LoopTuning:
     """:func:`default_tuning` for ``streams``, overridden key by key by
     ``RNNGRAPH_LOOP="key=value,..."`` (keys: threads, unroll, rows, cols, smem_kib, ln, fast, xreduce, barrier, lnsum, bounds, carveout,
-    lngrad, ksplit, prefetch)."""
+    lngrad, ksplit, prefetch, flags)."""
     base = default_tuning(streams)
     text = os.environ.get(_ENV, "").strip()
     if not text:

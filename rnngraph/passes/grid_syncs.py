@@ -66,10 +66,15 @@ class Access:
     unit: int
 
 
-def _access(ref: str, offset: int, reverse: bool, write: bool, whole: bool, unit: int) -> Access:
+def value_ref(ref: str) -> tuple[str, int]:
+    """(value, delay) of a kernel's read or write ``name`` / ``name[t-d]``."""
     m = _REF.match(ref)
-    d = int(m["d"] or 0)
-    return Access(m["name"], -offset + (d if reverse else -d), write, whole, unit)
+    return m["name"], int(m["d"] or 0)
+
+
+def _access(ref: str, offset: int, reverse: bool, write: bool, whole: bool, unit: int) -> Access:
+    name, d = value_ref(ref)
+    return Access(name, -offset + (d if reverse else -d), write, whole, unit)
 
 
 def _collide(a: Access, ta: int, b: Access, tb: int) -> bool:
@@ -78,11 +83,13 @@ def _collide(a: Access, ta: int, b: Access, tb: int) -> bool:
             and (a.whole or b.whole or a.unit != b.unit))
 
 
-def level_accesses(g: Graph, loop: Loop, recompute: dict | None = None) -> list[tuple[list, list]]:
+def level_accesses(g: Graph, loop: Loop, recompute: dict | None = None, flagged=()) -> list[tuple[list, list]]:
     """Per level (index 0 = level 1): (row-sum phase reads, kernel accesses) as Access lists.
     The row-sum phase is empty for a level without layer norms summed at its start; a layer
     norm in ``loop.early_sums`` adds its row-sum accesses to the previous level's instead
-    (passes/row_sums.py), and its level reads the finished sums."""
+    (passes/row_sums.py), and its level reads the finished sums. A GEMM's whole-vector read of
+    a value in ``flagged`` (passes/flag_exchange.py: its readers poll each element's timestep
+    tag) is left out: it needs no barrier."""
     units, out = {}, []
     for level in range(1, loop.levels + 1):
         ks = [k for k in loop.kernels if k.level == level]
@@ -98,7 +105,8 @@ def level_accesses(g: Graph, loop: Loop, recompute: dict | None = None) -> list[
                 where += _row_sum_accesses(g, m, k.stage, loop.reverse, unit)
                 if early:
                     body.append(_access(f"sums:{m}", k.stage, loop.reverse, False, True, u))
-        body += [_access(r, k.stage, loop.reverse, False, gemm, u) for r in k.reads]
+        body += [_access(r, k.stage, loop.reverse, False, gemm, u) for r in k.reads
+                 if not (gemm and value_ref(r)[0] in flagged)]
         body += [_access(w, k.stage, loop.reverse, True, False, u) for w in k.writes]
     return out
 
@@ -137,13 +145,14 @@ def _first_collision(levels: list[tuple[list, list]], syncs: set[int], ticks: in
     return None
 
 
-def grid_syncs(g: Graph, loop: Loop, recompute: dict | None = None) -> tuple[int, ...]:
+def grid_syncs(g: Graph, loop: Loop, recompute: dict | None = None, flagged=()) -> tuple[int, ...]:
     """The levels of ``loop`` after which its persistent kernel's grid syncs (see the module
-    docstring); ``recompute``: node -> ops of the forward kernel computing it (backward loops).
+    docstring); ``recompute``: node -> ops of the forward kernel computing it (backward loops);
+    ``flagged``: values whose GEMM reads poll timestep tags instead (passes/flag_exchange.py).
     A loop in graph mode syncs after every level (each launch ends at a kernel boundary)."""
     if loop.mode != "persistent":
         return tuple(range(1, loop.levels + 1))
-    return sync_levels(level_accesses(g, loop, recompute))
+    return sync_levels(level_accesses(g, loop, recompute, flagged))
 
 
 def sync_levels(levels: list[tuple[list, list]]) -> tuple[int, ...]:

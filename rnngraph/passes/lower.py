@@ -12,7 +12,9 @@ Each loop's ``early_sums`` (layer norms whose row sums are taken a level early) 
 passes/row_sums.py, then its ``syncs`` (the levels whose end needs a grid sync) from
 passes/grid_syncs.py; a persistent backward loop's ``post_sums`` (layer norms whose gain and bias
 gradients are summed after it, each by a ``reduce`` kernel in the weight-gradient phase) from
-passes/param_grad_sums.py.
+passes/param_grad_sums.py; with ``flags=1`` (codegen/tuning.py), a loop's ``flagged`` values (GEMM
+inputs handed between blocks as tagged words instead of after a grid sync) and the syncs they
+leave from passes/flag_exchange.py.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from dataclasses import replace
 
 from ..schedule import Kernel, Loop, Phase, Schedule
 from .cost import backward_flops, node_flops
+from .flag_exchange import with_flags
 from .grid_syncs import grid_syncs
 from .param_grad_sums import post_loop_sums
 from .row_sums import early_row_sums
@@ -147,7 +150,7 @@ class _Lowering:
         name = "loop" if p.plan == "wavefront" else f"loop{index}"
         loop = Loop(name, stages, ks, levels, p.mode.get(index, "persistent"), p.window + max(offsets))
         loop = replace(loop, early_sums=early_row_sums(self.g, loop))
-        return replace(loop, syncs=grid_syncs(self.g, loop))
+        return with_flags(self.g, replace(loop, syncs=grid_syncs(self.g, loop)), p.streams)
 
     # -------------------------------------------------------------- backward
     def backward(self, forward) -> list:
@@ -189,7 +192,8 @@ class _Lowering:
         back = Loop(f"{loop.name} (backward)", stages, ks, max(blevel.values()), loop.mode,
                     p.window + max(offsets), True)
         back = replace(back, early_sums=early_row_sums(g, back))
-        back = replace(back, syncs=grid_syncs(g, back, {m: k.ops for k in loop.kernels for m in k.ops}))
+        recompute = {m: k.ops for k in loop.kernels for m in k.ops}
+        back = with_flags(g, replace(back, syncs=grid_syncs(g, back, recompute)), p.streams, recompute)
         back = replace(back, post_sums=post_loop_sums(g, back, p.streams))
         wg = tuple(self.wgrad(k.ops, p.window * p.streams) for k in loop.kernels if k.kind == "gemm")
         wg += tuple(self.param_sums(m, p.window * p.streams) for m in back.post_sums)

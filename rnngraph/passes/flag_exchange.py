@@ -1,0 +1,72 @@
+"""flag_exchange: the values a persistent loop hands between blocks through flagged words instead
+of a grid sync.
+
+Assumes: a lowered Loop with its ``syncs`` (passes/grid_syncs.py; reads and writes as ``name`` or
+``name[t-d]``, ``d.`` for gradients). Guarantees: ``flagged_values(g, loop, streams, recompute)``
+names the values (``Loop.flagged``) whose every-block reads (a GEMM's whole input vector) travel
+with their timestep: the one pointwise kernel of the loop that writes such a value also stores
+each element x[r, s, j] as one 64-bit word (the float32's bits and the tag r + 1, r its buffer
+row; codegen/flag_exchange.py), and the GEMM polls those words until every tag it needs is
+there (the NCCL "LL" protocol's idea: data and flag in one word, no fence between them). A grid
+sync that only made such a value whole is then left out; ``grid_syncs(..., flagged)`` gives the
+syncs that remain. The lowering keeps the flags only where syncs go away, when ``flags=1``
+(RNNGRAPH_LOOP, codegen/tuning.py), for loops of one stage without layer norms (their row sums
+need the grid), where every flagged value:
+
+- is written by exactly one kernel of the loop, a pointwise one, at delay 0 (each element once
+  a timestep, complete when stored);
+- is read by the GEMM after that write: at delay 0 by a GEMM on a later level of the same
+  timestep, or (forward only) at delay d >= 1, the rows before the window (the initial state)
+  being flagged by the kernel's prologue.
+
+Why: at S=1 the LSTM's grid sync took 2.0-2.6 us of each ~5 us timestep (session 12,
+bench/sync_micro.py, bench/loop_profile.py), one sync a timestep forward and backward; with
+the flags a block waits only for the words it reads, one L2 round trip after they are written.
+Each buffer row is written once a launch, so the flag words need no reuse protocol; the kernel
+zeroes them at its start (then one grid sync).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..ir import Graph
+from ..schedule import Loop
+from .grid_syncs import grid_syncs, value_ref as _ref
+
+
+def flag_candidates(loop: Loop) -> tuple[str, ...]:
+    """The GEMM inputs of ``loop`` that may be flagged (see the module docstring), in kernel order."""
+    if loop.mode != "persistent" or len(loop.stages) != 1 or any(
+            op == "layer_norm" for k in loop.kernels for op in k.op_names):
+        return ()
+    out = []
+    for k in loop.kernels:
+        if k.kind != "gemm":
+            continue
+        for name, d in map(_ref, k.reads):
+            writers = {(x, _ref(w)[1]) for x in loop.kernels for w in x.writes if _ref(w)[0] == name}
+            if len(writers) != 1:  # (a kernel writing slices of the value lists it once a slice)
+                continue
+            (x, wd), = writers
+            ordered = x.level < k.level if d == 0 else not loop.reverse
+            if x.kind == "pointwise" and wd == 0 and ordered and name not in out:
+                out.append(name)
+    return tuple(out)
+
+
+def flagged_values(g: Graph, loop: Loop, streams: int, recompute: dict | None = None) -> tuple[str, ...]:
+    """The values of ``loop`` exchanged through flags (see the module docstring): its candidates
+    when ``flags=1`` for ``streams`` streams and they remove at least one grid sync, else ()."""
+    from ..codegen.tuning import loop_tuning  # the knob, as pipeline reads ``ln``
+    if not loop_tuning(streams).flags:
+        return ()
+    names = flag_candidates(loop)
+    if not names or len(grid_syncs(g, loop, recompute, names)) >= len(loop.sync_after):
+        return ()
+    return names
+
+
+def with_flags(g: Graph, loop: Loop, streams: int, recompute: dict | None = None) -> Loop:
+    """``loop`` with its :func:`flagged_values` and the grid syncs they leave (unchanged without)."""
+    names = flagged_values(g, loop, streams, recompute)
+    return replace(loop, flagged=names, syncs=grid_syncs(g, loop, recompute, names)) if names else loop

@@ -1,0 +1,169 @@
+"""Flagged exchange (``flags=1``; passes/flag_exchange.py, codegen/flag_exchange.py): the values a
+persistent loop's GEMMs read whole travel as (value, timestep tag) words that the readers poll,
+instead of after a grid sync. Which loops get it, that the polled reads come after their writes
+(the element-level race check of tests/test_grid_syncs.py), the words themselves, the simulator
+training bit for bit like the grid-synced kernels, and the PTX of the polls."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+import rnngraph as rg
+from conftest import PTX_PREAMBLE, assert_train_identically, run_outside_simulator
+from rnngraph.passes import schedule
+from rnngraph.passes.flag_exchange import flag_candidates
+from rnngraph.schedule import Kernel, Loop
+from test_grid_syncs import loops, races
+
+sim = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1",
+                         reason="simulator tests (the GPU tier runs tests/test_gpu.py)")
+
+
+def test_lstm_loops_drop_their_grid_syncs(monkeypatch):
+    monkeypatch.setenv("RNNGRAPH_LOOP", "flags=1")
+    g, s, (fwd, bwd) = loops(rg.stacked(rg.cells.lstm, 1, 8, input_size=4))
+    assert (fwd.flagged, fwd.syncs) == (("layer0.h_next",), ())  # h[t-1] feeds every block's gate rows
+    assert (bwd.flagged, bwd.syncs) == (("d.layer0.U",), ())  # the gate gradients feed dh[t-1] += U^T dG[t]
+    assert "flagged exchange (readers poll each element's timestep tag): layer0.h_next" in str(s)
+    assert "1 level per timestep (initiation interval), no grid sync, 4 ticks" in str(s)
+    monkeypatch.setenv("RNNGRAPH_LOOP", "flags=0")
+    g, s, (fwd, bwd) = loops(rg.stacked(rg.cells.lstm, 1, 8, input_size=4))
+    assert (fwd.flagged, fwd.syncs, bwd.flagged, bwd.syncs) == ((), (1,), (), (1,))
+    assert "flagged" not in str(s)
+
+
+def test_off_where_syncs_stay(monkeypatch):
+    """Layer norms (their row sums need the grid) and wavefront stages keep their grid syncs."""
+    monkeypatch.setenv("RNNGRAPH_LOOP", "flags=1")
+    _, _, ls = loops(rg.stacked(rg.cells.layernorm_lstm, 1, 8, input_size=4))
+    assert [lp.flagged for lp in ls] == [(), ()]
+    net = rg.stacked(rg.cells.lstm, 3, 8, input_size=4)
+    s = schedule(net.graph, 4, 1, "float32", "wavefront")
+    ls = [st for st in s.forward + s.backward if isinstance(st, Loop)]
+    assert len(ls[0].stages) == 3 and [lp.flagged for lp in ls] == [(), ()]
+
+
+def _kernel(name, kind, reads, writes, level):
+    return Kernel(name, kind, (name,), ("matmul" if kind == "gemm" else "add",), reads, writes, (), 4, 1, 0, level)
+
+
+@pytest.mark.parametrize("writer, reader, reverse, ok", [
+    (("x", 1, "pointwise"), ("x", 2), False, True),       # written earlier in the timestep
+    (("x", 2, "pointwise"), ("x", 1), False, False),      # read before the write: would wait forever
+    (("x", 1, "pointwise"), ("x", 1), False, False),      # same level: no order between them
+    (("x", 2, "pointwise"), ("x[t-1]", 1), False, True),  # the previous timestep's (the initial state first)
+    (("x", 2, "pointwise"), ("x[t-1]", 1), True, False),  # backward: t-1 comes after t
+    (("x[t-1]", 1, "pointwise"), ("x", 2), False, False),  # stored a timestep away from its read
+    (("x", 1, "gemm"), ("x", 2), False, False),           # a GEMM's output: split by rows, not flagged
+])
+def test_candidates_are_written_before_they_are_read(writer, reader, reverse, ok):
+    w, r = _kernel("k1", writer[2], ("y",), (writer[0],), writer[1]), _kernel("k2", "gemm", (reader[0],), ("z",), reader[1])
+    loop = Loop("loop0", ((0, "layer0"),), (w, r), 2, "persistent", 4, reverse, (1, 2))
+    assert flag_candidates(loop) == (("x",) if ok else ())
+
+
+def test_two_writers_are_not_flagged():
+    ks = (_kernel("k1", "pointwise", ("y",), ("x",), 1), _kernel("k3", "pointwise", ("y",), ("x",), 1),
+          _kernel("k2", "gemm", ("x",), ("z",), 2))
+    assert flag_candidates(Loop("loop0", ((0, "layer0"),), ks, 2, "persistent", 4, False, (1, 2))) == ()
+
+
+@pytest.mark.parametrize("cell", sorted(rg.cells.STANDARD))
+@pytest.mark.parametrize("layers", [1, 2])
+def test_flagged_reads_come_after_their_writes_and_nothing_races(monkeypatch, cell, layers):
+    monkeypatch.setenv("RNNGRAPH_LOOP", "flags=1")
+    g, s, ls = loops(rg.stacked(rg.cells.STANDARD[cell], layers, 6, input_size=5))
+    for loop in ls:
+        assert races(g, s, loop, B=4) == [], loop.name
+
+
+def test_the_race_check_sees_a_flagged_read_before_its_write(monkeypatch):
+    """The same check fails for the LSTM backward with its GEMM moved before the pointwise VJP."""
+    from dataclasses import replace
+    monkeypatch.setenv("RNNGRAPH_LOOP", "flags=1")
+    g, s, (_, bwd) = loops(rg.stacked(rg.cells.lstm, 1, 8, input_size=4))
+    swapped = tuple(replace(k, level=3 - k.level) for k in bwd.kernels)
+    assert any("read before it is written" in r for r in races(g, s, replace(bwd, kernels=swapped)))
+
+
+@sim
+def test_words_round_trip(monkeypatch):
+    from rnngraph.codegen import flag_exchange as fx
+    F = np.zeros((3, 2, 4), np.uint64)
+    values = np.array([0.0, -0.0, 1e-40, -3.5, np.inf, 1e30, np.float32(np.pi), -1.0], np.float32)
+    for i, v in enumerate(values):
+        r, s, j = i % 3, i % 2, i % 4
+        fx.flag_store(F, r, s, j, v)
+        w = fx.flag_load(F, r, s, j)
+        assert fx.flag_tag(w) == r + 1
+        assert fx.flag_value(w).tobytes() == v.tobytes()  # the bits, -0.0 and denormals too
+    assert fx.flag_tag(np.uint64(0)) == 0  # a zeroed word: not written yet
+    monkeypatch.setattr(fx, "SPIN_LIMIT", 3)
+    assert fx.flag_wait(2) == 3
+    with pytest.raises(RuntimeError, match="did not come after 3 polls"):
+        fx.flag_wait(3)
+
+
+@sim
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_flagged_kernels_train_exactly_like_synced_ones(monkeypatch, cell):
+    """S=1, the simulator's block split in two "blocks" (SIM_BLOCKS=2): flags=1 against flags=0,
+    the same float32 arithmetic with the GEMM inputs read from the flag words: the losses and
+    parameters must be equal bit for bit."""
+    from rnngraph.codegen import program
+    monkeypatch.setattr(program, "SIM_BLOCKS", 2)
+    V, T = 5, 3
+    net = rg.stacked(rg.cells.STANDARD[cell], 1, 16, vocab=V, embed=3)
+
+    def step(env):
+        monkeypatch.setenv("RNNGRAPH_LOOP", env)
+        return rg.compile(net, window=T, streams=1, device="cuda", optimizer=rg.Adam(lr=1e-2), seed=3)
+    flagged, synced = step("unroll=2,flags=1"), step("unroll=2,flags=0")
+    assert "flag_load(" in flagged.kernels and "flag_load(" not in synced.kernels
+    assert_train_identically(flagged, synced, V, T)
+
+
+_PTX = PTX_PREAMBLE + r"""
+import rnngraph as rg
+from rnngraph.codegen import module
+from rnngraph.codegen.loop import LoopEmitter
+from rnngraph.codegen.pointwise import PRELUDE
+from rnngraph.codegen.tuning import loop_tuning
+from rnngraph.passes import schedule
+from rnngraph.schedule import Loop
+net = rg.stacked(rg.cells.lstm, 1, 64, input_size=64)
+g = net.graph
+s = schedule(g, 4, 1, "float32", None)
+kernel_of = {m: k.ops for k in s.kernels("forward") for m in k.ops}
+out = {}
+for loop in [st for st in s.forward + s.backward if isinstance(st, Loop)]:
+    e = LoopEmitter(g, loop, "k", coop=True, recompute=kernel_of, streams=1, nblocks=132, tuning=loop_tuning(1))
+    src, args = e.source()
+    kern = module.load(PRELUDE + "\n\n" + src).k
+    params = {f"P{i}": p.shape for i, p in enumerate(g.params)}
+    arrays = [np.zeros((2, 2, 2), np.uint64) for _ in e.flag_buffers] + [
+        np.zeros(params["P" + a[1:]][::-1 if a[0] == "T" else 1], np.float32) if a[0] in "PT" else
+        np.zeros((2, 2, 2), np.float32) for a in args]
+    ptx, _ = cuda.compile_ptx(kern.py_func, tuple(typeof(v) for v in [4, 1] + arrays), cc=(9, 0))
+    body = "\n".join(l for l in ptx.splitlines() if not l.strip().startswith("//"))
+    out[loop.name] = {"loads": ptx.count("ld.relaxed.gpu.global.u64"), "stores": ptx.count("st.relaxed.gpu.global.u64"),
+                      "trap": ptx.count("trap;"), "cg_syncs": ptx.count("cudaCGSynchronize,"),
+                      "f64": len(re.findall(r"\.f64\b", body))}
+print(json.dumps(out))
+"""
+
+
+def test_ptx_polls_relaxed_words_and_syncs_the_grid_once(monkeypatch, tmp_path):
+    """The flagged S=1 LSTM loops (H=64) on sm_90: the GEMM's vector words are read with
+    ``ld.relaxed.gpu`` (each lane's two words of the unrolled trip, in the poll loop and the
+    remainder loop), stored with ``st.relaxed.gpu`` (forward: h and the initial state's words;
+    backward: the four gate gradients), a trap after too many polls, no f64, and numba's grid
+    sync only once (after the words are zeroed), none a timestep."""
+    monkeypatch.setenv("RNNGRAPH_LOOP", "flags=1")
+    r = run_outside_simulator(f"{_PTX}", cache_dir=tmp_path, timeout=900)
+    assert sorted(r) == ["loop0", "loop0 (backward)"], r
+    for name, c in r.items():
+        assert c["loads"] >= 2 and c["trap"] >= 1 and c["f64"] == 0 and c["cg_syncs"] == 1, (name, c)
+    assert r["loop0"]["stores"] >= 2 and r["loop0 (backward)"]["stores"] >= 4, r
+    assert json.dumps(r)
