@@ -203,6 +203,8 @@ def profile(cell: str, S: int, variants, iters: int, T: int = 100, H: int = 512,
                         tuning=loop_tuning(S))
         src, args = e.source()
         counters = [cuda.to_device(np.zeros(1, np.uint32))] if e.barrier else []  # the inline grid barrier's
+        # and the flag words (codegen/flag_exchange.py; the kernel zeroes them): left out of the diffs too
+        counters += [cuda.to_device(np.zeros(b.lookup(x).shape, np.uint64)) for x in e.flag_buffers]
         arrays = counters + [b.lookup(a) for a in args]
         threads = max(prog.loop_threads.values())
         texts = [(v, PRELUDE + "\n\n" + variant_source(src, v, T, S, nblocks)) for v in variants]

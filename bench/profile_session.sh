@@ -8,16 +8,15 @@
 # override the defaults. PART=1 runs the trace, the profile, the sync micro-benchmark, the sweep and the knob subset (at
 # most 9.5 minutes), PART=2 the tier but its layer-norm cases (at most 9), PART=3 those and ncu
 # (at most 9); unset, all (more than one 10-minute device call allows).
-# The defaults are session 13's plan: the GPU timeline (bench/kernel_trace.py) of the S=1 LSTM
-# with session 12's early loads (0.945 ms fwd+bwd; its loops not traced since session 11's 4.3 /
-# 4.8 us a timestep) and of layernorm_lstm S=64; the knock-outs of the S=1 LSTM and GRU loops
-# (--steps: where the step's time outside the loops goes); one grid sync's cost by barrier, grid
-# and block size (bench/sync_micro.py: a loop of syncs took 2.0-2.6 us a sync in the S=1 LSTM
-# kernels, DESIGN says 1.5); barrier=3 (red.release arrival,
-# codegen/grid_barrier.py) end to end at S=64, where one kernel-alone run had it 3 % faster than
-# barrier=1, and value-checked as a knob there. Session 12 ran PART=2 on its code (23 passed);
-# PART=3 (the layer-norm cases: s64-lnsum0/1 and the layer-norm replay case have not run since
-# session 11's tiled post-loop sums) has not run since session 11: run it first.
+# The defaults were session 13's plan; session 13 ran PART=3 (10 passed,
+# bench/results/h200-20261201-session13-gpu-tier-ln.log) and then spent its device time on the
+# flagged exchange (bench/README.md item 14), so PART=1 has still not run: the GPU timeline of
+# the S=1 LSTM (now flagged: 3.2 / 3.5 us a timestep in the step) and of layernorm_lstm S=64; the
+# knock-outs of the S=1 LSTM and GRU loops (--steps); one grid sync's cost by barrier, grid and
+# block size (bench/sync_micro.py: a loop of syncs took 2.0-2.6 us a sync in session 12's S=1
+# LSTM kernels, DESIGN says 1.5); barrier=3 (red.release arrival, codegen/grid_barrier.py) end
+# to end at S=64, where one kernel-alone run had it 3 % faster than barrier=1, and
+# value-checked as a knob there. PART=2 last ran on session 12's code (23 passed).
 # Run from the repository root with numpy 2.4.6 and the tree on PYTHONPATH (the device tool's
 # prefix in bench/gpu_session.sh), e.g. PART=1 bash bench/profile_session.sh.
 set -uo pipefail

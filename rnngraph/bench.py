@@ -257,8 +257,10 @@ def gpu_program(cfg: Config, plan: str | None = None):
     b.V["x"].copy_to_device(rng.normal(size=(cfg.T, cfg.S, cfg.I)).astype(np.float32))
     for st in g.states:
         library.fill(b.V[st.node][:st.depth], 0.0, stream=prog.stream)
-    out = g.outputs[0]
     dy = cuda.to_device(rng.normal(size=(cfg.T * cfg.S, cfg.H)).astype(np.float32))
+    # the output gradient's window, a view made once (as the cuDNN side's gradient tensor is): making
+    # it in each call kept the S=1 LSTM's GPU idle ~0.2 ms between forward and backward (session 13)
+    dy_window = b.window(g.outputs[0], grad=True)
 
     def fwd():
         prog.run_forward()
@@ -267,7 +269,7 @@ def gpu_program(cfg: Config, plan: str | None = None):
         prog.run_forward()
         library.fill(b.grad_arena, 0.0, stream=prog.stream)
         library.fill(b.param_grad_arena, 0.0, stream=prog.stream)
-        b.window(out, grad=True).copy_to_device(dy, stream=prog.stream)
+        dy_window.copy_to_device(dy, stream=prog.stream)
         prog.run_backward()
 
     return prog, fwd, fwdbwd
