@@ -9,6 +9,7 @@ import os
 import numpy as np
 import pytest
 
+import extra_cells
 import rnngraph as rg
 from conftest import PTX_PREAMBLE, assert_train_identically, run_outside_simulator
 from rnngraph.passes import schedule
@@ -105,16 +106,28 @@ def test_words_round_trip(monkeypatch):
         fx.flag_wait(3)
 
 
+def test_a_value_read_unordered_by_another_gemm_is_not_flagged():
+    """Every GEMM read of a flagged value polls its words: one read ordered after the write is not
+    enough (session 13 review: a backward loop with a second GEMM reading x[t-1])."""
+    ks = (_kernel("k1", "pointwise", ("y",), ("x",), 1), _kernel("k2", "gemm", ("x",), ("z",), 2),
+          _kernel("k3", "gemm", ("x[t-1]",), ("w",), 2))
+    assert flag_candidates(Loop("loop0", ((0, "layer0"),), ks, 2, "persistent", 4, False, (1, 2))) == ("x",)
+    assert flag_candidates(Loop("loop0", ((0, "layer0"),), ks, 2, "persistent", 4, True, (1, 2))) == ()
+
+
 @sim
-@pytest.mark.parametrize("cell", ["lstm", "gru"])
+@pytest.mark.parametrize("cell", ["lstm", "gru", "skip_rnn", "slice_out_rnn"])
 def test_flagged_kernels_train_exactly_like_synced_ones(monkeypatch, cell):
     """S=1, the simulator's block split in two "blocks" (SIM_BLOCKS=2): flags=1 against flags=0,
     the same float32 arithmetic with the GEMM inputs read from the flag words: the losses and
-    parameters must be equal bit for bit."""
-    from rnngraph.codegen import program
+    parameters must be equal bit for bit. slice_out_rnn (tests/extra_cells.py): the backward's
+    pointwise kernel adds nothing to one slice of the flagged gradient and must still store its
+    words (a poll limit of 20000 turns the old deadlock into a RuntimeError)."""
+    from rnngraph.codegen import flag_exchange, program
     monkeypatch.setattr(program, "SIM_BLOCKS", 2)
+    monkeypatch.setattr(flag_exchange, "SPIN_LIMIT", 20000)
     V, T = 5, 3
-    net = rg.stacked(rg.cells.STANDARD[cell], 1, 16, vocab=V, embed=3)
+    net = rg.stacked(getattr(extra_cells, cell, None) or rg.cells.STANDARD[cell], 1, 16, vocab=V, embed=3)
 
     def step(env):
         monkeypatch.setenv("RNNGRAPH_LOOP", env)

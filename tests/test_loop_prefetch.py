@@ -66,7 +66,7 @@ def test_backward_lstm_loads_the_next_timestep_during_the_product():
 def test_off_by_default_and_without_plans_the_source_is_unchanged():
     """prefetch=0 (LoopTuning's default) emits no early loads."""
     src, _ = _loop_source("lstm", True)
-    assert "_load(" not in src and "_pre(" not in src and "pf_" not in src
+    assert "_bwd_load(" not in src and "_pre(" not in src and "pf_" not in src  # (flag_load: S=1's flags)
 
 
 def test_wavefront_stages_prefetch_per_stage():

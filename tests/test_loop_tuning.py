@@ -98,7 +98,7 @@ def test_environment_overrides_defaults(monkeypatch):
     monkeypatch.delenv("RNNGRAPH_LOOP")
     assert loop_tuning() == loop_tuning(65) == LoopTuning()
     assert loop_tuning(2) == LoopTuning(ln=1) and loop_tuning(64) == LoopTuning(ln=1)
-    assert default_tuning(1).rows == 2 and default_tuning(2).rows == 8
+    assert default_tuning(1).rows == 4 and default_tuning(2).rows == 8
     assert (default_tuning(1).unroll, default_tuning(1).prefetch) == (16, 1) and default_tuning(2).prefetch == 0
     # session 9 (H200): launch bounds, 4 streams an item and unroll 8 from S=2 (LSTM S=64 4.33 vs 5.21 ms)
     assert (default_tuning(1).bounds, default_tuning(1).cols, default_tuning(1).unroll) == (0, 8, 16)

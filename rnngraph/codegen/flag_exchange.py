@@ -10,7 +10,9 @@ flag (NCCL's low-latency protocol stores 8 bytes of data and flag in the same wa
 
 On the GPU the words are stored with ``st.relaxed.gpu`` and read with ``ld.relaxed.gpu`` (from L2,
 coherent at GPU scope, never a stale L1 line; inline PTX with side effects, never hoisted out of
-the poll loop). A reader polls at most ``SPIN_LIMIT`` times, then executes ``trap`` (the launch
+the poll loop). The instructions name the global state space and take the array's generic
+address, which for global memory is the same address on these GPUs (what the H200 ran in
+session 13); the generic forms (no ``.global``) would not rely on that. A reader polls at most ``SPIN_LIMIT`` times, then executes ``trap`` (the launch
 fails with an error instead of hanging the GPU; it would mean a missing write, a bug). In the
 CUDA simulator (NUMBA_ENABLE_CUDASIM=1) the same functions are plain Python over the host arrays,
 raising RuntimeError instead of the trap.
@@ -21,10 +23,12 @@ import os
 
 import numpy as np
 
-#: polls of one word group before a reader gives up (about 2^24 L2 round trips: seconds)
-SPIN_LIMIT = 1 << 24
+SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+#: polls of one word group before a reader gives up (GPU: about 2^24 L2 round trips, seconds;
+#: the simulator, where a Python poll takes tens of microseconds: 2^20)
+SPIN_LIMIT = 1 << 20 if SIMULATOR else 1 << 24
 
-if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+if SIMULATOR:
     def flag_store(F, r, s, j, value):
         """Store x[r, s, j] = ``value`` (float32) with its tag r + 1 into flag buffer ``F``."""
         F[r, s, j] = (np.uint64(r + 1) << np.uint64(32)) | np.uint64(np.float32(value).view(np.uint32))

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import ops
-from ..ir import Graph, Node
+from ..ir import Graph, Node, Ref
 from ..passes.ownership import kernel_unit
 
 F32 = {"ONE": "float32(1.0)", "ZERO": "float32(0.0)"}
@@ -349,6 +349,14 @@ class PointwiseEmitter:
                                     value=f32(value) if value is not None else "")
                     tgt = target(r, i)
                     self.emit(f"{tgt} = {tgt} + ({expr})")
+        # a flagged gradient (passes/flag_exchange.py) is polled whole by a GEMM: the chunks this
+        # kernel adds nothing to (a slice used after the loop, or by no one) are stored too, their
+        # old value with its tag (regression, session 13 review: such a GEMM waited forever)
+        for buf in self.flagged:
+            node = self.g.nodes[int(buf[1:])].name
+            if buf == self.names.grad(node) and node not in self.inside:
+                for c in range(self.chunks(node)):
+                    target(Ref(node), c)
         # accumulate into the gradient buffers: their old values are read at the top of the
         # function, the sums written at the end. The targets are distinct elements no one else
         # writes meanwhile, but the compiler must assume the arrays alias, so ``+=`` one after the

@@ -171,8 +171,14 @@ flags     1: a persistent loop's GEMM input vectors written by one pointwise ker
           peephole_lstm 1.242 -> 1.184; with rows=4 (fewer, split work items: each block reads
           h four times a timestep instead of eight) LSTM 0.947 -> 0.752, GRU 0.939 -> 0.693,
           peephole_lstm 1.237 -> 1.090 (rows=8 about the same; rows=8 without flags slower).
-          Kernels alone (bench/loop_profile.py, flags=1,rows=8): LSTM forward 3.81, backward
-          4.21 us a timestep (5.25 backward before). On at S=1, with rows=4.
+          Kernels alone (bench/loop_profile.py, flags=1,rows=8, ...-session13-prof-flags-rows8.json):
+          LSTM forward 3.81, backward 4.21 us a timestep (session 12's defaults: 4.81 / 5.25,
+          ...-session12-prof-barrier0.json); with rows=4 on the next machine 3.83 / 5.21
+          (...-session13-prof-defaults.json; the backward's code is the same for rows 4 and 8:
+          its blocks own 4 rows; kernels alone vary between machines), in the step 3.2 / 3.5
+          (bench/kernel_trace.py, ...-session13-trace-final.json). On at S=1, with rows=4, which
+          costs layernorm_lstm S=1 (no flags: its layer norms keep their syncs) 3 %: 2.466 ->
+          2.542 ms (...-session13-sweep-defaults.json).
 """
 from __future__ import annotations
 

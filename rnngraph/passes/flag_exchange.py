@@ -14,10 +14,11 @@ syncs that remain. The lowering keeps the flags only where syncs go away, when `
 need the grid), where every flagged value:
 
 - is written by exactly one kernel of the loop, a pointwise one, at delay 0 (each element once
-  a timestep, complete when stored);
-- is read by the GEMM after that write: at delay 0 by a GEMM on a later level of the same
-  timestep, or (forward only) at delay d >= 1, the rows before the window (the initial state)
-  being flagged by the kernel's prologue.
+  a timestep, complete when stored: a backward kernel also stores, with their tags, the chunks
+  of a flagged gradient it adds nothing to, codegen/pointwise.py);
+- is read by every GEMM that reads it after that write: at delay 0 by a GEMM on a later level
+  of the same timestep, or (forward only) at delay d >= 1, the rows before the window (the
+  initial state) being flagged by the kernel's prologue.
 
 Why: at S=1 the LSTM's grid sync took 2.0-2.6 us of each ~5 us timestep (session 12,
 bench/sync_micro.py, bench/loop_profile.py), one sync a timestep forward and backward; with
@@ -39,18 +40,17 @@ def flag_candidates(loop: Loop) -> tuple[str, ...]:
     if loop.mode != "persistent" or len(loop.stages) != 1 or any(
             op == "layer_norm" for k in loop.kernels for op in k.op_names):
         return ()
+    reads = [(k, *_ref(r)) for k in loop.kernels if k.kind == "gemm" for r in k.reads]
     out = []
-    for k in loop.kernels:
-        if k.kind != "gemm":
+    for name in dict.fromkeys(name for _, name, _ in reads):
+        writers = {(x, _ref(w)[1]) for x in loop.kernels for w in x.writes if _ref(w)[0] == name}
+        if len(writers) != 1:  # (a kernel writing slices of the value lists it once a slice)
             continue
-        for name, d in map(_ref, k.reads):
-            writers = {(x, _ref(w)[1]) for x in loop.kernels for w in x.writes if _ref(w)[0] == name}
-            if len(writers) != 1:  # (a kernel writing slices of the value lists it once a slice)
-                continue
-            (x, wd), = writers
-            ordered = x.level < k.level if d == 0 else not loop.reverse
-            if x.kind == "pointwise" and wd == 0 and ordered and name not in out:
-                out.append(name)
+        (x, wd), = writers
+        # every GEMM read of the value polls its words: each must come after the write
+        ordered = all(x.level < k.level if d == 0 else not loop.reverse for k, n, d in reads if n == name)
+        if x.kind == "pointwise" and wd == 0 and ordered:
+            out.append(name)
     return tuple(out)
 
 
