@@ -180,3 +180,25 @@ def test_ptx_polls_relaxed_words_and_syncs_the_grid_once(monkeypatch, tmp_path):
         assert c["loads"] >= 2 and c["trap"] >= 1 and c["f64"] == 0 and c["cg_syncs"] == 1, (name, c)
     assert r["loop0"]["stores"] >= 2 and r["loop0 (backward)"]["stores"] >= 4, r
     assert json.dumps(r)
+
+
+@pytest.mark.parametrize("cell", sorted(rg.cells.STANDARD))
+def test_only_the_writer_stores_a_flagged_gradient(monkeypatch, cell):
+    """In a backward loop the flagged gradient's words (and its buffer) are stored by its one
+    writer kernel, whose device functions (``k<i>_bwd`` and the early-load ``_pre`` twin) are the
+    only ones calling flag_store on it (regression, session 13: the completion of untouched chunks
+    first ran in every pointwise kernel of the loop, e.g. peephole_lstm's peephole VJPs stored
+    d.U's old values, racing with its writer)."""
+    import re
+    from rnngraph.codegen.loop import LoopEmitter
+    from rnngraph.codegen.tuning import loop_tuning
+    monkeypatch.setenv("RNNGRAPH_LOOP", "flags=1")
+    g, s, ls = loops(rg.stacked(rg.cells.STANDARD[cell], 1, 8, input_size=4))
+    kernel_of = {m: k.ops for k in s.kernels("forward") for m in k.ops}
+    for loop in [lp for lp in ls if lp.reverse and lp.flagged]:
+        e = LoopEmitter(g, loop, "k", coop=True, recompute=kernel_of, streams=1, nblocks=4, tuning=loop_tuning(1))
+        src, _ = e.source()
+        for F in e.flag_buffers.values():
+            storers = {m.group(1) for m in re.finditer(r"def (k\d+)_bwd\w*\(([^)]*)\):\n((?:    .*\n)*)", src)
+                       if f"flag_store({F}," in m.group(3)}
+            assert len(storers) == 1, (loop.name, F, storers)

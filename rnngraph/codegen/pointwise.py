@@ -349,12 +349,13 @@ class PointwiseEmitter:
                                     value=f32(value) if value is not None else "")
                     tgt = target(r, i)
                     self.emit(f"{tgt} = {tgt} + ({expr})")
-        # a flagged gradient (passes/flag_exchange.py) is polled whole by a GEMM: the chunks this
-        # kernel adds nothing to (a slice used after the loop, or by no one) are stored too, their
-        # old value with its tag (regression, session 13 review: such a GEMM waited forever)
+        # a flagged gradient (passes/flag_exchange.py) is polled whole by a GEMM: its one writer in
+        # the loop (this kernel, if it adds to any chunk of it) also stores the chunks it adds
+        # nothing to (a slice used after the loop, or by no one), their old value with its tag
+        # (regression, session 13 review: such a GEMM waited forever). Other kernels leave it alone.
         for buf in self.flagged:
             node = self.g.nodes[int(buf[1:])].name
-            if buf == self.names.grad(node) and node not in self.inside:
+            if buf == self.names.grad(node) and any(key[:2] == (node, 0) for key in external):
                 for c in range(self.chunks(node)):
                     target(Ref(node), c)
         # accumulate into the gradient buffers: their old values are read at the top of the
