@@ -3,7 +3,6 @@ persistent loop's GEMMs read whole travel as (value, timestep tag) words that th
 instead of after a grid sync. Which loops get it, that the polled reads come after their writes
 (the element-level race check of tests/test_grid_syncs.py), the words themselves, the simulator
 training bit for bit like the grid-synced kernels, and the PTX of the polls."""
-import json
 import os
 
 import numpy as np
@@ -174,12 +173,11 @@ def test_ptx_polls_relaxed_words_and_syncs_the_grid_once(monkeypatch, tmp_path):
     backward: the four gate gradients), a trap after too many polls, no f64, and numba's grid
     sync only once (after the words are zeroed), none a timestep."""
     monkeypatch.setenv("RNNGRAPH_LOOP", "flags=1")
-    r = run_outside_simulator(f"{_PTX}", cache_dir=tmp_path, timeout=900)
+    r = run_outside_simulator(_PTX, cache_dir=tmp_path, timeout=900)
     assert sorted(r) == ["loop0", "loop0 (backward)"], r
     for name, c in r.items():
         assert c["loads"] >= 2 and c["trap"] >= 1 and c["f64"] == 0 and c["cg_syncs"] == 1, (name, c)
     assert r["loop0"]["stores"] >= 2 and r["loop0 (backward)"]["stores"] >= 4, r
-    assert json.dumps(r)
 
 
 @pytest.mark.parametrize("cell", sorted(rg.cells.STANDARD))
