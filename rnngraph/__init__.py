@@ -1,11 +1,13 @@
 """rnngraph: a graph compiler for generalized LSTM-like recurrent networks.
 
 Declare a cell in Python (``@rg.cell``), stack cells with ``rg.Sequential``, and run the
-network with the NumPy reference (``rg.Reference``). See README.md and DESIGN.md.
+network with the NumPy reference (``rg.Reference``), train it with ``rg.compile``, or use it as a
+layer with ``rg.compile_rnn`` (and ``rnngraph.torch.RNN`` inside PyTorch). See README.md.
 """
 from . import cells, ir, ops, passes, schedule
 from .errors import CycleError, DelayError, DtypeError, GraphError, OpError, ShapeError, StateError, UnusedWarning
 from .ir import Graph, Init, parse
+from .layer import CompiledRNN, compile_rnn
 from .network import Dropout, Embedding, Sequential, SoftmaxCrossEntropy, stacked
 from .optim import SGD, Adam, AdamW, clip_grad_norm
 from .reference import Reference, init_params, reset_streams, zero_states
@@ -19,7 +21,7 @@ __all__ = [
     "CycleError", "DelayError", "DtypeError", "GraphError", "OpError", "ShapeError", "StateError", "UnusedWarning",
     "Dropout", "Embedding", "Sequential", "SoftmaxCrossEntropy", "stacked",
     "Reference", "init_params", "reset_streams", "zero_states", "SGD", "Adam", "AdamW", "clip_grad_norm",
-    "TrainingStep", "compile",
+    "TrainingStep", "compile", "CompiledRNN", "compile_rnn",
     "State", "Value", "cell", "concat", "exp", "layer_norm", "linear", "param", "relu", "sigmoid", "slice",
     "split", "tanh",
 ]

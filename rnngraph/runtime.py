@@ -231,11 +231,18 @@ def compile(net: Sequential, window: int, streams: int, device: str = "auto", dt
     """
     if not isinstance(net, Sequential):
         raise TypeError(f"rg.compile expects an rg.Sequential, got {type(net).__name__}")
+    return TrainingStep(net, window, streams, resolve_device(device), dtype, optimizer, clip_norm, seed, plan)
+
+
+def resolve_device(device: str) -> str:
+    """``"cpu"`` or ``"cuda"`` for a ``device`` option: ``"auto"`` picks CUDA when numba finds a
+    GPU. ValueError for another value; RuntimeError for ``"cuda"`` without a GPU (numba's
+    simulator counts)."""
     if device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
     if device == "auto":
-        device = "cuda" if cuda_available() else "cpu"
-    elif device == "cuda" and not cuda_available(simulator_ok=True):
+        return "cuda" if cuda_available() else "cpu"
+    if device == "cuda" and not cuda_available(simulator_ok=True):
         raise RuntimeError("device='cuda' but numba finds no CUDA GPU (install rnngraph[cuda] on a GPU "
                            "machine, or set NUMBA_ENABLE_CUDASIM=1 for the simulator); use device='cpu'")
-    return TrainingStep(net, window, streams, device, dtype, optimizer, clip_norm, seed, plan)
+    return device

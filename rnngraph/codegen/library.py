@@ -14,7 +14,8 @@ them synchronises with the host, and none allocates unless its docstring says so
 - embedding gather and scatter-add (here): :func:`embedding_forward`, :func:`embedding_backward`;
 - dropout masks (here): :func:`dropout_threshold` (uniforms -> an inverted-dropout mask, in place);
 - optimizers and clipping (:mod:`.optim_kernels`): :func:`sgd_update`, :func:`adam_update`,
-  :func:`sum_squares`, :func:`scale_by_clip`, :func:`clip_grad_norm`, and :func:`fill`.
+  :func:`sum_squares`, :func:`scale_by_clip`, :func:`clip_grad_norm`, :func:`fill` and
+  :func:`add_into` (``x += y``).
 
 :data:`KERNELS` lists every kernel as (Python function, numba signature string), for
 ``cuda.compile_ptx(fn, sig, cc=(9, 0))`` checks (no ``.f64`` in a float32 kernel);
@@ -34,7 +35,7 @@ from . import reductions as _red_mod
 from .device import (INDEX_DTYPES, as_device, blocks, check, elementwise_threads, have_cupy,
                      in_simulator, launch_stream)
 from .gemm import add_bias, column_sum, gemm, gemm_launcher
-from .optim_kernels import (adam_update, clip_grad_norm, fill, scale_by_clip, sgd_update,
+from .optim_kernels import (adam_update, add_into, clip_grad_norm, fill, scale_by_clip, sgd_update,
                             sum_squares)
 from .reductions import (layer_norm_backward, layer_norm_forward, softmax_xent_backward,
                          softmax_xent_forward)
@@ -182,7 +183,7 @@ def _device_functions_for_cc(cc):
 
 
 __all__ = [
-    "KERNELS", "add_bias", "adam_update", "as_device", "clip_grad_norm", "column_sum",
+    "KERNELS", "add_bias", "adam_update", "add_into", "as_device", "clip_grad_norm", "column_sum",
     "dropout_threshold", "embedding_backward", "embedding_forward", "fill", "gemm", "gemm_launcher", "have_cupy", "in_simulator",
     "layer_norm_backward", "layer_norm_forward", "ptx_f64_report", "scale_by_clip",
     "sgd_update", "softmax_xent_backward", "softmax_xent_forward", "sum_squares",

@@ -26,6 +26,12 @@ def _fill_kernel(x, value):
         x[i] = value
 
 
+def _add_kernel(x, y):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] += y[i]
+
+
 def _sgd_kernel(p, g, v, lr, momentum, use_momentum, first_step):
     """torch.optim.SGD (no dampening, no Nesterov, no weight decay)."""
     i = cuda.grid(1)
@@ -77,6 +83,7 @@ def _scale_by_clip_kernel(g, acc, max_norm, norm_out, write_norm):
 
 
 fill_kernel = cuda.jit(_fill_kernel)
+add_kernel = cuda.jit(_add_kernel)
 sgd_kernel = cuda.jit(_sgd_kernel)
 adam_kernel = cuda.jit(_adam_kernel)
 sum_squares_kernel = cuda.jit(_sum_squares_kernel)
@@ -85,6 +92,7 @@ scale_by_clip_kernel = cuda.jit(_scale_by_clip_kernel)
 _V = "float32[::1]"
 KERNELS = [
     (_fill_kernel, f"void({_V}, float32)"),
+    (_add_kernel, f"void({_V}, {_V})"),
     (_sgd_kernel, f"void({_V}, {_V}, {_V}, float32, float32, int32, int32)"),
     (_adam_kernel, f"void({_V}, {_V}, {_V}, {_V}, " + ", ".join(["float32"] * 8) + ")"),
     (_sum_squares_kernel, f"void({_V}, {_V})"),
@@ -124,6 +132,17 @@ def fill(x, value: float = 0.0, *, stream=None):
         driver.device_memset(xf, 0, xf.size * 4, stream=launch_stream(stream))
     else:
         _launch_1d(fill_kernel, xf.size, stream, xf, np.float32(value))
+    return x
+
+
+def add_into(x, y, *, stream=None):
+    """``x += y`` elementwise for two C-contiguous float32 device arrays with the same number of
+    elements (any shapes), enqueued on ``stream``. Returns x. Raises ValueError for another
+    dtype, a non-contiguous array or a size mismatch."""
+    xf = _flat_f32("add_into x", x, stream)
+    yf = _flat_f32("add_into y", y, stream, size=xf.size)
+    if xf.size:
+        _launch_1d(add_kernel, xf.size, stream, xf, yf)
     return x
 
 

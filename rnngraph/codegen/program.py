@@ -57,9 +57,11 @@ def _transpose(src, dst):
 
 
 class Buffers:
-    """Device arrays of one compiled schedule (see the module docstring)."""
+    """Device arrays of one compiled schedule (see the module docstring). ``params`` (name ->
+    float32 device array of the parameter's shape) makes several programs share one set of
+    parameters (programs for other (T, S), rnngraph/layer.py); by default each allocates its own."""
 
-    def __init__(self, g: Graph, T: int, S: int, stream):
+    def __init__(self, g: Graph, T: int, S: int, stream, params: dict | None = None):
         self.g, self.T, self.S, self.names = g, T, S, Names(g)
         self.V, self.G, self.P, self.PG, self.PT = {}, {}, {}, {}, {}
         floats = [n for n in g.nodes if n.dtype != INDEX]
@@ -73,7 +75,7 @@ class Buffers:
         self.grad_arena = _arena(self.G, shapes, stream)
         self.param_grad_arena = _arena(self.PG, {p.name: p.shape for p in g.params}, stream)
         for p in g.params:
-            self.P[p.name] = cuda.device_array(p.shape, np.float32, stream=stream)
+            self.P[p.name] = cuda.device_array(p.shape, np.float32, stream=stream) if params is None else params[p.name]
         self.stream = stream
         self.LN: dict[str, tuple] = {}  # layer norm in a persistent loop -> (forward, backward) row sums
 
@@ -125,15 +127,20 @@ class Buffers:
 
 
 class CudaProgram:
-    """The launch plan of ``schedule`` on the current CUDA device (or the simulator)."""
+    """The launch plan of ``schedule`` on the current CUDA device (or the simulator).
 
-    def __init__(self, schedule: Schedule, stream=None, replay: bool = True):
+    stream: the numba stream every launch goes to (default: a new one); replay: capture steps
+    into CUDA graphs; params: shared parameter arrays (see :class:`Buffers`); backward=False
+    generates and compiles no backward kernel (inference: :meth:`run_backward` then raises)."""
+
+    def __init__(self, schedule: Schedule, stream=None, replay: bool = True, params: dict | None = None,
+                 backward: bool = True):
         self.s, self.g = schedule, schedule.graph
-        self.replay = replay
+        self.replay, self.has_backward = replay, backward
         self.T, self.S = schedule.window, schedule.streams
         self.stream = stream or cuda.stream()
         self.sim = in_simulator()
-        self.buf = Buffers(self.g, self.T, self.S, self.stream)
+        self.buf = Buffers(self.g, self.T, self.S, self.stream, params)
         self.sources: list[str] = [PRELUDE]
         self.loop_threads: dict[str, int] = {}  # persistent kernel -> threads per block it launches with
         self.segment_of = self._forward_segments()
@@ -141,7 +148,7 @@ class CudaProgram:
         # recomputes (layer norms included: their statistics come from the forward's row sums)
         self.kernel_of = {m: k.ops for k in schedule.kernels("forward") for m in k.ops}
         self.forward_plan = [self._step(st, backward=False) for st in schedule.forward]
-        self.backward_plan = [self._step(st, backward=True) for st in schedule.backward]
+        self.backward_plan = [self._step(st, backward=True) for st in schedule.backward] if backward else []
         self.source = "\n\n".join(self.sources)
         self.module = module.load(self.source)
         self.forward_plan = [self._replayable(st, [make() for make in step], "forward")
@@ -176,6 +183,8 @@ class CudaProgram:
 
     def run_backward(self) -> None:
         """Launch every backward step (gradient buffers must be zeroed and seeded)."""
+        if not self.has_backward:
+            raise RuntimeError("this program was compiled without its backward (backward=False)")
         for step in self.backward_plan:
             for launch in step:
                 launch()

@@ -1,0 +1,15 @@
+"""Telling apart the arrays a call may receive, without importing their libraries."""
+from __future__ import annotations
+
+
+def array_kind(x) -> str:
+    """Where an array lives: ``torch`` or ``cupy`` (device arrays of those libraries), ``numba``
+    (a numba device array), ``cuda`` (another ``__cuda_array_interface__`` object) or ``host``
+    (anything else: NumPy arrays, lists, PyTorch CPU tensors)."""
+    is_numba = bool(getattr(x, "__cuda_ndarray__", False))
+    if not (is_numba or hasattr(x, "__cuda_array_interface__")):
+        return "host"
+    module = type(x).__module__.split(".")[0]
+    if module in ("torch", "cupy"):
+        return module
+    return "numba" if is_numba else "cuda"

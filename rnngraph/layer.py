@@ -1,0 +1,308 @@
+"""``rg.compile_rnn``: a compiled network without a loss, as a layer: ``forward(x, h0)`` and
+``backward(dy, dh_T)``.
+
+The shape the field expects of a fused RNN layer (cuDNN, Haste, FlashRNN): a loss-free forward
+that keeps what its backward needs on the device (cuDNN's reserve space) and a backward that
+returns the gradients of the inputs, the initial states and the parameters. Any loss or head
+is the caller's (PyTorch, through :mod:`rnngraph.torch`, or the caller's own code).
+
+The window T and the streams S come from each call's arrays. A plan (the schedule and, on the
+GPU, its generated kernels) is compiled per distinct (T, S) and kept in a least-recently-used
+cache of ``cache_size`` plans, so a last partial batch or another evaluation batch just work;
+all plans share one set of parameters.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections import OrderedDict
+
+import numpy as np
+
+from .arrays import array_kind
+from .errors import GraphError, ShapeError
+from .executor import ScheduleExecutor
+from .ir import INDEX
+from .network import Sequential, draw_mask, mask_inputs, mask_seed
+from .passes import schedule as build_schedule
+from .reference import DTYPES, check_ids, id_limits, init_params
+from .schedule import Schedule
+
+
+@dataclasses.dataclass
+class Pending:
+    """What the backward of one training forward needs: the plan it ran, the plan's forward
+    count then (a CUDA plan's buffers hold the activations of its latest forward only), the
+    NumPy backend's Forward, and the caller's input (outputs are arrays of its kind)."""
+
+    plan: object
+    generation: int
+    kind: str
+    like: object
+    fwd: object = None
+
+
+class CompiledRNN:
+    """A network of cells without a loss head, compiled for any window T and streams S.
+
+    Create it with :func:`compile_rnn`. Inputs ``x``: floats of shape (T, S, input_size) (or
+    token ids (T, S) when the network starts with an ``rg.Embedding``); the output ``y``: the
+    network's output node over the window, (T, S, n); states ``h0`` / ``h_T``: dicts state name
+    -> (depth, S, size), the names of ``graph.states`` (``layer0.h``, ``layer0.c``, ...).
+    ``parameters``: name -> array, live (NumPy arrays on the CPU, numba device arrays on CUDA;
+    PyTorch's layout for the standard cells, see rnngraph/cells.py).
+
+    On CUDA every call runs on the RNN's own stream, ordered after the caller's stream (torch's
+    or CuPy's current stream for their arrays) and before it again with events: no
+    synchronisation with the host, except to return NumPy arrays.
+    """
+
+    def __init__(self, net: Sequential, device: str, dtype: str, seed: int, plan: str | None,
+                 cache_size: int, parameters: dict | None = None):
+        if not isinstance(net, Sequential):
+            raise TypeError(f"rg.compile_rnn expects an rg.Sequential, got {type(net).__name__}")
+        if net.has_loss:
+            raise GraphError("rg.compile_rnn compiles a network without a loss head; drop the "
+                             "rg.SoftmaxCrossEntropy (or train it with rg.compile)")
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype {dtype!r} is not supported (float32, float64)")
+        if device == "cuda" and dtype != "float32":
+            raise ValueError("the CUDA backend runs float32")
+        if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1:
+            raise ValueError(f"cache_size must be a positive integer, got {cache_size!r}")
+        self.net, self.graph = net, net.graph
+        if len(self.graph.outputs) != 1:
+            raise GraphError(f"network {self.graph.name!r} has {len(self.graph.outputs)} outputs; "
+                             f"rg.compile_rnn needs exactly one")
+        self.output = self.graph.outputs[0]
+        self.device, self.dtype, self.seed, self.plan, self.cache_size = device, dtype, seed, plan, cache_size
+        self.dropout = mask_inputs(self.graph)
+        self.input = self.graph.by_name["x"]
+        self.id_limit = id_limits(self.graph).get("x")
+        self._plans: OrderedDict = OrderedDict()
+        self._calls = 0  # training forwards so far: the dropout masks' seed
+        self.last: Pending | None = None
+        if device == "cuda":
+            from .codegen.layer_device import DeviceParameters
+            self._device = DeviceParameters(self.graph, init_params(self.graph, seed, dtype), parameters)
+        else:
+            self._device = None
+            self._params = init_params(self.graph, seed, dtype)
+            for name, v in (parameters or {}).items():
+                if (isinstance(v, np.ndarray) and v.dtype == DTYPES[dtype] and v.shape == self._params[name].shape
+                        and v.flags.c_contiguous and v.flags.writeable):
+                    self._params[name] = v  # used in place: the caller owns the memory
+                else:
+                    self.set_parameters({name: v})
+
+    # ------------------------------------------------------------------ parameters
+    @property
+    def parameters(self) -> dict:
+        """Parameter name -> array: live NumPy arrays (CPU) or numba device arrays (CUDA)."""
+        return self._device.arrays if self._device else self._params
+
+    @property
+    def state_names(self) -> list[str]:
+        """The names of ``h0`` / ``h_T``, in graph order."""
+        return [s.name for s in self.graph.states]
+
+    def set_parameters(self, values: dict) -> None:
+        """Copy arrays into the named parameters. KeyError for an unknown name, ValueError for a
+        wrong shape."""
+        shapes = {p.name: p.shape for p in self.graph.params}
+        for name, v in values.items():
+            if name not in shapes:
+                raise KeyError(f"no parameter {name!r} (have {sorted(shapes)})")
+            if tuple(np.shape(v) if not hasattr(v, "shape") else v.shape) != shapes[name]:
+                raise ValueError(f"parameter {name!r}: expected shape {shapes[name]}, got {tuple(v.shape)}")
+        if self._device:
+            self._device.set(values)
+        else:
+            for name, v in values.items():
+                self._params[name][...] = np.asarray(v)
+
+    def schedule(self, window: int, streams: int) -> Schedule:
+        """The schedule of windows of ``window`` timesteps over ``streams`` streams (built on
+        first use and cached with its plan)."""
+        return self._plan(window, streams, backward=False).schedule
+
+    # ------------------------------------------------------------------ plans
+    def _plan(self, T: int, S: int, backward: bool):
+        """The plan of (T, S), compiled on first use; one with a backward serves inference too."""
+        for key in ((T, S, True), (T, S, False)):
+            if key in self._plans and (key[2] or not backward):
+                self._plans.move_to_end(key)
+                return self._plans[key]
+        sched = build_schedule(self.graph, T, S, self.dtype, self.plan)
+        if self._device:
+            from .codegen.layer_device import DevicePlan
+            plan = DevicePlan(sched, self._device, backward)
+        else:
+            plan = HostPlan(sched, self.dtype, self._params)
+        key = (T, S, backward)
+        self._plans.pop((T, S, False), None)  # a plan with a backward replaces the forward-only one
+        self._plans[key] = plan
+        plan.key = key
+        while len(self._plans) > self.cache_size:
+            self._plans.popitem(last=False)
+        return plan
+
+    @property
+    def cached_plans(self) -> list[tuple]:
+        """(T, S, has_backward) of the cached plans, least recently used first."""
+        return list(self._plans)
+
+    # ------------------------------------------------------------------ checks
+    def _window(self, x) -> tuple[int, int]:
+        shape = tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
+        if self.input.dtype == INDEX:
+            if len(shape) != 2:
+                raise ShapeError(f"x: token ids must have shape (T, S), got {shape}")
+        elif len(shape) != 3 or shape[2] != self.input.size:
+            raise ShapeError(f"x: expected shape (T, S, {self.input.size}) (window, streams, input size), "
+                             f"got {shape}")
+        if shape[0] < 1 or shape[1] < 1:
+            raise ShapeError(f"x: a window needs T >= 1 and S >= 1, got shape {shape}")
+        return shape[0], shape[1]
+
+    def _check_states(self, what: str, states, S: int, complete: bool) -> dict:
+        if states is None:
+            return {}
+        if not isinstance(states, dict):
+            raise TypeError(f"{what} must be a dict state name -> (depth, S, size) array, got {type(states).__name__}")
+        names = {s.name: s for s in self.graph.states}
+        unknown = sorted(set(states) - set(names))
+        if unknown:
+            raise GraphError(f"{what}: no state(s) {unknown} (states: {sorted(names)})")
+        missing = sorted(set(names) - set(states))
+        if complete and missing:
+            raise GraphError(f"{what} must give every state or none (missing: {missing})")
+        for name, a in states.items():
+            s = names[name]
+            want = (s.depth, S, self.graph.by_name[s.node].size)
+            if tuple(a.shape if hasattr(a, "shape") else np.shape(a)) != want:
+                raise ShapeError(f"{what}[{name!r}]: expected shape {want} (depth, S, size), "
+                                 f"got {tuple(np.shape(a) if not hasattr(a, 'shape') else a.shape)}")
+        return states
+
+    def _masks(self, masks, T: int, S: int, train: bool) -> dict:
+        if masks is not None:
+            unknown = sorted(set(masks) - set(self.dropout))
+            if unknown or set(masks) != set(self.dropout):
+                raise GraphError(f"masks must name exactly the dropout masks {sorted(self.dropout)}, got "
+                                 f"{sorted(masks)}")
+            for m, a in masks.items():
+                want = (T, S, self.graph.by_name[m].size)
+                if tuple(a.shape) != want:
+                    raise ShapeError(f"masks[{m!r}]: expected shape {want}, got {tuple(a.shape)}")
+            return masks
+        if not self.dropout:
+            return {}
+        dt = DTYPES[self.dtype]
+        if not train:
+            return {m: np.ones((T, S, self.graph.by_name[m].size), dt) for m in self.dropout}
+        return {m: draw_mask(p, (T, S, self.graph.by_name[m].size), mask_seed(self.seed, self._calls, k), dt)
+                for k, (m, p) in enumerate(self.dropout.items())}
+
+    # ------------------------------------------------------------------ running
+    def forward(self, x, h0: dict | None = None, train: bool = True, masks: dict | None = None):
+        """Run the network over the window of ``x``.
+
+        x: (T, S, input_size) floats (or (T, S) token ids); h0: state name -> (depth, S, size),
+        every state or None (zeros); train: keep the activations for :meth:`backward` (False:
+        inference, nothing kept, and on CUDA a plan without a backward); masks: the dropout
+        masks (name -> (T, S, width), see rg.Dropout), default drawn from the compile seed when
+        training, ones otherwise.
+
+        Returns (y, h_T): y (T, S, n) the output node, h_T state name -> (depth, S, size), as
+        arrays of the kind of ``x`` (NumPy for NumPy; on CUDA torch tensors, CuPy or numba
+        device arrays for those). Raises ShapeError / GraphError / TypeError naming the bad
+        argument, ValueError for a device array on the CPU backend.
+        """
+        T, S = self._window(x)
+        h0 = self._check_states("h0", h0, S, complete=True)
+        masks = self._masks(masks, T, S, train)
+        kind = array_kind(x)
+        if self._device is None:
+            for what, a in [("x", x)] + [(f"h0[{k!r}]", v) for k, v in h0.items()]:
+                if array_kind(a) != "host":
+                    raise ValueError(f"{what} is a device array but this RNN runs on the CPU (device='cpu')")
+            x = np.asarray(x)
+            if self.input.dtype == INDEX:
+                check_ids("x", x, self.id_limit)
+        plan = self._plan(T, S, backward=train)
+        if train:
+            self._calls += 1
+        y, h_T, fwd = plan.forward(x, h0, masks, keep=train)
+        self.last = None
+        if train and self._device:
+            plan.generation += 1
+        if train:
+            self.last = Pending(plan, plan.generation, kind, x, fwd)
+        return y, h_T
+
+    def backward(self, dy, dh_T: dict | None = None, pending: Pending | None = None):
+        """BPTT of the latest training :meth:`forward` (or of ``pending``, a forward's
+        :attr:`last` saved by the caller).
+
+        dy: (T, S, n) gradient of the output; dh_T: state name -> (depth, S, size), any subset
+        (missing = zero). Returns (dx, dh0, dparams): dx (T, S, input_size) (None for token
+        ids), dh0 state name -> (depth, S, size), dparams parameter name -> gradient in its
+        shape; arrays of the forward's kind. Raises RuntimeError for a backward without a
+        training forward, a second backward of one forward, or (CUDA) a forward of the same
+        (T, S) run in between (its buffers hold the newer activations); ShapeError for seeds of
+        the wrong shape.
+        """
+        pending = pending or self.last
+        if pending is None:
+            raise RuntimeError("backward needs a forward(..., train=True) first")
+        plan = pending.plan
+        if plan.generation != pending.generation:
+            raise RuntimeError(f"the activations of this forward (T, S = {plan.key[:2]}) were overwritten by a "
+                               f"later forward of the same shape on the GPU; call backward before the next "
+                               f"forward of that shape")
+        T, S = plan.key[:2]
+        n = self.graph.by_name[self.output].size
+        if tuple(dy.shape if hasattr(dy, "shape") else np.shape(dy)) != (T, S, n):
+            raise ShapeError(f"dy: expected shape {(T, S, n)} (the output's), got {tuple(np.shape(dy))}")
+        dh_T = self._check_states("dh_T", dh_T, S, complete=False)
+        return plan.backward(pending, dy, dh_T)
+
+
+class HostPlan:
+    """The NumPy backend's plan of one (T, S): the schedule and its executor."""
+
+    def __init__(self, schedule: Schedule, dtype: str, params: dict):
+        self.schedule, self.dtype, self.params = schedule, dtype, params
+        self.executor = ScheduleExecutor(schedule, dtype)
+        self.generation = 0
+        self.key: tuple = ()
+
+    def forward(self, x, h0: dict, masks: dict, keep: bool):
+        out = self.executor.graph.outputs[0]
+        feed = {"x": x, **{m: np.asarray(v) for m, v in masks.items()}}
+        fwd = self.executor.forward(self.params, feed, {k: np.asarray(v) for k, v in h0.items()})
+        return fwd.values[out].copy(), fwd.final_states, (fwd if keep else None)
+
+    def backward(self, pending: Pending, dy, dh_T: dict):
+        g = self.executor.graph
+        grads = self.executor.backward(pending.fwd, {g.outputs[0]: np.asarray(dy)},
+                                       {k: np.asarray(v) for k, v in dh_T.items()})
+        return grads.inputs.get("x"), grads.states, grads.params
+
+
+def compile_rnn(net: Sequential, device: str = "auto", dtype: str = "float32", seed: int = 0,
+                plan: str | None = None, cache_size: int = 8, parameters: dict | None = None) -> CompiledRNN:
+    """Compile ``net`` (cells, optional rg.Embedding first and rg.Dropout between, no loss head)
+    as a layer: :meth:`CompiledRNN.forward` / :meth:`CompiledRNN.backward` for any (T, S).
+
+    device: "cpu" (NumPy), "cuda" (generated kernels, float32) or "auto"; dtype "float32" or
+    "float64" (CPU); seed: parameter initialisation (as rg.compile) and dropout masks; plan:
+    force "wavefront" / "scc-sequential" / "naive" (default: the cost model's choice per (T,
+    S)); cache_size: compiled (T, S) plans kept; parameters: initial values (name -> array; on
+    CUDA device arrays are used in place, so a caller such as rnngraph.torch can own the
+    memory; on the CPU so are C-contiguous NumPy arrays of ``dtype``). Raises TypeError / GraphError for a network that is not a loss-free
+    rg.Sequential, ValueError for bad options, RuntimeError when CUDA is asked for but absent.
+    """
+    from .runtime import resolve_device
+    device = resolve_device(device)
+    return CompiledRNN(net, device, dtype, seed, plan, cache_size, parameters)

@@ -1,0 +1,303 @@
+"""rnngraph inside PyTorch: :class:`RNN`, an ``nn.Module`` over a compiled network of cells.
+
+``pip install rnngraph[torch]``. CPU tensors run the NumPy backend (float32 or float64: the
+module's dtype), CUDA tensors the generated kernels (float32). The module's parameters are
+``nn.Parameter``s whose memory the compiled program reads in place (no copy per step); its
+gradients come from the compiled backward through a ``torch.autograd.Function``, so
+``torch.optim``, ``clip_grad_norm_``, ``torch.no_grad()`` (the inference path: nothing kept
+for a backward), ``.to(device)``, ``.double()``, ``state_dict()`` and ``load_state_dict()`` work
+as for any module. Conventions follow ``nn.LSTM`` / ``nn.GRU``: inputs (T, B, input_size) (or
+(B, T, input_size) with ``batch_first``), outputs (T, B, hidden) of the last layer, initial and
+final states of shape (layers, B, hidden) — a tuple in the cell's state order (``(h, c)`` for
+an LSTM), a single tensor for a one-state cell (GRU, Elman).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from . import cells as _cells
+from .arrays import array_kind
+from .layer import compile_rnn
+from .network import Dropout, Sequential
+from .reference import init_params
+from .trace import Cell
+
+_TORCH_DTYPES = {torch.float32: "float32", torch.float64: "float64"}
+
+
+def _param_attr(name: str) -> str:
+    """A graph parameter's name as a module attribute (``layer0.W.weight`` -> ``layer0_W_weight``)."""
+    return name.replace(".", "_")
+
+
+class _CompiledFunction(torch.autograd.Function):
+    """y, *h_T = f(x, *h0, *params) through a CompiledRNN; backward through its backward."""
+
+    @staticmethod
+    def forward(ctx, rnn, state_names, masks, has_h0, x, *tensors):
+        h0 = dict(zip(state_names, tensors[:len(state_names)])) if has_h0 else None
+        y, h_T = rnn.forward(_to_backend(x), _to_backend_dict(h0), train=True, masks=_to_backend_dict(masks))
+        ctx.rnn, ctx.pending, ctx.state_names = rnn, rnn.last, state_names
+        ctx.has_h0 = has_h0
+        ctx.like = x
+        return (_from_backend(y, x), *[_from_backend(h_T[s], x) for s in state_names])
+
+    @staticmethod
+    def backward(ctx, dy, *dh_T):
+        rnn, like = ctx.rnn, ctx.like
+        T, S = ctx.pending.plan.key[:2]
+        if dy is None:
+            dy = torch.zeros((T, S, rnn.graph.by_name[rnn.output].size), dtype=like.dtype, device=like.device)
+        seeds = {s: _to_backend(d.contiguous()) for s, d in zip(ctx.state_names, dh_T) if d is not None}
+        dx, dh0, dparams = rnn.backward(_to_backend(dy.contiguous()), seeds, pending=ctx.pending)
+        grads_h0 = [_from_backend(dh0[s], like) for s in ctx.state_names] if ctx.has_h0 else []
+        dparams = [_from_backend(dparams[p.name], like) for p in rnn.graph.params]
+        return (None, None, None, None, None if dx is None else _from_backend(dx, like), *grads_h0, *dparams)
+
+
+def _to_backend(t):
+    """A tensor as the compiled RNN takes it: CUDA tensors as they are, CPU ones as NumPy views."""
+    if t is None or array_kind(t) != "host":
+        return t
+    return t.detach().numpy() if isinstance(t, torch.Tensor) else t
+
+
+def _to_backend_dict(d):
+    return None if d is None else {k: _to_backend(v) for k, v in d.items()}
+
+
+def _from_backend(a, like: torch.Tensor) -> torch.Tensor:
+    return a if isinstance(a, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(a)).to(like.dtype)
+
+
+class RNN(nn.Module):
+    """A stack of ``layers`` rnngraph cells as a PyTorch module (nn.LSTM's conventions).
+
+    Args:
+        cell: a cell function (``rg.cells.lstm``, ``rg.cells.gru``, a function decorated with
+            ``@rg.cell``) or the name of a standard cell (``"lstm"``); it is called with
+            ``hidden=hidden`` and ``cell_kwargs``.
+        hidden: the states' size H. layers: stacked copies of the cell (>= 1).
+        input_size: the input's last dimension I (default: H).
+        dropout: p of inverted dropout on the outputs of every layer but the last (as
+            nn.LSTM), drawn with torch's generator while ``self.training``.
+        batch_first: inputs and outputs (B, T, .) instead of (T, B, .) (states stay (layers, B, H)).
+        plan: force "wavefront" / "scc-sequential" (default: the cost model's choice).
+        cache_size: compiled (T, B) plans kept per device.
+
+    ``forward(x, h0=None) -> (y, h_T)``: x (T, B, I) (or (T, I) unbatched); h0 a tensor
+    (layers, B, H) for a one-state cell, else a tuple of them in the cell's state order, or
+    None (zeros); y (T, B, H); h_T like h0. A state read more than one timestep back (``rg.State
+    (delay=d)``) is (layers * d, B, H), each layer's d rows oldest first.
+
+    Parameters are named after the graph's (``layer0.W.weight`` -> ``layer0_W_weight``; for the
+    standard cells ``W.weight`` is nn.LSTM's ``weight_ih``, ``U.weight`` its ``weight_hh``) and
+    initialised by the cells' initialisers from a seed drawn from torch's generator.
+
+    Precision: CPU tensors run in the module's dtype (float32 or float64), CUDA tensors in
+    float32 (the generated kernels). Under ``torch.autocast`` the inputs are cast to the
+    module's dtype and the computation stays in it (like cuDNN RNNs' fp32 weights under
+    autocast, this layer does not run in reduced precision).
+
+    Raises ValueError / TypeError naming the argument for a wrong shape, dtype or device of x
+    or h0 (a CPU tensor for a module on the GPU included).
+    """
+
+    def __init__(self, cell, hidden: int, layers: int = 1, input_size: int | None = None, dropout: float = 0.0,
+                 batch_first: bool = False, plan: str | None = None, cache_size: int = 8, **cell_kwargs):
+        super().__init__()
+        if isinstance(cell, str):
+            if not hasattr(_cells, cell) or not callable(getattr(_cells, cell)):
+                raise ValueError(f"no standard cell {cell!r} in rg.cells")
+            cell = getattr(_cells, cell)
+        for what, v in (("hidden", hidden), ("layers", layers)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{what} must be a positive integer, got {v!r}")
+        input_size = hidden if input_size is None else input_size
+        if isinstance(input_size, bool) or not isinstance(input_size, int) or input_size < 1:
+            raise ValueError(f"input_size must be a positive integer, got {input_size!r}")
+        Dropout(dropout)  # checks p
+        cells_ = [cell(hidden=hidden, **cell_kwargs) for _ in range(layers)]
+        if not isinstance(cells_[0], Cell):
+            raise TypeError(f"cell must be an @rg.cell function or a standard cell's name, got {cell!r}")
+        body = []
+        for k, c in enumerate(cells_):
+            if k and dropout:
+                body.append(Dropout(dropout))
+            body.append(c)
+        self.net = Sequential(*body, input_size=input_size)
+        self.graph = self.net.graph
+        self.hidden, self.layers, self.input_size = hidden, layers, input_size
+        self.dropout, self.batch_first, self.plan, self.cache_size = float(dropout), batch_first, plan, cache_size
+        self.cell_name = cells_[0].name
+        self.state_args = [(arg, ann.delay) for arg, ann in cells_[0].state_args]
+        seed = int(torch.randint(0, 2 ** 31 - 1, ()).item())
+        for name, value in init_params(self.graph, seed, "float32").items():
+            self.register_parameter(_param_attr(name), nn.Parameter(torch.from_numpy(value)))
+        self._compiled: dict = {}
+
+    def extra_repr(self) -> str:
+        s = f"{self.cell_name}, {self.input_size}, {self.hidden}, layers={self.layers}"
+        if self.dropout:
+            s += f", dropout={self.dropout}"
+        return s + (", batch_first=True" if self.batch_first else "")
+
+    # ------------------------------------------------------------------ parameters
+    def graph_parameters(self) -> dict[str, nn.Parameter]:
+        """Graph parameter name (``layer0.W.weight``) -> the module's parameter, in graph order."""
+        return {p.name: getattr(self, _param_attr(p.name)) for p in self.graph.params}
+
+    @property
+    def state_names(self) -> list[str]:
+        """The compiled network's state names (``layer0.h``, ...), in graph order."""
+        return [s.name for s in self.graph.states]
+
+    def compiled(self, device: torch.device, dtype: torch.dtype):
+        """The CompiledRNN that runs tensors of ``device`` and ``dtype`` (compiled on first use;
+        again when the parameters' memory moved, e.g. after ``.to()``)."""
+        params = self.graph_parameters()
+        key = (str(device), dtype)
+        ptrs = tuple(p.data_ptr() for p in params.values())
+        hit = self._compiled.get(key)
+        if hit is not None and hit[0] == ptrs:
+            return hit[1]
+        backend = "cuda" if device.type == "cuda" else "cpu"
+        if backend == "cuda" and (device.index or 0) != torch.cuda.current_device():
+            raise ValueError(f"x is on {device}, but rnngraph runs on the current CUDA device "
+                             f"(cuda:{torch.cuda.current_device()}); use torch.cuda.set_device")
+        values = {name: (p.detach() if backend == "cuda" else p.detach().numpy()) for name, p in params.items()}
+        rnn = compile_rnn(self.net, device=backend, dtype=_TORCH_DTYPES[dtype], plan=self.plan,
+                          cache_size=self.cache_size, parameters=values)
+        self._compiled[key] = (ptrs, rnn)
+        return rnn
+
+    @classmethod
+    def from_torch(cls, module: nn.Module) -> "RNN":
+        """An RNN with the weights of an ``nn.LSTM`` or ``nn.GRU`` (copied): the same layers,
+        sizes, dropout and batch_first. ValueError for bidirectional, proj_size or bias=False
+        modules (not supported), TypeError for other modules."""
+        kinds = {nn.LSTM: "lstm", nn.GRU: "gru"}
+        if type(module) not in kinds:
+            raise TypeError(f"from_torch takes an nn.LSTM or nn.GRU, got {type(module).__name__}")
+        if module.bidirectional or getattr(module, "proj_size", 0) or not module.bias:
+            raise ValueError("from_torch: bidirectional, proj_size and bias=False modules are not supported")
+        out = cls(kinds[type(module)], module.hidden_size, module.num_layers, module.input_size,
+                  module.dropout, module.batch_first)
+        out.load_torch_state_dict(module.state_dict())
+        p = next(module.parameters())
+        return out.to(device=p.device, dtype=p.dtype)
+
+    def load_torch_state_dict(self, state: dict) -> None:
+        """Copy an nn.LSTM / nn.GRU state dict (``weight_ih_l0``, ...) into the parameters
+        (PyTorch's gate order is the standard cells'). KeyError naming a missing entry."""
+        names = {"W.weight": "weight_ih", "U.weight": "weight_hh", "W.bias": "bias_ih", "U.bias": "bias_hh"}
+        with torch.no_grad():
+            for name, p in self.graph_parameters().items():
+                layer, local = name.split(".", 1)
+                key = f"{names.get(local, local)}_l{layer[len('layer'):]}"
+                if key not in state:
+                    raise KeyError(f"{key!r} (for {name!r}) is not in the state dict")
+                p.copy_(state[key])
+
+    # ------------------------------------------------------------------ running
+    def _check(self, x: torch.Tensor) -> torch.Tensor:
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"x must be a torch.Tensor, got {type(x).__name__}")
+        if x.dim() not in (2, 3):
+            raise ValueError(f"x: expected (T, B, {self.input_size}) or unbatched (T, {self.input_size}), "
+                             f"got shape {tuple(x.shape)}")
+        if x.shape[-1] != self.input_size:
+            raise ValueError(f"x: expected input size {self.input_size} in the last dimension, got shape "
+                             f"{tuple(x.shape)}")
+        p = next(self.parameters())
+        if x.device != p.device:
+            raise ValueError(f"x is on {x.device} but the module's parameters are on {p.device}; move one with .to()")
+        if not x.is_floating_point():
+            raise TypeError(f"x: expected a floating-point tensor, got {x.dtype}")
+        if x.dtype != p.dtype:
+            if torch.is_autocast_enabled(x.device.type):
+                return x.to(p.dtype)
+            raise TypeError(f"x has dtype {x.dtype} but the module's parameters are {p.dtype}")
+        if p.dtype not in _TORCH_DTYPES or (x.is_cuda and p.dtype != torch.float32):
+            raise TypeError(f"rnngraph runs float32 (and float64 on the CPU), not {p.dtype} on {x.device}")
+        return x
+
+    def _states_in(self, h0, B: int, like: torch.Tensor) -> list | None:
+        """h0 in nn.LSTM's form -> the graph's states in graph order, each (depth, B, H)."""
+        if h0 is None:
+            return None
+        parts = (h0,) if len(self.state_args) == 1 and isinstance(h0, torch.Tensor) else h0
+        if not isinstance(parts, (tuple, list)) or len(parts) != len(self.state_args):
+            raise ValueError(f"h0: expected {'a tensor' if len(self.state_args) == 1 else 'a tuple'} of "
+                             f"{len(self.state_args)} state(s) {[a for a, _ in self.state_args]}, got {type(h0).__name__}")
+        by_name = {}
+        for (arg, depth), t in zip(self.state_args, parts):
+            want = (self.layers * depth, B, self.hidden)
+            if not isinstance(t, torch.Tensor) or tuple(t.shape) != want:
+                raise ValueError(f"h0 state {arg!r}: expected a tensor of shape {want}, got "
+                                 f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
+            if t.device != like.device or t.dtype != like.dtype:
+                if torch.is_autocast_enabled(like.device.type) and t.device == like.device:
+                    t = t.to(like.dtype)
+                else:
+                    raise ValueError(f"h0 state {arg!r} is {t.dtype} on {t.device}; x is {like.dtype} on {like.device}")
+            for k in range(self.layers):
+                by_name[f"layer{k}.{arg}"] = t[k * depth:(k + 1) * depth]
+        return [by_name[s] for s in self.state_names]
+
+    def _states_out(self, finals: list, unbatched: bool):
+        by_name = dict(zip(self.state_names, finals))
+        out = []
+        for arg, _ in self.state_args:
+            t = torch.cat([by_name[f"layer{k}.{arg}"] for k in range(self.layers)])
+            out.append(t[:, 0] if unbatched else t)
+        return out[0] if len(out) == 1 else tuple(out)
+
+    def _masks(self, T: int, B: int, like: torch.Tensor) -> dict | None:
+        masks = {}
+        for name, node in ((n.name, n) for n in self.graph.inputs if "dropout" in n.attr):
+            p = float(node.attr["dropout"])
+            shape = (T, B, node.size)
+            if self.training:
+                masks[name] = torch.empty(shape, dtype=like.dtype, device=like.device).bernoulli_(1 - p).div_(1 - p)
+            else:
+                masks[name] = torch.ones(shape, dtype=like.dtype, device=like.device)
+        return masks or None
+
+    def forward(self, x: torch.Tensor, h0=None):
+        x = self._check(x)
+        unbatched = x.dim() == 2
+        if unbatched:
+            x = x.unsqueeze(1)
+            if h0 is not None:
+                h0 = h0.unsqueeze(1) if isinstance(h0, torch.Tensor) else tuple(t.unsqueeze(1) for t in h0)
+        elif self.batch_first:
+            x = x.transpose(0, 1)
+        x = x.contiguous()
+        T, B = x.shape[:2]
+        states = self._states_in(h0, B, x)
+        if states is not None:
+            states = [s.contiguous() for s in states]
+        rnn = self.compiled(x.device, x.dtype)
+        masks = self._masks(T, B, x)
+        params = list(self.graph_parameters().values())
+        needs_grad = torch.is_grad_enabled() and (
+            x.requires_grad or any(p.requires_grad for p in params) or any(s.requires_grad for s in states or []))
+        if needs_grad:
+            outs = _CompiledFunction.apply(rnn, self.state_names, masks, states is not None, x, *(states or []),
+                                           *params)
+            y, finals = outs[0], list(outs[1:])
+        else:
+            h0d = None if states is None else dict(zip(self.state_names, states))
+            y, h_T = rnn.forward(_to_backend(x), _to_backend_dict(h0d), train=False,
+                                 masks=_to_backend_dict(masks))
+            y, finals = _from_backend(y, x), [_from_backend(h_T[s], x) for s in self.state_names]
+        h_T = self._states_out(finals, unbatched)
+        if unbatched:
+            return y[:, 0], h_T
+        return (y.transpose(0, 1) if self.batch_first else y), h_T
+
+
+__all__ = ["RNN"]

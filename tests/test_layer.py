@@ -1,0 +1,156 @@
+"""rg.compile_rnn: a loss-free compiled network with forward(x, h0) and backward(dy, dh_T).
+
+The NumPy backend against rg.Reference (the executable specification) in float64, the plan
+cache over (T, S), bad input, and the CUDA backend in the simulator against the NumPy backend.
+"""
+import os
+
+import numpy as np
+import pytest
+
+import rnngraph as rg
+
+
+def _net(cell=rg.cells.lstm, layers=2, hidden=3, input_size=2, **kw):
+    return rg.Sequential(*[cell(hidden=hidden) for _ in range(layers)], input_size=input_size, **kw)
+
+
+def _data(net, T, S, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((T, S, net.graph.by_name["x"].size))
+    h0 = {s.name: rng.standard_normal((s.depth, S, net.graph.by_name[s.node].size)) for s in net.graph.states}
+    return x, h0, rng
+
+
+def test_forward_backward_equal_the_reference_in_float64():
+    net = _net()
+    rnn = rg.compile_rnn(net, device="cpu", dtype="float64")
+    x, h0, rng = _data(net, 5, 3)
+    y, h_T = rnn.forward(x, h0)
+    ref = rg.Reference(net.graph, "float64")
+    fwd = ref.forward(rnn.parameters, {"x": x}, h0)
+    out = net.graph.outputs[0]
+    np.testing.assert_allclose(y, fwd.values[out], rtol=0, atol=1e-14)
+    for name in h_T:
+        np.testing.assert_allclose(h_T[name], fwd.final_states[name], rtol=0, atol=1e-14)
+    dy = rng.standard_normal(y.shape)
+    dh_T = {"layer1.c": rng.standard_normal(h_T["layer1.c"].shape)}  # a subset: the rest is zero
+    dx, dh0, dparams = rnn.backward(dy, dh_T)
+    g = ref.backward(fwd, {out: dy}, dh_T)
+    np.testing.assert_allclose(dx, g.inputs["x"], rtol=0, atol=1e-13)
+    for name in h0:
+        np.testing.assert_allclose(dh0[name], g.states[name], rtol=0, atol=1e-13)
+    for name in dparams:
+        np.testing.assert_allclose(dparams[name], g.params[name], rtol=0, atol=1e-13)
+    assert np.abs(dparams["layer0.U.weight"]).max() > 1e-3  # the gradients are not trivially zero
+
+
+def test_plans_per_shape_are_cached_lru_and_backward_reads_its_own_forward():
+    rnn = rg.compile_rnn(_net(), device="cpu", dtype="float64", cache_size=2)
+    x1, _, rng = _data(rnn.net, 4, 2)
+    x2 = rng.standard_normal((1, 5, 2))
+    y1, _ = rnn.forward(x1)
+    first = rnn.last
+    y2, _ = rnn.forward(x2)
+    assert rnn.cached_plans == [(4, 2, True), (1, 5, True)]
+    rnn.forward(rng.standard_normal((3, 1, 2)), train=False)
+    assert rnn.cached_plans == [(1, 5, True), (3, 1, False)]  # (4, 2) left the cache; inference: no backward
+    # the NumPy backend keeps each forward's activations with it: the older one still backpropagates
+    dx1, _, _ = rnn.backward(np.ones_like(y1), pending=first)
+    fresh = rg.compile_rnn(rnn.net, device="cpu", dtype="float64")
+    fresh.forward(x1)
+    np.testing.assert_allclose(dx1, fresh.backward(np.ones_like(y1))[0], atol=1e-14)
+    a = rnn.backward(np.ones_like(y2))  # twice for one forward, as retain_graph: the same result
+    b = rnn.backward(np.ones_like(y2))
+    np.testing.assert_array_equal(a[0], b[0])
+
+
+def test_inference_forward_keeps_nothing_and_has_no_backward():
+    rnn = rg.compile_rnn(_net(), device="cpu")
+    x, _, _ = _data(rnn.net, 3, 2)
+    rnn.forward(x, train=False)
+    assert rnn.last is None
+    with pytest.raises(RuntimeError, match="forward\\(..., train=True\\) first"):
+        rnn.backward(np.zeros((3, 2, 3)))
+
+
+def test_bad_input_is_named():
+    rnn = rg.compile_rnn(_net(), device="cpu")
+    x, h0, _ = _data(rnn.net, 3, 2)
+    with pytest.raises(rg.ShapeError, match=r"x: expected shape \(T, S, 2\)"):
+        rnn.forward(x[..., :1])
+    with pytest.raises(rg.ShapeError, match="T >= 1"):
+        rnn.forward(x[:0])
+    with pytest.raises(rg.GraphError, match="every state or none"):
+        rnn.forward(x, {"layer0.h": h0["layer0.h"]})
+    with pytest.raises(rg.GraphError, match="no state"):
+        rnn.forward(x, {**h0, "layer9.h": h0["layer0.h"]})
+    with pytest.raises(rg.ShapeError, match=r"h0\['layer0.c'\]: expected shape \(1, 2, 3\)"):
+        rnn.forward(x, {**h0, "layer0.c": np.zeros((1, 3, 3))})
+    rnn.forward(x)
+    with pytest.raises(rg.ShapeError, match="dy: expected shape"):
+        rnn.backward(np.zeros((3, 2, 4)))
+    with pytest.raises(rg.ShapeError, match="dh_T"):
+        rnn.backward(np.zeros((3, 2, 3)), {"layer1.h": np.zeros((1, 2, 4))})
+    with pytest.raises(rg.GraphError, match="loss head"):
+        rg.compile_rnn(rg.Sequential(rg.Embedding(5, 3), rg.cells.lstm(hidden=3), rg.SoftmaxCrossEntropy(5)))
+    with pytest.raises(ValueError, match="cache_size"):
+        rg.compile_rnn(_net(), device="cpu", cache_size=0)
+
+
+def test_parameters_given_as_arrays_are_used_in_place_on_the_cpu():
+    net = _net(layers=1)
+    params = rg.init_params(net.graph, 3, "float64")
+    rnn = rg.compile_rnn(net, device="cpu", dtype="float64", parameters=params)
+    x, _, _ = _data(net, 2, 1)
+    before, _ = rnn.forward(x, train=False)
+    params["layer0.U.bias"] += 1.0  # the caller's array is the one the RNN reads
+    after, _ = rnn.forward(x, train=False)
+    assert np.abs(after - before).max() > 1e-3
+
+
+def test_dropout_masks_are_fed_and_ones_at_inference():
+    net = rg.Sequential(rg.cells.lstm(hidden=3), rg.Dropout(0.5), rg.cells.lstm(hidden=3), input_size=2)
+    rnn = rg.compile_rnn(net, device="cpu", dtype="float64")
+    x, _, _ = _data(net, 3, 2)
+    plain = rg.compile_rnn(rg.Sequential(rg.cells.lstm(hidden=3), rg.cells.lstm(hidden=3), input_size=2),
+                           device="cpu", dtype="float64")
+    plain.set_parameters(rnn.parameters)
+    np.testing.assert_allclose(rnn.forward(x, train=False)[0], plain.forward(x, train=False)[0], atol=1e-15)
+    zeros = {"drop0.mask": np.zeros((3, 2, 3))}
+    y0, _ = rnn.forward(x, masks=zeros)  # layer 1 sees only zeros: its output is x-independent
+    y0b, _ = rnn.forward(2 * x, masks=zeros)
+    np.testing.assert_allclose(y0, y0b, atol=1e-15)
+    assert np.abs(rnn.forward(2 * x, train=False)[0] - rnn.forward(x, train=False)[0]).max() > 1e-3
+    with pytest.raises(rg.GraphError, match="dropout masks"):
+        rnn.forward(x, masks={"other": zeros["drop0.mask"]})
+
+
+CELLS_SIM = [(rg.cells.lstm, 2), (rg.cells.gru, 1), (rg.cells.layernorm_lstm, 1)]
+
+
+@pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1", reason="simulator test (the GPU tier: "
+                    "tests/test_gpu_torch_layer.py)")
+@pytest.mark.parametrize("cell, layers", CELLS_SIM, ids=[c.__name__ for c, _ in CELLS_SIM])
+def test_cuda_backend_in_the_simulator_equals_the_numpy_backend(cell, layers):
+    net = _net(cell, layers)
+    cpu, gpu = rg.compile_rnn(net, device="cpu"), rg.compile_rnn(net, device="cuda")
+    gpu.set_parameters(cpu.parameters)
+    rng = np.random.default_rng(0)
+    for T, S in ((3, 2), (1, 2)):  # two plans; the second call of each shape reuses the first's
+        x = rng.standard_normal((T, S, 2)).astype(np.float32)
+        h0 = {s.name: rng.standard_normal((s.depth, S, 3)).astype(np.float32) for s in net.graph.states}
+        (y1, s1), (y2, s2) = cpu.forward(x, h0), gpu.forward(x, h0)
+        np.testing.assert_allclose(y2, y1, atol=2e-6)
+        for k in s1:
+            np.testing.assert_allclose(s2[k], s1[k], atol=2e-6, err_msg=k)
+        dy = rng.standard_normal(y1.shape).astype(np.float32)
+        dh = {k: rng.standard_normal(v.shape).astype(np.float32) for k, v in s1.items()}
+        (dx1, dh1, dp1), (dx2, dh2, dp2) = cpu.backward(dy, dh), gpu.backward(dy, dh)
+        np.testing.assert_allclose(dx2, dx1, atol=2e-5)
+        for k in dh1:
+            np.testing.assert_allclose(dh2[k], dh1[k], atol=2e-5, err_msg=k)
+        for k in dp1:
+            np.testing.assert_allclose(dp2[k], dp1[k], atol=2e-5, err_msg=k)
+        assert np.abs(dp1["layer0.U.weight"]).max() > 1e-3
+    assert gpu.cached_plans == [(3, 2, True), (1, 2, True)]
