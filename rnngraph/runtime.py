@@ -166,9 +166,9 @@ class TrainingStep:
         if self._cuda is None:
             feed = {k: np.asarray(v) for k, v in feed.items()}
         else:  # the NumPy backend checks inside; host arrays bound for the GPU are checked here
-            for name, limit in id_limits(self.graph).items():
+            for name, (limit, ignore) in id_limits(self.graph).items():
                 if name in feed and not hasattr(feed[name], "__cuda_array_interface__"):
-                    check_ids(name, np.asarray(feed[name]), limit)
+                    check_ids(name, np.asarray(feed[name]), limit, ignore)
         return feed
 
     def forward(self, inputs, targets=None, carry: bool = True) -> Forward:
