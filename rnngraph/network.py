@@ -111,8 +111,7 @@ class Sequential:
 
     layers: optional Embedding first, then cells (``rg.cells.lstm(hidden=512)`` ...), then
     optionally a loss head last (rg.SoftmaxCrossEntropy, rg.MSE, rg.SequenceClassifier);
-    ``rg.Dropout(p)`` anywhere after the first
-    layer and before the head. input_size is required when the first layer is a cell (float
+    ``rg.Dropout(p)`` anywhere after the first layer and before the head. input_size is required when the first layer is a cell (float
     inputs of shape (T, S, input_size)).
     Raises GraphError for a misplaced layer, a missing input_size, or any error of the cells
     (named by node and op); warns UnusedWarning for unused params/inputs.
