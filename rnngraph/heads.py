@@ -7,15 +7,15 @@ per-column array fed as ``y`` (:meth:`Head.feed`). The window's loss is the sum 
 ``head.loss`` over its T*S columns divided by the columns that count (PyTorch's
 reduction="mean"; :func:`rnngraph.reference.loss_columns`):
 
-==========================  ===================  ==========================  ====================
-head                        targets to ``train``  fed as ``y``               mean over
-==========================  ===================  ==========================  ====================
-SoftmaxCrossEntropy(V)      ids (T, S)            the same                   T*S columns
-SoftmaxCrossEntropy(V, ii)  ids (T, S)            the same                   targets != ii
-MSE() / MSE(n)              floats (T, S, n)      the same                   T*S*n elements
-SequenceClassifier(C)       labels (S,)           (T, S): label at t = T-1,  S streams
-                                                  NO_LABEL elsewhere
-==========================  ===================  ==========================  ====================
+=============================  ====================  ===========================  ==============
+head                           targets to ``train``  fed as ``y``                 mean over
+=============================  ====================  ===========================  ==============
+SoftmaxCrossEntropy(V)         ids (T, S)            the same                     T*S columns
+SoftmaxCrossEntropy(V, ii)     ids (T, S)            the same                     targets != ii
+MSE() / MSE(n)                 floats (T, S, n)      the same                     T*S*n elements
+SequenceClassifier(C)          labels (S,)           (T, S): the label at T-1,    S streams
+                                                     NO_LABEL elsewhere
+=============================  ====================  ===========================  ==============
 """
 from __future__ import annotations
 

@@ -47,8 +47,9 @@ class TrainingStep:
 
     window T and streams S fix the shapes of every call: inputs (T, S) token ids or (T, S, I)
     floats; targets as the loss head takes them (rnngraph.heads): (T, S) class ids
-    (SoftmaxCrossEntropy), (T, S, n) floats (MSE), (S,) labels (SequenceClassifier). Create it with :func:`compile`. ``parameters`` (name -> array)
-    and ``state`` (name -> (depth, S, n)) read as NumPy arrays; on the CPU backend
+    (SoftmaxCrossEntropy), (T, S, n) floats (MSE), (S,) labels (SequenceClassifier). Create
+    it with :func:`compile`. ``parameters`` (name -> array) and ``state`` (name -> (depth, S,
+    n)) read as NumPy arrays; on the CPU backend
     ``parameters`` is the live dict, on CUDA a copy: change parameters with
     :meth:`set_parameters` and states by assigning ``step.state = {...}``.
 
