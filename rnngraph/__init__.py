@@ -8,7 +8,7 @@ from . import cells, ir, ops, passes, schedule
 from .errors import CycleError, DelayError, DtypeError, GraphError, OpError, ShapeError, StateError, UnusedWarning
 from .ir import Graph, Init, parse
 from .layer import CompiledRNN, compile_rnn
-from .network import Dropout, Embedding, Sequential, SoftmaxCrossEntropy, stacked
+from .network import MSE, Dropout, Embedding, SequenceClassifier, Sequential, SoftmaxCrossEntropy, stacked
 from .optim import SGD, Adam, AdamW, clip_grad_norm
 from .reference import Reference, init_params, reset_streams, zero_states
 from .runtime import TrainingStep, compile
@@ -19,7 +19,7 @@ __version__ = "0.1.0"
 __all__ = [
     "cells", "ir", "ops", "Graph", "Init", "parse",
     "CycleError", "DelayError", "DtypeError", "GraphError", "OpError", "ShapeError", "StateError", "UnusedWarning",
-    "Dropout", "Embedding", "Sequential", "SoftmaxCrossEntropy", "stacked",
+    "Dropout", "Embedding", "MSE", "SequenceClassifier", "Sequential", "SoftmaxCrossEntropy", "stacked",
     "Reference", "init_params", "reset_streams", "zero_states", "SGD", "Adam", "AdamW", "clip_grad_norm",
     "TrainingStep", "compile", "CompiledRNN", "compile_rnn",
     "State", "Value", "cell", "concat", "exp", "layer_norm", "linear", "param", "relu", "sigmoid", "slice",

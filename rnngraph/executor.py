@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import ops
-from .reference import Forward, Gradients, Reference
+from .reference import Forward, Gradients, Reference, mean_loss
 from .schedule import Loop, Phase, Schedule
 
 
@@ -79,7 +79,7 @@ class ScheduleExecutor(Reference):
                         values[name][t] = ops.REGISTRY[n.op].forward(xs, [ps[p] for p in n.params], n.attr)
         final = {s.name: np.stack([self._read(values, hist, s.node, T - k) for k in range(s.depth, 0, -1)])
                  for s in g.states}
-        loss = float(values[g.loss].mean()) if g.loss else None
+        loss = mean_loss(values[g.loss], self.loss_columns(values)) if g.loss else None
         return Forward(values, ps, st, final, loss)
 
     @staticmethod

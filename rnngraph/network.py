@@ -6,7 +6,8 @@ Layers are named ``embed.``, ``layer0.``, ``layer1.``, ... (cells only, counted 
 are the node ``x`` (token ids of shape (T, S) when the first layer is an Embedding, else floats
 of shape (T, S, input_size)), one dropout mask ``dropK.mask`` per Dropout layer with p > 0
 (floats of shape (T, S, width); :class:`rnngraph.runtime.TrainingStep` feeds them) and, with a
-loss head, the targets ``y`` (token ids, (T, S)).
+loss head (:mod:`rnngraph.heads`: SoftmaxCrossEntropy, MSE, SequenceClassifier), the targets
+``y`` (token ids (T, S), or floats (T, S, n) for MSE).
 """
 from __future__ import annotations
 
@@ -16,9 +17,13 @@ from numbers import Real
 import numpy as np
 
 from .errors import GraphError
+from .heads import MSE, Head, SequenceClassifier, SoftmaxCrossEntropy
 from .ir import FLOAT, INDEX, Graph, Init
 from .passes.validate import validate
-from .trace import Cell, Value, _ACTIVE, _Builder, linear
+from .trace import Cell, Value, _ACTIVE, _Builder
+
+__all__ = ["Dropout", "Embedding", "MSE", "Head", "SequenceClassifier", "Sequential", "SoftmaxCrossEntropy",
+           "draw_mask", "mask_inputs", "mask_seed", "stacked"]
 
 
 class Embedding:
@@ -53,8 +58,7 @@ class Dropout:
     ``rg.Reference`` takes the masks as ordinary inputs. With p == 0 the layer adds nothing (the
     graph is that of the network without it).
 
-    Allowed anywhere in rg.Sequential after the first layer and before a SoftmaxCrossEntropy
-    head. Raises GraphError unless p is a number in [0, 1).
+    Allowed anywhere in rg.Sequential after the first layer and before a loss head. Raises GraphError unless p is a number in [0, 1).
     """
 
     prefix = "drop"  # Sequential numbers them: drop0., drop1., ...
@@ -102,35 +106,12 @@ def draw_mask(p: float, shape: tuple[int, ...], seed: np.random.SeedSequence, dt
     return np.where(keep, dt.type(1.0 / (1.0 - p)), dt.type(0.0))
 
 
-class SoftmaxCrossEntropy:
-    """Output layer and loss: logits = W h + b (vocab rows, nn.Linear init), per-column loss
-    -log softmax(logits)[y] in nats (PyTorch's CrossEntropyLoss); the training loss is its
-    mean over the T*S columns of a window."""
-
-    prefix = "head."
-
-    def __init__(self, vocab: int):
-        if vocab < 2:
-            raise GraphError(f"rg.SoftmaxCrossEntropy({vocab}): needs at least 2 classes")
-        self.vocab = vocab
-
-    def trace(self, b: _Builder, h: Value) -> tuple[Value, Value]:
-        logits = linear(h, self.vocab, name="W")
-        b.names[logits.id] = "head.logits"
-        y = b.add("input", size=1, dtype=INDEX, name="y")
-        loss = b.add("softmax_xent", [logits, y], name="head.loss")
-        return logits, loss
-
-    def __repr__(self):
-        return f"SoftmaxCrossEntropy({self.vocab})"
-
-
 class Sequential:
     """A stack of layers traced into one :class:`rnngraph.ir.Graph` (``.graph``).
 
     layers: optional Embedding first, then cells (``rg.cells.lstm(hidden=512)`` ...), then
-    optionally a SoftmaxCrossEntropy head last; ``rg.Dropout(p)`` anywhere after the first
-    layer and before the head. input_size is required when the first layer is a cell (float
+    optionally a loss head last (rg.SoftmaxCrossEntropy, rg.MSE, rg.SequenceClassifier);
+    ``rg.Dropout(p)`` anywhere after the first layer and before the head. input_size is required when the first layer is a cell (float
     inputs of shape (T, S, input_size)).
     Raises GraphError for a misplaced layer, a missing input_size, or any error of the cells
     (named by node and op); warns UnusedWarning for unused params/inputs.
@@ -143,18 +124,17 @@ class Sequential:
             if isinstance(layer, Dropout) and k == 0:
                 raise GraphError(f"layer {k}: a Dropout cannot be the first layer (it drops the output of "
                                  f"the layer before it)")
-            if isinstance(layer, Dropout) and any(isinstance(l, SoftmaxCrossEntropy) for l in layers[:k]):
-                raise GraphError(f"layer {k}: a Dropout cannot follow the SoftmaxCrossEntropy head (put it "
-                                 f"before the head)")
+            if isinstance(layer, Dropout) and any(isinstance(l, Head) for l in layers[:k]):
+                raise GraphError(f"layer {k}: a Dropout cannot follow the loss head (put it before the head)")
         for k, layer in enumerate(layers):
             if isinstance(layer, Embedding) and k != 0:
                 raise GraphError(f"layer {k}: an Embedding must be the first layer")
-            if isinstance(layer, SoftmaxCrossEntropy) and k != len(layers) - 1:
-                raise GraphError(f"layer {k}: a SoftmaxCrossEntropy head must be the last layer")
-            if not isinstance(layer, (Embedding, SoftmaxCrossEntropy, Cell, Dropout)):
+            if isinstance(layer, Head) and k != len(layers) - 1:
+                raise GraphError(f"layer {k}: a {type(layer).__name__} head must be the last layer")
+            if not isinstance(layer, (Embedding, Head, Cell, Dropout)):
                 hint = " (did you forget to call the cell, e.g. lstm(hidden=64)?)" if callable(layer) else ""
-                raise GraphError(f"layer {k}: {layer!r} is not a cell, rg.Embedding, rg.Dropout or "
-                                 f"rg.SoftmaxCrossEntropy{hint}")
+                raise GraphError(f"layer {k}: {layer!r} is not a cell, rg.Embedding, rg.Dropout or a loss head "
+                                 f"(rg.SoftmaxCrossEntropy, rg.MSE, rg.SequenceClassifier){hint}")
         if not isinstance(layers[0], Embedding) and input_size is None:
             raise GraphError("rg.Sequential: the first layer is a cell, so give input_size=")
         self.layers = layers
@@ -169,7 +149,12 @@ class Sequential:
     @property
     def has_loss(self) -> bool:
         """Whether the last layer is a loss head."""
-        return isinstance(self.layers[-1], SoftmaxCrossEntropy)
+        return isinstance(self.layers[-1], Head)
+
+    @property
+    def head(self) -> Head | None:
+        """The loss head (the last layer), or None."""
+        return self.layers[-1] if self.has_loss else None
 
     @cached_property
     def graph(self) -> Graph:
@@ -194,7 +179,7 @@ class Sequential:
                         continue  # nothing at all: not even a name
                     b.prefix = f"drop{j}."
                     j += 1
-                if isinstance(layer, SoftmaxCrossEntropy):
+                if isinstance(layer, Head):
                     logits, loss = layer.trace(b, x)
                     outputs = [logits]
                 else:

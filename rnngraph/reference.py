@@ -43,32 +43,60 @@ def reset_streams(states: dict[str, np.ndarray], streams) -> dict[str, np.ndarra
     return out
 
 
-def id_limits(g: Graph) -> dict[str, int]:
-    """Token-id input -> the number of ids it may hold (the embedding table's rows, or the
-    number of classes of the loss it is the target of; the smallest if several read it)."""
-    limits: dict[str, int] = {}
+def id_limits(g: Graph) -> dict[str, tuple[int, int | None]]:
+    """Token-id input -> (the number of ids it may hold, the id it may hold besides them or
+    None): from the op registry's ``ids`` rule of each reader (an embedding's table rows, a
+    loss's classes and its ignore_index); the smallest limit if several read it, an ignored id
+    only where every reader ignores it."""
+    limits: dict[str, tuple[int, int | None]] = {}
     for n in g.nodes:
-        for k, r in enumerate(n.args):
-            if g.by_name[r.node].dtype != INDEX:
-                continue
-            if n.op == "embedding":
-                bound = g.param_by_name[n.params[0]].shape[0]
-            elif n.op == "softmax_xent" and k == 1:
-                bound = g.by_name[n.args[0].node].size
-            else:
-                continue
-            limits[r.node] = min(limits.get(r.node, bound), bound)
+        rule = ops.REGISTRY[n.op].ids
+        if rule is None:
+            continue
+        for k, (bound, ignore) in rule(g, n).items():
+            name = n.args[k].node
+            if name in limits:
+                old_bound, old_ignore = limits[name]
+                bound, ignore = min(bound, old_bound), (ignore if ignore == old_ignore else None)
+            limits[name] = (bound, ignore)
     return limits
 
 
-def check_ids(name: str, ids: np.ndarray, limit: int | None) -> None:
-    """Raise ShapeError naming input ``name`` unless every id is in [0, limit)."""
+def check_ids(name: str, ids: np.ndarray, limit: int | None, ignore: int | None = None) -> None:
+    """Raise ShapeError naming input ``name`` unless every id is in [0, limit) or equals ``ignore``."""
     if limit is None or ids.size == 0:
         return
+    if ignore is not None:
+        ids = ids[ids != ignore]
+        if ids.size == 0:
+            return
     lo, hi = int(ids.min()), int(ids.max())
     if lo < 0 or hi >= limit:
         bad = lo if lo < 0 else hi
-        raise ShapeError(f"input {name!r}: token id {bad} is outside [0, {limit})")
+        also = "" if ignore is None else f" and is not the ignore_index {ignore}"
+        raise ShapeError(f"input {name!r}: token id {bad} is outside [0, {limit}){also}")
+
+
+def loss_columns(g: Graph, ids, columns: int) -> int:
+    """How many of the window's ``columns`` the mean loss divides by: all of them, less those
+    whose target id is the loss's ignored id (PyTorch CrossEntropyLoss(ignore_index=...)).
+    ``ids(name)`` returns the fed token ids of input ``name`` (any shape; called only when the
+    loss ignores an id). 0 when every target is ignored (the loss and its gradient are then 0)."""
+    n = g.by_name[g.loss]
+    rule = ops.REGISTRY[n.op].ids
+    for k, (_, ignore) in (rule(g, n) if rule else {}).items():
+        if ignore is not None:
+            columns -= int(np.count_nonzero(np.asarray(ids(n.args[k].node)) == ignore))
+    return columns
+
+
+def mean_loss(per_column: np.ndarray, count: int) -> float:
+    """The window's loss: the per-column losses summed over ``count`` columns (their mean, in
+    the array's dtype, when every column counts); 0.0 when ``count`` is 0 (every target
+    ignored, where PyTorch gives nan)."""
+    if count == per_column.size:
+        return float(per_column.mean())
+    return float(np.sum(per_column, dtype=np.float64) / count) if count else 0.0
 
 
 def _dtype(name: str):
@@ -133,7 +161,7 @@ class Reference:
                 if a.ndim != 2 or not np.issubdtype(a.dtype, np.integer):
                     raise ShapeError(f"input {n.name!r}: token ids must be an integer array of shape (T, S), "
                                      f"got {a.dtype} {a.shape}")
-                check_ids(n.name, a, self.id_limits[n.name])
+                check_ids(n.name, a, *self.id_limits.get(n.name, (None, None)))
                 a = a.astype(np.int64)[..., None]
             else:
                 if a.ndim != 3 or a.shape[2] != n.size:
@@ -202,8 +230,13 @@ class Reference:
                 values[n.name][t] = y
         final = {s.name: np.stack([self._read(values, hist, s.node, T - k) for k in range(s.depth, 0, -1)])
                  for s in g.states}
-        loss = float(values[g.loss].mean()) if g.loss else None
+        loss = mean_loss(values[g.loss], self.loss_columns(values)) if g.loss else None
         return Forward(values, ps, st, final, loss)
+
+    def loss_columns(self, values: dict) -> int:
+        """The columns the mean loss of a forward pass with ``values`` divides by (:func:`loss_columns`)."""
+        T, S = next(iter(values.values())).shape[:2]
+        return loss_columns(self.graph, lambda name: values[name], T * S)
 
     # ------------------------------------------------------------------ backward
     def backward(self, fwd: Forward, d_outputs: dict | None = None, d_final_states: dict | None = None,
@@ -241,7 +274,8 @@ class Reference:
         ghist = {s.node: np.zeros_like(fwd.states[s.name]) for s in g.states}
         gparams = {k: np.zeros_like(v) for k, v in fwd.params.items()}
         if g.loss:
-            grads[g.loss] += self.dtype(loss_scale / (T * S))
+            count = self.loss_columns(fwd.values)
+            grads[g.loss] += self.dtype(loss_scale / count if count else 0.0)
         for name, d in (d_outputs or {}).items():
             grads[g.node(name).name] += np.asarray(d, self.dtype).reshape(grads[name].shape)
         for s in g.states:

@@ -16,7 +16,9 @@ from .network import Sequential, draw_mask, mask_inputs, mask_seed
 from .optim import Adam, Optimizer, clip_grad_norm
 from .executor import ScheduleExecutor
 from .passes import schedule as build_schedule
-from .reference import DTYPES, Forward, check_ids, id_limits, init_params, reset_streams, zero_states
+from .heads import host_array
+from .reference import (DTYPES, Forward, check_ids, id_limits, init_params, loss_columns, mean_loss, reset_streams,
+                        zero_states)
 from .schedule import Schedule
 
 
@@ -44,8 +46,10 @@ class TrainingStep:
     """One compiled network with its parameters, states and optimizer.
 
     window T and streams S fix the shapes of every call: inputs (T, S) token ids or (T, S, I)
-    floats, targets (T, S) ids. Create it with :func:`compile`. ``parameters`` (name -> array)
-    and ``state`` (name -> (depth, S, n)) read as NumPy arrays; on the CPU backend
+    floats; targets as the loss head takes them (rnngraph.heads): (T, S) class ids
+    (SoftmaxCrossEntropy), (T, S, n) floats (MSE), (S,) labels (SequenceClassifier). Create
+    it with :func:`compile`. ``parameters`` (name -> array) and ``state`` (name -> (depth, S,
+    n)) read as NumPy arrays; on the CPU backend
     ``parameters`` is the live dict, on CUDA a copy: change parameters with
     :meth:`set_parameters` and states by assigning ``step.state = {...}``.
 
@@ -155,10 +159,11 @@ class TrainingStep:
 
     def _feed(self, inputs, targets) -> dict:
         feed = {"x": inputs}
-        if targets is not None:
-            feed["y"] = targets
-        elif self.graph.loss is not None:
-            feed["y"] = np.zeros((self.window, self.streams), np.int64)
+        head = self.net.head
+        if head is not None:
+            width = self.graph.by_name["y"].size
+            feed["y"] = (head.blank(self.window, self.streams, width) if targets is None
+                         else head.feed(targets, self.window, self.streams, width))
         shape = tuple(getattr(inputs, "shape", np.shape(inputs)))
         if shape[:2] != (self.window, self.streams):
             raise ValueError(f"inputs have (T, S) = {shape[:2]}, this step was compiled for "
@@ -166,21 +171,28 @@ class TrainingStep:
         if self._cuda is None:
             feed = {k: np.asarray(v) for k, v in feed.items()}
         else:  # the NumPy backend checks inside; host arrays bound for the GPU are checked here
-            for name, limit in id_limits(self.graph).items():
+            for name, (limit, ignore) in id_limits(self.graph).items():
                 if name in feed and not hasattr(feed[name], "__cuda_array_interface__"):
-                    check_ids(name, np.asarray(feed[name]), limit)
+                    check_ids(name, np.asarray(feed[name]), limit, ignore)
         return feed
+
+    def _loss_columns(self, feed: dict) -> int:
+        """The columns the window's mean loss divides by (all T*S, less ignored targets)."""
+        return loss_columns(self.graph, lambda name: host_array(feed[name]), self.window * self.streams)
 
     def forward(self, inputs, targets=None, carry: bool = True) -> Forward:
         """Run one window without training and without dropout (masks of ones). Returns a
         Forward (``.values`` of the outputs and the loss node, ``.loss`` when targets are given);
-        with ``carry`` the final states become the next window's initial states."""
+        with ``carry`` the final states become the next window's initial states. Targets as for
+        :meth:`train`; ShapeError naming ``targets`` or the input for a wrong shape or dtype."""
         feed = self._feed(inputs, targets)
         if self._cuda:
             if self.dropout:
                 self._cuda.ones_masks()
             values = self._cuda.forward(feed, carry)
-            loss = float(values[self.graph.loss].mean()) if (self.graph.loss and targets is not None) else None
+            loss = None
+            if self.graph.loss and targets is not None:
+                loss = mean_loss(values[self.graph.loss], self._loss_columns(feed))
             return Forward(values, {}, {}, {}, loss)
         if self.dropout:
             feed.update(self.dropout_masks(train=False))
@@ -193,17 +205,24 @@ class TrainingStep:
 
     def train(self, inputs, targets) -> float:
         """Forward, BPTT through the window, clip, optimizer update; states carry. Returns the
-        window's mean loss (nats per token), with dropout applied where the network has
-        ``rg.Dropout`` layers. Raises GraphError when the network has no loss."""
-        if self.graph.loss is None:
-            raise GraphError("this network has no loss head: end it with rg.SoftmaxCrossEntropy(vocab)")
+        window's mean loss (see the head: nats per target for the softmax heads, the mean squared
+        error for MSE), with dropout applied where the network has ``rg.Dropout`` layers.
+
+        targets: what the head takes (rnngraph.heads): class ids (T, S) for
+        SoftmaxCrossEntropy, floats (T, S, n) for MSE, labels (S,) for SequenceClassifier.
+        Raises GraphError when the network has no loss head, ValueError when targets are None,
+        ShapeError naming ``targets`` (or the input) for a wrong shape, dtype or id."""
+        head = self.net.head
+        if head is None:
+            raise GraphError("this network has no loss head: end it with rg.SoftmaxCrossEntropy(vocab), rg.MSE() "
+                             "or rg.SequenceClassifier(classes)")
         if targets is None:
-            raise ValueError("train needs targets: token ids of shape (T, S), the next token of each input")
+            raise ValueError(f"train needs targets: {head.targets_doc}")
         feed = self._feed(inputs, targets)
         if self._cuda:
             if self.dropout:
                 self._cuda.train_masks(self.optimizer.steps)
-            return self._cuda.train(feed)
+            return self._cuda.train(feed, self._loss_columns(feed))
         if self.dropout:
             feed.update(self.dropout_masks(train=True))
         fwd = self._executor.forward(self._params, feed, self._state)

@@ -47,6 +47,26 @@ def test_golden_schedule(name, request):
         assert text == f.read(), f"schedule of {name} changed; inspect and rerun with --regen-golden"
 
 
+# name -> a network ending in one of the other loss heads (window 100, streams 8)
+HEAD_NETS = {
+    "lstm_mse_s8": lambda: rg.Sequential(rg.cells.lstm(hidden=64), rg.MSE(), input_size=16),
+    "lstm_sequence_classifier_s8": lambda: rg.Sequential(rg.cells.lstm(hidden=64), rg.SequenceClassifier(10),
+                                                         input_size=16),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HEAD_NETS))
+def test_golden_schedule_of_a_loss_head(name, request):
+    """The loss runs once over the window after the loop (kind ``loss``), its gradient first."""
+    path = os.path.join(HERE, f"schedule_{name}.txt")
+    text = str(schedule(HEAD_NETS[name]().graph, 100, 8))
+    if request.config.getoption("--regen-golden"):
+        with open(path, "w") as f:
+            f.write(text)
+    with open(path) as f:
+        assert text == f.read(), f"schedule of {name} changed; inspect and rerun with --regen-golden"
+
+
 def test_lstm_has_one_merged_gemm_per_side():
     s = schedule(rg.stacked(rg.cells.lstm, 1, 8).graph, 10, 1)
     gemms = [k for k in s.kernels("forward") if k.kind == "gemm"]

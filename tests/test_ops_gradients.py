@@ -24,6 +24,7 @@ def _case(name, rng):
         "layer_norm": ([x(5)], [rng.normal(size=5), rng.normal(size=5)], {}),
         "embedding": ([rng.integers(0, 6, size=(N, 1))], [rng.normal(size=(6, 3))], {}),
         "softmax_xent": ([x(5), rng.integers(0, 5, size=(N, 1))], [], {}),
+        "mse": ([x(4), x(4)], [], {}),
     }
     return cases[name]
 
@@ -66,3 +67,25 @@ def test_softmax_xent_large_logits_finite():
     with np.errstate(over="raise", invalid="raise", divide="raise"):
         loss = ops.REGISTRY["softmax_xent"].forward([z, np.array([[1]])], [], {})
     assert loss[0, 0] == pytest.approx(2000.0)
+
+
+@pytest.mark.parametrize("ignore", [-100, 2])
+def test_softmax_xent_ignore_index_gradient(ignore):
+    """Columns whose target is ignore_index give 0 and no gradient; the others are unchanged."""
+    rng = np.random.default_rng(2)
+    op, attrs = ops.REGISTRY["softmax_xent"], {"ignore_index": ignore}
+    z, ids = rng.normal(size=(4, 5)), np.array([[1], [ignore], [4], [ignore]])
+    g = rng.normal(size=(4, 1))
+    f = lambda: float((op.forward([z, ids], [], attrs) * g).sum())
+    (gz, gids), _ = op.vjp(g, op.forward([z, ids], [], attrs), [z, ids], [], attrs)
+    assert gids is None
+    assert relative_error(numeric(f, z, np.arange(z.size)), gz.reshape(-1)) < 1e-6
+    loss = op.forward([z, ids], [], attrs)
+    assert loss[1, 0] == loss[3, 0] == 0 and not gz[[1, 3]].any()
+    kept = [0, 2]
+    np.testing.assert_array_equal(loss[kept], op.forward([z[kept], ids[kept]], [], {}))
+
+
+def test_mse_is_the_mean_over_a_column():
+    x, y = np.array([[1.0, 2.0, 4.0]]), np.array([[0.0, 2.0, 1.0]])
+    assert ops.REGISTRY["mse"].forward([x, y], [], {})[0, 0] == pytest.approx((1 + 0 + 9) / 3)

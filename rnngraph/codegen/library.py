@@ -10,7 +10,8 @@ them synchronises with the host, and none allocates unless its docstring says so
   or a tiled numba kernel; :func:`gemm_launcher` prepares one for repeated launches),
   :func:`add_bias`, :func:`column_sum`;
 - row reductions (:mod:`.reductions`): :func:`layer_norm_forward`, :func:`layer_norm_backward`,
-  :func:`softmax_xent_forward`, :func:`softmax_xent_backward`;
+  :func:`softmax_xent_forward`, :func:`softmax_xent_backward` (with ``ignore_index``);
+- losses (:mod:`.losses`): :func:`mse_forward`, :func:`mse_backward`;
 - embedding gather and scatter-add (here): :func:`embedding_forward`, :func:`embedding_backward`;
 - dropout masks (here): :func:`dropout_threshold` (uniforms -> an inverted-dropout mask, in place);
 - optimizers and clipping (:mod:`.optim_kernels`): :func:`sgd_update`, :func:`adam_update`,
@@ -30,11 +31,13 @@ import numpy as np
 from numba import cuda, float32
 
 from . import gemm as _gemm_mod
+from . import losses as _loss_mod
 from . import optim_kernels as _optim_mod
 from . import reductions as _red_mod
 from .device import (INDEX_DTYPES, as_device, blocks, check, elementwise_threads, have_cupy,
                      in_simulator, launch_stream)
 from .gemm import add_bias, column_sum, gemm, gemm_launcher
+from .losses import mse_backward, mse_forward
 from .optim_kernels import (adam_update, add_into, clip_grad_norm, fill, scale_by_clip, sgd_update,
                             sum_squares)
 from .reductions import (layer_norm_backward, layer_norm_forward, softmax_xent_backward,
@@ -137,7 +140,7 @@ def dropout_threshold(u, p: float, *, stream=None):
     return u
 
 
-KERNELS: list[tuple] = (_gemm_mod.KERNELS + _red_mod.KERNELS + _EMBEDDING_KERNELS
+KERNELS: list[tuple] = (_gemm_mod.KERNELS + _red_mod.KERNELS + _loss_mod.KERNELS + _EMBEDDING_KERNELS
                         + [(_dropout_threshold_kernel, "void(float32[::1], float32, float32)")]
                         + _optim_mod.KERNELS)
 
@@ -185,6 +188,6 @@ def _device_functions_for_cc(cc):
 __all__ = [
     "KERNELS", "add_bias", "adam_update", "add_into", "as_device", "clip_grad_norm", "column_sum",
     "dropout_threshold", "embedding_backward", "embedding_forward", "fill", "gemm", "gemm_launcher", "have_cupy", "in_simulator",
-    "layer_norm_backward", "layer_norm_forward", "ptx_f64_report", "scale_by_clip",
+    "layer_norm_backward", "layer_norm_forward", "mse_backward", "mse_forward", "ptx_f64_report", "scale_by_clip",
     "sgd_update", "softmax_xent_backward", "softmax_xent_forward", "sum_squares",
 ]

@@ -2,7 +2,7 @@
 
 Every step of the schedule becomes a list of launches, built once: fused pointwise kernels and
 persistent loop kernels are generated (rnngraph.codegen.pointwise / loop) into one module;
-GEMMs, layer norm, softmax cross-entropy, embedding gather/scatter, optimizers and clipping come
+GEMMs, layer norm, the losses (codegen/losses.py), embedding gather/scatter, optimizers and clipping come
 from rnngraph.codegen.library (cuBLAS where CuPy is present: codegen/cublas.py). Loops the
 persistent emitter cannot take, or that the schedule marks graph mode (a layer norm inside the recurrence above
 S=64 by default; ``ln`` of codegen/tuning.py decides), run per timestep;
@@ -19,9 +19,10 @@ import math
 import numpy as np
 from numba import cuda
 
+from .. import ops
 from ..ir import INDEX, Graph
 from ..schedule import Kernel, Loop, Phase, Schedule, gradient_inputs
-from . import library, module
+from . import library, losses, module
 from .device import in_simulator
 from .graphs import Replay
 from .ln_param_grads import ln_param_grad_grid, ln_param_grad_kernel
@@ -292,7 +293,7 @@ class CudaProgram:
             return [lambda n=n: (lambda: self._embedding(n, backward))]
         if k.kind == "loss":
             n = nodes[0]
-            return [lambda n=n: (lambda: self._xent(n, backward))]
+            return [lambda n=n: (lambda: self._loss(n, backward))]
         if k.kind == "reduce" and nodes[0].op == "layer_norm":  # a loop's post_sums layer norm
             return [self._ln_param_sums(k)]
         if k.kind == "reduce":
@@ -369,15 +370,21 @@ class CudaProgram:
         else:
             library.embedding_forward(ids, b.P[n.params[0]], view(n.name), stream=self.stream)
 
-    def _xent(self, n, backward: bool, t: int | None = None) -> None:
-        view = self._views(t)
-        logits, tgt = n.args
-        ids = self._ids(tgt.node, t)
+    def _loss(self, n, backward: bool, t: int | None = None) -> None:
+        """A loss node over the window (t None) or at timestep t: the launchers its registry
+        entry names in ``cuda_loss`` (codegen/losses.py), on views of its arguments."""
+        op, view = ops.REGISTRY[n.op], self._views(t)
+        if op.cuda_loss is None:
+            raise NotImplementedError(f"node {n.name!r}: loss op {n.op!r} has no GPU launchers (cuda_loss)")
+        fwd, bwd = (getattr(losses, name) for name in op.cuda_loss)
+        args = [self._ids(r.node, t) if self.g.by_name[r.node].dtype == INDEX else view(r.node, delay=r.delay)
+                for r in n.args]
         if backward:
-            library.softmax_xent_backward(view(logits.node), ids, view(n.name, grad=True).reshape(-1),
-                                          view(logits.node, grad=True), stream=self.stream)
+            gargs = [view(r.node, grad=True, delay=r.delay) if self.g.differentiable(r.node) else None
+                     for r in n.args]
+            bwd(args, view(n.name, grad=True).reshape(-1), gargs, n.attr, self.stream)
         else:
-            library.softmax_xent_forward(view(logits.node), ids, view(n.name).reshape(-1), stream=self.stream)
+            fwd(args, view(n.name).reshape(-1), n.attr, self.stream)
 
     def _layer_norm(self, name: str, backward: bool, t: int | None):
         n = self.g.by_name[name]
@@ -450,7 +457,7 @@ class CudaProgram:
                 per_kernel[k.name] = [lambda n=self.g.by_name[m]: (lambda t, n=n: self._gemm_window(n, backward, t))
                                       for m in k.ops]
             elif k.kind in ("gather", "scatter", "loss"):
-                run = self._xent if k.kind == "loss" else self._embedding
+                run = self._loss if k.kind == "loss" else self._embedding
                 per_kernel[k.name] = [lambda n=self.g.by_name[k.ops[0]], run=run:
                                       (lambda t, n=n, run=run: run(n, backward, t))]
             else:

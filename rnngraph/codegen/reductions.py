@@ -270,26 +270,38 @@ def row_logsumexp_parts(z, r, sm):
     return m, block_sum(s, sm)
 
 
-def _softmax_xent_forward_kernel(logits, targets, loss):
-    """One block per row r: loss[r] = log(sum exp(z - max)) - (z[y] - max); NaN for an id
-    outside [0, V)."""
+#: The ``ignore`` of the cross-entropy kernels when no target is ignored: no int32 id equals it.
+NO_IGNORE = np.int64(-2 ** 63)
+
+
+def _softmax_xent_forward_kernel(logits, targets, ignore, loss):
+    """One block per row r: loss[r] = log(sum exp(z - max)) - (z[y] - max); 0 where y ==
+    ignore; NaN for another id outside [0, V)."""
     sm = cuda.shared.array(SMEM, float32)
     r = cuda.blockIdx.x
+    y = targets[r]
+    if y == ignore:  # the whole block takes this branch
+        if cuda.threadIdx.x == 0:
+            loss[r] = float32(0.0)
+        return
     m, s = row_logsumexp_parts(logits, r, sm)
     if cuda.threadIdx.x == 0:
-        y = targets[r]
         if 0 <= y < logits.shape[1]:
             loss[r] = math.log(s) - (logits[r, y] - m)
         else:
             loss[r] = float32(math.nan)
 
 
-def _softmax_xent_backward_kernel(logits, targets, gloss, glogits):
-    """One block per row r: glogits[r, j] = (softmax(z)[j] - [j == y]) * gloss[r]."""
+def _softmax_xent_backward_kernel(logits, targets, ignore, gloss, glogits):
+    """One block per row r: glogits[r, j] = (softmax(z)[j] - [j == y]) * gloss[r]; 0 where y == ignore."""
     sm = cuda.shared.array(SMEM, float32)
     r = cuda.blockIdx.x
-    m, s = row_logsumexp_parts(logits, r, sm)
     y = targets[r]
+    if y == ignore:  # the whole block takes this branch
+        for j in range(cuda.threadIdx.x, logits.shape[1], cuda.blockDim.x):
+            glogits[r, j] = float32(0.0)
+        return
+    m, s = row_logsumexp_parts(logits, r, sm)
     g = gloss[r]
     for j in range(cuda.threadIdx.x, logits.shape[1], cuda.blockDim.x):
         p = math.exp(logits[r, j] - m) / s
@@ -309,24 +321,30 @@ def _xent_args(name, logits, targets, *more):
         check(f"{name} {label}", a, len(shape), shape=shape)
 
 
-def softmax_xent_forward(logits, targets, loss, *, stream=None):
+def _ignore(ignore_index) -> np.int64:
+    return NO_IGNORE if ignore_index is None else np.int64(ignore_index)
+
+
+def softmax_xent_forward(logits, targets, loss, *, ignore_index=None, stream=None):
     """Per-row cross-entropy ``loss[r] = -log softmax(logits[r])[targets[r]]`` (natural log,
-    max-subtracted: finite for logits of any float32 size; NaN where a target is outside
-    [0, V)). logits: float32 (N, V); targets: int32 or int64 (N,); loss: float32 (N,).
-    One block per row. Returns loss."""
+    max-subtracted: finite for logits of any float32 size; 0 where a target equals
+    ``ignore_index`` (PyTorch's CrossEntropyLoss(ignore_index=...)); NaN where another target
+    is outside [0, V)). logits: float32 (N, V); targets: int32 or int64 (N,); loss: float32
+    (N,); ignore_index: None or an int. One block per row. Returns loss."""
     logits, targets, loss = (as_device(a, stream) for a in (logits, targets, loss))
     _xent_args("softmax_xent_forward", logits, targets, ("loss", loss, (logits.shape[0],)))
     if logits.shape[0] == 0:
         return loss
     softmax_xent_forward_kernel[logits.shape[0], row_threads(logits.shape[1]),
-                                launch_stream(stream)](logits, targets, loss)
+                                launch_stream(stream)](logits, targets, _ignore(ignore_index), loss)
     return loss
 
 
-def softmax_xent_backward(logits, targets, gloss, glogits, *, stream=None):
+def softmax_xent_backward(logits, targets, gloss, glogits, *, ignore_index=None, stream=None):
     """Gradient of :func:`softmax_xent_forward`: ``glogits[r] = (softmax(logits[r]) -
-    onehot(targets[r])) * gloss[r]`` (written, not accumulated). logits, glogits: float32
-    (N, V); targets: int32 or int64 (N,); gloss: float32 (N,). Returns glogits."""
+    onehot(targets[r])) * gloss[r]``, 0 where targets[r] equals ``ignore_index`` (written, not
+    accumulated). logits, glogits: float32 (N, V); targets: int32 or int64 (N,); gloss: float32
+    (N,). Returns glogits."""
     logits, targets, gloss, glogits = (as_device(a, stream) for a in (logits, targets, gloss, glogits))
     n, v = logits.shape if logits.ndim == 2 else (0, 0)
     _xent_args("softmax_xent_backward", logits, targets, ("gloss", gloss, (n,)),
@@ -334,16 +352,16 @@ def softmax_xent_backward(logits, targets, gloss, glogits, *, stream=None):
     if n == 0:
         return glogits
     softmax_xent_backward_kernel[n, row_threads(v), launch_stream(stream)](
-        logits, targets, gloss, glogits)
+        logits, targets, _ignore(ignore_index), gloss, glogits)
     return glogits
 
 
 KERNELS = []
 for _idx in ("int32", "int64"):
     KERNELS += [
-        (_softmax_xent_forward_kernel, f"void(float32[:, ::1], {_idx}[::1], float32[::1])"),
+        (_softmax_xent_forward_kernel, f"void(float32[:, ::1], {_idx}[::1], int64, float32[::1])"),
         (_softmax_xent_backward_kernel,
-         f"void(float32[:, ::1], {_idx}[::1], float32[::1], float32[:, ::1])"),
+         f"void(float32[:, ::1], {_idx}[::1], int64, float32[::1], float32[:, ::1])"),
     ]
 KERNELS = [
     (_layer_norm_forward_kernel, "void(float32[:, ::1], float32[::1], float32[::1], float32[:, ::1])"),

@@ -23,6 +23,7 @@ from numba import cuda
 from ..optim import SGD, Adam, AdamW, Optimizer
 from ..schedule import Schedule
 from ..network import draw_mask, mask_inputs, mask_seed
+from ..reference import mean_loss
 from . import library
 from .device import as_device, have_cupy, stream_handle
 from .program import CudaProgram
@@ -208,11 +209,10 @@ class CudaBackend:
                 arr = arr.astype(np.int32) if n.dtype == "index" else arr.astype(np.float32).reshape(dst.shape)
                 dst.copy_to_device(np.ascontiguousarray(arr), stream=self.stream)
 
-    def _loss(self) -> float:
-        g = self.g
-        loss = self.buf.window(g.loss).reshape(self.T * self.S)
-        out = float(loss.copy_to_host(stream=self.stream).astype(np.float64).mean())
-        return out
+    def _loss(self, columns: int) -> float:
+        """The window's mean loss: the loss node summed over the window / ``columns``."""
+        loss = self.buf.window(self.g.loss).reshape(self.T * self.S)
+        return mean_loss(loss.copy_to_host(stream=self.stream).astype(np.float64), columns)
 
     def forward(self, inputs: dict, carry: bool = True) -> dict[str, np.ndarray]:
         """Run one window; returns the outputs (and loss node) as host arrays (T, S, n)."""
@@ -226,21 +226,25 @@ class CudaBackend:
             self._carry()
         return out
 
-    def train(self, inputs: dict) -> float:
-        """Forward, BPTT, clip, update; returns the window's mean loss."""
+    def train(self, inputs: dict, columns: int | None = None) -> float:
+        """Forward, BPTT, clip, update; returns the window's mean loss, the loss node's sum over
+        the window divided by ``columns`` (default T*S; the count of targets not ignored:
+        rnngraph.reference.loss_columns), which also seeds the loss gradient with 1/columns
+        (0 when no column counts)."""
+        columns = self.T * self.S if columns is None else columns
         b, g = self.buf, self.g
         self._feed(inputs)
         self.program.run_forward()
         library.fill(b.grad_arena, 0.0, stream=self.stream)
         library.fill(b.param_grad_arena, 0.0, stream=self.stream)
-        library.fill(b.window(g.loss, grad=True), 1.0 / (self.T * self.S), stream=self.stream)
+        library.fill(b.window(g.loss, grad=True), 1.0 / columns if columns else 0.0, stream=self.stream)
         self.program.run_backward()
         grads = [b.PG[name] for name in b.P]
         if self.clip_norm is not None:
             library.clip_grad_norm(grads, self.clip_norm, stream=self.stream)
         self._update()
         self.buf.refresh_transposed(self.stream)
-        loss = self._loss()
+        loss = self._loss(columns)
         self._carry()
         return loss
 

@@ -1,0 +1,110 @@
+"""The GPU side of the loss ops (``kind == "loss"`` in rnngraph.ops): the mean-squared-error
+kernels, and the launchers the op registry names in each loss op's ``cuda_loss``.
+
+A launcher pair has the signatures ``forward(args, loss, attrs, stream)`` and
+``backward(args, gloss, gargs, attrs, stream)``: ``args`` the op's arguments over the columns
+(float32 (N, n) views, token ids (N,) int32), ``loss``/``gloss`` float32 (N,), ``gargs`` the
+gradient buffers of the arguments (None where no gradient flows: token ids, targets), ``attrs``
+the node's attributes. The window's mean (the 1/columns seed) is the caller's
+(rnngraph.codegen.step).
+"""
+from __future__ import annotations
+
+from numba import cuda, float32
+
+from .device import as_device, check, launch_stream, row_threads
+from .reductions import SMEM, block_sum, softmax_xent_backward, softmax_xent_forward
+
+
+# ---------------------------------------------------------------------------- mean squared error
+def _mse_forward_kernel(x, y, loss):
+    """One block per row r: loss[r] = mean_j (x[r, j] - y[r, j])^2."""
+    sm = cuda.shared.array(SMEM, float32)
+    r = cuda.blockIdx.x
+    n = x.shape[1]
+    s = float32(0.0)
+    for j in range(cuda.threadIdx.x, n, cuda.blockDim.x):
+        d = x[r, j] - y[r, j]
+        s += d * d
+    s = block_sum(s, sm)
+    if cuda.threadIdx.x == 0:
+        loss[r] = s / float32(n)
+
+
+def _mse_backward_kernel(x, y, gloss, gx):
+    """One block per row r: gx[r, j] += 2 (x[r, j] - y[r, j]) / n * gloss[r] (accumulated: the
+    prediction may be a value other nodes read too, such as a cell's output)."""
+    r = cuda.blockIdx.x
+    n = x.shape[1]
+    g = float32(2.0) * gloss[r] / float32(n)
+    for j in range(cuda.threadIdx.x, n, cuda.blockDim.x):
+        gx[r, j] += (x[r, j] - y[r, j]) * g
+
+
+mse_forward_kernel = cuda.jit(_mse_forward_kernel)
+mse_backward_kernel = cuda.jit(_mse_backward_kernel)
+
+
+def _mse_args(name, x, y, *more):
+    check(f"{name} prediction", x, 2)
+    check(f"{name} target", y, 2, shape=x.shape)
+    for label, a, shape in more:
+        check(f"{name} {label}", a, len(shape), shape=shape)
+
+
+def mse_forward(x, y, loss, *, stream=None):
+    """Per-row mean squared error ``loss[r] = mean_j (x[r, j] - y[r, j])^2`` (PyTorch's
+    nn.MSELoss, reduction="none", averaged over a row). x, y: float32 (N, n); loss: float32
+    (N,). One block per row. Returns loss. ValueError naming the array for a wrong shape/dtype."""
+    x, y, loss = (as_device(a, stream) for a in (x, y, loss))
+    _mse_args("mse_forward", x, y, ("loss", loss, (x.shape[0],)))
+    if x.shape[0]:
+        mse_forward_kernel[x.shape[0], row_threads(x.shape[1]), launch_stream(stream)](x, y, loss)
+    return loss
+
+
+def mse_backward(x, y, gloss, gx, *, stream=None):
+    """Gradient of :func:`mse_forward` with respect to x, added to ``gx``:
+    ``gx[r] += 2 (x[r] - y[r]) / n * gloss[r]``. x, y, gx: float32 (N, n); gloss: float32 (N,).
+    Returns gx."""
+    x, y, gloss, gx = (as_device(a, stream) for a in (x, y, gloss, gx))
+    _mse_args("mse_backward", x, y, ("gloss", gloss, (x.shape[0],)), ("gx", gx, x.shape))
+    if x.shape[0]:
+        mse_backward_kernel[x.shape[0], row_threads(x.shape[1]), launch_stream(stream)](x, y, gloss, gx)
+    return gx
+
+
+KERNELS = [
+    (_mse_forward_kernel, "void(float32[:, ::1], float32[:, ::1], float32[::1])"),
+    (_mse_backward_kernel, "void(float32[:, ::1], float32[:, ::1], float32[::1], float32[:, ::1])"),
+]
+
+
+# ---------------------------------------------------------------------------- launchers named by ops.py
+def run_softmax_xent(args, loss, attrs, stream) -> None:
+    """``softmax_xent(logits, ids)``: per-column cross-entropy, 0 where ids == attrs["ignore_index"]."""
+    logits, ids = args
+    softmax_xent_forward(logits, ids, loss, ignore_index=attrs.get("ignore_index"), stream=stream)
+
+
+def run_softmax_xent_grad(args, gloss, gargs, attrs, stream) -> None:
+    """The logits' gradient of ``softmax_xent`` (written: the logits are read by this op alone)."""
+    logits, ids = args
+    softmax_xent_backward(logits, ids, gloss, gargs[0], ignore_index=attrs.get("ignore_index"), stream=stream)
+
+
+def run_mse(args, loss, attrs, stream) -> None:
+    """``mse(prediction, target)``: per-column mean squared error."""
+    mse_forward(args[0], args[1], loss, stream=stream)
+
+
+def run_mse_grad(args, gloss, gargs, attrs, stream) -> None:
+    """The prediction's gradient of ``mse`` (added), and the target's where it has a gradient
+    buffer (a computed value, not a head's input ``y``): the same rule with the two swapped."""
+    mse_backward(args[0], args[1], gloss, gargs[0], stream=stream)
+    if gargs[1] is not None:
+        mse_backward(args[1], args[0], gloss, gargs[1], stream=stream)
+
+
+__all__ = ["KERNELS", "mse_backward", "mse_forward", "run_mse", "run_mse_grad", "run_softmax_xent",
+           "run_softmax_xent_grad"]

@@ -1,0 +1,226 @@
+"""Loss heads: the last layer of an ``rg.Sequential``, holding the output layer and the loss.
+
+Each head traces its output (``head.logits``, ``head.out`` or the value it follows), a target
+input ``y`` and a per-column loss node ``head.loss`` (an op of kind ``loss`` in
+:mod:`rnngraph.ops`), and turns the targets a user passes to ``TrainingStep.train`` into the
+per-column array fed as ``y`` (:meth:`Head.feed`). The window's loss is the sum of
+``head.loss`` over its T*S columns divided by the columns that count (PyTorch's
+reduction="mean"; :func:`rnngraph.reference.loss_columns`):
+
+=============================  ====================  ===========================  ==============
+head                           targets to ``train``  fed as ``y``                 mean over
+=============================  ====================  ===========================  ==============
+SoftmaxCrossEntropy(V)         ids (T, S)            the same                     T*S columns
+SoftmaxCrossEntropy(V, ii)     ids (T, S)            the same                     targets != ii
+MSE() / MSE(n)                 floats (T, S, n)      the same                     T*S*n elements
+SequenceClassifier(C)          labels (S,)           (T, S): the label at T-1,    S streams
+                                                     NO_LABEL elsewhere
+=============================  ====================  ===========================  ==============
+"""
+from __future__ import annotations
+
+from numbers import Integral
+
+import numpy as np
+
+from .errors import GraphError, ShapeError
+from .ir import FLOAT, INDEX
+from .ops import IGNORE_INDEX_MIN
+from .trace import Value, _Builder, linear
+
+#: The target id SequenceClassifier feeds at the timesteps that carry no label (the loss's
+#: ignore_index): every column but each stream's last adds nothing to the loss.
+NO_LABEL = -1
+
+
+def host_array(a) -> np.ndarray:
+    """``a`` as a NumPy array (device arrays with ``__cuda_array_interface__`` are copied)."""
+    if hasattr(a, "__cuda_array_interface__"):
+        from numba import cuda
+        return cuda.as_cuda_array(a).copy_to_host()
+    return np.asarray(a)
+
+
+def _describe(a) -> str:
+    dtype = getattr(a, "dtype", None)
+    return f"{dtype} array of shape {tuple(getattr(a, 'shape', np.shape(a)))}"
+
+
+def _kind(a) -> str:
+    """NumPy's dtype kind of ``a`` ('i', 'u', 'f', ...), device arrays included."""
+    cai = getattr(a, "__cuda_array_interface__", None)
+    if cai is not None:
+        return np.dtype(cai["typestr"]).kind
+    dtype = getattr(a, "dtype", None)
+    try:
+        return dtype.kind if isinstance(dtype, np.dtype) else np.asarray(a).dtype.kind
+    except (TypeError, ValueError):
+        return "O"
+
+
+class Head:
+    """A loss head (base class). ``trace(b, x) -> (output, loss)`` adds its nodes to a network
+    under the prefix ``head.``; :meth:`feed` checks and converts the targets of a window."""
+
+    prefix = "head."
+    #: What ``train`` takes as targets, for error messages.
+    targets_doc = ""
+
+    def trace(self, b: _Builder, x: Value) -> tuple[Value, Value]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def feed(self, targets, window: int, streams: int, width: int):
+        """The array fed as the graph input ``y`` (``width`` elements a column) for ``targets``
+        (see the module table). Raises ShapeError naming ``targets`` for a wrong shape, dtype or
+        value."""
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def blank(self, window: int, streams: int, width: int) -> np.ndarray:
+        """A ``y`` to feed when a forward pass has no targets (its loss is not reported)."""
+        raise NotImplementedError  # pragma: no cover - abstract
+
+
+class SoftmaxCrossEntropy(Head):
+    """Output layer and loss: logits = W h + b (vocab rows, nn.Linear init), per-column loss
+    -log softmax(logits)[y] in nats (PyTorch's CrossEntropyLoss); the training loss is its
+    mean over the T*S columns of a window.
+
+    Targets: integer class ids of shape (T, S), each in [0, vocab) or equal to ``ignore_index``.
+    ignore_index: None (default), or an integer in [-2**31, vocab): columns whose target equals it
+    add nothing to the loss or its gradient, and the mean is over the other columns
+    (CrossEntropyLoss(ignore_index=...)); a window whose targets are all ignored has loss 0 and
+    gradient 0 (PyTorch: nan). A class id (0 for padding) or a negative marker such as -100
+    (PyTorch's default) both work. Raises GraphError for vocab < 2 or a bad ignore_index.
+    """
+
+    targets_doc = "class ids of shape (T, S)"
+
+    def __init__(self, vocab: int, ignore_index: int | None = None):
+        if isinstance(vocab, bool) or not isinstance(vocab, Integral) or vocab < 2:
+            raise GraphError(f"rg.SoftmaxCrossEntropy({vocab!r}): needs an integer number of classes >= 2")
+        if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, Integral)
+                                         or not IGNORE_INDEX_MIN <= ignore_index < vocab):
+            raise GraphError(f"rg.SoftmaxCrossEntropy({vocab}, ignore_index={ignore_index!r}): ignore_index must "
+                             f"be None or an integer in [{IGNORE_INDEX_MIN}, {vocab}) (a class id such as a "
+                             f"padding id, or a negative marker such as -100)")
+        self.vocab = int(vocab)
+        self.ignore_index = None if ignore_index is None else int(ignore_index)
+
+    def trace(self, b: _Builder, h: Value) -> tuple[Value, Value]:
+        logits = linear(h, self.vocab, name="W")
+        b.names[logits.id] = "head.logits"
+        y = b.add("input", size=1, dtype=INDEX, name="y")
+        attrs = None if self.ignore_index is None else {"ignore_index": self.ignore_index}
+        loss = b.add("softmax_xent", [logits, y], attrs=attrs, name="head.loss")
+        return logits, loss
+
+    def feed(self, targets, window: int, streams: int, width: int = 1):
+        shape = tuple(getattr(targets, "shape", np.shape(targets)))
+        if shape != (window, streams) or _kind(targets) not in "iu":
+            raise ShapeError(f"targets: expected integer class ids of shape (T, S) = {(window, streams)}, got "
+                             f"{_describe(targets)}")
+        return targets
+
+    def blank(self, window: int, streams: int, width: int = 1) -> np.ndarray:
+        return np.zeros((window, streams), np.int64)
+
+    def __repr__(self):
+        extra = "" if self.ignore_index is None else f", ignore_index={self.ignore_index}"
+        return f"SoftmaxCrossEntropy({self.vocab}{extra})"
+
+
+class MSE(Head):
+    """Mean squared error against float targets (PyTorch's nn.MSELoss(reduction="mean")): the
+    training loss is the mean of (prediction - target)^2 over all T*S*n elements of a window.
+
+    ``rg.MSE()`` compares the value it follows (width n: a cell's output, as ``nn.LSTM``'s
+    output fed straight to ``nn.MSELoss``); ``rg.MSE(out_features)`` first projects it with a
+    linear layer ``head.W`` (nn.Linear's init; output ``head.out``, n = out_features), like a
+    Keras ``Dense(n)`` before ``loss="mse"``. Targets: floats of shape (T, S, n), fed as the
+    graph input ``y`` (float, attribute ``target``: no gradient flows into it).
+    Raises GraphError for an out_features that is not a positive integer.
+    """
+
+    targets_doc = "floats of shape (T, S, n)"
+
+    def __init__(self, out_features: int | None = None):
+        if out_features is not None and (isinstance(out_features, bool) or not isinstance(out_features, Integral)
+                                         or out_features < 1):
+            raise GraphError(f"rg.MSE({out_features!r}): out_features must be None (compare the value the head "
+                             f"follows) or a positive integer (project it to that width first)")
+        self.out_features = None if out_features is None else int(out_features)
+
+    def trace(self, b: _Builder, x: Value) -> tuple[Value, Value]:
+        if self.out_features is not None:
+            x = linear(x, self.out_features, name="W")
+            b.names[x.id] = "head.out"
+        y = b.add("input", size=x.size, dtype=FLOAT, attrs={"target": True}, name="y")
+        return x, b.add("mse", [x, y], name="head.loss")
+
+    def feed(self, targets, window: int, streams: int, width: int):
+        want = (window, streams, width)
+        shape = tuple(getattr(targets, "shape", np.shape(targets)))
+        if shape != want or _kind(targets) != "f":
+            raise ShapeError(f"targets: expected floats of shape (T, S, n) = {want}, got {_describe(targets)}")
+        return targets
+
+    def blank(self, window: int, streams: int, width: int) -> np.ndarray:
+        return np.zeros((window, streams, width), np.float32)
+
+    def __repr__(self):
+        return "MSE()" if self.out_features is None else f"MSE({self.out_features})"
+
+
+class SequenceClassifier(Head):
+    """One class per sequence: logits = W h + b (``classes`` rows, nn.Linear init) and softmax
+    cross-entropy at the last timestep of each stream, mean over the S streams (PyTorch's
+    CrossEntropyLoss on ``nn.Linear(lstm_out[-1])``).
+
+    Targets: integer labels of shape (S,), each in [0, classes). They are fed as ``y`` of shape
+    (T, S) holding the label at t = T-1 and :data:`NO_LABEL` (the loss's ignore_index)
+    elsewhere, so the other timesteps add nothing; :meth:`feed`'s ``last`` (per-stream last
+    timesteps) is where variable-length sequences will put it. The logits (``head.logits``, (T,
+    S, classes)) are computed at every timestep; the prediction is ``logits[T-1]``. States carry
+    from one ``train`` call to the next like any network's: call ``step.reset_state()`` between
+    batches of independent sequences. Raises GraphError for classes < 2.
+    """
+
+    targets_doc = "class labels of shape (S,), one per stream"
+
+    def __init__(self, classes: int):
+        if isinstance(classes, bool) or not isinstance(classes, Integral) or classes < 2:
+            raise GraphError(f"rg.SequenceClassifier({classes!r}): needs an integer number of classes >= 2")
+        self.classes = int(classes)
+
+    def trace(self, b: _Builder, h: Value) -> tuple[Value, Value]:
+        logits = linear(h, self.classes, name="W")
+        b.names[logits.id] = "head.logits"
+        y = b.add("input", size=1, dtype=INDEX, name="y")
+        loss = b.add("softmax_xent", [logits, y], attrs={"ignore_index": NO_LABEL}, name="head.loss")
+        return logits, loss
+
+    def feed(self, targets, window: int, streams: int, width: int = 1, last=None) -> np.ndarray:
+        """``y`` (T, S) int64: ``targets[s]`` at timestep ``last[s]`` (default T-1), NO_LABEL
+        elsewhere. Raises ShapeError naming ``targets`` (shape, dtype, a label outside [0,
+        classes)) or ``last`` (shape, a timestep outside [0, T))."""
+        shape = tuple(getattr(targets, "shape", np.shape(targets)))
+        if shape != (streams,) or _kind(targets) not in "iu":
+            raise ShapeError(f"targets: expected integer class labels of shape (S,) = ({streams},), one per "
+                             f"stream, got {_describe(targets)}")
+        labels = host_array(targets).astype(np.int64)
+        bad = labels[(labels < 0) | (labels >= self.classes)]
+        if bad.size:
+            raise ShapeError(f"targets: label {int(bad[0])} is outside [0, {self.classes})")
+        last = np.full(streams, window - 1) if last is None else host_array(last)
+        if last.shape != (streams,) or _kind(last) not in "iu" or ((last < 0) | (last >= window)).any():
+            raise ShapeError(f"last: expected integer timesteps in [0, {window}) of shape ({streams},), got "
+                             f"{_describe(last)}")
+        y = np.full((window, streams), NO_LABEL, np.int64)
+        y[last, np.arange(streams)] = labels
+        return y
+
+    def blank(self, window: int, streams: int, width: int = 1) -> np.ndarray:
+        return np.full((window, streams), NO_LABEL, np.int64)
+
+    def __repr__(self):
+        return f"SequenceClassifier({self.classes})"
