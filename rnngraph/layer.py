@@ -240,7 +240,7 @@ class CompiledRNN:
             self.last = Pending(plan, plan.generation, kind, x, fwd)
         return y, h_T
 
-    def backward(self, dy, dh_T: dict | None = None, pending: Pending | None = None):
+    def backward(self, dy, dh_T: dict | None = None, pending: Pending | None = None, input_grads: bool = True):
         """BPTT of the latest training :meth:`forward` (or of ``pending``, a forward's
         :attr:`last` saved by the caller).
 
@@ -265,7 +265,8 @@ class CompiledRNN:
         if tuple(dy.shape if hasattr(dy, "shape") else np.shape(dy)) != (T, S, n):
             raise ShapeError(f"dy: expected shape {(T, S, n)} (the output's), got {tuple(np.shape(dy))}")
         dh_T = self._check_states("dh_T", dh_T, S, complete=False)
-        return plan.backward(pending, dy, dh_T)
+        dx, dh0, dparams = plan.backward(pending, dy, dh_T, input_grads)
+        return (dx, dh0, dparams) if input_grads else (None, None, dparams)
 
 
 class HostPlan:
@@ -283,7 +284,7 @@ class HostPlan:
         fwd = self.executor.forward(self.params, feed, {k: np.asarray(v) for k, v in h0.items()})
         return fwd.values[out].copy(), fwd.final_states, (fwd if keep else None)
 
-    def backward(self, pending: Pending, dy, dh_T: dict):
+    def backward(self, pending: Pending, dy, dh_T: dict, input_grads: bool = True):
         g = self.executor.graph
         grads = self.executor.backward(pending.fwd, {g.outputs[0]: np.asarray(dy)},
                                        {k: np.asarray(v) for k, v in dh_T.items()})

@@ -41,18 +41,23 @@ class _CompiledFunction(torch.autograd.Function):
         y, h_T = rnn.forward(_to_backend(x), _to_backend_dict(h0), train=True, masks=_to_backend_dict(masks))
         ctx.rnn, ctx.pending, ctx.state_names = rnn, rnn.last, state_names
         ctx.has_h0 = has_h0
-        ctx.like = x
+        # the backward reads x and the parameters' memory: saving them lets torch refuse a second
+        # backward without retain_graph and a backward after an in-place change of them
+        ctx.save_for_backward(x, *tensors)
         return (_from_backend(y, x), *[_from_backend(h_T[s], x) for s in state_names])
 
     @staticmethod
     def backward(ctx, dy, *dh_T):
-        rnn, like = ctx.rnn, ctx.like
+        rnn, like = ctx.rnn, ctx.saved_tensors[0]
         T, S = ctx.pending.plan.key[:2]
         if dy is None:
             dy = torch.zeros((T, S, rnn.graph.by_name[rnn.output].size), dtype=like.dtype, device=like.device)
         seeds = {s: _to_backend(d.contiguous()) for s, d in zip(ctx.state_names, dh_T) if d is not None}
-        dx, dh0, dparams = rnn.backward(_to_backend(dy.contiguous()), seeds, pending=ctx.pending)
-        grads_h0 = [_from_backend(dh0[s], like) for s in ctx.state_names] if ctx.has_h0 else []
+        n = len(ctx.state_names) if ctx.has_h0 else 0
+        wanted = ctx.needs_input_grad[4:5 + n]  # x and the initial states
+        dx, dh0, dparams = rnn.backward(_to_backend(dy.contiguous()), seeds, pending=ctx.pending,
+                                        input_grads=any(wanted))
+        grads_h0 = [_from_backend(dh0[s], like) if dh0 is not None else None for s in ctx.state_names][:n]
         dparams = [_from_backend(dparams[p.name], like) for p in rnn.graph.params]
         return (None, None, None, None, None if dx is None else _from_backend(dx, like), *grads_h0, *dparams)
 
@@ -247,11 +252,26 @@ class RNN(nn.Module):
                 by_name[f"layer{k}.{arg}"] = t[k * depth:(k + 1) * depth]
         return [by_name[s] for s in self.state_names]
 
+    def _unbatched_states(self, h0):
+        """Unbatched states (layers * delay, H) -> (layers * delay, 1, H), in h0's form; ValueError
+        naming the state and the shape given (a tuple of the wrong length, or not a tuple, is
+        left to _states_in)."""
+        parts = (h0,) if isinstance(h0, torch.Tensor) else h0
+        if not isinstance(parts, (tuple, list)):
+            return h0
+        for (arg, depth), t in zip(self.state_args, parts):
+            want = (self.layers * depth, self.hidden)
+            if not isinstance(t, torch.Tensor) or tuple(t.shape) != want:
+                raise ValueError(f"h0 state {arg!r}: unbatched x (T, {self.input_size}) takes states of shape {want}, "
+                                 f"got {tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
+        return h0.unsqueeze(1) if isinstance(h0, torch.Tensor) else tuple(t.unsqueeze(1) for t in parts)
+
     def _states_out(self, finals: list, unbatched: bool):
         by_name = dict(zip(self.state_names, finals))
         out = []
         for arg, _ in self.state_args:
-            t = torch.cat([by_name[f"layer{k}.{arg}"] for k in range(self.layers)])
+            parts = [by_name[f"layer{k}.{arg}"] for k in range(self.layers)]
+            t = parts[0] if len(parts) == 1 else torch.cat(parts)
             out.append(t[:, 0] if unbatched else t)
         return out[0] if len(out) == 1 else tuple(out)
 
@@ -272,7 +292,7 @@ class RNN(nn.Module):
         if unbatched:
             x = x.unsqueeze(1)
             if h0 is not None:
-                h0 = h0.unsqueeze(1) if isinstance(h0, torch.Tensor) else tuple(t.unsqueeze(1) for t in h0)
+                h0 = self._unbatched_states(h0)
         elif self.batch_first:
             x = x.transpose(0, 1)
         x = x.contiguous()

@@ -165,10 +165,10 @@ class DevicePlan:
         self._finish(kind, caller)
         return y, h_T, None
 
-    def backward(self, pending, dy, dh_T: dict):
+    def backward(self, pending, dy, dh_T: dict, input_grads: bool = True):
         kind, like = pending.kind, pending.like
         if kind == "torch":
-            dx, dh0, grads = self.torch_io(like).backward(dy, dh_T)
+            dx, dh0, grads = self.torch_io(like).backward(dy, dh_T, input_grads)
             return dx, dh0, {p.name: v for p, v in zip(self.g.params, grads)}
         caller = caller_stream(kind, like)
         _wait(self.stream, caller)
@@ -184,8 +184,8 @@ class DevicePlan:
                                                                                        dh_T[s.name]),
                                  stream=self.stream)
         self.program.run_backward()
-        dx = None if g.by_name["x"].dtype == INDEX else self._out(kind, like, b.G["x"][:self.T])
-        dh0 = {s.name: self._out(kind, like, b.G[s.node][:s.depth]) for s in g.states}
+        dx = None if g.by_name["x"].dtype == INDEX or not input_grads else self._out(kind, like, b.G["x"][:self.T])
+        dh0 = {s.name: self._out(kind, like, b.G[s.node][:s.depth]) for s in g.states} if input_grads else None
         flat = self._out(kind, like, b.param_grad_arena)
         dparams, off = {}, 0
         for p in g.params:

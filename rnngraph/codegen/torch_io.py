@@ -39,6 +39,7 @@ class TorchIO:
         self.transposed = [(t(b.P[name]), t(pt)) for name, pt in b.PT.items()]
         self.sizes = [int(np.prod(p.shape)) for p in g.params]
         self.shapes = [p.shape for p in g.params]
+        self.h0_zero = False  # the history rows hold zeros from the last call (nothing else writes them)
         self.stream = torch.cuda.ExternalStream(stream_handle(program.stream), device=device)
 
     def _launch(self, run) -> None:
@@ -51,8 +52,10 @@ class TorchIO:
     def forward(self, x, h0: dict, masks: dict):
         """(y, h_T) as new tensors; x (T, S, I) (int ids for an embedding), h0 every state or {}."""
         self.x.copy_(x)
-        for name, dst in self.h0.items():
-            dst.copy_(h0[name]) if name in h0 else dst.zero_()
+        if h0 or not self.h0_zero:
+            for name, dst in self.h0.items():
+                dst.copy_(h0[name]) if name in h0 else dst.zero_()
+        self.h0_zero = not h0
         for name, m in masks.items():
             self.masks[name].copy_(m)
         for p, pt in self.transposed:  # the parameters may have changed since the last call
@@ -61,15 +64,18 @@ class TorchIO:
         return self.y.clone(), {name: v.clone() for name, v in self.h_T.items()}
 
     @torch.no_grad()
-    def backward(self, dy, dh_T: dict):
-        """(dx, dh0, dparams) as new tensors (dparams: a list in graph order, views of one)."""
+    def backward(self, dy, dh_T: dict, input_grads: bool = True):
+        """(dx, dh0, dparams) as new tensors (dparams: a list in graph order, views of one);
+        dx and dh0 None unless ``input_grads``."""
         self.grad_arena.zero_()
         self.param_grads.zero_()
         self.gy.copy_(dy)
         for name, d in dh_T.items():
             self.dh_T[name].add_(d)
         self._launch(self.program.run_backward)
-        dx = None if self.dx is None else self.dx.clone()
         flat = self.param_grads.clone()
         dparams = [v.view(shape) for v, shape in zip(flat.split(self.sizes), self.shapes)]
+        if not input_grads:
+            return None, None, dparams
+        dx = None if self.dx is None else self.dx.clone()
         return dx, {name: v.clone() for name, v in self.dh0.items()}, dparams
