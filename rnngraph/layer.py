@@ -121,9 +121,12 @@ class CompiledRNN:
                 self._params[name][...] = np.asarray(v)
 
     def schedule(self, window: int, streams: int) -> Schedule:
-        """The schedule of windows of ``window`` timesteps over ``streams`` streams (built on
-        first use and cached with its plan)."""
-        return self._plan(window, streams, backward=False).schedule
+        """The schedule of windows of ``window`` timesteps over ``streams`` streams: a cached
+        plan's, or built (not compiled) for the asking."""
+        for key in ((window, streams, True), (window, streams, False)):
+            if key in self._plans:
+                return self._plans[key].schedule
+        return build_schedule(self.graph, window, streams, self.dtype, self.plan)
 
     # ------------------------------------------------------------------ plans
     def _plan(self, T: int, S: int, backward: bool):

@@ -8,6 +8,7 @@ when a GPU and the code generator are available, else the CPU.
 from __future__ import annotations
 
 import os
+from collections import OrderedDict
 
 import numpy as np
 
@@ -45,8 +46,12 @@ def cuda_available(simulator_ok: bool = False) -> bool:
 class TrainingStep:
     """One compiled network with its parameters, states and optimizer.
 
-    window T and streams S fix the shapes of every call: inputs (T, S) token ids or (T, S, I)
-    floats; targets as the loss head takes them (rnngraph.heads): (T, S) class ids
+    window T and streams S are the shape it is compiled for first; a call with inputs of
+    another (T, S) compiles that shape on first use and keeps it (the ``cache_size`` = 8 most
+    recently used shapes; parameters and optimizer state are shared), so a last partial window
+    or another evaluation batch just work; ``window``, ``streams`` and ``schedule`` then
+    describe the latest call's shape. States carry across calls of the same S; a call with
+    another S starts from zero states. Inputs (T, S) token ids or (T, S, I) floats; targets as the loss head takes them (rnngraph.heads): (T, S) class ids
     (SoftmaxCrossEntropy), (T, S, n) floats (MSE), (S,) labels (SequenceClassifier). Create
     it with :func:`compile`. ``parameters`` (name -> array) and ``state`` (name -> (depth, S,
     n)) read as NumPy arrays; on the CPU backend
@@ -80,6 +85,7 @@ class TrainingStep:
         if optimizer is not None and not isinstance(optimizer, Optimizer):
             raise TypeError(f"optimizer must be an rg.Adam, rg.AdamW or rg.SGD instance, got {optimizer!r}")
         self.optimizer = optimizer if optimizer is not None else Adam()
+        self.plan, self.cache_size = plan, 8
         self.schedule: Schedule = build_schedule(self.graph, self.window, self.streams, dtype, plan)
         params = init_params(self.graph, seed, dtype)
         self.seed = seed
@@ -96,6 +102,42 @@ class TrainingStep:
             self._params = params
             self._state = zero_states(self.graph, self.streams, dtype)
             self._executor = ScheduleExecutor(self.schedule, dtype)
+        # (T, S) -> (schedule, CUDA backend or NumPy executor): the shapes compiled so far, most
+        # recently used last; the first backend's parameters and optimizer slots are everyone's
+        self._plans = OrderedDict({(self.window, self.streams): (self.schedule, self._cuda or self._executor)})
+        self._first_cuda = self._cuda
+
+    def _use(self, T: int, S: int) -> None:
+        """Make (T, S) the current shape, compiling it on first use (an LRU cache of
+        ``cache_size`` shapes). The states carry when S stays; a new S starts its streams from
+        zero states (they are other sequences)."""
+        if (T, S) == (self.window, self.streams):
+            return
+        state = self.state if S == self.streams else None
+        if (T, S) in self._plans:
+            self._plans.move_to_end((T, S))
+            sched, backend = self._plans[(T, S)]
+        else:
+            sched = build_schedule(self.graph, T, S, self.dtype, self.plan)
+            if self._cuda:
+                from .codegen.step import CudaBackend
+                backend = CudaBackend(sched, None, self.optimizer, self.clip_norm, dropout_seed=self.seed,
+                                      share=self._first_cuda)
+            else:
+                backend = ScheduleExecutor(sched, self.dtype)
+            self._plans[(T, S)] = (sched, backend)
+            while len(self._plans) > self.cache_size:
+                self._plans.popitem(last=False)
+        self.window, self.streams, self.schedule, self._ones = T, S, sched, None
+        if self._cuda:
+            self._cuda = backend
+            backend.buf.refresh_transposed(backend.stream)  # the weights may have changed since it last ran
+        else:
+            self._executor = backend
+        if state is not None:
+            self.state = state
+        else:
+            self.reset_state()
 
     # ------------------------------------------------------------------ parameters and state
     @property
@@ -158,16 +200,16 @@ class TrainingStep:
                 for k, (m, p) in enumerate(self.dropout.items())}
 
     def _feed(self, inputs, targets) -> dict:
+        shape = tuple(getattr(inputs, "shape", np.shape(inputs)))
+        if len(shape) < 2 or shape[0] < 1 or shape[1] < 1:
+            raise ValueError(f"inputs: expected (T, S) token ids or (T, S, n) floats with T, S >= 1, got shape {shape}")
+        self._use(int(shape[0]), int(shape[1]))
         feed = {"x": inputs}
         head = self.net.head
         if head is not None:
             width = self.graph.by_name["y"].size
             feed["y"] = (head.blank(self.window, self.streams, width) if targets is None
                          else head.feed(targets, self.window, self.streams, width))
-        shape = tuple(getattr(inputs, "shape", np.shape(inputs)))
-        if shape[:2] != (self.window, self.streams):
-            raise ValueError(f"inputs have (T, S) = {shape[:2]}, this step was compiled for "
-                             f"window={self.window}, streams={self.streams}")
         if self._cuda is None:
             feed = {k: np.asarray(v) for k, v in feed.items()}
         else:  # the NumPy backend checks inside; host arrays bound for the GPU are checked here

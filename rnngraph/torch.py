@@ -169,9 +169,11 @@ class RNN(nn.Module):
         if hit is not None and hit[0] == ptrs:
             return hit[1]
         backend = "cuda" if device.type == "cuda" else "cpu"
-        if backend == "cuda" and (device.index or 0) != torch.cuda.current_device():
-            raise ValueError(f"x is on {device}, but rnngraph runs on the current CUDA device "
-                             f"(cuda:{torch.cuda.current_device()}); use torch.cuda.set_device")
+        if backend == "cuda":
+            from numba import cuda
+            if (device.index or 0) != cuda.get_current_device().id:
+                raise ValueError(f"x is on {device}, but rnngraph's kernels run on numba's current device "
+                                 f"(cuda:{cuda.get_current_device().id}): one GPU a process for now")
         values = {name: (p.detach() if backend == "cuda" else p.detach().numpy()) for name, p in params.items()}
         rnn = compile_rnn(self.net, device=backend, dtype=_TORCH_DTYPES[dtype], plan=self.plan,
                           cache_size=self.cache_size, parameters=values)

@@ -50,21 +50,28 @@ def _cupy_stream(cupy, stream):
 
 
 class CudaBackend:
-    """Runs ``schedule`` on the GPU with ``optimizer`` (Adam or SGD) and optional ``clip_norm``."""
+    """Runs ``schedule`` on the GPU with ``optimizer`` (Adam or SGD) and optional ``clip_norm``.
+    ``share``: the backend of another (T, S) of the same TrainingStep, whose stream, parameters
+    and optimizer slots this one uses (``params`` is then ignored)."""
 
-    def __init__(self, schedule: Schedule, params: dict[str, np.ndarray], optimizer: Optimizer,
-                 clip_norm: float | None, dropout_seed: int = 0):
+    def __init__(self, schedule: Schedule, params: dict[str, np.ndarray] | None, optimizer: Optimizer,
+                 clip_norm: float | None, dropout_seed: int = 0, share: "CudaBackend | None" = None):
         if not isinstance(optimizer, (SGD, Adam)):
             raise TypeError(f"the CUDA backend runs SGD and Adam, not {type(optimizer).__name__}")
         self.schedule, self.g = schedule, schedule.graph
         self.T, self.S = schedule.window, schedule.streams
-        self.program = CudaProgram(schedule)
+        self.program = CudaProgram(schedule, stream=share.stream if share else None,
+                                   params=share.buf.P if share else None)
         self.stream = self.program.stream
         self.buf = self.program.buf
         self.optimizer, self.clip_norm = optimizer, clip_norm
-        self.slots = {name: [cuda.to_device(np.zeros(p.shape, np.float32), stream=self.stream)
-                             for _ in range(2)] for name, p in self.buf.P.items()}
-        self.set_parameters(params)
+        if share is not None:  # another (T, S) of the same step: its parameters and optimizer slots
+            self.slots = share.slots
+            self.buf.refresh_transposed(self.stream)
+        else:
+            self.slots = {name: [cuda.to_device(np.zeros(p.shape, np.float32), stream=self.stream)
+                                 for _ in range(2)] for name, p in self.buf.P.items()}
+            self.set_parameters(params)
         self.reset_state()
         optimizer.on_save, optimizer.on_load = self._pull_slots, self._push_slots
         self.dropout, self.dropout_seed = mask_inputs(self.g), dropout_seed

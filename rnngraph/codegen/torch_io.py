@@ -1,6 +1,6 @@
 """PyTorch tensors in and out of one compiled program, as torch operations on torch's stream.
 
-Measured on the H200 (bench/results/h200-20261202-torch-layer-lstm-first.json): moving a call's
+Measured on the H200 (bench/results/h200-20261202-torch-layer-lstm-numba-copies.json): moving a call's
 arrays with numba (``cuda.as_cuda_array`` of every tensor, numba copies and events) made a
 2-layer LSTM's forward and backward at B = 1 take 3.8 ms where its kernels take about 1.5. Here
 the program's buffers are wrapped as torch tensors once (zero-copy, ``__cuda_array_interface__``),

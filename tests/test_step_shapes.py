@@ -1,0 +1,68 @@
+"""TrainingStep with inputs of another (T, S) than it was compiled for: each shape is compiled
+on first use and shares the parameters and optimizer state; states carry while S stays and
+start from zero for a new S. The CUDA backend (simulator) gives the NumPy backend's results."""
+import os
+
+import numpy as np
+import pytest
+
+import rnngraph as rg
+
+V = 5
+
+
+def _step(device="cpu", T=4, S=2):
+    net = rg.stacked(rg.cells.lstm, 1, 4, vocab=V, embed=3)
+    return rg.compile(net, window=T, streams=S, device=device, optimizer=rg.Adam(lr=1e-2), seed=1)
+
+
+def _ids(rng, T, S):
+    return rng.integers(0, V, (T, S)), rng.integers(0, V, (T, S))
+
+
+def _snapshot(step):
+    """Copies of the parameters and the optimizer state."""
+    return ({k: v.copy() for k, v in step.parameters.items()},
+            {k: np.array(v) for k, v in step.optimizer.state_dict().items()})
+
+
+def _like(T, S, snapshot, state=None):
+    """A step compiled for (T, S) holding ``snapshot`` (and ``state``; zeros by default)."""
+    s = _step(T=T, S=S)
+    s.set_parameters(snapshot[0])
+    s.optimizer.load_state_dict(snapshot[1])
+    if state is not None:
+        s.state = state
+    return s
+
+
+def test_a_shorter_window_carries_the_states_and_a_new_stream_count_starts_from_zero():
+    rng = np.random.default_rng(0)
+    a = _step()
+    b1, b2, b3 = _ids(rng, 4, 2), _ids(rng, 3, 2), _ids(rng, 4, 3)
+    a.train(*b1)
+    snap, carried = _snapshot(a), a.state
+    loss2 = a.train(*b2)  # a last partial window: (3, 2), states carried
+    assert (a.window, a.streams) == (3, 2)
+    ref = _like(3, 2, snap, carried)
+    assert loss2 == pytest.approx(ref.train(*b2), abs=1e-6)
+    for name, value in ref.parameters.items():
+        np.testing.assert_allclose(a.parameters[name], value, atol=1e-6, err_msg=name)
+    snap = _snapshot(a)
+    loss3 = a.train(*b3)  # (4, 3): other streams, from zero states
+    assert a.state["layer0.h"].shape == (1, 3, 4)
+    assert loss3 == pytest.approx(_like(4, 3, snap).train(*b3), abs=1e-6)
+    assert list(a._plans) == [(4, 2), (3, 2), (4, 3)]
+
+
+@pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1", reason="simulator test")
+def test_cuda_backend_switches_shapes_like_the_numpy_backend():
+    rng = np.random.default_rng(1)
+    cpu, gpu = _step("cpu", T=2), _step("cuda", T=2)
+    for T, S in ((2, 2), (1, 2), (2, 1), (2, 2)):
+        x, y = _ids(rng, T, S)
+        assert gpu.train(x, y) == pytest.approx(cpu.train(x, y), abs=1e-5), (T, S)
+        for name, value in cpu.state.items():
+            np.testing.assert_allclose(gpu.state[name], value, atol=1e-5, err_msg=f"{name} at {(T, S)}")
+    for name, value in cpu.parameters.items():
+        np.testing.assert_allclose(gpu.parameters[name], value, atol=1e-5, err_msg=name)
