@@ -124,10 +124,7 @@ class DevicePlan:
         if kind == "host":
             return src.copy_to_host(stream=self.stream)
         out, view = self._new(kind, like, tuple(src.shape))
-        if out is view:
-            out.copy_to_device(src, stream=self.stream)
-        else:
-            view.copy_to_device(src, stream=self.stream)
+        view.copy_to_device(src, stream=self.stream)
         return out
 
     def _finish(self, kind: str, caller) -> None:

@@ -54,10 +54,10 @@ class TorchIO:
         self.x.copy_(x)
         if h0 or not self.h0_zero:
             for name, dst in self.h0.items():
-                dst.copy_(h0[name]) if name in h0 else dst.zero_()
+                dst.copy_(_tensor(h0[name])) if name in h0 else dst.zero_()
         self.h0_zero = not h0
         for name, m in masks.items():
-            self.masks[name].copy_(m)
+            self.masks[name].copy_(_tensor(m))
         for p, pt in self.transposed:  # the parameters may have changed since the last call
             pt.copy_(p.t())
         self._launch(self.program.run_forward)
@@ -69,9 +69,9 @@ class TorchIO:
         dx and dh0 None unless ``input_grads``."""
         self.grad_arena.zero_()
         self.param_grads.zero_()
-        self.gy.copy_(dy)
+        self.gy.copy_(_tensor(dy))
         for name, d in dh_T.items():
-            self.dh_T[name].add_(d)
+            self.dh_T[name].add_(_tensor(d).to(self.dh_T[name].device))
         self._launch(self.program.run_backward)
         flat = self.param_grads.clone()
         dparams = [v.view(shape) for v, shape in zip(flat.split(self.sizes), self.shapes)]
@@ -79,3 +79,9 @@ class TorchIO:
             return None, None, dparams
         dx = None if self.dx is None else self.dx.clone()
         return dx, {name: v.clone() for name, v in self.dh0.items()}, dparams
+
+
+def _tensor(a):
+    """A tensor as it is; host arrays (NumPy: the default dropout masks, states given so) as
+    CPU tensors, which ``copy_`` moves to the device."""
+    return a if isinstance(a, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(a))
