@@ -38,7 +38,7 @@ import torch.nn.functional as F  # noqa: E402
 from rnngraph.bench import Protocol, TorchEventTimer, WallTimer, device_name, measure, versions, write_results  # noqa: E402
 from rnngraph.torch import RNN  # noqa: E402
 
-TARGETS = {  # (cell, B) -> the largest ratio to the faster nn.LSTM the issue accepts
+TARGETS = {  # (cell, B) -> the largest ratio to the faster nn.LSTM that counts as a success
     ("lstm", 1): 0.35, ("lstm", 64): 0.9, ("peephole_lstm", 1): 0.5, ("peephole_lstm", 64): 1.2,
     ("layernorm_lstm", 1): 0.5, ("layernorm_lstm", 64): 1.2,
 }

@@ -15,3 +15,10 @@ def array_kind(x) -> str:
     if module == "cupy":
         return module
     return "numba" if is_numba else "cuda"
+
+
+def shape_of(a) -> tuple:
+    """The shape of an array of any kind (a tuple of ints), or of a nested list."""
+    import numpy as np
+    shape = getattr(a, "shape", None)
+    return tuple(int(n) for n in shape) if shape is not None else np.shape(a)

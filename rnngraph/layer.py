@@ -18,11 +18,12 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .arrays import array_kind
+from .arrays import array_kind, shape_of
 from .errors import GraphError, ShapeError
 from .executor import ScheduleExecutor
 from .ir import INDEX
 from .network import Sequential, draw_mask, mask_inputs, mask_seed
+from .passes import PLANS
 from .passes import schedule as build_schedule
 from .reference import DTYPES, check_ids, id_limits, init_params
 from .schedule import Schedule
@@ -67,8 +68,10 @@ class CompiledRNN:
             raise ValueError(f"dtype {dtype!r} is not supported (float32, float64)")
         if device == "cuda" and dtype != "float32":
             raise ValueError("the CUDA backend runs float32")
-        if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1:
+        if isinstance(cache_size, bool) or not isinstance(cache_size, (int, np.integer)) or cache_size < 1:
             raise ValueError(f"cache_size must be a positive integer, got {cache_size!r}")
+        if plan not in (None, "naive", *PLANS):
+            raise ValueError(f"plan must be None, 'naive' or one of {', '.join(PLANS)}; got {plan!r}")
         self.net, self.graph = net, net.graph
         if len(self.graph.outputs) != 1:
             raise GraphError(f"network {self.graph.name!r} has {len(self.graph.outputs)} outputs; "
@@ -77,22 +80,22 @@ class CompiledRNN:
         self.device, self.dtype, self.seed, self.plan, self.cache_size = device, dtype, seed, plan, cache_size
         self.dropout = mask_inputs(self.graph)
         self.input = self.graph.by_name["x"]
-        self.id_limit = id_limits(self.graph).get("x")
+        self.id_limit = id_limits(self.graph).get("x", (None, None))  # (rows of the table, ignored id)
         self._plans: OrderedDict = OrderedDict()
         self._calls = 0  # training forwards so far: the dropout masks' seed
         self.last: Pending | None = None
         if device == "cuda":
+            self._check_parameters(parameters or {})
             from .codegen.layer_device import DeviceParameters
             self._device = DeviceParameters(self.graph, init_params(self.graph, seed, dtype), parameters)
         else:
             self._device = None
             self._params = init_params(self.graph, seed, dtype)
+            self.set_parameters(parameters or {})  # names and shapes checked
             for name, v in (parameters or {}).items():
-                if (isinstance(v, np.ndarray) and v.dtype == DTYPES[dtype] and v.shape == self._params[name].shape
-                        and v.flags.c_contiguous and v.flags.writeable):
+                if (isinstance(v, np.ndarray) and v.dtype == DTYPES[dtype] and v.flags.c_contiguous
+                        and v.flags.writeable):
                     self._params[name] = v  # used in place: the caller owns the memory
-                else:
-                    self.set_parameters({name: v})
 
     # ------------------------------------------------------------------ parameters
     @property
@@ -105,15 +108,18 @@ class CompiledRNN:
         """The names of ``h0`` / ``h_T``, in graph order."""
         return [s.name for s in self.graph.states]
 
-    def set_parameters(self, values: dict) -> None:
-        """Copy arrays into the named parameters. KeyError for an unknown name, ValueError for a
-        wrong shape."""
+    def _check_parameters(self, values: dict) -> None:
         shapes = {p.name: p.shape for p in self.graph.params}
         for name, v in values.items():
             if name not in shapes:
                 raise KeyError(f"no parameter {name!r} (have {sorted(shapes)})")
-            if tuple(np.shape(v) if not hasattr(v, "shape") else v.shape) != shapes[name]:
-                raise ValueError(f"parameter {name!r}: expected shape {shapes[name]}, got {tuple(v.shape)}")
+            if shape_of(v) != shapes[name]:
+                raise ValueError(f"parameter {name!r}: expected shape {shapes[name]}, got {shape_of(v)}")
+
+    def set_parameters(self, values: dict) -> None:
+        """Copy arrays into the named parameters. KeyError for an unknown name, ValueError for a
+        wrong shape."""
+        self._check_parameters(values)
         if self._device:
             self._device.set(values)
         else:
@@ -156,7 +162,7 @@ class CompiledRNN:
 
     # ------------------------------------------------------------------ checks
     def _window(self, x) -> tuple[int, int]:
-        shape = tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
+        shape = shape_of(x)
         if self.input.dtype == INDEX:
             if len(shape) != 2:
                 raise ShapeError(f"x: token ids must have shape (T, S), got {shape}")
@@ -182,9 +188,8 @@ class CompiledRNN:
         for name, a in states.items():
             s = names[name]
             want = (s.depth, S, self.graph.by_name[s.node].size)
-            if tuple(a.shape if hasattr(a, "shape") else np.shape(a)) != want:
-                raise ShapeError(f"{what}[{name!r}]: expected shape {want} (depth, S, size), "
-                                 f"got {tuple(np.shape(a) if not hasattr(a, 'shape') else a.shape)}")
+            if shape_of(a) != want:
+                raise ShapeError(f"{what}[{name!r}]: expected shape {want} (depth, S, size), got {shape_of(a)}")
         return states
 
     def _masks(self, masks, T: int, S: int, train: bool) -> dict:
@@ -195,8 +200,8 @@ class CompiledRNN:
                                  f"{sorted(masks)}")
             for m, a in masks.items():
                 want = (T, S, self.graph.by_name[m].size)
-                if tuple(a.shape) != want:
-                    raise ShapeError(f"masks[{m!r}]: expected shape {want}, got {tuple(a.shape)}")
+                if shape_of(a) != want:
+                    raise ShapeError(f"masks[{m!r}]: expected shape {want}, got {shape_of(a)}")
             return masks
         if not self.dropout:
             return {}
@@ -230,14 +235,17 @@ class CompiledRNN:
                 if array_kind(a) != "host":
                     raise ValueError(f"{what} is a device array but this RNN runs on the CPU (device='cpu')")
             x = np.asarray(x)
-            if self.input.dtype == INDEX:
-                check_ids("x", x, self.id_limit)
+        if self.input.dtype == INDEX and kind == "host":  # (device ids are the caller's to check)
+            ids = np.asarray(x)
+            if not np.issubdtype(ids.dtype, np.integer):
+                raise ShapeError(f"x: token ids must be integers, got {ids.dtype}")
+            check_ids("x", ids, *self.id_limit)
         plan = self._plan(T, S, backward=train)
         if train:
             self._calls += 1
         y, h_T, fwd = plan.forward(x, h0, masks, keep=train)
         self.last = None
-        if train and self._device:
+        if self._device:  # the plan's buffers now hold this call's activations (inference too)
             plan.generation += 1
         if train:
             self.last = Pending(plan, plan.generation, kind, x, fwd)
@@ -265,8 +273,8 @@ class CompiledRNN:
                                f"forward of that shape")
         T, S = plan.key[:2]
         n = self.graph.by_name[self.output].size
-        if tuple(dy.shape if hasattr(dy, "shape") else np.shape(dy)) != (T, S, n):
-            raise ShapeError(f"dy: expected shape {(T, S, n)} (the output's), got {tuple(np.shape(dy))}")
+        if shape_of(dy) != (T, S, n):
+            raise ShapeError(f"dy: expected shape {(T, S, n)} (the output's), got {shape_of(dy)}")
         dh_T = self._check_states("dh_T", dh_T, S, complete=False)
         dx, dh0, dparams = plan.backward(pending, dy, dh_T, input_grads)
         return (dx, dh0, dparams) if input_grads else (None, None, dparams)
@@ -282,12 +290,16 @@ class HostPlan:
         self.key: tuple = ()
 
     def forward(self, x, h0: dict, masks: dict, keep: bool):
+        """(y (T, S, n), h_T name -> (depth, S, size), the Forward if ``keep`` else None), NumPy
+        arrays in the plan's dtype; x (T, S, I) floats or (T, S) ids, h0 every state or {}."""
         out = self.executor.graph.outputs[0]
         feed = {"x": x, **{m: np.asarray(v) for m, v in masks.items()}}
         fwd = self.executor.forward(self.params, feed, {k: np.asarray(v) for k, v in h0.items()})
         return fwd.values[out].copy(), fwd.final_states, (fwd if keep else None)
 
     def backward(self, pending: Pending, dy, dh_T: dict, input_grads: bool = True):
+        """(dx (T, S, I) or None for ids, dh0 name -> (depth, S, size), dparams name -> array)
+        of ``pending``'s Forward (NumPy computes them all; CompiledRNN drops what is not asked)."""
         g = self.executor.graph
         grads = self.executor.backward(pending.fwd, {g.outputs[0]: np.asarray(dy)},
                                        {k: np.asarray(v) for k, v in dh_T.items()})

@@ -13,6 +13,7 @@ from collections import OrderedDict
 import numpy as np
 
 from .errors import GraphError
+from .arrays import shape_of
 from .network import Sequential, draw_mask, mask_inputs, mask_seed
 from .optim import Adam, Optimizer, clip_grad_norm
 from .executor import ScheduleExecutor
@@ -23,7 +24,8 @@ from .reference import (DTYPES, Forward, check_ids, id_limits, init_params, loss
 from .schedule import Schedule
 
 
-def _positive_int(value, what: str) -> int:
+def positive_int(value, what: str) -> int:
+    """``value`` as an int; ValueError naming ``what`` unless it is a positive integer (NumPy's too)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{what} must be a positive integer, got {value!r}")
     return int(value)
@@ -51,7 +53,7 @@ class TrainingStep:
     recently used shapes; parameters and optimizer state are shared), so a last partial window
     or another evaluation batch just work; ``window``, ``streams`` and ``schedule`` then
     describe the latest call's shape. States carry across calls of the same S; a call with
-    another S starts from zero states. Inputs (T, S) token ids or (T, S, I) floats; targets as the loss head takes them (rnngraph.heads): (T, S) class ids
+    another S continues from the states the last call with that S left (zeros at first). Inputs (T, S) token ids or (T, S, I) floats; targets as the loss head takes them (rnngraph.heads): (T, S) class ids
     (SoftmaxCrossEntropy), (T, S, n) floats (MSE), (S,) labels (SequenceClassifier). Create
     it with :func:`compile`. ``parameters`` (name -> array) and ``state`` (name -> (depth, S,
     n)) read as NumPy arrays; on the CPU backend
@@ -75,8 +77,8 @@ class TrainingStep:
     def __init__(self, net: Sequential, window: int, streams: int, device: str, dtype: str,
                  optimizer: Optimizer | None, clip_norm: float | None, seed: int, plan: str | None = None):
         self.net, self.graph = net, net.graph
-        self.window = _positive_int(window, "window")
-        self.streams = _positive_int(streams, "streams")
+        self.window = positive_int(window, "window")
+        self.streams = positive_int(streams, "streams")
         if dtype not in DTYPES:
             raise ValueError(f"dtype {dtype!r} is not supported (float32, float64)")
         if clip_norm is not None and not clip_norm > 0:
@@ -106,14 +108,17 @@ class TrainingStep:
         # recently used last; the first backend's parameters and optimizer slots are everyone's
         self._plans = OrderedDict({(self.window, self.streams): (self.schedule, self._cuda or self._executor)})
         self._first_cuda = self._cuda
+        self._states_by_streams: dict[int, dict] = {}  # S -> the states of the last call with S streams
 
     def _use(self, T: int, S: int) -> None:
         """Make (T, S) the current shape, compiling it on first use (an LRU cache of
-        ``cache_size`` shapes). The states carry when S stays; a new S starts its streams from
-        zero states (they are other sequences)."""
+        ``cache_size`` shapes). The states carry when S stays; another S continues from the states
+        its last call left (zeros the first time: they are other sequences), so evaluating a batch
+        of another size between training windows loses nothing."""
         if (T, S) == (self.window, self.streams):
             return
-        state = self.state if S == self.streams else None
+        self._states_by_streams[self.streams] = self.state  # back when this S returns
+        state = self._states_by_streams.pop(S, None)
         if (T, S) in self._plans:
             self._plans.move_to_end((T, S))
             sched, backend = self._plans[(T, S)]
@@ -200,22 +205,23 @@ class TrainingStep:
                 for k, (m, p) in enumerate(self.dropout.items())}
 
     def _feed(self, inputs, targets) -> dict:
-        shape = tuple(getattr(inputs, "shape", np.shape(inputs)))
+        shape = shape_of(inputs)
         if len(shape) < 2 or shape[0] < 1 or shape[1] < 1:
-            raise ValueError(f"inputs: expected (T, S) token ids or (T, S, n) floats with T, S >= 1, got shape {shape}")
-        self._use(int(shape[0]), int(shape[1]))
+            raise ValueError(f"inputs: expected (T, S) token ids or (T, S, n) floats with T, S >= 1, "
+                             f"got shape {shape}")
+        T, S = shape[:2]
         feed = {"x": inputs}
         head = self.net.head
-        if head is not None:
+        if head is not None:  # the targets are checked before the step switches to their (T, S)
             width = self.graph.by_name["y"].size
-            feed["y"] = (head.blank(self.window, self.streams, width) if targets is None
-                         else head.feed(targets, self.window, self.streams, width))
+            feed["y"] = head.blank(T, S, width) if targets is None else head.feed(targets, T, S, width)
         if self._cuda is None:
             feed = {k: np.asarray(v) for k, v in feed.items()}
         else:  # the NumPy backend checks inside; host arrays bound for the GPU are checked here
             for name, (limit, ignore) in id_limits(self.graph).items():
                 if name in feed and not hasattr(feed[name], "__cuda_array_interface__"):
                     check_ids(name, np.asarray(feed[name]), limit, ignore)
+        self._use(T, S)
         return feed
 
     def _loss_columns(self, feed: dict) -> int:

@@ -22,7 +22,9 @@ from .arrays import array_kind
 from .layer import compile_rnn
 from .network import Dropout, Sequential
 from .reference import init_params
-from .trace import Cell
+from .errors import GraphError
+from .passes import PLANS
+from .runtime import positive_int
 
 _TORCH_DTYPES = {torch.float32: "float32", torch.float64: "float64"}
 
@@ -47,6 +49,7 @@ class _CompiledFunction(torch.autograd.Function):
         return (_from_backend(y, x), *[_from_backend(h_T[s], x) for s in state_names])
 
     @staticmethod
+    @torch.autograd.function.once_differentiable
     def backward(ctx, dy, *dh_T):
         rnn, like = ctx.rnn, ctx.saved_tensors[0]
         T, S = ctx.pending.plan.key[:2]
@@ -114,19 +117,21 @@ class RNN(nn.Module):
                  batch_first: bool = False, plan: str | None = None, cache_size: int = 8, **cell_kwargs):
         super().__init__()
         if isinstance(cell, str):
-            if not hasattr(_cells, cell) or not callable(getattr(_cells, cell)):
-                raise ValueError(f"no standard cell {cell!r} in rg.cells")
+            if not getattr(getattr(_cells, cell, None), "is_cell", False):
+                raise ValueError(f"no standard cell {cell!r} in rg.cells (have {sorted(_cells.STANDARD)})")
             cell = getattr(_cells, cell)
-        for what, v in (("hidden", hidden), ("layers", layers)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"{what} must be a positive integer, got {v!r}")
-        input_size = hidden if input_size is None else input_size
-        if isinstance(input_size, bool) or not isinstance(input_size, int) or input_size < 1:
-            raise ValueError(f"input_size must be a positive integer, got {input_size!r}")
-        Dropout(dropout)  # checks p
-        cells_ = [cell(hidden=hidden, **cell_kwargs) for _ in range(layers)]
-        if not isinstance(cells_[0], Cell):
+        if not getattr(cell, "is_cell", False):
             raise TypeError(f"cell must be an @rg.cell function or a standard cell's name, got {cell!r}")
+        hidden, layers = positive_int(hidden, "hidden"), positive_int(layers, "layers")
+        input_size = hidden if input_size is None else positive_int(input_size, "input_size")
+        try:
+            Dropout(dropout)
+        except GraphError:
+            raise ValueError(f"dropout must be a number in [0, 1), got {dropout!r}") from None
+        if plan not in (None, "naive", *PLANS):
+            raise ValueError(f"plan must be None, 'naive' or one of {', '.join(PLANS)}; got {plan!r}")
+        positive_int(cache_size, "cache_size")
+        cells_ = [cell(hidden=hidden, **cell_kwargs) for _ in range(layers)]
         body = []
         for k, c in enumerate(cells_):
             if k and dropout:
@@ -137,6 +142,10 @@ class RNN(nn.Module):
         self.hidden, self.layers, self.input_size = hidden, layers, input_size
         self.dropout, self.batch_first, self.plan, self.cache_size = float(dropout), batch_first, plan, cache_size
         self.cell_name = cells_[0].name
+        self._param_attrs = [_param_attr(p.name) for p in self.graph.params]
+        self._state_names = [s.name for s in self.graph.states]
+        self._mask_nodes = [(n.name, float(n.attr["dropout"]), n.size) for n in self.graph.inputs
+                            if "dropout" in n.attr]
         self.state_args = [(arg, ann.delay) for arg, ann in cells_[0].state_args]
         seed = int(torch.randint(0, 2 ** 31 - 1, ()).item())
         for name, value in init_params(self.graph, seed, "float32").items():
@@ -154,20 +163,32 @@ class RNN(nn.Module):
         """Graph parameter name (``layer0.W.weight``) -> the module's parameter, in graph order."""
         return {p.name: getattr(self, _param_attr(p.name)) for p in self.graph.params}
 
+    def _parameter_list(self) -> list:
+        """The parameters in graph order (looked up each call: load_state_dict(assign=True)
+        replaces them)."""
+        return [getattr(self, a) for a in self._param_attrs]
+
     @property
     def state_names(self) -> list[str]:
         """The compiled network's state names (``layer0.h``, ...), in graph order."""
-        return [s.name for s in self.graph.states]
+        return list(self._state_names)
 
     def compiled(self, device: torch.device, dtype: torch.dtype):
         """The CompiledRNN that runs tensors of ``device`` and ``dtype`` (compiled on first use;
         again when the parameters' memory moved, e.g. after ``.to()``)."""
-        params = self.graph_parameters()
-        key = (str(device), dtype)
-        ptrs = tuple(p.data_ptr() for p in params.values())
+        return self._compiled_for(device, dtype, self._parameter_list())
+
+    def _compiled_for(self, device, dtype, plist: list):
+        key = (device, dtype)
+        ptrs = tuple(p.data_ptr() for p in plist)
         hit = self._compiled.get(key)
         if hit is not None and hit[0] == ptrs:
             return hit[1]
+        params = dict(zip((p.name for p in self.graph.params), plist))
+        for name, p in params.items():
+            if not p.is_contiguous():  # the program reads the parameters' memory in place
+                raise ValueError(f"parameter {_param_attr(name)} is not contiguous; make it so "
+                                 f"(p.data = p.data.contiguous())")
         backend = "cuda" if device.type == "cuda" else "cpu"
         if backend == "cuda":
             from numba import cuda
@@ -198,15 +219,21 @@ class RNN(nn.Module):
 
     def load_torch_state_dict(self, state: dict) -> None:
         """Copy an nn.LSTM / nn.GRU state dict (``weight_ih_l0``, ...) into the parameters
-        (PyTorch's gate order is the standard cells'). KeyError naming a missing entry."""
+        (PyTorch's gate order is the standard cells'). KeyError naming a missing entry,
+        ValueError naming one of another shape (nothing is copied then)."""
         names = {"W.weight": "weight_ih", "U.weight": "weight_hh", "W.bias": "bias_ih", "U.bias": "bias_hh"}
+        pairs = []
+        for name, p in self.graph_parameters().items():  # every key and shape checked before any copy
+            layer, local = name.split(".", 1)
+            key = f"{names.get(local, local)}_l{layer[len('layer'):]}"
+            if key not in state:
+                raise KeyError(f"{key!r} (for {name!r}) is not in the state dict")
+            if tuple(state[key].shape) != tuple(p.shape):
+                raise ValueError(f"{key!r} has shape {tuple(state[key].shape)}, {name!r} needs {tuple(p.shape)}")
+            pairs.append((p, state[key]))
         with torch.no_grad():
-            for name, p in self.graph_parameters().items():
-                layer, local = name.split(".", 1)
-                key = f"{names.get(local, local)}_l{layer[len('layer'):]}"
-                if key not in state:
-                    raise KeyError(f"{key!r} (for {name!r}) is not in the state dict")
-                p.copy_(state[key])
+            for p, value in pairs:
+                p.copy_(value)
 
     # ------------------------------------------------------------------ running
     def _check(self, x: torch.Tensor) -> torch.Tensor:
@@ -252,7 +279,7 @@ class RNN(nn.Module):
                     raise ValueError(f"h0 state {arg!r} is {t.dtype} on {t.device}; x is {like.dtype} on {like.device}")
             for k in range(self.layers):
                 by_name[f"layer{k}.{arg}"] = t[k * depth:(k + 1) * depth]
-        return [by_name[s] for s in self.state_names]
+        return [by_name[s] for s in self._state_names]
 
     def _unbatched_states(self, h0):
         """Unbatched states (layers * delay, H) -> (layers * delay, 1, H), in h0's form; ValueError
@@ -269,7 +296,7 @@ class RNN(nn.Module):
         return h0.unsqueeze(1) if isinstance(h0, torch.Tensor) else tuple(t.unsqueeze(1) for t in parts)
 
     def _states_out(self, finals: list, unbatched: bool):
-        by_name = dict(zip(self.state_names, finals))
+        by_name = dict(zip(self._state_names, finals))
         out = []
         for arg, _ in self.state_args:
             parts = [by_name[f"layer{k}.{arg}"] for k in range(self.layers)]
@@ -279,9 +306,8 @@ class RNN(nn.Module):
 
     def _masks(self, T: int, B: int, like: torch.Tensor) -> dict | None:
         masks = {}
-        for name, node in ((n.name, n) for n in self.graph.inputs if "dropout" in n.attr):
-            p = float(node.attr["dropout"])
-            shape = (T, B, node.size)
+        for name, p, size in self._mask_nodes:
+            shape = (T, B, size)
             if self.training:
                 masks[name] = torch.empty(shape, dtype=like.dtype, device=like.device).bernoulli_(1 - p).div_(1 - p)
             else:
@@ -289,6 +315,10 @@ class RNN(nn.Module):
         return masks or None
 
     def forward(self, x: torch.Tensor, h0=None):
+        """(y, h_T): x (T, B, I) ((B, T, I) with batch_first, (T, I) unbatched), float32 (float64
+        on the CPU after ``.double()``); h0 None, a tensor (layers, B, H) or a tuple of them in
+        the cell's state order; y (T, B, H) of the last layer, h_T like h0. Raises ValueError /
+        TypeError naming x or the state for a wrong shape, dtype or device."""
         x = self._check(x)
         unbatched = x.dim() == 2
         if unbatched:
@@ -302,20 +332,20 @@ class RNN(nn.Module):
         states = self._states_in(h0, B, x)
         if states is not None:
             states = [s.contiguous() for s in states]
-        rnn = self.compiled(x.device, x.dtype)
+        params = self._parameter_list()
+        rnn = self._compiled_for(x.device, x.dtype, params)
         masks = self._masks(T, B, x)
-        params = list(self.graph_parameters().values())
         needs_grad = torch.is_grad_enabled() and (
             x.requires_grad or any(p.requires_grad for p in params) or any(s.requires_grad for s in states or []))
         if needs_grad:
-            outs = _CompiledFunction.apply(rnn, self.state_names, masks, states is not None, x, *(states or []),
+            outs = _CompiledFunction.apply(rnn, self._state_names, masks, states is not None, x, *(states or []),
                                            *params)
             y, finals = outs[0], list(outs[1:])
         else:
-            h0d = None if states is None else dict(zip(self.state_names, states))
+            h0d = None if states is None else dict(zip(self._state_names, states))
             y, h_T = rnn.forward(_to_backend(x), _to_backend_dict(h0d), train=False,
                                  masks=_to_backend_dict(masks))
-            y, finals = _from_backend(y, x), [_from_backend(h_T[s], x) for s in self.state_names]
+            y, finals = _from_backend(y, x), [_from_backend(h_T[s], x) for s in self._state_names]
         h_T = self._states_out(finals, unbatched)
         if unbatched:
             return y[:, 0], h_T

@@ -155,3 +155,41 @@ def test_cuda_backend_in_the_simulator_equals_the_numpy_backend(cell, layers):
             np.testing.assert_allclose(dp2[k], dp1[k], atol=2e-5, err_msg=k)
         assert np.abs(dp1["layer0.U.weight"]).max() > 1e-3
     assert gpu.cached_plans == [(3, 2, True), (1, 2, True)]
+
+
+def test_token_ids_through_an_embedding_are_checked():
+    net = rg.Sequential(rg.Embedding(10, 3), rg.cells.lstm(hidden=4))
+    rnn = rg.compile_rnn(net, device="cpu", dtype="float64")
+    ids = np.random.default_rng(0).integers(0, 10, (5, 2))
+    y, _ = rnn.forward(ids)
+    dx, _, dparams = rnn.backward(np.ones_like(y))
+    assert dx is None and np.abs(dparams["embed.weight"]).max() > 1e-3
+    with pytest.raises(rg.ShapeError, match="token id 12 is outside"):
+        rnn.forward(np.full((2, 1), 12))
+    with pytest.raises(rg.ShapeError, match="must be integers"):
+        rnn.forward(np.full((2, 1), 1.7))
+
+
+@pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1", reason="simulator test")
+def test_cuda_backend_refuses_a_backward_whose_activations_an_inference_call_overwrote():
+    net = _net(layers=1)
+    gpu = rg.compile_rnn(net, device="cuda")
+    x, _, rng = _data(net, 2, 2)
+    y, _ = gpu.forward(x.astype(np.float32))
+    pending = gpu.last
+    gpu.forward(rng.standard_normal((2, 2, 2)).astype(np.float32), train=False)  # same (T, S)
+    with pytest.raises(RuntimeError, match="overwritten by a later forward"):
+        gpu.backward(np.ones_like(y), pending=pending)
+    ids_rnn = rg.compile_rnn(rg.Sequential(rg.Embedding(10, 3), rg.cells.lstm(hidden=4)), device="cuda")
+    with pytest.raises(rg.ShapeError, match="token id 12 is outside"):  # checked before the GPU gathers
+        ids_rnn.forward(np.full((2, 1), 12))
+
+
+def test_bad_options_and_parameters_are_named():
+    with pytest.raises(ValueError, match="plan must be"):
+        rg.compile_rnn(_net(), device="cpu", plan="fast")
+    with pytest.raises(KeyError, match="no parameter 'W'"):
+        rg.compile_rnn(_net(), device="cpu", parameters={"W": np.zeros(3)})
+    rnn = rg.compile_rnn(_net(), device="cpu")
+    with pytest.raises(ValueError, match=r"'layer0.W.bias': expected shape \(12,\), got \(3,\)"):
+        rnn.set_parameters({"layer0.W.bias": [0.0] * 3})

@@ -53,6 +53,22 @@ def test_a_shorter_window_carries_the_states_and_a_new_stream_count_starts_from_
     assert a.state["layer0.h"].shape == (1, 3, 4)
     assert loss3 == pytest.approx(_like(4, 3, snap).train(*b3), abs=1e-6)
     assert list(a._plans) == [(4, 2), (3, 2), (4, 3)]
+    snap = _snapshot(a)
+    loss4 = a.train(*b2)  # back to S = 2: from the states the (3, 2) call left
+    assert loss4 == pytest.approx(_like(3, 2, snap, ref.state).train(*b2), abs=1e-6)
+
+
+def test_a_call_with_bad_targets_changes_nothing():
+    rng = np.random.default_rng(2)
+    a = _step()
+    a.train(*_ids(rng, 4, 2))
+    before = a.state
+    x, _ = _ids(rng, 3, 1)
+    with pytest.raises(rg.ShapeError, match="targets"):
+        a.train(x, np.zeros((4, 2), np.int64))  # targets of the old shape for inputs of a new one
+    assert (a.window, a.streams) == (4, 2)
+    for name, value in before.items():
+        np.testing.assert_array_equal(a.state[name], value)
 
 
 @pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1", reason="simulator test")

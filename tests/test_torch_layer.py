@@ -474,3 +474,30 @@ def test_in_place_change_of_a_parameter_before_backward_is_caught():
         m.layer0_U_weight.mul_(2.0)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         loss.backward()
+
+
+def test_constructor_and_weight_loading_errors_are_named():
+    from rnngraph.torch import RNN
+    with pytest.raises(TypeError, match="@rg.cell function"):
+        RNN(torch.nn.LSTM, 4)
+    with pytest.raises(ValueError, match="no standard cell 'lstn'"):
+        RNN("lstn", 4)
+    with pytest.raises(ValueError, match="dropout must be a number"):
+        RNN("lstm", 4, layers=2, dropout=1.5)
+    with pytest.raises(ValueError, match="plan must be"):
+        RNN("lstm", 4, plan="fast")
+    assert RNN("lstm", np.int64(4)).hidden == 4
+    m = RNN("lstm", 4, input_size=3)
+    before = {k: v.clone() for k, v in m.state_dict().items()}
+    with pytest.raises(ValueError, match="'weight_ih_l0' has shape"):
+        m.load_torch_state_dict(torch.nn.GRU(3, 4).state_dict())
+    for k, v in m.state_dict().items():  # nothing was copied
+        assert torch.equal(v, before[k]), k
+
+
+def test_a_non_contiguous_parameter_is_refused_not_silently_copied():
+    from rnngraph.torch import RNN
+    m = RNN("lstm", 4, input_size=3)
+    m.layer0_U_weight.data = m.layer0_U_weight.data.t().contiguous().t()
+    with pytest.raises(ValueError, match="layer0_U_weight is not contiguous"):
+        m(torch.randn(5, 2, 3))

@@ -141,6 +141,8 @@ class DevicePlan:
             return y, h_T, None
         caller = caller_stream(kind, x)
         _wait(self.stream, caller)
+        if self._torch is not None:
+            self._torch.h0_zero = False  # this path writes the history rows too
         b, g = self.buf, self.g
         b.refresh_transposed(self.stream)  # the parameters may have changed since the last call
         xin = g.by_name["x"]

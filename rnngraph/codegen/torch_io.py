@@ -40,10 +40,19 @@ class TorchIO:
         self.sizes = [int(np.prod(p.shape)) for p in g.params]
         self.shapes = [p.shape for p in g.params]
         self.h0_zero = False  # the history rows hold zeros from the last call (nothing else writes them)
+        self.last_caller = None
         self.stream = torch.cuda.ExternalStream(stream_handle(program.stream), device=device)
 
-    def _launch(self, run) -> None:
+    def _caller(self):
+        """Torch's current stream; when it is not the previous call's, it first waits for our
+        stream (that call's launches may still read the buffers this call is about to write)."""
         caller = torch.cuda.current_stream(self.x.device)
+        if caller != self.last_caller:
+            caller.wait_stream(self.stream)
+            self.last_caller = caller
+        return caller
+
+    def _launch(self, caller, run) -> None:
         self.stream.wait_stream(caller)
         run()
         caller.wait_stream(self.stream)
@@ -51,6 +60,7 @@ class TorchIO:
     @torch.no_grad()
     def forward(self, x, h0: dict, masks: dict):
         """(y, h_T) as new tensors; x (T, S, I) (int ids for an embedding), h0 every state or {}."""
+        caller = self._caller()
         self.x.copy_(x)
         if h0 or not self.h0_zero:
             for name, dst in self.h0.items():
@@ -60,19 +70,20 @@ class TorchIO:
             self.masks[name].copy_(_tensor(m))
         for p, pt in self.transposed:  # the parameters may have changed since the last call
             pt.copy_(p.t())
-        self._launch(self.program.run_forward)
+        self._launch(caller, self.program.run_forward)
         return self.y.clone(), {name: v.clone() for name, v in self.h_T.items()}
 
     @torch.no_grad()
     def backward(self, dy, dh_T: dict, input_grads: bool = True):
         """(dx, dh0, dparams) as new tensors (dparams: a list in graph order, views of one);
         dx and dh0 None unless ``input_grads``."""
+        caller = self._caller()
         self.grad_arena.zero_()
         self.param_grads.zero_()
         self.gy.copy_(_tensor(dy))
         for name, d in dh_T.items():
             self.dh_T[name].add_(_tensor(d).to(self.dh_T[name].device))
-        self._launch(self.program.run_backward)
+        self._launch(caller, self.program.run_backward)
         flat = self.param_grads.clone()
         dparams = [v.view(shape) for v, shape in zip(flat.split(self.sizes), self.shapes)]
         if not input_grads:
