@@ -49,7 +49,7 @@ class TrainingStep:
     """One compiled network with its parameters, states and optimizer.
 
     window T and streams S are the shape it is compiled for first; a call with inputs of
-    another (T, S) compiles that shape on first use and keeps it (the ``cache_size`` = 8 most
+    another (T, S) compiles that shape on first use and keeps it (the ``cache_size`` most
     recently used shapes; parameters and optimizer state are shared), so a last partial window
     or another evaluation batch just work; ``window``, ``streams`` and ``schedule`` then
     describe the latest call's shape. States carry across calls of the same S; a call with
@@ -75,7 +75,8 @@ class TrainingStep:
     """
 
     def __init__(self, net: Sequential, window: int, streams: int, device: str, dtype: str,
-                 optimizer: Optimizer | None, clip_norm: float | None, seed: int, plan: str | None = None):
+                 optimizer: Optimizer | None, clip_norm: float | None, seed: int, plan: str | None = None,
+                 cache_size: int = 8):
         self.net, self.graph = net, net.graph
         self.window = positive_int(window, "window")
         self.streams = positive_int(streams, "streams")
@@ -87,7 +88,7 @@ class TrainingStep:
         if optimizer is not None and not isinstance(optimizer, Optimizer):
             raise TypeError(f"optimizer must be an rg.Adam, rg.AdamW or rg.SGD instance, got {optimizer!r}")
         self.optimizer = optimizer if optimizer is not None else Adam()
-        self.plan, self.cache_size = plan, 8
+        self.plan, self.cache_size = plan, positive_int(cache_size, "cache_size")
         self.schedule: Schedule = build_schedule(self.graph, self.window, self.streams, dtype, plan)
         params = init_params(self.graph, seed, dtype)
         self.seed = seed
@@ -284,7 +285,7 @@ class TrainingStep:
 
 def compile(net: Sequential, window: int, streams: int, device: str = "auto", dtype: str = "float32",
             optimizer: Optimizer | None = None, clip_norm: float | None = None, seed: int = 0,
-            plan: str | None = None) -> TrainingStep:
+            plan: str | None = None, cache_size: int = 8) -> TrainingStep:
     """Compile ``net`` for windows of ``window`` timesteps over ``streams`` parallel streams.
 
     device: ``"cpu"`` (NumPy backend), ``"cuda"`` or ``"auto"``; dtype ``"float32"``/``"float64"``;
@@ -292,13 +293,15 @@ def compile(net: Sequential, window: int, streams: int, device: str = "auto", dt
     seed: parameter initialisation seed, and the seed of the dropout masks (see
     :class:`TrainingStep`); plan: force "wavefront" or "scc-sequential" (default:
     the cost model's choice; ``step.schedule`` shows it), or "naive" (one kernel per op per
-    timestep: the baseline, for benchmarks). Returns a :class:`TrainingStep`. Raises TypeError
+    timestep: the baseline, for benchmarks); cache_size: how many (T, S) shapes of calls are kept
+    compiled (see :class:`TrainingStep`). Returns a :class:`TrainingStep`. Raises TypeError
     for an optimizer that is not an rg.Adam/rg.AdamW/rg.SGD instance, and ValueError for non-positive window/streams, an
     unknown device or dtype; RuntimeError when CUDA is asked for but unavailable.
     """
     if not isinstance(net, Sequential):
         raise TypeError(f"rg.compile expects an rg.Sequential, got {type(net).__name__}")
-    return TrainingStep(net, window, streams, resolve_device(device), dtype, optimizer, clip_norm, seed, plan)
+    return TrainingStep(net, window, streams, resolve_device(device), dtype, optimizer, clip_norm, seed, plan,
+                        cache_size)
 
 
 def resolve_device(device: str) -> str:

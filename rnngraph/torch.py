@@ -152,6 +152,11 @@ class RNN(nn.Module):
             self.register_parameter(_param_attr(name), nn.Parameter(torch.from_numpy(value)))
         self._compiled: dict = {}
 
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_compiled"] = {}  # compiled programs are not pickled: the next call compiles again
+        return state
+
     def extra_repr(self) -> str:
         s = f"{self.cell_name}, {self.input_size}, {self.hidden}, layers={self.layers}"
         if self.dropout:

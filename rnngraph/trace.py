@@ -406,6 +406,11 @@ class Cell:
         args = ", ".join(f"{k}={v!r}" for k, v in sorted(self.kwargs.items()))
         return f"{self.name}({args})"
 
+    def __reduce__(self):
+        # pickled by reference to the decorated factory (the function itself is not what its
+        # module's name holds), so a pickled network or torch module loads where the cell imports
+        return (_rebuild_cell, (self.fn.__module__, self.fn.__qualname__, self.kwargs))
+
     def trace(self, b: _Builder, x: Value) -> Value:
         """Trace this cell on input ``x`` under ``b``'s current prefix; returns the output Value."""
         b.hidden = self.kwargs.get("hidden")
@@ -471,6 +476,15 @@ class Cell:
         for arg, ph in placeholders.items():
             depth = max([d for n in b.nodes.values() for i, d in n.args if i == ph.id] or [ph.delay])
             b.states.append((b.prefix + arg, ph.id, depth))
+
+
+def _rebuild_cell(module: str, qualname: str, kwargs: dict) -> "Cell":
+    """The Cell ``module.qualname(**kwargs)`` (how a pickled Cell is loaded)."""
+    import importlib
+    factory = importlib.import_module(module)
+    for part in qualname.split("."):
+        factory = getattr(factory, part)
+    return factory(**kwargs)
 
 
 def cell(fn):

@@ -501,3 +501,13 @@ def test_a_non_contiguous_parameter_is_refused_not_silently_copied():
     m.layer0_U_weight.data = m.layer0_U_weight.data.t().contiguous().t()
     with pytest.raises(ValueError, match="layer0_U_weight is not contiguous"):
         m(torch.randn(5, 2, 3))
+
+
+def test_torch_save_and_load_of_the_whole_module(tmp_path):
+    from rnngraph.torch import RNN
+    m = RNN("peephole_lstm", 4, 2, input_size=3)
+    x = torch.randn(5, 2, 3)
+    y, _ = m(x)  # compiled: the compiled program is not part of what is saved
+    torch.save(m, tmp_path / "m.pt")
+    loaded = torch.load(tmp_path / "m.pt", weights_only=False)
+    torch.testing.assert_close(loaded(x)[0], y, rtol=0, atol=0)
