@@ -316,7 +316,8 @@ def compile_rnn(net: Sequential, device: str = "auto", dtype: str = "float32", s
     force "wavefront" / "scc-sequential" / "naive" (default: the cost model's choice per (T,
     S)); cache_size: compiled (T, S) plans kept; parameters: initial values (name -> array; on
     CUDA device arrays are used in place, so a caller such as rnngraph.torch can own the
-    memory; on the CPU so are C-contiguous NumPy arrays of ``dtype``). Raises TypeError / GraphError for a network that is not a loss-free
+    memory; on the CPU so are C-contiguous NumPy arrays of ``dtype``). Raises TypeError /
+    GraphError for a network that is not a loss-free
     rg.Sequential, ValueError for bad options, RuntimeError when CUDA is asked for but absent.
     """
     from .runtime import resolve_device

@@ -58,7 +58,8 @@ class Dropout:
     ``rg.Reference`` takes the masks as ordinary inputs. With p == 0 the layer adds nothing (the
     graph is that of the network without it).
 
-    Allowed anywhere in rg.Sequential after the first layer and before a loss head. Raises GraphError unless p is a number in [0, 1).
+    Allowed anywhere in rg.Sequential after the first layer and before a loss head. Raises
+    GraphError unless p is a number in [0, 1).
     """
 
     prefix = "drop"  # Sequential numbers them: drop0., drop1., ...
@@ -111,8 +112,8 @@ class Sequential:
 
     layers: optional Embedding first, then cells (``rg.cells.lstm(hidden=512)`` ...), then
     optionally a loss head last (rg.SoftmaxCrossEntropy, rg.MSE, rg.SequenceClassifier);
-    ``rg.Dropout(p)`` anywhere after the first layer and before the head. input_size is required when the first layer is a cell (float
-    inputs of shape (T, S, input_size)).
+    ``rg.Dropout(p)`` anywhere after the first layer and before the head. input_size is
+    required when the first layer is a cell (float inputs of shape (T, S, input_size)).
     Raises GraphError for a misplaced layer, a missing input_size, or any error of the cells
     (named by node and op); warns UnusedWarning for unused params/inputs.
     """

@@ -53,10 +53,12 @@ class TrainingStep:
     recently used shapes; parameters and optimizer state are shared), so a last partial window
     or another evaluation batch just work; ``window``, ``streams`` and ``schedule`` then
     describe the latest call's shape. States carry across calls of the same S; a call with
-    another S continues from the states the last call with that S left (zeros at first). Inputs (T, S) token ids or (T, S, I) floats; targets as the loss head takes them (rnngraph.heads): (T, S) class ids
-    (SoftmaxCrossEntropy), (T, S, n) floats (MSE), (S,) labels (SequenceClassifier). Create
-    it with :func:`compile`. ``parameters`` (name -> array) and ``state`` (name -> (depth, S,
-    n)) read as NumPy arrays; on the CPU backend
+    another S continues from the states the last call with that S left (zeros at first).
+
+    Inputs (T, S) token ids or (T, S, I) floats; targets as the loss head takes them
+    (rnngraph.heads): (T, S) class ids (SoftmaxCrossEntropy), (T, S, n) floats (MSE), (S,)
+    labels (SequenceClassifier). Create it with :func:`compile`. ``parameters`` (name ->
+    array) and ``state`` (name -> (depth, S, n)) read as NumPy arrays; on the CPU backend
     ``parameters`` is the live dict, on CUDA a copy: change parameters with
     :meth:`set_parameters` and states by assigning ``step.state = {...}``.
 

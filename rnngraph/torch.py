@@ -270,7 +270,8 @@ class RNN(nn.Module):
         parts = (h0,) if len(self.state_args) == 1 and isinstance(h0, torch.Tensor) else h0
         if not isinstance(parts, (tuple, list)) or len(parts) != len(self.state_args):
             raise ValueError(f"h0: expected {'a tensor' if len(self.state_args) == 1 else 'a tuple'} of "
-                             f"{len(self.state_args)} state(s) {[a for a, _ in self.state_args]}, got {type(h0).__name__}")
+                             f"{len(self.state_args)} state(s) {[a for a, _ in self.state_args]}, "
+                             f"got {type(h0).__name__}")
         by_name = {}
         for (arg, depth), t in zip(self.state_args, parts):
             want = (self.layers * depth, B, self.hidden)
