@@ -277,10 +277,22 @@ class Reference:
             count = self.loss_columns(fwd.values)
             grads[g.loss] += self.dtype(loss_scale / count if count else 0.0)
         for name, d in (d_outputs or {}).items():
-            grads[g.node(name).name] += np.asarray(d, self.dtype).reshape(grads[name].shape)
+            d = np.asarray(d, self.dtype)
+            want = grads[g.node(name).name].shape
+            if d.shape != want:
+                raise ShapeError(f"d_outputs[{name!r}]: expected shape {want} (T, S, n), got {d.shape}")
+            grads[name] += d
+        names = {s.name: s for s in g.states}
+        unknown = sorted(set(d_final_states or {}) - set(names))
+        if unknown:
+            raise GraphError(f"d_final_states: no state(s) {unknown} (states: {sorted(names)})")
         for s in g.states:
             d = (d_final_states or {}).get(s.name)
             if d is not None:
+                d = np.asarray(d, self.dtype)
+                if d.shape != fwd.final_states[s.name].shape:
+                    raise ShapeError(f"d_final_states[{s.name!r}]: expected shape {fwd.final_states[s.name].shape} "
+                                     f"(depth, S, n), got {d.shape}")
                 for j, k in enumerate(range(s.depth, 0, -1)):
                     self._at(grads, ghist, s.node, T - k, np.asarray(d[j], self.dtype))
         return grads, ghist, gparams

@@ -12,7 +12,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .errors import GraphError
+from .errors import GraphError, ShapeError
 from .arrays import shape_of
 from .network import Sequential, draw_mask, mask_inputs, mask_seed
 from .optim import Adam, Optimizer, clip_grad_norm
@@ -160,6 +160,21 @@ class TrainingStep:
 
     @state.setter
     def state(self, value: dict[str, np.ndarray]) -> None:
+        """Every state by name, each (depth, S, n). GraphError for an unknown or a missing name
+        (a missing one would restart from zeros unnoticed), ShapeError for a wrong shape; the
+        states are unchanged then."""
+        names = {s.name: s for s in self.graph.states}
+        if not isinstance(value, dict):
+            raise TypeError(f"step.state takes a dict state name -> (depth, S, n) array, got {type(value).__name__}")
+        unknown, missing = sorted(set(value) - set(names)), sorted(set(names) - set(value))
+        if unknown or missing:
+            raise GraphError(f"step.state: every state by name (states: {sorted(names)}; unknown: {unknown}, "
+                             f"missing: {missing})")
+        for name, v in value.items():
+            s = names[name]
+            want = (s.depth, self.streams, self.graph.by_name[s.node].size)
+            if shape_of(v) != want:
+                raise ShapeError(f"step.state[{name!r}]: expected shape {want} (depth, S, n), got {shape_of(v)}")
         if self._cuda:
             self._cuda.set_state(value)
         else:

@@ -82,3 +82,30 @@ def test_cuda_backend_switches_shapes_like_the_numpy_backend():
             np.testing.assert_allclose(gpu.state[name], value, atol=1e-5, err_msg=f"{name} at {(T, S)}")
     for name, value in cpu.parameters.items():
         np.testing.assert_allclose(gpu.parameters[name], value, atol=1e-5, err_msg=name)
+
+
+def test_assigning_states_checks_names_and_shapes():
+    a = _step()
+    good = {k: np.ones_like(v) for k, v in a.state.items()}
+    with pytest.raises(rg.GraphError, match=r"missing: \['layer0.c'\]"):
+        a.state = {"layer0.h": good["layer0.h"]}  # c would restart from zeros unnoticed
+    with pytest.raises(rg.GraphError, match=r"unknown: \['layer9.h'\]"):
+        a.state = {**good, "layer9.h": good["layer0.h"]}
+    with pytest.raises(rg.ShapeError, match=r"step.state\['layer0.h'\]: expected shape \(1, 2, 4\)"):
+        a.state = {**good, "layer0.h": np.ones((1, 3, 4))}
+    assert all(np.all(v == 0) for v in a.state.values())  # unchanged by the refused assignments
+    a.state = good
+    assert all(np.all(v == 1) for v in a.state.values())
+
+
+def test_reference_backward_refuses_seeds_of_another_shape_or_name():
+    net = rg.Sequential(rg.cells.lstm(hidden=3), input_size=2)
+    ref = rg.Reference(net.graph)
+    fwd = ref.forward(rg.init_params(net.graph), {"x": np.ones((4, 2, 2))})
+    out = net.graph.outputs[0]
+    with pytest.raises(rg.ShapeError, match=r"d_outputs\['layer0.h_next'\]: expected shape \(4, 2, 3\)"):
+        ref.backward(fwd, {out: np.ones((8, 3))})  # (T*S, n) was reshaped silently before
+    with pytest.raises(rg.ShapeError, match=r"d_final_states\['layer0.c'\]"):
+        ref.backward(fwd, d_final_states={"layer0.c": np.ones((2, 3))})  # was broadcast before
+    with pytest.raises(rg.GraphError, match=r"no state\(s\) \['c'\]"):
+        ref.backward(fwd, d_final_states={"c": np.ones((1, 2, 3))})  # was ignored: zero gradients
