@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import signal
 import sys
 import threading
@@ -220,11 +221,16 @@ def _resumed_config(args, saved: LMConfig, directory: str) -> LMConfig:
     return cfg
 
 
+def _flag_words(message: str) -> str:
+    """An API message in the command line's words (``device='cpu'`` -> ``--device cpu``)."""
+    return re.sub(r"device='(\w+)'", r"--device \1", message)
+
+
 def _compile(net, cfg: LMConfig, device: str, **kw):
     try:
         return rg_compile(net, window=cfg.window, streams=cfg.streams, device=device, dtype=cfg.dtype, **kw)
     except RuntimeError as exc:  # device="cuda" where it is not available
-        raise CLIError(str(exc)) from None
+        raise CLIError(_flag_words(str(exc))) from None
 
 
 def run_train(args) -> int:
@@ -509,7 +515,7 @@ def run_eval(args) -> int:
     try:
         nats, count = evaluator(step.parameters, ids)
     except RuntimeError as exc:  # --device cuda where there is none
-        raise CLIError(str(exc)) from None
+        raise CLIError(_flag_words(str(exc))) from None
     print(f"{args.split} {describe_loss(nats, cfg.level)}  ({nats:.4f} nats/{unit(cfg.level)}, "
           f"{count:,} {unit(cfg.level)}s of {corpus.name}, checkpoint step {ck.step:,})")
     return 0

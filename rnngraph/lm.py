@@ -371,6 +371,9 @@ def load_checkpoint(directory) -> Checkpoint:
             lacks fields, params.npz is truncated or corrupt or lacks entries.
     """
     d = Path(directory)
+    if d.is_file():
+        raise CheckpointError(f"{d} is a file: a checkpoint is the directory `rnngraph train --checkpoint DIR` "
+                              f"wrote ({CONFIG_FILE}, {PARAMS_FILE}, ...)")
     if not d.is_dir():
         raise CheckpointError(f"{d}: no such checkpoint directory")
     cpath, ppath = d / CONFIG_FILE, d / PARAMS_FILE

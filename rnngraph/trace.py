@@ -255,6 +255,10 @@ class Value:
     def __neg__(self):
         return self.builder.add("neg", [self])
 
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        raise OpError(f"NumPy's {ufunc.__name__} was applied to a traced Value{self.builder.where()}; inside a cell "
+                      f"use rnngraph's operations (rg.tanh, rg.sigmoid, rg.exp, rg.relu, rg.linear, + - *)")
+
     def __bool__(self):
         raise OpError("a traced Value has no truth value: Python control flow (if, while, and, or, comparisons) "
                       f"cannot depend on it; compute both branches and blend them{self.builder.where()}")
@@ -401,6 +405,11 @@ class Cell:
             sig.bind_partial(*[None] * len(pos), **kwargs)
         except TypeError as e:
             raise GraphError(f"cell {self.name!r}: {e}") from None
+        missing = [p.name for p in sig.parameters.values()
+                   if p.kind == p.KEYWORD_ONLY and p.default is p.empty and p.name not in kwargs]
+        if missing:
+            raise GraphError(f"cell {self.name!r} needs the keyword argument(s) {', '.join(missing)} "
+                             f"(given: {', '.join(sorted(kwargs)) or 'none'})")
 
     def __repr__(self):
         args = ", ".join(f"{k}={v!r}" for k, v in sorted(self.kwargs.items()))
@@ -429,6 +438,11 @@ class Cell:
         sys.setprofile(prof)
         try:
             result = self.fn(x, *placeholders.values(), **self.kwargs)
+        except GraphError:
+            raise
+        except Exception as exc:  # the user's code failed: one line naming the cell and its line
+            raise OpError(f"cell {self.name!r} raised {type(exc).__name__}: {exc}"
+                          f"{_cell_line(exc, self.fn)}") from exc
         finally:
             sys.setprofile(previous)
             _ACTIVE.pop()
@@ -476,6 +490,16 @@ class Cell:
         for arg, ph in placeholders.items():
             depth = max([d for n in b.nodes.values() for i, d in n.args if i == ph.id] or [ph.delay])
             b.states.append((b.prefix + arg, ph.id, depth))
+
+
+def _cell_line(exc: BaseException, fn) -> str:
+    """`` (FILE:LINE)`` of the deepest frame of ``exc``'s traceback in ``fn``'s source file."""
+    where, tb = "", exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == fn.__code__.co_filename:
+            where = f" ({tb.tb_frame.f_code.co_filename}:{tb.tb_lineno})"
+        tb = tb.tb_next
+    return where
 
 
 def _rebuild_cell(module: str, qualname: str, kwargs: dict) -> "Cell":

@@ -484,3 +484,25 @@ def test_a_closed_pipe_ends_the_command_quietly(monkeypatch, capsys):
     monkeypatch.setattr(sys, "stdout", ClosedPipe())
     assert cli.main(["schedule", "lstm"]) == 141
     assert capsys.readouterr().err == ""
+
+
+def test_errors_speak_in_flags_and_name_a_file_given_as_checkpoint(capsys, tmp_path, text_file, monkeypatch):
+    import rnngraph.runtime as runtime
+    monkeypatch.setattr(runtime, "cuda_available", lambda simulator_ok=False: False)
+    flags = [f if f != "cpu" else "cuda" for f in TINY]  # --device cuda
+    code, _, err = run(capsys, "train", "--corpus", text_file, *flags, "--steps", "1", "--checkpoint", tmp_path / "ck")
+    assert code == 1 and "--device cuda but numba finds no CUDA GPU" in err and "use --device cpu" in err
+    code, _, err = run(capsys, "sample", "--checkpoint", text_file)
+    assert code == 1 and f"{text_file} is a file: a checkpoint is the directory" in err
+
+
+def test_an_error_in_a_cell_file_is_one_line_with_its_line(capsys, tmp_path, text_file):
+    cell = tmp_path / "npcell.py"
+    cell.write_text("import numpy as np\nimport rnngraph as rg\n\n@rg.cell\n"
+                    "def npcell(x, h: rg.State, *, hidden: int):\n"
+                    "    z = rg.linear(x, hidden, name='W') + rg.linear(h, hidden, name='U')\n"
+                    "    h_next = np.tanh(z)\n"
+                    "    return h_next, {'h': h_next}\n")
+    code, _, err = train(capsys, text_file, tmp_path / "ck", "--cell", f"{cell}:npcell", steps=1)
+    assert code == 1 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert f"NumPy's tanh was applied to a traced Value (in cell 'npcell', {cell}:7)" in err

@@ -1,0 +1,50 @@
+"""Errors in a user's cell function become one GraphError naming the cell and its source line
+(the command line prints them as one line): NumPy applied to a traced value, any exception of the
+cell's own code, a missing keyword argument."""
+import numpy as np
+import pytest
+
+import rnngraph as rg
+
+
+@rg.cell
+def numpy_cell(x, h: rg.State, *, hidden: int):
+    z = rg.linear(x, hidden, name="W") + rg.linear(h, hidden, name="U")
+    h_next = np.tanh(z)
+    return h_next, {"h": h_next}
+
+
+@rg.cell
+def broken_cell(x, h: rg.State, *, hidden: int):
+    z = rg.linear(x, hidden, name="W") + rg.linear(h, hidden, name="U")
+    h_next = z.no_such_method()
+    return h_next, {"h": h_next}
+
+
+@rg.cell
+def gain_cell(x, h: rg.State, *, hidden: int, gain: float):
+    h_next = rg.tanh(rg.linear(x, hidden, name="W") + rg.linear(h, hidden, name="U")) * gain
+    return h_next, {"h": h_next}
+
+
+def _line(fn, text: str) -> int:
+    import inspect
+    lines, start = inspect.getsourcelines(fn.__wrapped__)
+    return start + next(k for k, line in enumerate(lines) if text in line)
+
+
+def test_numpy_on_a_traced_value_names_the_cell_line():
+    with pytest.raises(rg.OpError, match=rf"NumPy's tanh .*test_cell_errors.py:{_line(numpy_cell, 'np.tanh')}\)"):
+        rg.Sequential(numpy_cell(hidden=3), input_size=2).graph
+
+
+def test_an_exception_in_the_cell_code_names_the_cell_and_line():
+    with pytest.raises(rg.OpError, match=rf"cell 'broken_cell' raised AttributeError: .*no_such_method.*"
+                                         rf"test_cell_errors.py:{_line(broken_cell, 'no_such_method')}\)"):
+        rg.Sequential(broken_cell(hidden=3), input_size=2).graph
+
+
+def test_a_missing_keyword_argument_is_named_when_the_cell_is_made():
+    with pytest.raises(rg.GraphError, match="'gain_cell' needs the keyword argument\\(s\\) gain \\(given: hidden\\)"):
+        gain_cell(hidden=3)
+    assert rg.Sequential(gain_cell(hidden=3, gain=2.0), input_size=2).graph.states
