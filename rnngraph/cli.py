@@ -654,7 +654,8 @@ def main(argv: list[str] | None = None) -> int:
         _silence_stdout()
         return 141  # 128 + SIGPIPE, what a shell reports for a command its pipe ended
     except (CLIError, GraphError, CorpusError, CheckpointError, CellFileError, ValueError, OSError,
-            ImportError) as exc:  # ImportError: an optional dependency (rdata for the Austen corpus)
+            ImportError, FloatingPointError) as exc:  # ImportError: an optional dependency (rdata for the
+        # Austen corpus); FloatingPointError: a window whose loss or gradients were not finite
         if os.environ.get("RNNGRAPH_DEBUG", "0") not in ("", "0"):
             raise
         print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)

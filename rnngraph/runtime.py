@@ -78,7 +78,7 @@ class TrainingStep:
 
     def __init__(self, net: Sequential, window: int, streams: int, device: str, dtype: str,
                  optimizer: Optimizer | None, clip_norm: float | None, seed: int, plan: str | None = None,
-                 cache_size: int = 8):
+                 cache_size: int = 8, nonfinite: str = "raise"):
         self.net, self.graph = net, net.graph
         self.window = positive_int(window, "window")
         self.streams = positive_int(streams, "streams")
@@ -91,6 +91,9 @@ class TrainingStep:
             raise TypeError(f"optimizer must be an rg.Adam, rg.AdamW or rg.SGD instance, got {optimizer!r}")
         self.optimizer = optimizer if optimizer is not None else Adam()
         self.plan, self.cache_size = plan, positive_int(cache_size, "cache_size")
+        if nonfinite not in ("raise", "skip"):
+            raise ValueError(f"nonfinite must be 'raise' or 'skip', got {nonfinite!r}")
+        self.nonfinite, self.skipped_steps = nonfinite, 0
         self.schedule: Schedule = build_schedule(self.graph, self.window, self.streams, dtype, plan)
         params = init_params(self.graph, seed, dtype)
         self.seed = seed
@@ -288,21 +291,40 @@ class TrainingStep:
         if self._cuda:
             if self.dropout:
                 self._cuda.train_masks(self.optimizer.steps)
-            return self._cuda.train(feed, self._loss_columns(feed))
+            loss = self._cuda.train(feed, self._loss_columns(feed))
+            self.last_grad_norm = self._cuda.last_grad_norm
+            return loss if self._cuda.last_finite else self._not_finite(loss)
         if self.dropout:
             feed.update(self.dropout_masks(train=True))
         fwd = self._executor.forward(self._params, feed, self._state)
         grads = self._executor.backward(fwd).params
+        with np.errstate(over="ignore", invalid="ignore"):  # a non-finite norm is the answer, not a warning
+            squares = sum(float(np.sum(np.square(g, dtype=np.float64))) for g in grads.values())
+        self.last_grad_norm = float(np.sqrt(squares))
+        if not (np.isfinite(fwd.loss) and np.isfinite(self.last_grad_norm)):
+            return self._not_finite(fwd.loss)
         if self.clip_norm is not None:
-            self.last_grad_norm = clip_grad_norm(grads, self.clip_norm)
+            clip_grad_norm(grads, self.clip_norm)
         self.optimizer.step(self._params, grads)
         self._state = fwd.final_states
         return fwd.loss
 
+    def _not_finite(self, loss: float) -> float:
+        """After a training call whose loss or gradients were not finite (nothing changed):
+        FloatingPointError, or with ``nonfinite="skip"`` count it and return the loss."""
+        if self.nonfinite == "skip":
+            self.skipped_steps += 1
+            return loss
+        raise FloatingPointError(
+            f"training call after step {self.optimizer.steps}: the loss is {loss} and the gradient norm "
+            f"{self.last_grad_norm}: not finite (a NaN or inf in the inputs, targets or parameters, or a "
+            f"too-large learning rate); parameters, optimizer state and states are unchanged "
+            f"(rg.compile(nonfinite='skip') skips such windows and counts them in step.skipped_steps)")
+
 
 def compile(net: Sequential, window: int, streams: int, device: str = "auto", dtype: str = "float32",
             optimizer: Optimizer | None = None, clip_norm: float | None = None, seed: int = 0,
-            plan: str | None = None, cache_size: int = 8) -> TrainingStep:
+            plan: str | None = None, cache_size: int = 8, nonfinite: str = "raise") -> TrainingStep:
     """Compile ``net`` for windows of ``window`` timesteps over ``streams`` parallel streams.
 
     device: ``"cpu"`` (NumPy backend), ``"cuda"`` or ``"auto"``; dtype ``"float32"``/``"float64"``;
@@ -311,14 +333,18 @@ def compile(net: Sequential, window: int, streams: int, device: str = "auto", dt
     :class:`TrainingStep`); plan: force "wavefront" or "scc-sequential" (default:
     the cost model's choice; ``step.schedule`` shows it), or "naive" (one kernel per op per
     timestep: the baseline, for benchmarks); cache_size: how many (T, S) shapes of calls are kept
-    compiled (see :class:`TrainingStep`). Returns a :class:`TrainingStep`. Raises TypeError
+    compiled (see :class:`TrainingStep`); nonfinite: what :meth:`TrainingStep.train` does when
+    the loss or the gradients are not finite, after leaving parameters, optimizer state and
+    states unchanged: ``"raise"`` FloatingPointError (default) or ``"skip"`` (count it in
+    ``step.skipped_steps``, as mixed-precision loss scalers skip). Returns a
+    :class:`TrainingStep`. Raises TypeError
     for an optimizer that is not an rg.Adam/rg.AdamW/rg.SGD instance, and ValueError for non-positive window/streams, an
     unknown device or dtype; RuntimeError when CUDA is asked for but unavailable.
     """
     if not isinstance(net, Sequential):
         raise TypeError(f"rg.compile expects an rg.Sequential, got {type(net).__name__}")
     return TrainingStep(net, window, streams, resolve_device(device), dtype, optimizer, clip_norm, seed, plan,
-                        cache_size)
+                        cache_size, nonfinite)
 
 
 def resolve_device(device: str) -> str:

@@ -16,7 +16,7 @@ them synchronises with the host, and none allocates unless its docstring says so
 - dropout masks (here): :func:`dropout_threshold` (uniforms -> an inverted-dropout mask, in place);
 - optimizers and clipping (:mod:`.optim_kernels`): :func:`sgd_update`, :func:`adam_update`,
   :func:`sum_squares`, :func:`scale_by_clip`, :func:`clip_grad_norm`, :func:`fill` and
-  :func:`add_into` (``x += y``).
+  :func:`add_into` (``x += y``), :func:`all_finite` (a flag the updates read).
 
 :data:`KERNELS` lists every kernel as (Python function, numba signature string), for
 ``cuda.compile_ptx(fn, sig, cc=(9, 0))`` checks (no ``.f64`` in a float32 kernel);
@@ -38,7 +38,7 @@ from .device import (INDEX_DTYPES, as_device, blocks, check, elementwise_threads
                      in_simulator, launch_stream)
 from .gemm import add_bias, column_sum, gemm, gemm_launcher
 from .losses import mse_backward, mse_forward
-from .optim_kernels import (adam_update, add_into, clip_grad_norm, fill, scale_by_clip, sgd_update,
+from .optim_kernels import (adam_update, add_into, all_finite, clip_grad_norm, fill, scale_by_clip, sgd_update,
                             sum_squares)
 from .reductions import (layer_norm_backward, layer_norm_forward, softmax_xent_backward,
                          softmax_xent_forward)
@@ -186,7 +186,7 @@ def _device_functions_for_cc(cc):
 
 
 __all__ = [
-    "KERNELS", "add_bias", "adam_update", "add_into", "as_device", "clip_grad_norm", "column_sum",
+    "KERNELS", "add_bias", "adam_update", "add_into", "all_finite", "as_device", "clip_grad_norm", "column_sum",
     "dropout_threshold", "embedding_backward", "embedding_forward", "fill", "gemm", "gemm_launcher", "have_cupy", "in_simulator",
     "layer_norm_backward", "layer_norm_forward", "mse_backward", "mse_forward", "ptx_f64_report", "scale_by_clip",
     "sgd_update", "softmax_xent_backward", "softmax_xent_forward", "sum_squares",

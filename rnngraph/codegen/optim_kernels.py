@@ -32,10 +32,10 @@ def _add_kernel(x, y):
         x[i] += y[i]
 
 
-def _sgd_kernel(p, g, v, lr, momentum, use_momentum, first_step):
-    """torch.optim.SGD (no dampening, no Nesterov, no weight decay)."""
+def _sgd_kernel(p, g, v, lr, momentum, use_momentum, first_step, ok):
+    """torch.optim.SGD (no dampening, no Nesterov, no weight decay); nothing when ok[0] == 0."""
     i = cuda.grid(1)
-    if i < p.size:
+    if i < p.size and ok[0] != 0:
         d = g[i]
         if use_momentum:
             if first_step:
@@ -46,18 +46,29 @@ def _sgd_kernel(p, g, v, lr, momentum, use_momentum, first_step):
         p[i] -= lr * d
 
 
-def _adam_kernel(p, g, m, v, step_size, b1, one_minus_b1, b2, one_minus_b2, bias_correction2, eps, decay):
+def _adam_kernel(p, g, m, v, step_size, b1, one_minus_b1, b2, one_minus_b2, bias_correction2, eps, decay, ok):
     """torch.optim.Adam / AdamW as rnngraph.optim writes them: p *= decay (AdamW's 1 - lr*wd;
     exactly 1.0 for Adam, which leaves p unchanged bit for bit); m = b1 m + (1-b1) g;
-    v = b2 v + (1-b2) g^2; p -= step_size * m / (sqrt(v / bc2) + eps)."""
+    v = b2 v + (1-b2) g^2; p -= step_size * m / (sqrt(v / bc2) + eps). Nothing when ok[0] == 0."""
     i = cuda.grid(1)
-    if i < p.size:
+    if i < p.size and ok[0] != 0:
         gi = g[i]
         mi = m[i] * b1 + one_minus_b1 * gi
         vi = v[i] * b2 + one_minus_b2 * gi * gi
         m[i] = mi
         v[i] = vi
         p[i] = p[i] * decay - step_size * mi / (math.sqrt(vi / bias_correction2) + eps)
+
+
+def _all_finite_kernel(acc, ok):
+    """ok[0] = 1 if every element of acc is finite, else 0 (one thread)."""
+    if cuda.grid(1) == 0:
+        good = 1
+        for k in range(acc.size):
+            x = acc[k]
+            if not (x == x and x - x == float32(0.0)):  # NaN fails the first, +-inf the second
+                good = 0
+        ok[0] = good
 
 
 def _sum_squares_kernel(g, acc):
@@ -85,6 +96,7 @@ def _scale_by_clip_kernel(g, acc, max_norm, norm_out, write_norm):
 fill_kernel = cuda.jit(_fill_kernel)
 add_kernel = cuda.jit(_add_kernel)
 sgd_kernel = cuda.jit(_sgd_kernel)
+all_finite_kernel = cuda.jit(_all_finite_kernel)
 adam_kernel = cuda.jit(_adam_kernel)
 sum_squares_kernel = cuda.jit(_sum_squares_kernel)
 scale_by_clip_kernel = cuda.jit(_scale_by_clip_kernel)
@@ -93,8 +105,9 @@ _V = "float32[::1]"
 KERNELS = [
     (_fill_kernel, f"void({_V}, float32)"),
     (_add_kernel, f"void({_V}, {_V})"),
-    (_sgd_kernel, f"void({_V}, {_V}, {_V}, float32, float32, int32, int32)"),
-    (_adam_kernel, f"void({_V}, {_V}, {_V}, {_V}, " + ", ".join(["float32"] * 8) + ")"),
+    (_sgd_kernel, f"void({_V}, {_V}, {_V}, float32, float32, int32, int32, int32[::1])"),
+    (_adam_kernel, f"void({_V}, {_V}, {_V}, {_V}, " + ", ".join(["float32"] * 8) + ", int32[::1])"),
+    (_all_finite_kernel, f"void({_V}, int32[::1])"),
     (_sum_squares_kernel, f"void({_V}, {_V})"),
     (_scale_by_clip_kernel, f"void({_V}, {_V}, float32, {_V}, int32)"),
 ]
@@ -146,27 +159,29 @@ def add_into(x, y, *, stream=None):
     return x
 
 
-def sgd_update(p, g, v, lr: float, momentum: float = 0.0, first_step: bool = False, *, stream=None):
+def sgd_update(p, g, v, lr: float, momentum: float = 0.0, first_step: bool = False, *, ok=None, stream=None):
     """One torch.optim.SGD step in place: ``v = g`` on the first step, else ``v = momentum * v +
     g``; ``p -= lr * v`` (with ``momentum == 0``: ``p -= lr * g`` and ``v`` is neither read nor
-    written, so it may be None). p, g, v: float32, same size, any shape, C-contiguous."""
+    written, so it may be None). p, g, v: float32, same size, any shape, C-contiguous.
+    ok: an int32 (1,) device flag (:func:`all_finite`): no update at all when it holds 0."""
     pf = _flat_f32("sgd p", p, stream)
     gf = _flat_f32("sgd g", g, stream, pf.size)
     use_momentum = momentum != 0.0
     vf = _flat_f32("sgd v", v, stream, pf.size) if use_momentum else gf
     if pf.size:
         _launch_1d(sgd_kernel, pf.size, stream, pf, gf, vf, np.float32(lr), np.float32(momentum),
-                   np.int32(use_momentum), np.int32(bool(first_step)))
+                   np.int32(use_momentum), np.int32(bool(first_step)), _flag(ok, stream))
 
 
 def adam_update(p, g, m, v, lr: float, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
-                step: int = 1, *, decay: float = 1.0, stream=None):
+                step: int = 1, *, decay: float = 1.0, ok=None, stream=None):
     """One torch.optim.Adam step in place; ``step`` counts from 1 (the first update is step 1).
     p, g, m, v: float32, same size, any shape, C-contiguous; m, v start at zero.
 
     ``decay``: p is multiplied by it (as float32) before the update: ``1 - lr * weight_decay``
     makes the step torch.optim.AdamW's (decoupled weight decay, Loshchilov & Hutter 2019; see
-    rnngraph.optim.AdamW); 1.0 (the default) is plain Adam. ValueError for ``step < 1``."""
+    rnngraph.optim.AdamW); 1.0 (the default) is plain Adam. ok: as for :func:`sgd_update`.
+    ValueError for ``step < 1``."""
     if step < 1:
         raise ValueError(f"adam_update: step counts from 1, got {step}")
     pf = _flat_f32("adam p", p, stream)
@@ -176,7 +191,27 @@ def adam_update(p, g, m, v, lr: float, beta1: float = 0.9, beta2: float = 0.999,
     if pf.size:
         f = np.float32
         _launch_1d(adam_kernel, pf.size, stream, pf, gf, mf, vf, f(lr / (1 - beta1 ** step)),
-                   f(beta1), f(1 - beta1), f(beta2), f(1 - beta2), f(1 - beta2 ** step), f(eps), f(decay))
+                   f(beta1), f(1 - beta1), f(beta2), f(1 - beta2), f(1 - beta2 ** step), f(eps), f(decay),
+                   _flag(ok, stream))
+
+
+_ALWAYS: dict = {}  # context -> an int32 (1,) device array holding 1 (updates without a finite check)
+
+
+def _flag(ok, stream):
+    if ok is not None:
+        return as_device(ok, stream)
+    key = id(cuda.current_context()) if not in_simulator() else 0
+    if key not in _ALWAYS:
+        _ALWAYS[key] = cuda.to_device(np.ones(1, np.int32))
+    return _ALWAYS[key]
+
+
+def all_finite(acc, ok, *, stream=None):
+    """``ok[0] = 1`` if every element of the float32 device array ``acc`` is finite, else 0
+    (one thread; e.g. acc holding sums of squares of the gradients and of the losses)."""
+    af = _flat_f32("all_finite acc", acc, stream)
+    all_finite_kernel[1, 1, launch_stream(stream)](af, as_device(ok, stream))
 
 
 def sum_squares(g, acc, *, stream=None):

@@ -73,6 +73,9 @@ class CudaBackend:
                                  for _ in range(2)] for name, p in self.buf.P.items()}
             self.set_parameters(params)
         self.reset_state()
+        self._sums = cuda.device_array(2, np.float32, stream=self.stream)  # gradients', losses' squares
+        self._ok = cuda.device_array(1, np.int32, stream=self.stream)  # 1: both finite (see train)
+        self.last_finite, self.last_grad_norm = True, None
         optimizer.on_save, optimizer.on_load = self._pull_slots, self._push_slots
         self.dropout, self.dropout_seed = mask_inputs(self.g), dropout_seed
         if self.dropout:
@@ -237,7 +240,10 @@ class CudaBackend:
         """Forward, BPTT, clip, update; returns the window's mean loss, the loss node's sum over
         the window divided by ``columns`` (default T*S; the count of targets not ignored:
         rnngraph.reference.loss_columns), which also seeds the loss gradient with 1/columns
-        (0 when no column counts)."""
+        (0 when no column counts). When the loss or a gradient is not finite (checked on the
+        device, the update kernels read the flag) nothing changes: parameters, optimizer slots
+        and step count, and the states stay as they were; ``last_finite`` says which happened,
+        ``last_grad_norm`` is the gradients' global norm before clipping."""
         columns = self.T * self.S if columns is None else columns
         b, g = self.buf, self.g
         self._feed(inputs)
@@ -246,12 +252,26 @@ class CudaBackend:
         library.fill(b.param_grad_arena, 0.0, stream=self.stream)
         library.fill(b.window(g.loss, grad=True), 1.0 / columns if columns else 0.0, stream=self.stream)
         self.program.run_backward()
-        grads = [b.PG[name] for name in b.P]
-        if self.clip_norm is not None:
-            library.clip_grad_norm(grads, self.clip_norm, stream=self.stream)
+        # the finite check on the device: sums of squares of every gradient (one pass over the
+        # gradient arena) and of the loss column, then a flag the update kernels read
+        library.fill(self._sums, 0.0, stream=self.stream)
+        library.sum_squares(b.param_grad_arena, self._sums[0:1], stream=self.stream)
+        library.sum_squares(b.window(g.loss).reshape(self.T * self.S), self._sums[1:2], stream=self.stream)
+        library.all_finite(self._sums, self._ok, stream=self.stream)
+        if self.clip_norm is not None:  # torch's clip_grad_norm_ from the summed squares
+            for name in b.P:
+                library.scale_by_clip(b.PG[name], self._sums[0:1], self.clip_norm, stream=self.stream)
         self._update()
         self.buf.refresh_transposed(self.stream)
         loss = self._loss(columns)
+        sums = self._sums.copy_to_host(stream=self.stream)
+        self.stream.synchronize()
+        self.last_finite = bool(np.isfinite(sums).all())
+        if not self.last_finite:  # the kernels updated nothing: the step did not happen
+            self.optimizer.steps -= 1
+            self.last_grad_norm = float(np.sqrt(sums[0]))
+            return loss
+        self.last_grad_norm = float(np.sqrt(sums[0]))
         self._carry()
         return loss
 
@@ -265,7 +285,7 @@ class CudaBackend:
             if isinstance(opt, Adam):  # Adam and AdamW (m, v slots)
                 library.adam_update(p.reshape(-1), gr.reshape(-1), m.reshape(-1), v.reshape(-1), opt.lr,
                                     opt.betas[0], opt.betas[1], opt.eps, opt.steps, decay=decay,
-                                    stream=self.stream)
+                                    ok=self._ok, stream=self.stream)
             else:
                 library.sgd_update(p.reshape(-1), gr.reshape(-1), m.reshape(-1), opt.lr, opt.momentum,
-                                   opt.steps == 1, stream=self.stream)
+                                   opt.steps == 1, ok=self._ok, stream=self.stream)

@@ -1,0 +1,76 @@
+"""A training call whose loss or gradients are not finite changes nothing — parameters, optimizer
+state and step count, carried states — and raises FloatingPointError (or, with
+``nonfinite="skip"``, is counted); the next finite call trains as if the bad one never came.
+On the NumPy backend and on the CUDA backend (simulator: the check and the flag the update
+kernels read run on the device)."""
+import os
+
+import numpy as np
+import pytest
+
+import rnngraph as rg
+
+T, S, I = 3, 2, 2
+
+
+def _step(device, nonfinite="raise", clip=None):
+    net = rg.Sequential(rg.cells.lstm(hidden=3), rg.MSE(1), input_size=I)
+    return rg.compile(net, window=T, streams=S, device=device, optimizer=rg.Adam(lr=1e-2), seed=3,
+                      clip_norm=clip, nonfinite=nonfinite)
+
+
+def _batch(seed):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((T, S, I)).astype(np.float32), rng.standard_normal((T, S, 1)).astype(np.float32)
+
+
+def _snapshot(step):
+    return ({k: np.array(v) for k, v in step.parameters.items()}, {k: np.array(v) for k, v in step.state.items()},
+            {k: np.array(v) for k, v in step.optimizer.state_dict().items()})
+
+
+def _assert_same(a, b):
+    for x, y in zip(a, b):
+        assert set(x) == set(y)
+        for k in x:
+            np.testing.assert_array_equal(x[k], y[k], err_msg=k)
+
+
+# NaN and inf flowing through NumPy (and the simulated kernels) warn, which this file expects
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+DEVICES = ["cpu"] + (["cuda"] if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" else [])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("bad", ["nan-input", "inf-target"])
+def test_a_non_finite_window_changes_nothing_and_raises(device, bad):
+    step, clean = _step(device, clip=1.0), _step(device, clip=1.0)
+    x, y = _batch(0)
+    step.train(x, y)
+    clean.train(x, y)
+    before = _snapshot(step)
+    xb, yb = _batch(1)
+    if bad == "nan-input":
+        xb[1, 0, 0] = np.nan
+    else:
+        yb[0, 1, 0] = np.inf
+    with pytest.raises(FloatingPointError, match="not finite.*unchanged"):
+        step.train(xb, yb)
+    _assert_same(_snapshot(step), before)
+    assert step.optimizer.steps == 1
+    x2, y2 = _batch(2)  # the next clean window: as if the bad one never came
+    assert step.train(x2, y2) == pytest.approx(clean.train(x2, y2), abs=1e-6)
+    _assert_same(_snapshot(step)[:2], _snapshot(clean)[:2])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_skip_mode_counts_and_returns_the_loss(device):
+    step = _step(device, nonfinite="skip")
+    x, y = _batch(0)
+    x[0, 0, 0] = np.nan
+    before = _snapshot(step)
+    assert np.isnan(step.train(x, y))
+    assert step.skipped_steps == 1
+    _assert_same(_snapshot(step), before)
+    with pytest.raises(ValueError, match="nonfinite must be"):
+        _step("cpu", nonfinite="ignore")
