@@ -26,7 +26,7 @@ of --iters launches on the program's stream) in several *variants* of its genera
 
 --files adds hand-written variants (Python files defining ``prof_fwd`` and/or ``prof_bwd`` with the
 generated kernel's parameters, recorded as ``file:STEM``; session 12's are made by
-bench/exp_s1/gen.py), --blocks another grid size. Each variant's record carries
+bench/experiments/lstm_s1_hand_variants/gen.py), --blocks another grid size. Each variant's record carries
 ``max_abs_diff_vs_full``: the largest difference of its arguments' values (the barrier counter's
 aside) after one launch from the generated kernel's (when ``full`` is among the variants, run
 first), both from the same saved values (the backward accumulates: a wrong kernel

@@ -128,7 +128,7 @@ def test_in_loop_product_index_arithmetic_is_folded(tmp_path):
       instructions to 32-64 FMAs in the inner loop (at most 1.31 a FMA); signed 62-141 (at least
       1.73). The bound 1.5 separates the two at H=64 only: with that shape the H=512 LSTM forward
       has about 56 other instructions to 128 FMAs, 191 (1.49 a FMA) signed (SASS 250 instructions
-      a trip, 417 signed: bench/results/cpu-20261201-session8-sass-inner-loop.txt).
+      a trip, 417 signed: bench/results/cpu-20261201-u64-sass-inner-loop.txt).
     - the default shape of S=64 (session 9: rows=8, cols=4, unroll=8, bounds=1), H=512, lstm and
       layernorm_lstm: 12-72 other instructions to 128-256 FMAs (at most 0.31 a FMA); signed 145-363
       (at least 1.13; 0.94 for the GRU backward). Bound: 0.6."""

@@ -55,11 +55,11 @@ the window) to recompute mean and rstd, so the forward row statistics are never 
   elements and shuffles (the columns run one after another: latency-bound when S is large);
   1, every thread over (element, column) pairs, columns fastest, several pairs' loads in flight,
   partial sums added into shared memory by atomics, one thread per column adding the block's
-  sums (layernorm_lstm S=64 fwd+bwd 10.5 vs 17.6 ms, bench/results/h200-20261201-session6-*);
+  sums (layernorm_lstm S=64 fwd+bwd 10.5 vs 17.6 ms, bench/results/h200-20261201-lnsum-*);
   2, a column per thread (bdim // S threads a column), its elements summed in registers, the
   threads' partial sums meeting in shared memory without atomics (numba's float atomics on
   shared memory are compare-and-swap loops on the H200): the default from S=2 (10.16 -> 9.84 ms,
-  bench/results/h200-20261201-session7-sweep-lnsum2.json).
+  bench/results/h200-20261201-lnsum2-sweep-lnsum2.json).
 """
 from __future__ import annotations
 
@@ -627,7 +627,7 @@ class LoopEmitter:
         sign test and an add per read, in 64 bits), and that wrap kept ptxas from folding the
         unrolled offsets kk + 32 * u (u < unroll) into the loads' immediates; the cast took the
         S=64 LSTM's inner loop from 417 to 250 SASS instructions a trip (128 of them FFMA; session
-        8, bench/results/cpu-20261201-session8-sass-inner-loop.txt).
+        8, bench/results/cpu-20261201-u64-sass-inner-loop.txt).
 
         Split inner dimension (:meth:`_ksplit`, KS > 1, e.g. the S=1 LSTM backward: 4 rows a
         block, 2 work items for 8 warps): worker kw takes part kw % KS of item kw // KS, i.e. the

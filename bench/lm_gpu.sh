@@ -3,7 +3,7 @@
 # LSTM with rnngraph and with torch.nn.LSTM (cuDNN) on the Austen corpus, same batches, same
 # budget each, and writes $OUT/lm_vs_torch.json (+ .log).
 #
-#   device run: carry [".whl", ".cache/rg"], timeout_s 600, command:  bash bench/lm_gpu_session.sh
+#   device run: carry [".whl", ".cache/rg"], timeout_s 600, command:  bash bench/lm_gpu.sh
 #
 # Prepared here beforehand (both paths are git-ignored):
 #   .whl/       numpy 2.4.6 (../shared/gpu-wheels.sh): the image's numpy is too new for numba-cuda

@@ -9,7 +9,7 @@
 # most 9.5 minutes), PART=2 the tier but its layer-norm cases (at most 9), PART=3 those and ncu
 # (at most 9); unset, all (more than one 10-minute device call allows).
 # The defaults were session 13's plan; session 13 ran PART=3 (10 passed,
-# bench/results/h200-20261201-session13-gpu-tier-ln.log) and then spent its device time on the
+# bench/results/h200-20261201-flags-gpu-tier-ln.log) and then spent its device time on the
 # flagged exchange (bench/README.md item 14), so PART=1 has still not run: the GPU timeline of
 # the S=1 LSTM (now flagged: 3.2 / 3.5 us a timestep in the step) and of layernorm_lstm S=64; the
 # knock-outs of the S=1 LSTM and GRU loops (--steps); one grid sync's cost by barrier, grid and
@@ -18,7 +18,7 @@
 # to end at S=64, where one kernel-alone run had it 3 % faster than barrier=1, and
 # value-checked as a knob there. PART=2 last ran on session 12's code (23 passed).
 # Run from the repository root with numpy 2.4.6 and the tree on PYTHONPATH (the device tool's
-# prefix in bench/gpu_session.sh), e.g. PART=1 bash bench/profile_session.sh.
+# prefix in bench/gpu_checks.sh), e.g. PART=1 bash bench/loop_diagnostics.sh.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
