@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 5's GPU must-show in one device call: bench/lm_vs_torch.py trains the 2x512 char-level
+# The language-model comparison in one GPU command: bench/lm_vs_torch.py trains the 2x512 char-level
 # LSTM with rnngraph and with torch.nn.LSTM (cuDNN) on the Austen corpus, same batches, same
 # budget each, and writes $OUT/lm_vs_torch.json (+ .log).
 #

@@ -200,7 +200,7 @@ def test_ctrl_c_during_a_step_finishes_it_and_saves(capsys, monkeypatch, tmp_pat
     monkeypatch.setattr(rg.TrainingStep, "train", train_and_press_ctrl_c)
     # The CLI defers Ctrl-C only where SIGINT has Python's default handler; a process started with
     # SIGINT ignored (a background job of a shell without job control, e.g. `bash .ci/run &`) has
-    # SIG_IGN instead. Regression (session 9): this test failed there with exit code 0.
+    # SIG_IGN instead. Regression: this test failed there with exit code 0.
     code, out, err, restored = train_with_sigint(signal.default_int_handler, capsys, text_file, tmp_path / "ck", 20)
     assert code == 130, (code, calls, err[-500:])
     assert err.strip().splitlines() == [f"rnngraph: interrupted at step 5; {tmp_path / 'ck'} holds step 5"]
@@ -210,7 +210,7 @@ def test_ctrl_c_during_a_step_finishes_it_and_saves(capsys, monkeypatch, tmp_pat
 
 def test_ignored_sigint_stays_ignored(capsys, monkeypatch, tmp_path, text_file):
     """Where SIGINT is ignored (nohup, a background job), the CLI leaves it so: a SIGINT during a
-    step changes nothing and the handler is still SIG_IGN afterwards (session 9: a clean-clone run
+    step changes nothing and the handler is still SIG_IGN afterwards (regression: a clean-clone run
     started as a background job inherited SIG_IGN, and the test above, which assumed Python's
     default handler, failed with exit code 0)."""
     original = rg.TrainingStep.train

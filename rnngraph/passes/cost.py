@@ -1,6 +1,6 @@
 """The cost model the pipeline pass uses to choose a plan, and FLOP counts for the dump.
 
-Constants are measured H200 facts (DESIGN.md, numba-cuda 0.30.4): a grid sync ~1.5 us; ~2 us of
+Constants are measured H200 facts (ARCHITECTURE.md, numba-cuda 0.30.4): a grid sync ~1.5 us; ~2 us of
 fixed latency a timestep beyond the sync (the hand-written persistent LSTM at S=1, H=512 ran
 3.45 us a timestep); hoisted time-batched GEMMs reach cuBLAS's ~51 TFLOP/s; a kernel replayed
 from a CUDA graph costs ~1.2 us. On-chip capacity for persistent weights: 132 SMs x 227 KB.
