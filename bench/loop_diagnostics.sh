@@ -14,9 +14,11 @@
 # the S=1 LSTM (now flagged: 3.2 / 3.5 us a timestep in the step) and of layernorm_lstm S=64; the
 # knock-outs of the S=1 LSTM and GRU loops (--steps); one grid sync's cost by barrier, grid and
 # block size (bench/sync_micro.py: a loop of syncs took 2.0-2.6 us a sync in the S=1
-# LSTM kernels before the flagged exchange, against 1.5 in a bare loop of cuda.cg syncs); barrier=3 (red.release arrival, codegen/grid_barrier.py) end
+# LSTM kernels before the flagged exchange, against 1.5 in a bare loop of cuda.cg syncs); barrier=3 (red.release
+# arrival, codegen/grid_barrier.py) end
 # to end at S=64, where one kernel-alone run had it 3 % faster than barrier=1, and
-# value-checked as a knob there. PART=2 last ran on the code of bench/results/h200-20261201-prefetch-gpu-tier-part2.log (23 passed).
+# value-checked as a knob there. PART=2 last ran on the code of
+# bench/results/h200-20261201-prefetch-gpu-tier-part2.log (23 passed).
 # Run from the repository root with numpy 2.4.6 and the tree on PYTHONPATH (the device tool's
 # prefix in bench/gpu_checks.sh), e.g. PART=1 bash bench/loop_diagnostics.sh.
 set -uo pipefail

@@ -78,7 +78,7 @@ def test_budget_limits_the_shared_arrays():
                                        ("bounds=2", "bounds must be 0 or 1"), ("carveout=101", "carveout must be"),
                                        ("ksplit=0", "ksplit must be in"), ("ksplit=33", "ksplit must be in"),
                                        ("prefetch=2", "prefetch must be 0 or 1"), ("flags=2", "flags must be 0 or 1"),
-                                       ("loads=1", "unknown key 'loads'")])  # a dropped knob (it compiled to the same PTX as prefetch=1)
+                                       ("loads=1", "unknown key 'loads'")])  # a dropped knob
 def test_bad_environment_names_the_variable(monkeypatch, text, msg):
     monkeypatch.setenv("RNNGRAPH_LOOP", text)
     with pytest.raises(ValueError, match=msg) as err:
@@ -100,7 +100,8 @@ def test_environment_overrides_defaults(monkeypatch):
     assert loop_tuning(2) == LoopTuning(ln=1) and loop_tuning(64) == LoopTuning(ln=1)
     assert default_tuning(1).rows == 4 and default_tuning(2).rows == 8
     assert (default_tuning(1).unroll, default_tuning(1).prefetch) == (16, 1) and default_tuning(2).prefetch == 0
-    # H200 (bench/results/h200-20261201-launch-bounds-sweep-*.json): launch bounds, 4 streams an item and unroll 8 from S=2 (LSTM S=64 4.33 vs 5.21 ms)
+    # H200 (bench/results/h200-20261201-launch-bounds-sweep-*.json): launch bounds, 4 streams an item and unroll 8
+    # from S=2 (LSTM S=64 4.33 vs 5.21 ms)
     assert (default_tuning(1).bounds, default_tuning(1).cols, default_tuning(1).unroll) == (0, 8, 16)
     assert (default_tuning(2).bounds, default_tuning(2).cols, default_tuning(2).unroll) == (1, 4, 8)
     assert default_tuning(1).barrier == 0 and default_tuning(2).barrier == default_tuning().barrier == 1

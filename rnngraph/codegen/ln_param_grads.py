@@ -18,7 +18,8 @@ each row's moments (a division, a square root and a reciprocal) in every column 
 Why not in the loop: there each block adds its own elements' terms every timestep, and numba's
 float atomics on shared memory are compare-and-swap loops on the H200 (``ATOMS.CAST.SPIN``), which
 retry when lanes of a warp share an address and the values change: measured on the H200
-(bench/results/h200-20261201-lngrad-trace-modes.json), the layernorm_lstm S=64 backward loop at 4.35 ms with real gradients against 3.45 ms with an all-zero
+(bench/results/h200-20261201-lngrad-trace-modes.json), the layernorm_lstm S=64 backward loop at 4.35 ms with real
+gradients against 3.45 ms with an all-zero
 output gradient (bench/kernel_trace.py --modes).
 """
 from __future__ import annotations

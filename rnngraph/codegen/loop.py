@@ -50,7 +50,8 @@ the window) to recompute mean and rstd, so the forward row statistics are never 
   atomics, or (``lnsum=1|2``) into the block's shared-memory sums ``Z<i>`` over the whole
   window, added to the global buffers once at kernel end (each block owns the same elements
   every timestep) -- compare-and-swap loops on the H200, which retry when lanes of a warp share
-  an address: layernorm_lstm S=64's backward 4.35 ms with them (H200, bench/results/h200-20261201-lngrad-trace-modes.json).
+  an address: layernorm_lstm S=64's backward 4.35 ms with them (H200,
+  bench/results/h200-20261201-lngrad-trace-modes.json).
 - code shapes of the row sums (``lnsum``): 0, a warp per column with lanes over the block's
   elements and shuffles (the columns run one after another: latency-bound when S is large);
   1, every thread over (element, column) pairs, columns fastest, several pairs' loads in flight,
@@ -299,7 +300,8 @@ class LoopEmitter:
         outputs) get a plan, and no kernel with a layer-norm op: a kernel that would still wait on
         another pointwise kernel's output (peephole_lstm's gates, after the peephole products) or
         on its layer norm's row sums gains nothing and was slower with early loads (S=1 fwd+bwd
-        on the H200, bench/results/h200-20261201-prefetch-sweep-*.json: peephole_lstm 1.269 -> 1.334 ms, layernorm_lstm 2.506 -> 2.720). A backward
+        on the H200, bench/results/h200-20261201-prefetch-sweep-*.json: peephole_lstm 1.269 -> 1.334 ms,
+        layernorm_lstm 2.506 -> 2.720). A backward
         kernel that only recomputes a forward layer norm keeps its moments' reads in place (the
         forward's row sums and shift, which the backward never writes) and may get a plan."""
         if not self.tuning.prefetch:

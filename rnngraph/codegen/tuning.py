@@ -4,7 +4,8 @@ Defaults are the H200 measurements' best, per number of streams S (bench/loop_sw
 grid, bench/results/h200-2026113*-*.json and h200-20261201-*; LSTM and layernorm_lstm H=512 T=100 fwd+bwd):
 
 - code shape, S = 1 (``SMALL_SHAPE_STREAMS``): threads=256, unroll=16, rows=4, cols=8, smem_kib=44,
-  bounds=0, xreduce=0, barrier=0, lnsum=0, prefetch=1, flags=1 (LSTM 1.73 ms vs 1.94 with the large-S shape of 2026-11-30, measured twice; xreduce=1 is
+  bounds=0, xreduce=0, barrier=0, lnsum=0, prefetch=1, flags=1 (LSTM 1.73 ms vs 1.94 with the large-S shape of
+  2026-11-30, measured twice; xreduce=1 is
   slower here: 1.84 vs 1.50 ms, bench/results/h200-20261130-loop-kernels-xreduce.log; unroll=2 until
   prefetch=1 came, see below; rows=2 and no flags before flags=1, see flags).
   S >= 2: threads=512, unroll=8, rows=8, cols=4, bounds=1, smem_kib=44, xreduce=1, barrier=1. Both: ksplit=8.
@@ -95,14 +96,16 @@ barrier   1: the grid syncs between levels are codegen/grid_barrier.py's barrier
           barrier's own cost; cause unknown). With the lnsum=1 defaults of then:
           layernorm_lstm S=64 10.27 / 9.97, S=16 6.22 / 6.10, S=1 2.92 / 3.17. The default from
           S=2 (LSTM S=64 5.38 vs 5.59 in a first run, 5.35 in a last one,
-          bench/results/h200-20261201-lnsum2-sweep-*.json; layernorm_lstm S=64 9.48 vs 9.84 with lnsum=2, S=16 5.38 vs 5.61; the GPU tier's
+          bench/results/h200-20261201-lnsum2-sweep-*.json; layernorm_lstm S=64 9.48 vs 9.84 with lnsum=2, S=16 5.38
+          vs 5.61; the GPU tier's
           S=64 cases pass with it); off at S=1, where the LSTM is slower with it.
 bounds    1: compile the persistent loop kernels with launch bounds of ``threads`` threads a block
           (numba's ``launch_bounds``), so the compiler holds the registers to what that many
           threads may use (65536 / threads; it spills the rest) instead of the launcher halving
           the block (e.g. the S=64 LSTM forward kernel takes 130 registers: 256 threads run, not
           512). Default from S=2 (with cols=4, so that an item's accumulators fit:
-          bounds=1 alone spilled, LSTM S=64 5.87 vs 5.34 ms, bench/results/h200-20261201-signed-index-sweep-bounds-carveout.json).
+          bounds=1 alone spilled, LSTM S=64 5.87 vs 5.34 ms,
+          bench/results/h200-20261201-signed-index-sweep-bounds-carveout.json).
 carveout  the share of the L1/shared-memory array given to shared memory, in percent (numba's
           ``shared_memory_carveout``; -1, the default: the driver's choice). The GEMMs read each
           timestep's vectors through L1; a small carveout leaves L1 more room. carveout=0 made no
@@ -126,7 +129,8 @@ lngrad    where a persistent backward loop takes its layer norms' gain and bias 
           codegen/ln_param_grads.py); 0, inside the loop (shared-memory sums with ``lnsum``,
           else global atomics). Shared-memory float atomics are compare-and-swap loops on the H200
           (``ATOMS.CAST.SPIN``): with 8 lanes of a warp on one address they retried enough to cost
-          the layernorm_lstm S=64 backward 0.9 ms of its 4.35 (bench/results/h200-20261201-lngrad-trace-modes.json, bench/kernel_trace.py
+          the layernorm_lstm S=64 backward 0.9 ms of its 4.35 (bench/results/h200-20261201-lngrad-trace-modes.json,
+          bench/kernel_trace.py
           --modes: 3.45 ms with an all-zero output gradient, whose adds never change the value).
           Read when the schedule is built (``Loop.post_sums``), not by the loop emitter.
 ksplit    at most this many warps of a block share one GEMM work item of a persistent loop when
@@ -158,7 +162,8 @@ prefetch  1: a persistent loop's pointwise kernels issue the loads that nothing 
           peephole_lstm 1.230 vs 1.260, layernorm_lstm 2.464 vs 2.503 (their forwards alone: GRU
           0.452 vs 0.442, peephole_lstm 0.558 vs 0.539, slower). On at S=1 only. Kernels alone
           (bench/loop_profile.py): the generated S=1 LSTM loops with it 4.81 / 5.25 us a
-          timestep forward / backward; hand-written variants (bench/experiments/lstm_s1_hand_variants/gen.py) with the same
+          timestep forward / backward; hand-written variants (bench/experiments/lstm_s1_hand_variants/gen.py) with
+          the same
           early loads took 4.6-4.7 backward against 5.3-5.8 for the generated code without them,
           and 4.3-4.4 forward with each lane's 16 vector loads unrolled.
 flags     1: a persistent loop's GEMM input vectors written by one pointwise kernel of the loop
