@@ -65,7 +65,7 @@ The GPU machine has no network: carry the corpus in a cache directory. Prepare i
 
     RNNGRAPH_CACHE=$PWD/.cache/rg python3 -c "from rnngraph.data import load_austen; load_austen()"
     # or copy an existing cache: mkdir -p .cache/rg/austen && cp ~/.cache/rnngraph/austen/*.txt .cache/rg/austen/
-    ../shared/gpu-wheels.sh      # numpy 2.4.6 into .whl/ (the image's numpy is too new for numba-cuda)
+    pip download numpy==2.4.6 --no-deps -d .whl   # numba-cuda 0.30.4 cannot compile kernels with numpy 2.5
 
 then one device call (``carry: [".whl", ".cache/rg"]``) runs ``bash bench/lm_gpu.sh``
 (see that file: both models, ``LM_MINUTES`` each, in one command under the 10-minute limit; on a

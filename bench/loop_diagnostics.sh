@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A GPU call's diagnostics of the persistent loop kernels (run through the device tool): the
+# A GPU call's diagnostics of the persistent loop kernels (run on a GPU machine): the
 # GPU timeline of a training step (bench/kernel_trace.py), knock-out profile
 # (bench/loop_profile.py), end-to-end loop-setting sweep (bench/loop_sweep.py),
 # the GPU tier (and a subset with RNNGRAPH_LOOP=$KNOB_TESTS_LOOP, default barrier=3), then Nsight
@@ -19,8 +19,8 @@
 # to end at S=64, where one kernel-alone run had it 3 % faster than barrier=1, and
 # value-checked as a knob there. PART=2 last ran on the code of
 # bench/results/h200-20261201-prefetch-gpu-tier-part2.log (23 passed).
-# Run from the repository root with numpy 2.4.6 and the tree on PYTHONPATH (the device tool's
-# prefix in bench/gpu_checks.sh), e.g. PART=1 bash bench/loop_diagnostics.sh.
+# Run from the repository root with numpy 2.4.6 and the tree on PYTHONPATH (see
+# bench/README.md, Running), e.g. PART=1 bash bench/loop_diagnostics.sh.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"

@@ -295,14 +295,14 @@ def test_unknown_cell_name(capsys, text_file):
 
 
 def test_checkpoint_every_needs_a_checkpoint(capsys, text_file):
-    """Regression (fresh-user review): --checkpoint-every without --checkpoint was ignored silently."""
+    """Regression: --checkpoint-every without --checkpoint was ignored silently."""
     code, _, err = run(capsys, "train", "--corpus", text_file, *TINY, "--checkpoint-every", 2)
     assert_one_line_error(code, err, "--checkpoint-every", "--checkpoint DIR")
 
 
 def test_text_is_the_corpus_option_and_zero_steps_says_so(capsys, text_file):
-    """--text FILE (issue 5's spelling) is --corpus FILE; with --steps 0 and no checkpoint the
-    message does not speak of a checkpoint (fresh-user review)."""
+    """--text FILE (an alias) is --corpus FILE; with --steps 0 and no checkpoint the
+    message does not speak of a checkpoint."""
     code, out, _ = run(capsys, "train", "--text", text_file, *TINY, "--steps", 0)
     assert code == 0 and "nothing trained yet" in out and "checkpoint" not in out.split("nothing to do")[1]
     code, out, _ = run(capsys, "train", "--text", text_file, *TINY, "--steps", 2, "--eval-every", 2)
@@ -310,7 +310,7 @@ def test_text_is_the_corpus_option_and_zero_steps_says_so(capsys, text_file):
 
 
 def test_eval_on_another_text_notes_unknown_characters(capsys, tmp_path, trained):
-    """Regression (fresh-user review): eval on a corpus with characters the checkpoint never saw
+    """Regression: eval on a corpus with characters the checkpoint never saw
     scored them as <unk> without a word."""
     other = tmp_path / "other.txt"
     other.write_text("ZQXJ 0123456789 ZQXJ\n" * 400, encoding="utf-8")

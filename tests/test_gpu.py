@@ -231,7 +231,7 @@ def test_dropout_masks_on_the_device():
 
 @pytest.mark.parametrize("p", [0.0, 0.5])
 def test_language_model_training_matches_cpu_backend_over_windows(monkeypatch, p):
-    """The issue-5 model (2x LSTM 512, embedding 128, vocab 82, T=100, S=64, Adam, clip 1) trained
+    """The language model of bench/lm_vs_torch.py (2x LSTM 512, embedding 128, vocab 82, T=100, S=64, Adam, clip 1) trained
     for several windows on the GPU and on the float32 NumPy backend from the same parameters,
     fed the same dropout masks (RNNGRAPH_MASKS=host): every window's loss, the
     carried states and the parameters agree. One-window checks miss what only shows over many
@@ -266,7 +266,7 @@ def _check_lm_windows(V, T, S, H, E, steps, p):
 def test_evaluator_matches_cpu_backend(streams):
     """rnngraph.lm.Evaluator (what `rnngraph eval` and bench/lm_vs_torch.py score held-out text
     with) on the GPU and on the float32 NumPy backend, same trained-looking parameters (random,
-    scaled up so the predictions are confident), the issue-5 model without dropout: S streams over
+    scaled up so the predictions are confident), that language model without dropout: S streams over
     contiguous chunks, full windows and a shorter tail window, states carried: the mean loss agrees."""
     from rnngraph.lm import Evaluator
     V, T, H = 82, 100, 512
