@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Host time of each call of the benchmark's forward+backward (``rnngraph.bench.gpu_program``'s
-``fwdbwd``), GPU only: the S=1 LSTM's loop kernels got fast enough (session 13: 0.32 ms forward)
+``fwdbwd``), GPU only: the S=1 LSTM's loop kernels got fast enough (0.32 ms forward with the flagged exchange, H200)
 that the GPU waited ~0.27 ms for Python between forward and backward (bench/kernel_trace.py).
 
 For each configuration (cell:S; H=512, T=100) it compiles and warms up, then times --iters
 rounds of: ``run_forward``, the two gradient-arena fills, making the output gradient's window
-view (``buf.window``, as session 12's harness did in each call), the dy copy, ``run_backward``
+view (``buf.window``, as the harness once did in each call), the dy copy, ``run_backward``
 (each a host ``perf_counter`` span, the stream synchronised after each round). Prints and writes
 JSON (median microseconds per call).
 

@@ -3,8 +3,8 @@
 
 Times (CUDA events, median of --iters launches, ms) on one stream:
 
-- zeroing a gradient arena of --arena-mb MB: the fill kernel (``library.fill``'s way before
-  session 10, still its way for other values) against the
+- zeroing a gradient arena of --arena-mb MB: the fill kernel (``library.fill``'s way for values other
+  than zero) against the
   driver's memset (``cuMemsetD8Async`` through numba's ``driver.device_memset``);
 - layer norm over an (N, n) float32 array (the input layer norm of layernorm_lstm at T=100,
   S=64, H=512 is N = 6400 rows of n = 2048): ``library.layer_norm_forward`` and the two kernels of
@@ -14,7 +14,7 @@ Times (CUDA events, median of --iters launches, ms) on one stream:
 
 Each timing is of one launch between two events, so it includes the host's launch time
 (about 0.05 ms for a numba kernel; bench/kernel_trace.py gives the GPU's own durations).
-Session 10 (bench/results/h200-20261201-session10-kernel-micro.jsonl): zeroing 330 MB, the fill
+Measured on the H200 (bench/results/h200-20261201-lngrad-kernel-micro.jsonl): zeroing 330 MB, the fill
 kernel 0.243 ms (1.4 TB/s), the memset 0.084 ms (4.1 TB/s): ``library.fill`` now memsets +0.0.
 At N = 6400 the warp-per-row forward was 8-15 % faster than the library's (0.121-0.143 vs
 0.140-0.159 ms over 264-1056 blocks, launch time included), the fused backward slower (0.28-0.31

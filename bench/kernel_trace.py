@@ -14,7 +14,7 @@ Unlike bench/loop_profile.py --steps (each step timed alone between CUDA events,
 time included), these durations are the GPU's own, and the gaps show where the host, not the
 GPU, sets the pace. Writes JSON to --out and prints a table.
 
-Session 10 (bench/results/h200-20261201-session10-trace-*.json): layernorm_lstm S=64 spent 6.64 of
+Measured on the H200 (bench/results/h200-20261201-lngrad-trace-*.json): layernorm_lstm S=64 spent 6.64 of
 its 8.27 ms in the two loop kernels, the backward 4.34 (the LSTM 2.71 of 4.16), the GPU idle 0.03
 ms (``-trace-before-lngrad``); --modes (``-trace-modes``, another run) showed the backward loop at
 4.35 ms with the benchmark's output gradient and 3.45 ms with an all-zero one

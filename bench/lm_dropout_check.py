@@ -2,7 +2,7 @@
 """Do rnngraph's dropout masks train like PyTorch's? A short side-by-side of bench/lm_vs_torch.py's
 models on the same batches, without the lr schedule and the time budget.
 
-Trains the issue-5 language model (2x LSTM 512, embedding 128, char-level Austen, T=100, S=64,
+Trains bench/lm_vs_torch.py's language model (2x LSTM 512, embedding 128, char-level Austen, T=100, S=64,
 Adam 2e-3, clip 1, ``--dropout``, default 0.5) for ``--steps`` windows (default 1000) three times
 from the same initial weights and batches: torch.nn.LSTM (cuDNN, its own masks), rnngraph with the
 masks drawn on the host (``RNNGRAPH_MASKS=host``: NumPy, the CPU backend's) and rnngraph with
@@ -14,7 +14,7 @@ variants then draw the same NumPy masks).
 Usage (GPU):  python bench/lm_dropout_check.py --cache .cache/rg [--steps 1000] [--dropout 0.5]
 The model and data options of bench/lm_vs_torch.py (``--hidden``, ``--window``, ``--streams``,
 ``--lr``, ``--clip``, ``--seed``, ``--text``, ``--device``, ...) pass through.
-Session 3 (bench/results/h200-20261130-lm-dropout-check.log, run as this script's draft with the
+Measured on the H200, 2026-11-30 (bench/results/h200-20261130-lm-dropout-check.log, run as this script's draft with the
 same variants, batches and output): after 1000 windows the per-block training curves lie within
 0.011 bits/char of each other (torch and host masks within 0.006); validation 2.049 (torch),
 2.055 (host masks), 2.060 (cuRAND).

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Char-level language model on Jane Austen: rnngraph against torch.nn.LSTM, same data, same budget.
 
-Issue 5's GPU must-show: a 2-layer LSTM, hidden 512, char level, reaches < 1.6 bits/char on
+The target: a 2-layer LSTM, hidden 512, char level, reaches < 1.6 bits/char on
 the held-out text within 10 minutes of training; in the same run a torch.nn.LSTM model of the
 same shape trains on the same data (window, streams, optimizer), and both tokens/s and both
 final bits/char are reported.
@@ -58,16 +58,16 @@ no dropout). So < 1.6 needs the later epochs and may not come at all with a cons
 best point (``best``) and ``time_to_target``; the final numbers drift up as the model overfits.
 ``--dropout P`` (Zaremba et al. used 0.5 for their 2x650 word model) and ``--lr-schedule cosine``
 (both models alike) are the knobs against it; e.g. ``LM_ARGS="--dropout 0.2"`` for
-bench/lm_gpu_session.sh (not yet measured here).
+bench/lm_gpu.sh (not yet measured here).
 
 The GPU machine has no network: carry the corpus in a cache directory. Prepare it here once
 (``.cache/`` is git-ignored; only the six NAME.txt files are needed, ~4 MB)::
 
     RNNGRAPH_CACHE=$PWD/.cache/rg python3 -c "from rnngraph.data import load_austen; load_austen()"
     # or copy an existing cache: mkdir -p .cache/rg/austen && cp ~/.cache/rnngraph/austen/*.txt .cache/rg/austen/
-    ../shared/gpu-wheels.sh      # numpy 2.4.6 into .whl/ (the image's numpy is too new for numba-cuda)
+    pip download numpy==2.4.6 --no-deps -d .whl   # numba-cuda 0.30.4 cannot compile kernels with numpy 2.5
 
-then one device call (``carry: [".whl", ".cache/rg"]``) runs ``bash bench/lm_gpu_session.sh``
+then one device call (``carry: [".whl", ".cache/rg"]``) runs ``bash bench/lm_gpu.sh``
 (see that file: both models, ``LM_MINUTES`` each, in one command under the 10-minute limit; on a
 machine with 2 GPUs the two run side by side, one per GPU). ``--cache DIR`` reads
 ``DIR/austen/NAME.txt`` and refuses to start (instead of trying ``apt-get``) when they are missing.

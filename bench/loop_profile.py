@@ -16,7 +16,7 @@ of --iters launches on the program's stream) in several *variants* of its genera
                 without their L2 reads (the weights still come from shared memory)
   uint64-indices  every array subscript of the kernel and its device functions cast to uint64
                 (numba then skips its wrap of negative signed indices: a sign test and an add in
-                64 bits per index; session 8 did it for the GEMMs' column index alone, and the
+                64 bits per index; codegen/loop.py does it for the GEMMs' column index alone, and the
                 static SASS of the layernorm_lstm S=64 loop kernels shrank 6-9 % more with all
                 indices on the CPU). Every index of the generated code is non-negative.
   constants     T, S and the grid size written as constants into the kernel (the compiler can
@@ -25,8 +25,8 @@ of --iters launches on the program's stream) in several *variants* of its genera
   fastmath      every function of the module compiled with fastmath=True (approximate exp, division)
 
 --files adds hand-written variants (Python files defining ``prof_fwd`` and/or ``prof_bwd`` with the
-generated kernel's parameters, recorded as ``file:STEM``; session 12's are made by
-bench/exp_s1/gen.py), --blocks another grid size. Each variant's record carries
+generated kernel's parameters, recorded as ``file:STEM``; the S=1 LSTM's are made by
+bench/experiments/lstm_s1_hand_variants/gen.py), --blocks another grid size. Each variant's record carries
 ``max_abs_diff_vs_full``: the largest difference of its arguments' values (the barrier counter's
 aside) after one launch from the generated kernel's (when ``full`` is among the variants, run
 first), both from the same saved values (the backward accumulates: a wrong kernel
@@ -34,7 +34,7 @@ shows; the forward overwrites values the benchmark run already left in its buffe
 forward variant that skips a store reads as 0.0 too).
 
 The kernels are generated with the step's RNNGRAPH_LOOP settings (codegen/tuning.py), so e.g.
-RNNGRAPH_LOOP=barrier=1 profiles the inline grid barrier of codegen/grid_barrier.py. (Session 4's
+RNNGRAPH_LOOP=barrier=1 profiles the inline grid barrier of codegen/grid_barrier.py. (An earlier
 ``barrier`` variant, an atomic-counter barrier polled with atomics, took 7.4 vs 4.9 us a timestep
 for the S=1 LSTM forward, backward 17.7 vs 9.4: removed.)
 
@@ -43,11 +43,11 @@ with --steps, records "step" time each step of the forward and backward plans al
 hoisted phases, the loops, the weight gradients, the parameter sums) and the zeroing of the
 gradient arenas: where a training step's milliseconds go outside the loop kernels.
 The program is the benchmark's (``rnngraph.bench.gpu_program``), run forward and backward once
-before any timing, so the kernels read real values and nonzero gradients (before session 10 the
-backward was timed on zero gradients, which hid the cost of the layer norms' shared-memory
+before any timing, so the kernels read real values and nonzero gradients (a backward
+timed on zero gradients, which hid the cost of the layer norms' shared-memory
 gradient atomics: bench/kernel_trace.py). Results are wrong for every variant but ``full`` (the
 output is not checked): only the times matter. The per-timestep time (kernel ms / T) is the figure to compare with the 1.5 us grid-sync
-floor (DESIGN's measured cost of one cuda.cg grid sync on the H200). Writes JSON records to --out.
+floor (ARCHITECTURE.md's measured cost of one cuda.cg grid sync on the H200). Writes JSON records to --out.
 
 Usage (GPU):  python bench/loop_profile.py --out $OUT/loop_profile.json
               python bench/loop_profile.py --configs lstm:1 gru:1 --variants full sync-only
@@ -189,7 +189,7 @@ def profile(cell: str, S: int, variants, iters: int, T: int = 100, H: int = 512,
     s, g, b = prog.s, prog.g, prog.buf
     # the benchmark's forward+backward once: every buffer then holds real values, the gradients
     # too (a backward timed on zero gradients runs faster: shared-memory float atomics retry only
-    # when the value changes, session 10's bench/kernel_trace.py --modes)
+    # when the value changes: bench/kernel_trace.py --modes)
     fwdbwd()
     nblocks = blocks or cuda.get_current_device().MULTIPROCESSOR_COUNT
     records = [_whole_forward(prog, cell, S, T, H, iters)] + (_step_times(prog, fwdbwd, cell, S, T, H, iters) if steps else [])

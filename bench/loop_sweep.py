@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # rnngraph from
 from rnngraph.bench import (PROTOCOL, Config, Protocol, describe, device_name, run, versions,  # noqa: E402
                             write_results)
 
-SETTINGS = ("threads=256,unroll=1,rows=1,smem_kib=0",  # session 1's kernel
+SETTINGS = ("threads=256,unroll=1,rows=1,smem_kib=0",  # the first loop kernel (2026-11-29)
             "threads=256,unroll=4,rows=1,smem_kib=44", "threads=512,unroll=4,rows=1,smem_kib=44",
             "threads=512,unroll=4,rows=2,smem_kib=44", "threads=512,unroll=4,rows=4,smem_kib=44",
             "threads=1024,unroll=2,rows=2,smem_kib=44")

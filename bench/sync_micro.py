@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """What one grid sync costs in a persistent cooperative kernel, by barrier, grid and block size (GPU).
 
-Session 12 found a loop of grid syncs alone taking 2.0-2.6 us a sync inside the S=1 LSTM loop
+On the H200 (bench/results/h200-20261201-prefetch-prof-barrier*.json) a loop of grid syncs was found alone taking
+2.0-2.6 us a sync inside the S=1 LSTM loop
 kernels (bench/loop_profile.py's ``sync-only`` variant: 132 blocks of 256 threads; numba's
 ``grid.sync()``, codegen/grid_barrier.py's inline barrier and its ``red.release`` form alike),
-about half of each timestep, against the 1.5 us of DESIGN's measured GPU facts. This times a
+about half of each timestep, against the 1.5 us of ARCHITECTURE.md's measured GPU facts. This times a
 kernel that does nothing but ``--syncs`` barriers, for each barrier (``--barriers``: 0 numba's
 ``grid.sync()``, 1 ``grid_barrier``, 2 ``grid_barrier_backoff``, 3 ``grid_barrier_red``; the
 ``barrier`` knob of codegen/tuning.py), grid size (``--blocks``; 0: one block a multiprocessor)

@@ -2,7 +2,8 @@
 
 Declare a cell in Python (``@rg.cell``), stack cells with ``rg.Sequential``, and run the
 network with the NumPy reference (``rg.Reference``), train it with ``rg.compile``, or use it as a
-layer with ``rg.compile_rnn`` (and ``rnngraph.torch.RNN`` inside PyTorch). See README.md.
+layer with ``rg.compile_rnn`` (and ``rnngraph.torch.RNN`` inside PyTorch). See README.md (use) and
+ARCHITECTURE.md (how the compiler is built).
 """
 from . import cells, ir, ops, passes, schedule
 from .errors import CycleError, DelayError, DtypeError, GraphError, OpError, ShapeError, StateError, UnusedWarning

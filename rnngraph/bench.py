@@ -63,7 +63,7 @@ PROTOCOL = ("CUDA events, median of `iters` timed calls after `warmup` (fastrnns
             "fewer for calls slower than max_seconds/iters, see each record); fwd without gradients; "
             "fwdbwd = forward + backward with weight gradients, optimizer excluded; step_ms (LM) = "
             "step.train: forward, BPTT, clip, Adam, wall clock")
-COMPILE_ESTIMATE_S = 120.0  # torch.compile of a 100-step loop took 106 s on the H200 (DESIGN.md)
+COMPILE_ESTIMATE_S = 120.0  # torch.compile of a 100-step loop took 106 s on the H200 (ARCHITECTURE.md)
 
 
 # ---------------------------------------------------------------------------------- configurations
@@ -259,7 +259,8 @@ def gpu_program(cfg: Config, plan: str | None = None):
         library.fill(b.V[st.node][:st.depth], 0.0, stream=prog.stream)
     dy = cuda.to_device(rng.normal(size=(cfg.T * cfg.S, cfg.H)).astype(np.float32))
     # the output gradient's window, a view made once (as the cuDNN side's gradient tensor is): making
-    # it in each call kept the S=1 LSTM's GPU idle ~0.2 ms between forward and backward (session 13)
+    # it in each call kept the S=1 LSTM's GPU idle ~0.2 ms between forward and backward (H200,
+    # bench/results/h200-20261201-flags-trace-lstm1.json)
     dy_window = b.window(g.outputs[0], grad=True)
 
     def fwd():

@@ -17,7 +17,7 @@ def slice_out_rnn(x, h: rg.State, *, hidden: int):
     """A gated RNN whose recurrent product has a third slice that leaves the loop as the cell's
     output: h' = tanh(W x + a * sigmoid(b)), y = c for (a, b, c) = split(U h[t-1], 3). In the
     backward loop the pointwise VJP adds nothing to d.c (its gradient comes from after the loop),
-    yet the product dh += U^T d(a, b, c) reads all of it (session 13 review: with flags the
+    yet the product dh += U^T d(a, b, c) reads all of it (regression: with flags the
     product waited forever for d.c's words)."""
     a, b, c = split(linear(h, 3 * hidden, name="U"), 3)
     return c, {"h": tanh(linear(x, hidden, name="W") + a * sigmoid(b))}

@@ -240,7 +240,7 @@ def test_torch_baselines_on_cpu(impl):
 
 
 def test_bench_out_in_a_missing_directory_fails_before_timing(capsys, tmp_path):
-    """Regression (fresh-user review): `rnngraph bench --out /nonexistent/dir/x.json` timed
+    """Regression: `rnngraph bench --out /nonexistent/dir/x.json` timed
     everything, then failed naming the internal x.json.tmp."""
     missing = tmp_path / "no" / "x.json"
     assert cli.main(["bench", "--iters", "1", "--warmup", "0", "--out", str(missing)]) != 0
@@ -251,7 +251,7 @@ def test_bench_out_in_a_missing_directory_fails_before_timing(capsys, tmp_path):
 @pytest.mark.parametrize("content", ['{"format": "lm_vs_torch", "impls": {}}', '{"records": [{"pass": "fuse"}]}',
                                      "not json", "[]"])
 def test_report_refuses_other_files_in_one_line(tmp_path, capsys, content):
-    """Regression (fresh-user review): report.py on bench/results/*-lm.json or passes-cpu-*.json
+    """Regression: report.py on bench/results/*-lm.json or passes-cpu-*.json
     raised KeyError tracebacks."""
     f = tmp_path / "x.json"
     f.write_text(content)

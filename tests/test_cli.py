@@ -200,7 +200,7 @@ def test_ctrl_c_during_a_step_finishes_it_and_saves(capsys, monkeypatch, tmp_pat
     monkeypatch.setattr(rg.TrainingStep, "train", train_and_press_ctrl_c)
     # The CLI defers Ctrl-C only where SIGINT has Python's default handler; a process started with
     # SIGINT ignored (a background job of a shell without job control, e.g. `bash .ci/run &`) has
-    # SIG_IGN instead. Regression (session 9): this test failed there with exit code 0.
+    # SIG_IGN instead. Regression: this test failed there with exit code 0.
     code, out, err, restored = train_with_sigint(signal.default_int_handler, capsys, text_file, tmp_path / "ck", 20)
     assert code == 130, (code, calls, err[-500:])
     assert err.strip().splitlines() == [f"rnngraph: interrupted at step 5; {tmp_path / 'ck'} holds step 5"]
@@ -210,7 +210,7 @@ def test_ctrl_c_during_a_step_finishes_it_and_saves(capsys, monkeypatch, tmp_pat
 
 def test_ignored_sigint_stays_ignored(capsys, monkeypatch, tmp_path, text_file):
     """Where SIGINT is ignored (nohup, a background job), the CLI leaves it so: a SIGINT during a
-    step changes nothing and the handler is still SIG_IGN afterwards (session 9: a clean-clone run
+    step changes nothing and the handler is still SIG_IGN afterwards (regression: a clean-clone run
     started as a background job inherited SIG_IGN, and the test above, which assumed Python's
     default handler, failed with exit code 0)."""
     original = rg.TrainingStep.train
@@ -295,14 +295,14 @@ def test_unknown_cell_name(capsys, text_file):
 
 
 def test_checkpoint_every_needs_a_checkpoint(capsys, text_file):
-    """Regression (fresh-user review): --checkpoint-every without --checkpoint was ignored silently."""
+    """Regression: --checkpoint-every without --checkpoint was ignored silently."""
     code, _, err = run(capsys, "train", "--corpus", text_file, *TINY, "--checkpoint-every", 2)
     assert_one_line_error(code, err, "--checkpoint-every", "--checkpoint DIR")
 
 
 def test_text_is_the_corpus_option_and_zero_steps_says_so(capsys, text_file):
-    """--text FILE (issue 5's spelling) is --corpus FILE; with --steps 0 and no checkpoint the
-    message does not speak of a checkpoint (fresh-user review)."""
+    """--text FILE (an alias) is --corpus FILE; with --steps 0 and no checkpoint the
+    message does not speak of a checkpoint."""
     code, out, _ = run(capsys, "train", "--text", text_file, *TINY, "--steps", 0)
     assert code == 0 and "nothing trained yet" in out and "checkpoint" not in out.split("nothing to do")[1]
     code, out, _ = run(capsys, "train", "--text", text_file, *TINY, "--steps", 2, "--eval-every", 2)
@@ -310,7 +310,7 @@ def test_text_is_the_corpus_option_and_zero_steps_says_so(capsys, text_file):
 
 
 def test_eval_on_another_text_notes_unknown_characters(capsys, tmp_path, trained):
-    """Regression (fresh-user review): eval on a corpus with characters the checkpoint never saw
+    """Regression: eval on a corpus with characters the checkpoint never saw
     scored them as <unk> without a word."""
     other = tmp_path / "other.txt"
     other.write_text("ZQXJ 0123456789 ZQXJ\n" * 400, encoding="utf-8")

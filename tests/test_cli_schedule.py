@@ -46,7 +46,7 @@ def test_custom_cell_file_and_errors(tmp_path, capsys):
 
 
 def test_bad_loop_tuning_variable_is_one_line_for_any_cell(monkeypatch, capsys):
-    """Regression (session 3 review): `RNNGRAPH_LOOP=rows=99 rnngraph schedule lstm` printed the
+    """Regression: `RNNGRAPH_LOOP=rows=99 rnngraph schedule lstm` printed the
     schedule and exited 0; only graphs with a layer norm parsed the variable."""
     monkeypatch.setenv("RNNGRAPH_LOOP", "rows=99")
     assert main(["schedule", "lstm"]) == 1

@@ -102,7 +102,7 @@ def test_gemm_weight_gradient_and_views(rng):
 
 
 def test_prepared_gemms_keep_their_own_grid_and_see_new_inputs(rng):
-    """Regression (session 4): gemm_launcher kept the numba kernel configured at build time, but the
+    """Regression: gemm_launcher kept the numba kernel configured at build time, but the
     simulator's kernel[grid, block] sets the grid on the shared kernel object, so the first of two
     prepared products of different sizes ran with the second's grid (an LM trained on the simulator
     diverged from the CPU backend). Each prepared product must use its own grid, and read the

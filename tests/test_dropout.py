@@ -124,7 +124,7 @@ def test_schedules_with_dropout_verify_and_run_like_the_reference(monkeypatch):
 
 
 def test_wavefront_runs_the_between_layers_dropout_in_the_producers_stage():
-    """Regression (session 2): the mask multiply between two layers sat in the consumer's stage
+    """Regression: the mask multiply between two layers sat in the consumer's stage
     and cost the wavefront a second level per timestep; it is attached to the producing layer
     now (passes/pipeline.py attached_to_loops), so the forward keeps one level."""
     for p, levels in ((0.0, 1), (0.3, 1)):
@@ -138,7 +138,7 @@ def test_wavefront_runs_the_between_layers_dropout_in_the_producers_stage():
 
 @pytest.mark.parametrize("plan", ["wavefront", "scc-sequential"])
 def test_backward_computes_no_mask_gradient(plan):
-    """Regression (session 2 reviews): every float input got a gradient, so the backward stored
+    """Regression: every float input got a gradient, so the backward stored
     an unused d.mask per dropout layer; masks are not differentiable (Graph.differentiable)."""
     g = rg.stacked(rg.cells.lstm, 2, 16, vocab=V, embed=8, dropout=0.3).graph
     s = schedule(g, 10, 2, plan=plan)
@@ -247,7 +247,7 @@ def test_forward_is_deterministic_and_ignores_p():
 # ---- the CUDA backend in the simulator ------------------------------------------------------------
 @pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1", reason="simulator test")
 def test_masks_variable_is_checked(monkeypatch):
-    """Regression (session 3 review): RNNGRAPH_MASKS=foo was silently ignored."""
+    """Regression: RNNGRAPH_MASKS=foo was silently ignored."""
     from rnngraph.codegen.step import masks_on_host
     net = rg.stacked(rg.cells.lstm, 1, H, vocab=V, embed=E, dropout=0.5)
     for value, host in (("host", True), (" Device ", False), ("", False)):

@@ -107,7 +107,7 @@ def test_words_round_trip(monkeypatch):
 
 def test_a_value_read_unordered_by_another_gemm_is_not_flagged():
     """Every GEMM read of a flagged value polls its words: one read ordered after the write is not
-    enough (session 13 review: a backward loop with a second GEMM reading x[t-1])."""
+    enough (regression: a backward loop with a second GEMM reading x[t-1])."""
     ks = (_kernel("k1", "pointwise", ("y",), ("x",), 1), _kernel("k2", "gemm", ("x",), ("z",), 2),
           _kernel("k3", "gemm", ("x[t-1]",), ("w",), 2))
     assert flag_candidates(Loop("loop0", ((0, "layer0"),), ks, 2, "persistent", 4, False, (1, 2))) == ("x",)
@@ -184,7 +184,7 @@ def test_ptx_polls_relaxed_words_and_syncs_the_grid_once(monkeypatch, tmp_path):
 def test_only_the_writer_stores_a_flagged_gradient(monkeypatch, cell):
     """In a backward loop the flagged gradient's words (and its buffer) are stored by its one
     writer kernel, whose device functions (``k<i>_bwd`` and the early-load ``_pre`` twin) are the
-    only ones calling flag_store on it (regression, session 13: the completion of untouched chunks
+    only ones calling flag_store on it (regression: the completion of untouched chunks
     first ran in every pointwise kernel of the loop, e.g. peephole_lstm's peephole VJPs stored
     d.U's old values, racing with its writer)."""
     import re

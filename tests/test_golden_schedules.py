@@ -107,7 +107,7 @@ def test_hoisted_kernels_launch_once_per_window_whatever_t(plan):
 
 
 def test_cost_model_follows_the_h200_measurement_of_both_plans():
-    """4-layer LSTM, hidden 512, T=100 on the H200 (bench/results/h200-20261129-session2-extra.json and
+    """4-layer LSTM, hidden 512, T=100 on the H200 (bench/results/h200-20261129-grid-extra.json and
     the first sweep's run): forward scc-sequential 2.24 ms vs wavefront 3.02 ms at S=1, 25.4 vs
     39.9 ms at S=64; the estimates must order the plans the same way and stay within 2x of the
     measured times."""
@@ -121,7 +121,7 @@ def test_cost_model_follows_the_h200_measurement_of_both_plans():
 
 def test_cost_model_prices_graph_mode_and_layer_norm_syncs(monkeypatch):
     """layernorm_lstm, hidden 512, S=1, T=100 on the H200: 4.26 ms forward per timestep (graph
-    mode, RNNGRAPH_LOOP="ln=0"; bench/results/h200-20261129-session2-extra.json) and 2.08 ms as one
+    mode, RNNGRAPH_LOOP="ln=0"; bench/results/h200-20261129-grid-extra.json) and 2.08 ms as one
     persistent kernel (the S=1 default; bench/results/h200-20261130-loop-sweep3.json): each estimate
     of the loop must be within 2x, and in the persistent one each of the 2 layer norms adds a grid
     sync a timestep."""

@@ -44,10 +44,10 @@ def test_generated_step_matches_float64_reference(cell, layers, S):
 
 
 # S=16 is held to 10x the float32 NumPy error instead of 4x: its window amplifies rounding more
-# (float32 NumPy's own relative gradient errors are 3-4.5e-4), and session 7 measured every
-# parameter's GPU / NumPy ratio on the H200 (bench/s16_precision.py): graph mode (ln=0) up to
+# (float32 NumPy's own relative gradient errors are 3-4.5e-4), and a measurement of every
+# parameter's GPU / NumPy ratio on the H200 (bench/s16_precision.py, 2026-12-01) gave: graph mode (ln=0) up to
 # 3.7x, the persistent loop 6.1x (lnsum=2, barrier=0), 5.7x (lnsum=2, barrier=1), 7.8x (lnsum=0,
-# session 6's code shape). A race or an indexing error shows as 100x and more.
+# the row sums' first code shape). A race or an indexing error shows as 100x and more.
 LN_CASES = [(1, "ln=1", 4), (64, "ln=1,lnsum=0", 4), (64, "ln=1,lnsum=1", 4), (16, "ln=1,lnsum=1", 10),
             (64, "ln=1,lnsum=2", 4), (16, "ln=1,lnsum=2", 10)]
 
@@ -73,7 +73,7 @@ def test_persistent_layer_norm_loop_matches_float64_reference(monkeypatch, S, kn
 def test_inline_grid_barrier_matches_float64_reference(monkeypatch, cell, layers, S):
     """RNNGRAPH_LOOP="barrier=1": the loop kernels sync through codegen/grid_barrier.py's
     inline barrier instead of numba's grid.sync() (flags=0: S=1's default flagged exchange
-    leaves the LSTM no grid sync a timestep; session 13's tier failed here without it)."""
+    leaves the LSTM no grid sync a timestep; the GPU tier failed here without it)."""
     monkeypatch.setenv("RNNGRAPH_LOOP", "barrier=1,flags=0")
     step = _check_against_float64(cell, layers, S)
     assert "grid_barrier(BAR, nblocks)" in step.kernels
@@ -121,7 +121,7 @@ def _compare(label, factor, runs, y, grads):
 # (cell, S, RNNGRAPH_LOOP, whether a loop GEMM splits its inner dimension, tolerance factor): by
 # default (ksplit=8) at S=1, not at S=64 (a block has as many work items as warps); ln=0: the
 # layer-norm loop per timestep (graph mode), its per-timestep GEMMs cuBLAS calls captured into the
-# graph since session 11 (numba's GEMM before; this case first runs in session 12's tier), held to
+# graph (numba's GEMM before cuBLAS ran under capture), held to
 # the S=16 factor of LN_CASES
 REPLAY_CASES = [("lstm", 1, "", True, 4), ("layernorm_lstm", 64, "", False, 4), ("lstm", 1, "ksplit=1", False, 4),
                 ("gru", 1, "rows=4", True, 4), ("lstm", 1, "xreduce=1,threads=512", True, 4),
@@ -231,7 +231,7 @@ def test_dropout_masks_on_the_device():
 
 @pytest.mark.parametrize("p", [0.0, 0.5])
 def test_language_model_training_matches_cpu_backend_over_windows(monkeypatch, p):
-    """The issue-5 model (2x LSTM 512, embedding 128, vocab 82, T=100, S=64, Adam, clip 1) trained
+    """The language model of bench/lm_vs_torch.py (2x LSTM 512, embedding 128, vocab 82, T=100, S=64, Adam, clip 1) trained
     for several windows on the GPU and on the float32 NumPy backend from the same parameters,
     fed the same dropout masks (RNNGRAPH_MASKS=host): every window's loss, the
     carried states and the parameters agree. One-window checks miss what only shows over many
@@ -266,7 +266,7 @@ def _check_lm_windows(V, T, S, H, E, steps, p):
 def test_evaluator_matches_cpu_backend(streams):
     """rnngraph.lm.Evaluator (what `rnngraph eval` and bench/lm_vs_torch.py score held-out text
     with) on the GPU and on the float32 NumPy backend, same trained-looking parameters (random,
-    scaled up so the predictions are confident), the issue-5 model without dropout: S streams over
+    scaled up so the predictions are confident), that language model without dropout: S streams over
     contiguous chunks, full windows and a shorter tail window, states carried: the mean loss agrees."""
     from rnngraph.lm import Evaluator
     V, T, H = 82, 100, 512

@@ -44,7 +44,7 @@ def test_knock_outs_remove_what_they_name(monkeypatch, lnsum):
 
 
 def test_compile_option_variants_keep_the_kernel_options():
-    """Regression (session 7): the fastmath and lineinfo variants replaced a bare ``@cuda.jit``
+    """Regression: the fastmath and lineinfo variants replaced a bare ``@cuda.jit``
     line only, so a kernel compiled with options (bounds=1, carveout, fast=1) lost them or
     kept its line unchanged; now the option is added to the kernel's list, once."""
     net = rg.stacked(rg.cells.lstm, 1, 8, input_size=8)

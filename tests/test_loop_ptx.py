@@ -112,28 +112,29 @@ def test_float32_loop_kernels_have_no_f64(issue_cells):
         f"{c} S=1 barrier=0 H=64 {lp}" for c in ("lstm", "peephole_lstm", "gru") for lp in ("loop0", "loop0 (backward)")]
 
 
-# Session 8's large-S code shape, on which the H=64 part of the inner-loop test below was
-# calibrated. The H=64 test nets' inner products are too short for session 9's default shape (the
+# The large-S code shape before the launch bounds (rows=4, cols=8, unroll=4), on which the H=64 part of the
+# inner-loop test below was
+# calibrated. The H=64 test nets' inner products are too short for today's default shape from S=2 (the
 # unrolled loop runs once or not at all, so the block with the most FMAs also holds the item's
 # prologue: 60 other instructions to 32 FMAs in the LSTM backward, signed or not); H=512 covers it.
-SESSION8_SHAPE = {"hidden": 64, "tuning": {"rows": 4, "cols": 8, "unroll": 4, "bounds": 0}}
+PRE_BOUNDS_SHAPE = {"hidden": 64, "tuning": {"rows": 4, "cols": 8, "unroll": 4, "bounds": 0}}
 
 
 def test_in_loop_product_index_arithmetic_is_folded(tmp_path):
-    """Session 8: numba wrapped each signed column index of the in-loop products (a sign test and
+    """numba wrapped each signed column index of the in-loop products (a sign test and
     an add in 64 bits per read), which also kept ptxas from folding the unrolled offsets into the
     loads. With the uint64 column index (codegen/loop.py ``_rows``):
 
-    - session 8's code shape (``SESSION8_SHAPE``), H=64 S=64, the four cells: 13-56 other PTX
+    - the code shape before the launch bounds (``PRE_BOUNDS_SHAPE``), H=64 S=64, the four cells: 13-56 other PTX
       instructions to 32-64 FMAs in the inner loop (at most 1.31 a FMA); signed 62-141 (at least
       1.73). The bound 1.5 separates the two at H=64 only: with that shape the H=512 LSTM forward
       has about 56 other instructions to 128 FMAs, 191 (1.49 a FMA) signed (SASS 250 instructions
-      a trip, 417 signed: bench/results/cpu-20261201-session8-sass-inner-loop.txt).
-    - the default shape of S=64 (session 9: rows=8, cols=4, unroll=8, bounds=1), H=512, lstm and
+      a trip, 417 signed: bench/results/cpu-20261201-u64-sass-inner-loop.txt).
+    - the default shape of S=64 (rows=8, cols=4, unroll=8, bounds=1), H=512, lstm and
       layernorm_lstm: 12-72 other instructions to 128-256 FMAs (at most 0.31 a FMA); signed 145-363
       (at least 1.13; 0.94 for the GRU backward). Bound: 0.6."""
     cells = ("lstm", "peephole_lstm", "gru", "layernorm_lstm")
-    configs = [[cell, 64, 0, SESSION8_SHAPE] for cell in cells] + \
+    configs = [[cell, 64, 0, PRE_BOUNDS_SHAPE] for cell in cells] + \
         [[cell, 64, 0, {"hidden": 512}] for cell in ("lstm", "layernorm_lstm")]
     inner = {name: r["inner_loop"] for name, r in compile_loops(configs, tmp_path).items()}
     assert len(inner) == 12, sorted(inner)

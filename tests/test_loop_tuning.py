@@ -78,12 +78,12 @@ def test_budget_limits_the_shared_arrays():
                                        ("bounds=2", "bounds must be 0 or 1"), ("carveout=101", "carveout must be"),
                                        ("ksplit=0", "ksplit must be in"), ("ksplit=33", "ksplit must be in"),
                                        ("prefetch=2", "prefetch must be 0 or 1"), ("flags=2", "flags must be 0 or 1"),
-                                       ("loads=1", "unknown key 'loads'")])  # session 12's dropped knob
+                                       ("loads=1", "unknown key 'loads'")])  # a dropped knob
 def test_bad_environment_names_the_variable(monkeypatch, text, msg):
     monkeypatch.setenv("RNNGRAPH_LOOP", text)
     with pytest.raises(ValueError, match=msg) as err:
         loop_tuning()
-    # the whole text, for range errors too (regression, session 8 review: "rows=17" printed without it)
+    # the whole text, for range errors too (regression: "rows=17" printed without it)
     assert f"RNNGRAPH_LOOP={text!r}" in str(err.value)
 
 
@@ -100,7 +100,8 @@ def test_environment_overrides_defaults(monkeypatch):
     assert loop_tuning(2) == LoopTuning(ln=1) and loop_tuning(64) == LoopTuning(ln=1)
     assert default_tuning(1).rows == 4 and default_tuning(2).rows == 8
     assert (default_tuning(1).unroll, default_tuning(1).prefetch) == (16, 1) and default_tuning(2).prefetch == 0
-    # session 9 (H200): launch bounds, 4 streams an item and unroll 8 from S=2 (LSTM S=64 4.33 vs 5.21 ms)
+    # H200 (bench/results/h200-20261201-launch-bounds-sweep-*.json): launch bounds, 4 streams an item and unroll 8
+    # from S=2 (LSTM S=64 4.33 vs 5.21 ms)
     assert (default_tuning(1).bounds, default_tuning(1).cols, default_tuning(1).unroll) == (0, 8, 16)
     assert (default_tuning(2).bounds, default_tuning(2).cols, default_tuning(2).unroll) == (1, 4, 8)
     assert default_tuning(1).barrier == 0 and default_tuning(2).barrier == default_tuning().barrier == 1
@@ -108,7 +109,7 @@ def test_environment_overrides_defaults(monkeypatch):
 
 
 def test_bad_environment_fails_for_every_graph(monkeypatch):
-    """Regression (session 3 review): RNNGRAPH_LOOP=rows=99 was parsed only for graphs with a
+    """Regression: RNNGRAPH_LOOP=rows=99 was parsed only for graphs with a
     layer norm, so `rnngraph schedule lstm` and CPU training ran on, silently ignoring it."""
     from rnngraph.passes import schedule
     monkeypatch.setenv("RNNGRAPH_LOOP", "rows=99")
@@ -154,7 +155,7 @@ def test_compile_options_reach_the_gpu_kernel_only():
 
 
 def test_gemm_work_items_take_at_most_the_blocks_rows():
-    """rows and cols are upper bounds (LoopEmitter._item_shape). Regression (session 7, H200):
+    """rows and cols are upper bounds (LoopEmitter._item_shape). Regression (H200):
     rows=8,cols=4 applied to every GEMM slowed the LSTM S=64 backward, whose blocks own 4 rows
     (fwd+bwd 6.33 vs 5.60 ms). Hidden 8 on 4 blocks, S=64, rows=8: the forward's blocks own 2
     units x 4 gates = 8 rows -> 8 rows x 4 streams (32 accumulators); the backward's own 2 rows

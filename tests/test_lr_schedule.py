@@ -145,7 +145,7 @@ def test_old_checkpoints_are_constant_and_resume_may_change_the_schedule(capsys,
 
 
 def test_resume_without_steps_continues_the_cosine_curve(capsys, tmp_path, text_file):
-    """Regression (fresh-user review): resuming a cosine run without --steps used --steps' default
+    """Regression: resuming a cosine run without --steps used --steps' default
     1000, restarting the curve near the full lr. Now the checkpoint's end step is the default; a
     different --steps says that the curve moves. The validation lines show the lr in use."""
     ck = tmp_path / "ck"

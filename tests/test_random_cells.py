@@ -11,7 +11,7 @@ from random_cells import random_graphs
 # derandomize: the same examples on every run (fixed seeds; CI must not find a new case by chance)
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 
-# Regression (session 4, found by hypothesis in CI): the gradient of the initial state of n2, a chain
+# Regression (found by hypothesis in CI): the gradient of the initial state of n2, a chain
 # of sigmoids (about 1e-3), was checked against central differences of a scalar of about 100 (n0
 # doubles every timestep), whose float64 rounding alone made the numeric value 1.4e-6 off
 # relatively. check_graph now allows the differences' rounding floor.

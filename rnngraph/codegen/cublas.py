@@ -10,7 +10,7 @@ wrappers cannot serve a training step's GEMMs for two reasons (CuPy 14,
   implicit synchronisation;
 - ``setStream`` raises ``NotImplementedError("calling cuBLAS API during stream capture is
   currently unsupported")`` on a capturing stream, so no phase with a GEMM could be replayed
-  from a CUDA graph: the host's launch time showed as idle GPU time at S=1 (session 10:
+  from a CUDA graph: the host's launch time showed as idle GPU time at S=1 (H200:
   0.105 ms of the LSTM's 1.18 ms step, 0.341 of layernorm_lstm's 2.94, bench/kernel_trace.py).
 
 So this module calls the shared library's C entry points through ``ctypes``

@@ -64,7 +64,7 @@ def as_device(x, stream=None):
     - a numba device array is returned as is;
     - an object with ``__cuda_array_interface__`` (CuPy, PyTorch) is wrapped without a copy by
       ``cuda.as_cuda_array(x, sync=False)``: passing such objects straight to a kernel makes
-      numba synchronize on their stream at every launch (DESIGN.md, numba quirks), so wrap once
+      numba synchronize on their stream at every launch (ARCHITECTURE.md, numba quirks), so wrap once
       and reuse the result;
     - anything else is taken as host data (``np.asarray``) and copied to the device on ``stream``.
     """

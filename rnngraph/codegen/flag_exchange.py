@@ -11,8 +11,9 @@ flag (NCCL's low-latency protocol stores 8 bytes of data and flag in the same wa
 On the GPU the words are stored with ``st.relaxed.gpu`` and read with ``ld.relaxed.gpu`` (from L2,
 coherent at GPU scope, never a stale L1 line; inline PTX with side effects, never hoisted out of
 the poll loop). The instructions name the global state space and take the array's generic
-address, which for global memory is the same address on these GPUs (what the H200 ran in
-session 13); the generic forms (no ``.global``) would not rely on that. A reader polls at most ``SPIN_LIMIT`` times, then executes ``trap`` (the launch
+address, which for global memory is the same address on these GPUs (what the H200 ran,
+bench/results/h200-20261201-flags-gpu-final.log); the generic forms (no ``.global``) would not rely on that. A reader
+polls at most ``SPIN_LIMIT`` times, then executes ``trap`` (the launch
 fails with an error instead of hanging the GPU; it would mean a missing write, a bug). In the
 CUDA simulator (NUMBA_ENABLE_CUDASIM=1) the same functions are plain Python over the host arrays,
 raising RuntimeError instead of the trap.

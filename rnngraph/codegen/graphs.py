@@ -1,7 +1,7 @@
 """Replaying a step's launches from a CUDA graph (stream capture on the numba stream).
 
 A launch from Python costs about 18 us; the same kernel replayed from a captured graph about
-1.2 us (DESIGN.md). :class:`Replay` runs a step's launches directly the first time (numba
+1.2 us (ARCHITECTURE.md). :class:`Replay` runs a step's launches directly the first time (numba
 compiles its kernels then), captures them into a graph the second time
 (``cuStreamBeginCapture`` / ``cuStreamEndCapture`` / ``cuGraphInstantiate`` from
 ``cuda.bindings.driver`` on the numba stream's handle), and replays the graph afterwards

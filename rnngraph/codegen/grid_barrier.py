@@ -36,15 +36,17 @@ nothing, with the release fence's ordering) instead of the fence and the returni
 thread 0 polls at once instead of after the add's round trip to L2, knowing the top bit to wait
 for from the block's own count (``barrier_phase`` reads it once at kernel start, after the
 initial ``grid.sync()``: partial sums never flip it, so any block reads the value before the
-first barrier; each barrier flips it once). Session 12 measured it slower than numba's grid sync
+first barrier; each barrier flips it once). Measured slower than numba's grid sync (H200,
+bench/results/h200-20261201-prefetch-prof*-barrier*.json)
 for the S=1 LSTM; at S=64 the loop kernels alone were 3.4 % (forward) and 1.5 % (backward) faster
 than with ``grid_barrier`` in one run, the whole forward 1.6 % slower (codegen/tuning.py).
 
-History: session 5 measured this algorithm as a linked PTX function (a call, not inlined),
+History: measured on the H200 (bench/results/h200-20261201-bwd-sync-sweep-barrier.json), this algorithm as a linked
+PTX function (a call, not inlined),
 polling with ``ld.acquire.gpu``: faster at S=64 (LSTM 5.34 vs 5.58 ms fwd+bwd) but much slower
 for the LSTM at S=1 (2.11 vs 1.36 ms). Why is not known: the call's saved registers are one
-guess, but session 4's inline atomic-counter barrier (polled with atomics) was slower at S=1 too
-(forward kernel 7.4 vs 4.9 us a timestep). This inline form: the default from S=2 since session 7 (codegen/tuning.py).
+guess, but an earlier inline atomic-counter barrier (polled with atomics) was slower at S=1 too
+(forward kernel 7.4 vs 4.9 us a timestep). This inline form: the default from S=2 (codegen/tuning.py).
 """
 from __future__ import annotations
 

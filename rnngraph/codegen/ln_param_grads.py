@@ -11,14 +11,15 @@ whose second dimension splits the T*S rows into chunks, one global atomic per co
 recomputed from the loop's inputs exactly as the loop does it: the forward row sums N (T, S, 2)
 of the shifted one-pass moments (pointwise.ln_moments; mean, rstd per row) and the layer norm's
 input x. A block first turns a tile of ROW_TILE rows' sums into moments in shared memory (a
-thread a row), then its column threads walk the tile: session 10's kernel, which recomputed
+thread a row), then its column threads walk the tile: the first form of this kernel, which recomputed
 each row's moments (a division, a square root and a reciprocal) in every column thread, took
 0.11 ms for layernorm_lstm S=64's 6400 x 2048 gradient, about 4x its memory time.
 
 Why not in the loop: there each block adds its own elements' terms every timestep, and numba's
 float atomics on shared memory are compare-and-swap loops on the H200 (``ATOMS.CAST.SPIN``), which
-retry when lanes of a warp share an address and the values change: session 10 measured the
-layernorm_lstm S=64 backward loop at 4.35 ms with real gradients against 3.45 ms with an all-zero
+retry when lanes of a warp share an address and the values change: measured on the H200
+(bench/results/h200-20261201-lngrad-trace-modes.json), the layernorm_lstm S=64 backward loop at 4.35 ms with real
+gradients against 3.45 ms with an all-zero
 output gradient (bench/kernel_trace.py --modes).
 """
 from __future__ import annotations

@@ -50,16 +50,17 @@ the window) to recompute mean and rstd, so the forward row statistics are never 
   atomics, or (``lnsum=1|2``) into the block's shared-memory sums ``Z<i>`` over the whole
   window, added to the global buffers once at kernel end (each block owns the same elements
   every timestep) -- compare-and-swap loops on the H200, which retry when lanes of a warp share
-  an address: layernorm_lstm S=64's backward 4.35 ms with them (session 10).
+  an address: layernorm_lstm S=64's backward 4.35 ms with them (H200,
+  bench/results/h200-20261201-lngrad-trace-modes.json).
 - code shapes of the row sums (``lnsum``): 0, a warp per column with lanes over the block's
   elements and shuffles (the columns run one after another: latency-bound when S is large);
   1, every thread over (element, column) pairs, columns fastest, several pairs' loads in flight,
   partial sums added into shared memory by atomics, one thread per column adding the block's
-  sums (layernorm_lstm S=64 fwd+bwd 10.5 vs 17.6 ms, bench/results/h200-20261201-session6-*);
+  sums (layernorm_lstm S=64 fwd+bwd 10.5 vs 17.6 ms, bench/results/h200-20261201-lnsum-*);
   2, a column per thread (bdim // S threads a column), its elements summed in registers, the
   threads' partial sums meeting in shared memory without atomics (numba's float atomics on
   shared memory are compare-and-swap loops on the H200): the default from S=2 (10.16 -> 9.84 ms,
-  bench/results/h200-20261201-session7-sweep-lnsum2.json).
+  bench/results/h200-20261201-lnsum2-sweep-lnsum2.json).
 """
 from __future__ import annotations
 
@@ -298,8 +299,9 @@ class LoopEmitter:
         whose loads left in place (through PointwiseEmitter.load) are all of products (GEMM
         outputs) get a plan, and no kernel with a layer-norm op: a kernel that would still wait on
         another pointwise kernel's output (peephole_lstm's gates, after the peephole products) or
-        on its layer norm's row sums gains nothing and was slower with early loads (S=1 fwd+bwd,
-        session 12: peephole_lstm 1.269 -> 1.334 ms, layernorm_lstm 2.506 -> 2.720). A backward
+        on its layer norm's row sums gains nothing and was slower with early loads (S=1 fwd+bwd
+        on the H200, bench/results/h200-20261201-prefetch-sweep-*.json: peephole_lstm 1.269 -> 1.334 ms,
+        layernorm_lstm 2.506 -> 2.720). A backward
         kernel that only recomputes a forward layer norm keeps its moments' reads in place (the
         forward's row sums and shift, which the backward never writes) and may get a plan."""
         if not self.tuning.prefetch:
@@ -596,7 +598,7 @@ class LoopEmitter:
         ``tuning.rows`` rows (no more than the block has), then up to ``tuning.cols`` streams (no
         more than S) within GEMM_ACCUMULATORS partial sums a lane. E.g. the H=512 LSTM on 132
         blocks at S=64 with rows=8, cols=8: forward 16 rows a block -> 8 rows x 4 streams,
-        backward 4 rows -> 4 x 8; with the defaults of session 9 (rows=8, cols=4) 8 x 4 and 4 x 4."""
+        backward 4 rows -> 4 x 8; with the defaults from S=2 (rows=8, cols=4) 8 x 4 and 4 x 4."""
         RB = max(1, min(self.tuning.rows, block_rows))
         return max(1, min(self.stream_block, GEMM_ACCUMULATORS // RB)), RB
 
@@ -626,8 +628,8 @@ class LoopEmitter:
         index is cast to uint64 (it is never negative): numba wraps a negative signed index (a
         sign test and an add per read, in 64 bits), and that wrap kept ptxas from folding the
         unrolled offsets kk + 32 * u (u < unroll) into the loads' immediates; the cast took the
-        S=64 LSTM's inner loop from 417 to 250 SASS instructions a trip (128 of them FFMA; session
-        8, bench/results/cpu-20261201-session8-sass-inner-loop.txt).
+        S=64 LSTM's inner loop from 417 to 250 SASS instructions a trip (128 of them FFMA;
+        bench/results/cpu-20261201-u64-sass-inner-loop.txt).
 
         Split inner dimension (:meth:`_ksplit`, KS > 1, e.g. the S=1 LSTM backward: 4 rows a
         block, 2 work items for 8 warps): worker kw takes part kw % KS of item kw // KS, i.e. the

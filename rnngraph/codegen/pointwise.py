@@ -352,7 +352,7 @@ class PointwiseEmitter:
         # a flagged gradient (passes/flag_exchange.py) is polled whole by a GEMM: its one writer in
         # the loop (this kernel, if it adds to any chunk of it) also stores the chunks it adds
         # nothing to (a slice used after the loop, or by no one), their old value with its tag
-        # (regression, session 13 review: such a GEMM waited forever). Other kernels leave it alone.
+        # (regression: such a GEMM waited forever). Other kernels leave it alone.
         for buf in self.flagged:
             node = self.g.nodes[int(buf[1:])].name
             if buf == self.names.grad(node) and any(key[:2] == (node, 0) for key in external):

@@ -1,12 +1,12 @@
 """The cost model the pipeline pass uses to choose a plan, and FLOP counts for the dump.
 
-Constants are measured H200 facts (DESIGN.md, numba-cuda 0.30.4): a grid sync ~1.5 us; ~2 us of
+Constants are measured H200 facts (ARCHITECTURE.md, numba-cuda 0.30.4): a grid sync ~1.5 us; ~2 us of
 fixed latency a timestep beyond the sync (the hand-written persistent LSTM at S=1, H=512 ran
 3.45 us a timestep); hoisted time-batched GEMMs reach cuBLAS's ~51 TFLOP/s; a kernel replayed
 from a CUDA graph costs ~1.2 us. On-chip capacity for persistent weights: 132 SMs x 227 KB.
 
 The products inside a persistent loop are calibrated on rnngraph's own generated kernels
-(bench/results/h200-20261129-loop-sweep2.json and -session2-extra.json, forward, T=100,
+(bench/results/h200-20261129-loop-sweep2.json and -grid-extra.json, forward, T=100,
 H=512): a timestep's recurrent products take the larger of (a) streaming their weights from L2
 once per 8 streams (a work item blocks 8 streams, codegen/loop.py) at ~1.0 TB/s and (b) their
 FLOPs at ~3 TFLOP/s. That fits the measured ticks within ~25%: 1 LSTM layer at S=1 ~4.3 us of

@@ -20,8 +20,9 @@ need the grid), where every flagged value:
   of the same timestep, or (forward only) at delay d >= 1, the rows before the window (the
   initial state) being flagged by the kernel's prologue.
 
-Why: at S=1 the LSTM's grid sync took 2.0-2.6 us of each ~5 us timestep (session 12,
-bench/sync_micro.py, bench/loop_profile.py), one sync a timestep forward and backward; with
+Why: at S=1 the LSTM's grid sync took 2.0-2.6 us of each ~5 us timestep (H200,
+bench/results/h200-20261201-prefetch-prof-barrier*.json; bench/sync_micro.py, bench/loop_profile.py), one sync a
+timestep forward and backward; with
 the flags a block waits only for the words it reads, one L2 round trip after they are written.
 Each buffer row is written once a launch, so the flag words need no reuse protocol; the kernel
 zeroes them at its start (then one grid sync).

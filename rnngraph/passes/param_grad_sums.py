@@ -12,7 +12,8 @@ and the loop computes only the layer norm's input gradient.
 
 Why: inside the loop each block added its own elements' terms every timestep, and numba's float
 atomics on shared memory are compare-and-swap loops on the H200 (``ATOMS.CAST.SPIN``), which retry
-when lanes of a warp share an address and the values change. Session 10 measured layernorm_lstm
+when lanes of a warp share an address and the values change. Measured on the H200 (bench/kernel_trace.py --modes,
+bench/results/h200-20261201-lngrad-trace-modes.json): layernorm_lstm
 S=64's backward loop at 4.35 ms with real gradients and 3.45 ms with an all-zero output gradient
 (bench/kernel_trace.py --modes); with the sums after the loop, fwd+bwd went from 8.36 to 6.99 ms.
 """

@@ -1,6 +1,6 @@
 """pipeline: choose how the loop SCCs run together, and their stage offsets.
 
-Assumes: levels has run. Two plans (DESIGN.md):
+Assumes: levels has run. Two plans (ARCHITECTURE.md):
 - **scc-sequential**: each loop SCC runs its whole window in turn; what connects two loops (layer
   l's output projected for layer l+1) stays a hoisted GEMM over the window between them;
 - **wavefront**: all loop SCCs run in one loop body; a loop SCC (or a node between loops) runs

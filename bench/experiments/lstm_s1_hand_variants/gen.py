@@ -1,4 +1,5 @@
-"""Hand variants of the S=1 LSTM H=512 loop kernels (session 12 experiment; not part of the package).
+"""Hand variants of the S=1 LSTM H=512 loop kernels (an experiment of 2026-12-01,
+bench/results/h200-20261201-prefetch-profile-hand-variants-*.json; not part of the package).
 pre: pointwise operands independent of the level's GEMM loaded before it (fwd: V1, c in a register;
 bwd: every forward value and old gradient of the next timestep during this one's GEMM), the GEMM's
 own-row outputs handed over in shared memory. unroll: each lane's 16 vector loads issued at once."""

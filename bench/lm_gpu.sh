@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Issue 5's GPU must-show in one device call: bench/lm_vs_torch.py trains the 2x512 char-level
+# The language-model comparison in one GPU command: bench/lm_vs_torch.py trains the 2x512 char-level
 # LSTM with rnngraph and with torch.nn.LSTM (cuDNN) on the Austen corpus, same batches, same
 # budget each, and writes $OUT/lm_vs_torch.json (+ .log).
 #
-#   device run: carry [".whl", ".cache/rg"], timeout_s 600, command:  bash bench/lm_gpu_session.sh
+#   device run: carry [".whl", ".cache/rg"], timeout_s 600, command:  bash bench/lm_gpu.sh
 #
 # Prepared here beforehand (both paths are git-ignored):
-#   .whl/       numpy 2.4.6 (../shared/gpu-wheels.sh): the image's numpy is too new for numba-cuda
+#   .whl/       a numpy 2.4.6 wheel: numba-cuda 0.30.4 cannot compile kernels with numpy 2.5
 #   .cache/rg/  the corpus: mkdir -p .cache/rg/austen && cp ~/.cache/rnngraph/austen/*.txt .cache/rg/austen/
 #               (or RNNGRAPH_CACHE=$PWD/.cache/rg python3 -c "from rnngraph.data import load_austen; load_austen()")
 #
