@@ -267,11 +267,10 @@ class CudaBackend:
         sums = self._sums.copy_to_host(stream=self.stream)
         self.stream.synchronize()
         self.last_finite = bool(np.isfinite(sums).all())
+        self.last_grad_norm = float(np.sqrt(sums[0]))
         if not self.last_finite:  # the kernels updated nothing: the step did not happen
             self.optimizer.steps -= 1
-            self.last_grad_norm = float(np.sqrt(sums[0]))
             return loss
-        self.last_grad_norm = float(np.sqrt(sums[0]))
         self._carry()
         return loss
 
