@@ -14,8 +14,11 @@ PyTorch's default for cuDNN RNNs). Every ratio divides by the faster nn.LSTM of 
 
 At each B in ``--overhead-batches`` it also times the module's own overhead: the bare compiled
 RNN (``rnn.compiled(...)``'s forward and backward on torch tensors, no autograd) against the
-module's forward plus ``y.backward(dy)`` (autograd, parameter gradients accumulated), both
-without head or optimizer.
+module's forward plus ``y.backward(dy)`` (autograd), both without head or optimizer. The
+module is timed as a training loop runs it (``zero_grad(set_to_none=True)`` before the backward, so autograd
+hands the parameters the compiled gradients: ``module_ms``, the ratio the target reads) and
+with gradients accumulated into existing ``.grad`` tensors (``module_accumulate_ms``: one
+addition per parameter more).
 
 Usage (GPU)::
 
@@ -71,11 +74,18 @@ def overhead(rnn: RNN, x, proto: Protocol, timer) -> dict:
         compiled.forward(x, train=True)
         compiled.backward(dy, input_grads=False)  # x needs no gradient here, as in the module call
 
-    def module():
+    def module():  # as a training loop: zero_grad between the forward and the backward
+        y, _ = rnn(x)
+        rnn.zero_grad(set_to_none=True)
+        y.backward(dy)
+
+    def module_accumulate():
         y, _ = rnn(x)
         y.backward(dy)
     b, m = measure(bare, timer, proto)["ms"], measure(module, timer, proto)["ms"]
-    return {"bare_ms": b, "module_ms": m, "overhead": m / b - 1.0}
+    a = measure(module_accumulate, timer, proto)["ms"]
+    return {"bare_ms": b, "module_ms": m, "overhead": m / b - 1.0, "module_accumulate_ms": a,
+            "overhead_accumulate": a / b - 1.0}
 
 
 def main(argv=None) -> int:
@@ -91,6 +101,8 @@ def main(argv=None) -> int:
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--max-seconds", type=float, default=3.0)
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--plan", choices=["wavefront", "scc-sequential"],
+                    help="force rnngraph's plan (default: the cost model's choice)")
     ap.add_argument("--no-anchor", action="store_true", help="skip nn.LSTM (smoke runs)")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
@@ -117,7 +129,7 @@ def main(argv=None) -> int:
             _tf32(False)
         best = min(anchors.values()) if anchors else None
         for cell in args.cells:
-            rnn, head = RNN(cell, H, L, input_size=H).to(dev), torch.nn.Linear(H, args.head).to(dev)
+            rnn, head = RNN(cell, H, L, input_size=H, plan=args.plan).to(dev), torch.nn.Linear(H, args.head).to(dev)
             step = training_loop(rnn, head, x, target)
             t0 = time.perf_counter()
             step()
@@ -138,7 +150,8 @@ def main(argv=None) -> int:
                 o = {"cell": cell, "B": B, **overhead(rnn, x, proto, timer)}
                 result["overhead"].append(o)
                 print(f"       overhead: bare {o['bare_ms']:.3f} ms, module {o['module_ms']:.3f} ms "
-                      f"(+{100 * o['overhead']:.1f} %)", flush=True)
+                      f"(+{100 * o['overhead']:.1f} %), accumulating {o['module_accumulate_ms']:.3f} ms "
+                      f"(+{100 * o['overhead_accumulate']:.1f} %)", flush=True)
             write_results(args.out, result)
             del rnn, head, step
     write_results(args.out, result)

@@ -212,14 +212,17 @@ class CompiledRNN:
                 for k, (m, p) in enumerate(self.dropout.items())}
 
     # ------------------------------------------------------------------ running
-    def forward(self, x, h0: dict | None = None, train: bool = True, masks: dict | None = None):
+    def forward(self, x, h0: dict | None = None, train: bool = True, masks: dict | None = None,
+                copy_states: bool = True):
         """Run the network over the window of ``x``.
 
         x: (T, S, input_size) floats (or (T, S) token ids); h0: state name -> (depth, S, size),
         every state or None (zeros); train: keep the activations for :meth:`backward` (False:
         inference, nothing kept, and on CUDA a plan without a backward); masks: the dropout
         masks (name -> (T, S, width), see rg.Dropout), default drawn from the compile seed when
-        training, ones otherwise.
+        training, ones otherwise; copy_states: False lets h_T be views of the plan's device
+        buffers (torch tensors on CUDA only), valid until the next forward of this (T, S), for a
+        caller that copies them at once (rnngraph.torch stacks the layers' states).
 
         Returns (y, h_T): y (T, S, n) the output node, h_T state name -> (depth, S, size), as
         arrays of the kind of ``x`` (NumPy for NumPy; on CUDA torch tensors, CuPy or numba
@@ -243,7 +246,7 @@ class CompiledRNN:
         plan = self._plan(T, S, backward=train)
         if train:
             self._calls += 1
-        y, h_T, fwd = plan.forward(x, h0, masks, keep=train)
+        y, h_T, fwd = plan.forward(x, h0, masks, keep=train, copy_states=copy_states)
         self.last = None
         if self._device:  # the plan's buffers now hold this call's activations (inference too)
             plan.generation += 1
@@ -289,9 +292,10 @@ class HostPlan:
         self.generation = 0
         self.key: tuple = ()
 
-    def forward(self, x, h0: dict, masks: dict, keep: bool):
-        """(y (T, S, n), h_T name -> (depth, S, size), the Forward if ``keep`` else None), NumPy
-        arrays in the plan's dtype; x (T, S, I) floats or (T, S) ids, h0 every state or {}."""
+    def forward(self, x, h0: dict, masks: dict, keep: bool, copy_states: bool = True):
+        """(y (T, S, n), h_T name -> (depth, S, size), the Forward if ``keep`` else None), new
+        NumPy arrays in the plan's dtype (``copy_states`` changes nothing here); x (T, S, I)
+        floats or (T, S) ids, h0 every state or {}."""
         out = self.executor.graph.outputs[0]
         feed = {"x": x, **{m: np.asarray(v) for m, v in masks.items()}}
         fwd = self.executor.forward(self.params, feed, {k: np.asarray(v) for k, v in h0.items()})

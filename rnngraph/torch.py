@@ -35,18 +35,25 @@ def _param_attr(name: str) -> str:
 
 
 class _CompiledFunction(torch.autograd.Function):
-    """y, *h_T = f(x, *h0, *params) through a CompiledRNN; backward through its backward."""
+    """y, *h_T = f(x, *h0, *params) through a CompiledRNN; backward through its backward.
+
+    h0 comes per graph state (``layer0.h``, ``layer1.h``, ...); h_T goes out per state argument
+    of the cell, the layers stacked (nn.LSTM's (layers * depth, B, H)): ``groups`` lists each
+    argument's graph states in layer order."""
 
     @staticmethod
-    def forward(ctx, rnn, state_names, masks, has_h0, x, *tensors):
+    def forward(ctx, rnn, state_names, groups, masks, has_h0, x, *tensors):
         h0 = dict(zip(state_names, tensors[:len(state_names)])) if has_h0 else None
-        y, h_T = rnn.forward(_to_backend(x), _to_backend_dict(h0), train=True, masks=_to_backend_dict(masks))
-        ctx.rnn, ctx.pending, ctx.state_names = rnn, rnn.last, state_names
+        y, h_T = rnn.forward(_to_backend(x), _to_backend_dict(h0), train=True, masks=_to_backend_dict(masks),
+                             copy_states=False)
+        ctx.rnn, ctx.pending, ctx.state_names, ctx.groups = rnn, rnn.last, state_names, groups
+        # outputs the loss does not use get None, not zeros: no zero tensors to make and add
+        ctx.set_materialize_grads(False)
         ctx.has_h0 = has_h0
         # the backward reads x and the parameters' memory: saving them lets torch refuse a second
         # backward without retain_graph and a backward after an in-place change of them
         ctx.save_for_backward(x, *tensors)
-        return (_from_backend(y, x), *[_from_backend(h_T[s], x) for s in state_names])
+        return (_from_backend(y, x), *_stack_states(h_T, groups, x))
 
     @staticmethod
     @torch.autograd.function.once_differentiable
@@ -55,14 +62,19 @@ class _CompiledFunction(torch.autograd.Function):
         T, S = ctx.pending.plan.key[:2]
         if dy is None:
             dy = torch.zeros((T, S, rnn.graph.by_name[rnn.output].size), dtype=like.dtype, device=like.device)
-        seeds = {s: _to_backend(d.contiguous()) for s, d in zip(ctx.state_names, dh_T) if d is not None}
+        seeds = {}
+        for names, d in zip(ctx.groups, dh_T):
+            if d is not None:  # rows of layer k: [k * depth, (k + 1) * depth)
+                for name, part in zip(names, d.chunk(len(names))):
+                    seeds[name] = _to_backend(part if part.is_contiguous() else part.contiguous())
         n = len(ctx.state_names) if ctx.has_h0 else 0
-        wanted = ctx.needs_input_grad[4:5 + n]  # x and the initial states
+        wanted = ctx.needs_input_grad[5:6 + n]  # x and the initial states
         dx, dh0, dparams = rnn.backward(_to_backend(dy.contiguous()), seeds, pending=ctx.pending,
                                         input_grads=any(wanted))
         grads_h0 = [_from_backend(dh0[s], like) if dh0 is not None else None for s in ctx.state_names][:n]
         dparams = [_from_backend(dparams[p.name], like) for p in rnn.graph.params]
-        return (None, None, None, None, None if dx is None else _from_backend(dx, like), *grads_h0, *dparams)
+        return (None, None, None, None, None, None if dx is None else _from_backend(dx, like), *grads_h0,
+                *dparams)
 
 
 def _to_backend(t):
@@ -78,6 +90,12 @@ def _to_backend_dict(d):
 
 def _from_backend(a, like: torch.Tensor) -> torch.Tensor:
     return a if isinstance(a, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(a)).to(like.dtype)
+
+
+def _stack_states(h_T: dict, groups: list, like: torch.Tensor) -> list:
+    """Per state argument, its layers' final states stacked (layers * depth, B, H): new tensors
+    (h_T's entries may be views of the program's buffers)."""
+    return [torch.cat([_from_backend(h_T[name], like) for name in names]) for names in groups]
 
 
 class RNN(nn.Module):
@@ -147,6 +165,7 @@ class RNN(nn.Module):
         self._mask_nodes = [(n.name, float(n.attr["dropout"]), n.size) for n in self.graph.inputs
                             if "dropout" in n.attr]
         self.state_args = [(arg, ann.delay) for arg, ann in cells_[0].state_args]
+        self._state_groups = [[f"layer{k}.{arg}" for k in range(layers)] for arg, _ in self.state_args]
         seed = int(torch.randint(0, 2 ** 31 - 1, ()).item())
         for name, value in init_params(self.graph, seed, "float32").items():
             self.register_parameter(_param_attr(name), nn.Parameter(torch.from_numpy(value)))
@@ -301,13 +320,9 @@ class RNN(nn.Module):
                                  f"got {tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
         return h0.unsqueeze(1) if isinstance(h0, torch.Tensor) else tuple(t.unsqueeze(1) for t in parts)
 
-    def _states_out(self, finals: list, unbatched: bool):
-        by_name = dict(zip(self._state_names, finals))
-        out = []
-        for arg, _ in self.state_args:
-            parts = [by_name[f"layer{k}.{arg}"] for k in range(self.layers)]
-            t = parts[0] if len(parts) == 1 else torch.cat(parts)
-            out.append(t[:, 0] if unbatched else t)
+    def _states_out(self, stacked: list, unbatched: bool):
+        """Per state argument (layers * depth, B, H) -> h_T in h0's form (a tensor or a tuple)."""
+        out = [t[:, 0] if unbatched else t for t in stacked]
         return out[0] if len(out) == 1 else tuple(out)
 
     def _masks(self, T: int, B: int, like: torch.Tensor) -> dict | None:
@@ -344,15 +359,15 @@ class RNN(nn.Module):
         needs_grad = torch.is_grad_enabled() and (
             x.requires_grad or any(p.requires_grad for p in params) or any(s.requires_grad for s in states or []))
         if needs_grad:
-            outs = _CompiledFunction.apply(rnn, self._state_names, masks, states is not None, x, *(states or []),
-                                           *params)
-            y, finals = outs[0], list(outs[1:])
+            outs = _CompiledFunction.apply(rnn, self._state_names, self._state_groups, masks, states is not None,
+                                           x, *(states or []), *params)
+            y, stacked = outs[0], list(outs[1:])
         else:
             h0d = None if states is None else dict(zip(self._state_names, states))
             y, h_T = rnn.forward(_to_backend(x), _to_backend_dict(h0d), train=False,
-                                 masks=_to_backend_dict(masks))
-            y, finals = _from_backend(y, x), [_from_backend(h_T[s], x) for s in self._state_names]
-        h_T = self._states_out(finals, unbatched)
+                                 masks=_to_backend_dict(masks), copy_states=False)
+            y, stacked = _from_backend(y, x), _stack_states(h_T, self._state_groups, x)
+        h_T = self._states_out(stacked, unbatched)
         if unbatched:
             return y[:, 0], h_T
         return (y.transpose(0, 1) if self.batch_first else y), h_T

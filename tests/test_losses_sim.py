@@ -1,6 +1,7 @@
-"""The loss heads on the CUDA backend in numba's simulator against the NumPy backend (tiny
-shapes: T=3, S=2, hidden 4): training steps (forward, BPTT, clipping, Adam) give the CPU
-backend's losses, parameters and carried states to 1e-5, and forward gives its loss."""
+"""The loss heads on the CUDA backend against the NumPy backend (tiny shapes: T=3, S=2, hidden
+4): training steps (forward, BPTT, clipping, Adam) give the CPU backend's losses, parameters and
+carried states to 1e-5, and forward gives its loss. In numba's simulator on machines without a
+GPU; in the GPU tier (``pytest -m gpu``) on the GPU."""
 import os
 
 import numpy as np
@@ -8,8 +9,7 @@ import pytest
 
 import rnngraph as rg
 
-pytestmark = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1",
-                                reason="simulator tests (the GPU tier runs tests/test_gpu.py)")
+pytestmark = [] if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" else [pytest.mark.gpu]
 
 T, S, I, H, C = 3, 2, 3, 4, 5
 

@@ -1,8 +1,8 @@
 """A training call whose loss or gradients are not finite changes nothing — parameters, optimizer
 state and step count, carried states — and raises FloatingPointError (or, with
 ``nonfinite="skip"``, is counted); the next finite call trains as if the bad one never came.
-On the NumPy backend and on the CUDA backend (simulator: the check and the flag the update
-kernels read run on the device)."""
+On the NumPy backend and on the CUDA backend (the check and the flag the update kernels read
+run on the device): in numba's simulator without a GPU, on the GPU in the GPU tier."""
 import os
 
 import numpy as np
@@ -38,7 +38,7 @@ def _assert_same(a, b):
 
 # NaN and inf flowing through NumPy (and the simulated kernels) warn, which this file expects
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
-DEVICES = ["cpu"] + (["cuda"] if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" else [])
+DEVICES = ["cpu", "cuda" if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" else pytest.param("cuda", marks=pytest.mark.gpu)]
 
 
 @pytest.mark.parametrize("device", DEVICES)

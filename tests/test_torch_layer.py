@@ -165,6 +165,27 @@ def test_from_torch_equals_torch_outputs_states_and_every_gradient(kind, layers,
     assert gp["layer0_U_weight"].abs().max() > 1e-2  # not trivially zero
 
 
+@pytest.mark.parametrize("used", ["c_T", "h_T", "y"])
+def test_a_loss_of_one_output_alone_equals_torch(used):
+    """Outputs the loss does not use reach the backward as None (not zero tensors): the
+    gradients of a loss of c_T alone (y unused), h_T alone or y alone match nn.LSTM's, 2 layers."""
+    torch.manual_seed(4)
+    ref = nn.LSTM(3, 4, 2).double()
+    ours = RNN.from_torch(ref)
+    x = torch.randn(5, 2, 3, dtype=F64)
+    grads = []
+    for module in (ref, ours):
+        y, (h_T, c_T) = module(x)
+        out = {"c_T": c_T, "h_T": h_T, "y": y}[used]
+        loss = (out * torch.arange(out.numel(), dtype=F64).reshape(out.shape)).sum()
+        params = dict(module.named_parameters())
+        grads.append(dict(zip(params, torch.autograd.grad(loss, list(params.values())))))
+    assert len(grads[1]) == 8
+    for name, grad in grads[1].items():
+        _close(grad, grads[0][_torch_name(name)], 1e-10, f"{used}: d {name}")
+    assert max(g.abs().max() for g in grads[1].values()) > 1e-3
+
+
 # ---------------------------------------------------------------------------------- plans, shapes
 def test_varying_T_and_B_on_one_module_equals_fresh_modules_and_caches_lru():
     torch.manual_seed(3)

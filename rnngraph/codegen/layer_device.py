@@ -134,10 +134,12 @@ class DevicePlan:
             _wait(caller, self.stream)
 
     # ------------------------------------------------------------------ forward / backward
-    def forward(self, x, h0: dict, masks: dict, keep: bool):
+    def forward(self, x, h0: dict, masks: dict, keep: bool, copy_states: bool = True):
+        """(y, h_T, None) as arrays of x's kind; with torch tensors and not ``copy_states``, h_T
+        are views of the plan's buffers (other kinds are always copied)."""
         kind = array_kind(x)
         if kind == "torch":
-            y, h_T = self.torch_io(x).forward(x, h0, masks)
+            y, h_T = self.torch_io(x).forward(x, h0, masks, copy_states)
             return y, h_T, None
         caller = caller_stream(kind, x)
         _wait(self.stream, caller)

@@ -58,8 +58,10 @@ class TorchIO:
         caller.wait_stream(self.stream)
 
     @torch.no_grad()
-    def forward(self, x, h0: dict, masks: dict):
-        """(y, h_T) as new tensors; x (T, S, I) (int ids for an embedding), h0 every state or {}."""
+    def forward(self, x, h0: dict, masks: dict, copy_states: bool = True):
+        """(y, h_T): y a new tensor, h_T new tensors (``copy_states``) or views of the program's
+        buffers (valid until its next forward); x (T, S, I) (int ids for an embedding), h0 every
+        state or {}."""
         caller = self._caller()
         self.x.copy_(x)
         if h0 or not self.h0_zero:
@@ -71,7 +73,7 @@ class TorchIO:
         for p, pt in self.transposed:  # the parameters may have changed since the last call
             pt.copy_(p.t())
         self._launch(caller, self.program.run_forward)
-        return self.y.clone(), {name: v.clone() for name, v in self.h_T.items()}
+        return self.y.clone(), {name: v.clone() if copy_states else v for name, v in self.h_T.items()}
 
     @torch.no_grad()
     def backward(self, dy, dh_T: dict, input_grads: bool = True):
