@@ -7,6 +7,7 @@
 #   overhead  bench/experiments/torch_layer_overhead.py: where the module's own time goes (B = 1)
 #   bench     bench/torch_layer.py: LSTM and its overhead at B = 1, layernorm_lstm at B = 1 per plan
 #             and at B = 64
+#   plans     bench/torch_layer.py at B = 1 with each plan forced, for the cells in PLAN_CELLS (gru)
 #   demo      the GPU demo's training recipe (scripts/demo.sh on a GPU): 2 x 512 LSTM on Austen,
 #             then bits/char on the test half
 #
@@ -41,6 +42,13 @@ for part in ${PARTS:-tests overhead bench}; do
       done
       timeout 240 python3 bench/torch_layer.py --cells layernorm_lstm --batches 64 --overhead-batches \
         --out "$OUT/torch-layer-ln-b64.json" 2>&1 | tee "$OUT/torch-layer-ln-b64.log" ;;
+    plans)
+      for cell in ${PLAN_CELLS:-gru}; do
+        for plan in scc-sequential wavefront; do
+          timeout 200 python3 bench/torch_layer.py --cells $cell --batches 1 --overhead-batches --plan $plan --no-anchor \
+            --out "$OUT/torch-layer-$cell-b1-$plan.json" 2>&1 | grep -v Warn
+        done
+      done ;;
     demo)
       ckpt=/tmp/demo-gpu
       rm -rf "$ckpt"

@@ -17,6 +17,15 @@ streamed from L2, one wide tick costs as much as the narrow ticks it replaces. A
 per timestep (graph mode: a layer norm inside the recurrence) costs ~9 us a kernel a timestep
 (replay plus a small kernel's run: layernorm_lstm, S=1, 4.26 ms forward for ~4 kernels a tick).
 Times are estimates in microseconds for one forward window.
+
+The wavefront is chosen only when it is estimated at least ``wavefront_lead`` (5 %) faster: the
+model is good to ~25 %, it counts neither the flagged exchange that only one-stage loops get
+(passes/flag_exchange.py) nor what a wide body costs beyond its syncs and products, and both
+measured near-ties went to scc-sequential. 2-layer H=512 at S=1, a PyTorch training step
+(bench/torch_layer.py): gru estimated 2.2 % faster as a wavefront, measured 3.13 vs 1.93 ms
+(bench/results/h200-20261202-torch-layer-gru-b1-wavefront.json, -scc-sequential.json);
+layernorm_lstm 2.5 % faster, measured 7.08 vs 5.67 ms
+(bench/results/h200-20261202-torch-layer-ln-b1-wavefront.json, -scc-sequential.json).
 """
 from __future__ import annotations
 
@@ -27,7 +36,8 @@ from ..ir import Graph, Node
 
 @dataclass(frozen=True)
 class CostModel:
-    """Machine constants (defaults: H200, see the module docstring)."""
+    """Machine constants (defaults: H200, see the module docstring); ``wavefront_lead``: the
+    fraction by which a wavefront's estimate must beat scc-sequential's to be chosen."""
 
     sync_us: float = 1.5
     tick_latency_us: float = 2.0
@@ -38,6 +48,7 @@ class CostModel:
     replay_us: float = 1.2
     graph_kernel_us: float = 9.0
     on_chip_bytes: int = 132 * 227 * 1024
+    wavefront_lead: float = 0.05
 
     def tick_us(self, levels: int, flops: float, persistent: bool = True, kernels: int = 0,
                 weight_bytes: int = 0, streams: int = 1) -> float:

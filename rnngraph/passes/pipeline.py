@@ -182,10 +182,10 @@ def pipeline(plan: Plan) -> Plan:
     fits = _fits(plan, body)
     wf_levels = max(level_of[m] for m in body)
     wf_us = (T + depth) * _loop_tick_us(plan, body, wf_levels)
-    choice = plan.force_plan or ("wavefront" if wf_us < seq_us else "scc-sequential")
+    choice = plan.force_plan or ("wavefront" if wf_us < seq_us * (1 - cm.wavefront_lead) else "scc-sequential")
     how = "forced" if plan.force_plan else "cost model"
     reason = (f"{how}: wavefront {wf_us / 1000:.3g} ms vs scc-sequential {seq_us / 1000:.3g} ms "
-              f"per forward window (estimates)")
+              f"per forward window (estimates; a wavefront must lead by {100 * cm.wavefront_lead:.0f} %)")
     if choice == "scc-sequential":
         return seq.replace(reason=reason)
     return plan.replace(plan="wavefront", stage_of=stage, body=frozenset(body), level_of=level_of,
