@@ -12,6 +12,7 @@ traceback.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import re
@@ -23,12 +24,12 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import __version__
+from .cellfile import CellFileError, canonical_cell, checkpoint_cell, read_cell_source, resolve_cell
 from .data import CorpusError, batches
 from .errors import GraphError
-from .lm import (DEFAULT_LR_FINAL, LN2, LR_SCHEDULES, CellFileError, CheckpointError, Evaluator, LMConfig,
-                 build_network, build_vocab, canonical_cell, canonical_corpus, describe_loss, has_checkpoint,
-                 load_checkpoint, load_corpus, make_lr_schedule, make_optimizer, resolve_cell, sample,
-                 save_checkpoint, scheduled_lr, unit)
+from .lm import (DEFAULT_LR_FINAL, LN2, LR_SCHEDULES, CheckpointError, Evaluator, LMConfig, build_network,
+                 build_vocab, canonical_corpus, describe_loss, has_checkpoint, load_checkpoint, load_corpus,
+                 make_lr_schedule, make_optimizer, sample, save_checkpoint, scheduled_lr, unit)
 from .optim import from_config
 from .runtime import compile as rg_compile
 
@@ -176,7 +177,9 @@ def _config_from_args(args) -> LMConfig:
     _check_weight_decay(args, d["optimizer"])
     _check_lr_final(args, d["lr_schedule"])
     optimizer = make_optimizer(d["optimizer"], d["lr"], args.weight_decay).config()
-    return LMConfig(cell=canonical_cell(d["cell"]), layers=d["layers"], hidden=d["hidden"], embed=d["embed"],
+    source = read_cell_source(d["cell"])  # stored with the checkpoints (see rnngraph.cellfile)
+    return LMConfig(cell=canonical_cell(d["cell"]), cell_source=source, layers=d["layers"], hidden=d["hidden"],
+                    embed=d["embed"],
                     window=d["window"], streams=d["streams"], level=d["level"],
                     corpus=canonical_corpus(d["corpus"]), seed=d["seed"], dtype=d["dtype"],
                     max_words=d["max_words"], optimizer=optimizer,
@@ -233,6 +236,25 @@ def _compile(net, cfg: LMConfig, device: str, **kw):
         raise CLIError(_flag_words(str(exc))) from None
 
 
+def _apply(ck, step, override: str | None) -> None:
+    """The checkpoint's parameters into ``step``; with a ``--cell`` ``override`` a misfit names it."""
+    try:
+        ck.apply(step, optimizer=False, state=False)
+    except CheckpointError as exc:
+        if override is None:
+            raise
+        raise CheckpointError(f"--cell {override}: this cell's parameters are not the checkpoint's ({exc})") from None
+
+
+def _checkpoint_config(ck, override: str | None) -> LMConfig:
+    """The loaded checkpoint's config with the cell it runs (``--cell`` ``override``, else the stored
+    source, else the file; rnngraph.cellfile.checkpoint_cell), printing its note, if any, on stderr."""
+    cell, source, note = checkpoint_cell(ck.config.cell, ck.config.cell_source, override, ck.directory)
+    if note:
+        print(note, file=sys.stderr, flush=True)
+    return dataclasses.replace(ck.config, cell=cell, cell_source=source)
+
+
 def run_train(args) -> int:
     return _Trainer(args).run()
 
@@ -253,7 +275,10 @@ class _Trainer:
             if not self.ckdir:
                 raise CLIError("--resume needs --checkpoint DIR")
             ck = load_checkpoint(self.ckdir)
+            _checkpoint_config(ck, None)  # the note when its cell file has changed; the error when it is gone
             cfg = _resumed_config(args, ck.config, self.ckdir)
+            if cfg.cell_source is None:  # an older checkpoint: its next ones store the file's text
+                cfg.cell_source = read_cell_source(cfg.cell)
         else:
             if self.ckdir and has_checkpoint(self.ckdir):
                 raise CLIError(f"{self.ckdir} already holds a checkpoint: add --resume to continue it, or "
@@ -461,8 +486,14 @@ class _SigintGuard:
 
 
 # ---------------------------------------------------------------------------------- sample
+CELL_OVERRIDE = ("run this cell instead of the one stored in the checkpoint: file.py (the checkpoint's function "
+                 "name), file.py:function or a standard cell's name; its parameters must fit the checkpoint's "
+                 "(default: the cell source the checkpoint stores, or for an older checkpoint the file it names)")
+
+
 def _sample_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", metavar="DIR", required=True)
+    p.add_argument("--cell", metavar="FILE.py[:FUNCTION]", help=CELL_OVERRIDE)
     p.add_argument("--prime", metavar="TEXT", default="",
                    help="text fed to the network before sampling (default: none)")
     p.add_argument("--length", metavar="N", type=nonnegative_int, default=200, help="tokens to draw (default 200)")
@@ -473,12 +504,12 @@ def _sample_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_sample(args) -> int:
     ck = load_checkpoint(args.checkpoint)
-    net = build_network(ck.config, len(ck.vocab), dropout=0.0)  # sampling never drops
-    step = _compile(net, LMConfig(**{**ck.config.to_json(), "window": 1, "streams": 1}), "cpu")
-    ck.apply(step, optimizer=False, state=False)
-    text = sample(net, step.parameters, ck.vocab, args.prime, args.length, args.temperature, args.seed,
-                  ck.config.dtype)
-    joiner = " " if ck.config.level == "word" and args.prime and text else ""
+    cfg = _checkpoint_config(ck, args.cell)
+    net = build_network(cfg, len(ck.vocab), dropout=0.0)  # sampling never drops
+    step = _compile(net, LMConfig(**{**cfg.to_json(), "window": 1, "streams": 1}), "cpu")
+    _apply(ck, step, args.cell)
+    text = sample(net, step.parameters, ck.vocab, args.prime, args.length, args.temperature, args.seed, cfg.dtype)
+    joiner = " " if cfg.level == "word" and args.prime and text else ""
     print(args.prime + joiner + text)
     return 0
 
@@ -486,6 +517,7 @@ def run_sample(args) -> int:
 # ---------------------------------------------------------------------------------- eval
 def _eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", metavar="DIR", required=True)
+    p.add_argument("--cell", metavar="FILE.py[:FUNCTION]", help=CELL_OVERRIDE)
     p.add_argument("--split", choices=("valid", "test", "train"), default="test", help="(default test)")
     p.add_argument("--corpus", "--text", dest="corpus", metavar="austen|FILE",
                    help="evaluate on this corpus's split instead of the checkpoint's corpus (--text: the same)")
@@ -498,10 +530,10 @@ def _eval_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_eval(args) -> int:
     ck = load_checkpoint(args.checkpoint)
-    cfg = ck.config
+    cfg = _checkpoint_config(ck, args.cell)
     net = build_network(cfg, len(ck.vocab), dropout=0.0)  # evaluation never drops
     step = _compile(net, LMConfig(**{**cfg.to_json(), "window": 1, "streams": 1}), "cpu")
-    ck.apply(step, optimizer=False, state=False)
+    _apply(ck, step, args.cell)
     corpus = load_corpus(canonical_corpus(args.corpus) if args.corpus else cfg.corpus)
     ids = ck.vocab.encode(getattr(corpus, args.split))
     if len(ids) < 2:
