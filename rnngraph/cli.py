@@ -28,8 +28,8 @@ from .cellfile import CellFileError, canonical_cell, checkpoint_cell, read_cell_
 from .data import CorpusError, batches
 from .errors import GraphError
 from .lm import (DEFAULT_LR_FINAL, LN2, LR_SCHEDULES, CheckpointError, Evaluator, LMConfig, build_network,
-                 build_vocab, canonical_corpus, describe_loss, has_checkpoint, load_checkpoint, load_corpus,
-                 make_lr_schedule, make_optimizer, sample, save_checkpoint, scheduled_lr, unit)
+                 build_vocab, canonical_corpus, describe_loss, generate, has_checkpoint, load_checkpoint,
+                 load_corpus, make_lr_schedule, make_optimizer, save_checkpoint, scheduled_lr, unit)
 from .optim import from_config
 from .runtime import compile as rg_compile
 
@@ -503,14 +503,21 @@ def _sample_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_sample(args) -> int:
+    """Print --prime, then each token as it is drawn (flushed: the text appears as it comes)."""
     ck = load_checkpoint(args.checkpoint)
     cfg = _checkpoint_config(ck, args.cell)
     net = build_network(cfg, len(ck.vocab), dropout=0.0)  # sampling never drops
     step = _compile(net, LMConfig(**{**cfg.to_json(), "window": 1, "streams": 1}), "cpu")
     _apply(ck, step, args.cell)
-    text = sample(net, step.parameters, ck.vocab, args.prime, args.length, args.temperature, args.seed, cfg.dtype)
-    joiner = " " if cfg.level == "word" and args.prime and text else ""
-    print(args.prime + joiner + text)
+    pieces = generate(step, ck.vocab, args.prime, args.length, args.temperature, args.seed)
+    joiner = " " if cfg.level == "word" and args.prime else ""  # between the prime and the first word
+    out = sys.stdout
+    out.write(args.prime)
+    for k, piece in enumerate(pieces):
+        out.write((joiner if k == 0 else "") + piece)
+        out.flush()
+    out.write("\n")
+    out.flush()
     return 0
 
 

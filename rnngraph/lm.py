@@ -390,36 +390,53 @@ class Evaluator:
 
 
 # ---------------------------------------------------------------------------------- sampling
-def sample(net: Sequential, params: dict, vocab, prime: str, length: int, temperature: float = 1.0,
-           seed: int = 0, dtype: str = "float32") -> str:
-    """Feed ``prime`` token by token (S=1, window 1), then draw ``length`` tokens from
-    softmax(logits / temperature). Returns the generated text only (without the prime).
-    An empty prime starts from a newline. Char level never draws ``<unk>``."""
+def generate(step: TrainingStep, vocab, prime: str, length: int, temperature: float = 1.0, seed: int = 0):
+    """Feed ``prime`` token by token to ``step`` (compiled for window 1, streams 1, its
+    parameters set), then draw ``length`` tokens from softmax(logits / temperature), yielding
+    each one's text as soon as it is drawn (``vocab.piece``: a character, or a word with the
+    space before it); the pieces joined are ``vocab.decode`` of the drawn ids. An empty prime
+    starts from a newline. Char level never draws ``<unk>``. The step's states carry on.
+
+    Raises ValueError (naming --temperature / --length) here, before the first token, for a
+    temperature that is not a positive finite number or a negative length.
+    """
     if not temperature > 0 or not math.isfinite(temperature):
         raise ValueError(f"--temperature must be a positive number, got {temperature}")
     if length < 0:
         raise ValueError(f"--length must be >= 0, got {length}")
-    step = compile(net, window=1, streams=1, device="cpu", dtype=dtype)
-    step.set_parameters(params)
+    return _draw(step, vocab, prime, length, temperature, seed)
+
+
+def _draw(step: TrainingStep, vocab, prime: str, length: int, temperature: float, seed: int):
     out_name = step.graph.outputs[0]
     ids = list(vocab.encode(prime)) or list(vocab.encode("\n")) or [0]
     rng = np.random.default_rng(seed)
     logits = None
     for tok in ids:
         logits = step.forward(np.array([[tok]])).values[out_name][0, 0]
-    drawn = []
+    previous = None
     for k in range(length):
         z = logits.astype(np.float64) / temperature
         if isinstance(vocab, CharVocab):
             z[0] = -np.inf
         p = np.exp(z - z.max())
         p /= p.sum()
-        drawn.append(int(rng.choice(len(p), p=p)))
+        token = int(rng.choice(len(p), p=p))
+        yield vocab.piece(previous, token)
+        previous = token
         if k + 1 < length:
-            logits = step.forward(np.array([[drawn[-1]]])).values[out_name][0, 0]
-    return vocab.decode(np.array(drawn, dtype=np.int64))
+            logits = step.forward(np.array([[token]])).values[out_name][0, 0]
+
+
+def sample(net: Sequential, params: dict, vocab, prime: str, length: int, temperature: float = 1.0,
+           seed: int = 0, dtype: str = "float32") -> str:
+    """:func:`generate` on a step of ``net`` (window 1, streams 1, on the CPU) with ``params``;
+    returns the generated text only (without the prime), all at once."""
+    step = compile(net, window=1, streams=1, device="cpu", dtype=dtype)
+    step.set_parameters(params)
+    return "".join(generate(step, vocab, prime, length, temperature, seed))
 
 
 __all__ = ["CheckpointError", "CellFileError", "LMConfig", "Checkpoint", "Evaluator", "build_network",
            "build_vocab", "load_corpus", "load_checkpoint", "save_checkpoint", "has_checkpoint",
-           "resolve_cell", "sample", "describe_loss", "make_optimizer", "make_lr_schedule", "scheduled_lr"]
+           "resolve_cell", "sample", "generate", "describe_loss", "make_optimizer", "make_lr_schedule", "scheduled_lr"]
