@@ -5,9 +5,11 @@ adding its arguments to an argparse parser, and a function running it (returning
 code). To add one, append a Command (``schedule`` below is a small example).
 
 Errors a user can cause (a missing, empty or non-UTF-8 file, a corpus too short for one
-window, a bad checkpoint, a broken cell) print one line, ``rnngraph: error: ...``, on stderr
-and exit 1; bad flags exit 2; Ctrl-C exits 130. ``RNNGRAPH_DEBUG=1`` re-raises instead, for a
-traceback.
+window, a bad checkpoint, a broken cell, a training loss that is not finite) print one line,
+``rnngraph: error: ...``, on stderr, in the command line's words (its flags, not the Python
+API's arguments), and exit 1; bad flags exit 2; Ctrl-C exits 130. NumPy's floating-point
+warnings are off (a non-finite loss is such an error). ``RNNGRAPH_DEBUG=1`` re-raises instead,
+for a traceback.
 """
 from __future__ import annotations
 
@@ -23,6 +25,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
+
 from . import __version__
 from .cellfile import CellFileError, canonical_cell, checkpoint_cell, read_cell_source, resolve_cell
 from .data import CorpusError, batches
@@ -32,6 +36,7 @@ from .lm import (DEFAULT_LR_FINAL, LN2, LR_SCHEDULES, CheckpointError, Evaluator
                  load_corpus, make_lr_schedule, make_optimizer, save_checkpoint, scheduled_lr, unit)
 from .optim import from_config
 from .runtime import compile as rg_compile
+from .runtime import resolve_device
 
 PROG = "rnngraph"
 
@@ -229,11 +234,23 @@ def _flag_words(message: str) -> str:
     return re.sub(r"device='(\w+)'", r"--device \1", message)
 
 
-def _compile(net, cfg: LMConfig, device: str, **kw):
+def _device(choice: str, dtype: str, float64: str) -> str:
+    """``"cpu"`` or ``"cuda"`` for ``--device choice`` and a model of ``dtype``: auto takes the
+    GPU where numba finds one, unless the dtype is float64 (the GPU backend runs float32).
+    CLIError for --device cuda without a GPU, or with float64 (``float64``: the rest of that
+    message, e.g. ``not --dtype float64: use --device cpu or --dtype float32``)."""
+    if dtype != "float32":
+        if choice == "cuda":
+            raise CLIError(f"--device cuda runs float32 only, {float64}")
+        return "cpu"
     try:
-        return rg_compile(net, window=cfg.window, streams=cfg.streams, device=device, dtype=cfg.dtype, **kw)
-    except RuntimeError as exc:  # device="cuda" where it is not available
+        return resolve_device(choice)
+    except RuntimeError as exc:  # --device cuda where numba finds no GPU
         raise CLIError(_flag_words(str(exc))) from None
+
+
+def _compile(net, cfg: LMConfig, device: str, **kw):
+    return rg_compile(net, window=cfg.window, streams=cfg.streams, device=device, dtype=cfg.dtype, **kw)
 
 
 def _apply(ck, step, override: str | None) -> None:
@@ -292,7 +309,9 @@ class _Trainer:
             raise CheckpointError(f"{self.ckdir}: the corpus {cfg.corpus} has changed since the checkpoint "
                                   f"(its vocabulary differs)")
         self.net = build_network(cfg, len(self.vocab))
-        self.step = _compile(self.net, cfg, args.device, optimizer=from_config(cfg.optimizer),
+        device = _device(args.device, cfg.dtype, f"and {self.ckdir} is a {cfg.dtype} checkpoint: use --device cpu"
+                         if ck is not None else f"not --dtype {cfg.dtype}: use --device cpu or --dtype float32")
+        self.step = _compile(self.net, cfg, device, optimizer=from_config(cfg.optimizer),
                              clip_norm=cfg.clip, seed=cfg.seed)
         self.train_ids = self.vocab.encode(corpus.train)
         need, what = cfg.window * cfg.streams + 1, unit(cfg.level)
@@ -371,10 +390,19 @@ class _Trainer:
         self.lr = scheduled_lr(self.cfg, self.done)
         self.step.optimizer.lr = self.lr  # both backends read it at every update
         t0 = time.perf_counter()
-        loss = self.step.train(x, y)
+        try:
+            loss = self.step.train(x, y)
+        except FloatingPointError:  # nothing changed; said in flags (the API's message names rg.compile options)
+            raise CLIError(self._not_finite("its loss or gradients", self.step.last_grad_norm)) from None
         self.train_time += time.perf_counter() - t0
         self.done, self.index = self.done + 1, self.data.index
         return loss
+
+    def _not_finite(self, what: str, norm: float | None) -> str:
+        """The message for a training window whose loss or gradients are not finite."""
+        return (f"training step {self.done + 1:,}: {what} are not finite (gradient norm {norm}): lower --lr or set "
+                f"--clip (a NaN or inf in the text or the cell can do it too); the parameters are those of step "
+                f"{self.done:,}")
 
     def validate(self, started: float) -> str:
         nats, count = self.evaluator(self.step.parameters, self.valid_ids)
@@ -412,9 +440,8 @@ class _Trainer:
                     loss = self.train_one()
                     updating = guard.critical = False
                     guard.check()  # a Ctrl-C during the step lands here, between steps
-                    if not math.isfinite(loss):
-                        raise CLIError(f"the training loss became {loss} at step {self.done}: lower --lr "
-                                       f"or set --clip")
+                    if not math.isfinite(loss):  # train() raises first; this holds should it not
+                        raise CLIError(self._not_finite(f"the loss {loss}", None))
                     self.recent = (self.recent + [loss])[-50:]
                     out_of_time = bool(args.time_limit) and time.perf_counter() - started > args.time_limit
                     last = self.done == args.steps or out_of_time
@@ -550,11 +577,9 @@ def run_eval(args) -> int:
     if cfg.level == "char" and unknown > 0.01:  # another text than the checkpoint's
         print(f"note: {unknown:.1%} of the {args.split} split's characters are not in the checkpoint's "
               f"vocabulary: they are scored as <unk>", file=sys.stderr)
-    evaluator = Evaluator(net, args.window or cfg.window, args.streams, cfg.dtype, device=args.device)
-    try:
-        nats, count = evaluator(step.parameters, ids)
-    except RuntimeError as exc:  # --device cuda where there is none
-        raise CLIError(_flag_words(str(exc))) from None
+    device = _device(args.device, cfg.dtype, f"and {args.checkpoint} is a {cfg.dtype} checkpoint: use --device cpu")
+    evaluator = Evaluator(net, args.window or cfg.window, args.streams, cfg.dtype, device=device)
+    nats, count = evaluator(step.parameters, ids)
     print(f"{args.split} {describe_loss(nats, cfg.level)}  ({nats:.4f} nats/{unit(cfg.level)}, "
           f"{count:,} {unit(cfg.level)}s of {corpus.name}, checkpoint step {ck.step:,})")
     return 0
@@ -685,7 +710,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return int(args.run(args) or 0)
+        with np.errstate(all="ignore"):  # a non-finite loss is reported in flags below, not as NumPy warnings
+            return int(args.run(args) or 0)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
