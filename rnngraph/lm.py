@@ -362,15 +362,22 @@ class Evaluator:
         step.reset_state()
         return step
 
+    def shape(self, tokens: int) -> tuple[int, int]:
+        """(window, streams) of the main step over ``tokens`` tokens: the window, shortened to
+        the predictions there are, and as many of the streams as get a whole window each (at
+        least 1). ValueError for fewer than 2 tokens."""
+        n = tokens - 1
+        if n < 1:
+            raise ValueError(f"cannot evaluate on {tokens} token(s): need at least 2")
+        T = min(self.window, n)
+        return T, max(1, min(self.streams, n // T))
+
     def __call__(self, params: dict, ids) -> tuple[float, int]:
         """(mean loss in nats per token, tokens scored) over ``ids``: every next-token
         prediction except fewer than ``streams`` at the end. ValueError for < 2 tokens."""
         ids = np.asarray(ids)
         n = len(ids) - 1
-        if n < 1:
-            raise ValueError(f"cannot evaluate on {len(ids)} token(s): need at least 2")
-        T = min(self.window, n)
-        S = max(1, min(self.streams, n // T))
+        T, S = self.shape(len(ids))
         L = n // S
         full, rest = divmod(L, T)
         total, count = 0.0, 0

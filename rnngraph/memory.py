@@ -51,7 +51,9 @@ ITEMSIZE = {"float32": 4, "float64": 8}
 
 @dataclass(frozen=True)
 class Estimate:
-    """Bytes of one kind of memory (the host's or a GPU's), by what they hold; ``+`` adds two."""
+    """Bytes of one kind of memory (the host's or a GPU's), by what they hold. ``+`` adds two
+    steps' estimates: their arrays, and the larger of their scratch (steps run one at a time,
+    so their temporaries do not meet)."""
 
     parameters: int = 0   #: the parameter arrays
     gradients: int = 0    #: the parameters' gradients
@@ -70,7 +72,8 @@ class Estimate:
         return self.parameters + self.gradients + self.optimizer
 
     def __add__(self, other: Estimate) -> Estimate:
-        return Estimate(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+        added = {f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)}
+        return Estimate(**{**added, "scratch": max(self.scratch, other.scratch)})
 
 
 @dataclass(frozen=True)
@@ -143,6 +146,27 @@ def estimate(schedule: Schedule, device: str = "cpu", training: bool = True, slo
     return Footprint(host=host)
 
 
+# ---------------------------------------------------------------------------------- the check
+class NotEnoughMemory(MemoryError):
+    """An estimate above the memory there is (:func:`check_fits`); the message is one line."""
+
+
+def check_fits(need: Footprint, what: str, advice: str, host_available: int | None,
+               gpu_available: int | None) -> None:
+    """Raise :class:`NotEnoughMemory` when ``need.host.total`` exceeds ``host_available`` or
+    ``need.gpu.total`` exceeds ``gpu_available`` (bytes; None: unknown, not checked), with one
+    line: ``{what} needs about 2.9 TiB of memory (parameters, gradients and optimizer slots
+    2.9 TiB, activations and temporaries 31 GiB); this machine has 23 GiB available: {advice}``
+    (on the GPU: ``... of GPU memory ...; the GPU has 80 GiB free: ...``)."""
+    for est, have, kind, there in ((need.host, host_available, "memory", "this machine has {} available"),
+                                   (need.gpu, gpu_available, "GPU memory", "the GPU has {} free")):
+        if have is not None and est.total > have:
+            raise NotEnoughMemory(
+                f"{what} needs about {format_bytes(est.total)} of {kind} (parameters, gradients and optimizer "
+                f"slots {format_bytes(est.model)}, activations and temporaries "
+                f"{format_bytes(est.activations + est.scratch)}); {there.format(format_bytes(have))}: {advice}")
+
+
 # ---------------------------------------------------------------------------------- what there is
 def available_host_bytes(meminfo: str = "/proc/meminfo") -> int | None:
     """Bytes of host memory available to a new allocation: Linux's ``MemAvailable`` (free
@@ -189,5 +213,5 @@ def format_bytes(n: int) -> str:
     return f"{value:.1f} {unit}" if value < 10 else f"{value:.0f} {unit}"
 
 
-__all__ = ["Estimate", "Footprint", "estimate", "optimizer_slots", "parameter_elements", "available_host_bytes",
+__all__ = ["Estimate", "Footprint", "estimate", "NotEnoughMemory", "check_fits", "optimizer_slots", "parameter_elements", "available_host_bytes",
            "available_device_bytes", "format_bytes", "ITEMSIZE"]

@@ -113,10 +113,11 @@ def test_optimizer_slots_and_errors():
 
 
 def test_estimates_add_up():
-    a = memory.Footprint(memory.Estimate(1, 2, 3, 4), memory.Estimate(activations=5))
-    b = memory.Footprint(memory.Estimate(10, 20, 30, 40))
+    """Two steps' arrays add up; their temporaries do not meet (one step runs at a time)."""
+    a = memory.Footprint(memory.Estimate(1, 2, 3, 4, 500), memory.Estimate(activations=5))
+    b = memory.Footprint(memory.Estimate(10, 20, 30, 40, 700))
     total = a + b
-    assert total.host == memory.Estimate(11, 22, 33, 44) and total.host.total == 110
+    assert total.host == memory.Estimate(11, 22, 33, 44, 700) and total.host.total == 810
     assert total.host.model == 66 and total.gpu.total == 5
 
 
@@ -133,3 +134,17 @@ def test_available_host_bytes_reads_mem_available(tmp_path):
     assert memory.available_host_bytes(str(meminfo)) == 24000000 * 1024
     fallback = memory.available_host_bytes(str(tmp_path / "absent"))  # os.sysconf's free pages
     assert fallback is None or fallback > 0
+
+
+def test_check_fits_at_the_boundary():
+    _, s = tiny_schedule()
+    need = memory.estimate(s, "cpu")
+    memory.check_fits(need, "it", "do less", host_available=need.host.total, gpu_available=0)  # no GPU need
+    memory.check_fits(need, "it", "do less", host_available=None, gpu_available=None)  # unknown: not checked
+    with pytest.raises(memory.NotEnoughMemory, match=r"^it needs about \d+(\.\d)? KiB of memory \(parameters, gradients "
+                       r"and optimizer slots 6\.4 KiB, activations and temporaries .*\); this machine has "
+                       r"\d+(\.\d)? KiB available: do less$"):
+        memory.check_fits(need, "it", "do less", host_available=need.host.total - 1, gpu_available=None)
+    gpu = memory.estimate(s, "cuda")
+    with pytest.raises(memory.NotEnoughMemory, match="of GPU memory .*; the GPU has 1.0 KiB free: do less"):
+        memory.check_fits(gpu, "it", "do less", host_available=None, gpu_available=1024)
