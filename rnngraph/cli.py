@@ -5,13 +5,20 @@ adding its arguments to an argparse parser, and a function running it (returning
 code). To add one, append a Command (``schedule`` below is a small example).
 
 Errors a user can cause (a missing, empty or non-UTF-8 file, a corpus too short for one
-window, a bad checkpoint, a broken cell) print one line, ``rnngraph: error: ...``, on stderr
-and exit 1; bad flags exit 2; Ctrl-C exits 130. ``RNNGRAPH_DEBUG=1`` re-raises instead, for a
-traceback.
+window, a bad checkpoint, a broken cell, a model too large for the machine's memory, a
+training loss that is not finite) print one line, ``rnngraph: error: ...``, on stderr, in the
+command line's words (its flags, not the Python API's arguments), and exit 1; bad flags exit 2;
+Ctrl-C exits 130. NumPy's floating-point warnings are off (a non-finite loss is such an error).
+``RNNGRAPH_DEBUG=1`` re-raises instead, for a traceback.
+
+Before ``train``, ``eval`` and ``sample`` compile anything, they estimate the memory their steps
+need (:mod:`rnngraph.memory`) and stop with that one line when it is more than the host has
+available (or the GPU has free).
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import re
@@ -22,15 +29,21 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+import numpy as np
+
 from . import __version__
+from .cellfile import CellFileError, canonical_cell, checkpoint_cell, read_cell_source, resolve_cell
 from .data import CorpusError, batches
 from .errors import GraphError
-from .lm import (DEFAULT_LR_FINAL, LN2, LR_SCHEDULES, CellFileError, CheckpointError, Evaluator, LMConfig,
-                 build_network, build_vocab, canonical_cell, canonical_corpus, describe_loss, has_checkpoint,
-                 load_checkpoint, load_corpus, make_lr_schedule, make_optimizer, resolve_cell, sample,
-                 save_checkpoint, scheduled_lr, unit)
+from .lm import (DEFAULT_LR_FINAL, LN2, LR_SCHEDULES, CheckpointError, Evaluator, LMConfig, build_network,
+                 build_vocab, canonical_corpus, describe_loss, generate, has_checkpoint, load_checkpoint,
+                 load_corpus, make_lr_schedule, make_optimizer, save_checkpoint, scheduled_lr, unit)
+from .memory import (NotEnoughMemory, available_device_bytes, available_host_bytes, check_fits, estimate,
+                     optimizer_slots)
 from .optim import from_config
+from .passes import schedule as build_schedule
 from .runtime import compile as rg_compile
+from .runtime import resolve_device
 
 PROG = "rnngraph"
 
@@ -70,12 +83,14 @@ fraction = _number(float, lambda v: 0 <= v <= 1, "a number in [0, 1]")
 
 @dataclass(frozen=True)
 class Command:
-    """A subcommand: ``add_arguments(parser)`` declares its flags, ``run(args) -> exit code``."""
+    """A subcommand: ``add_arguments(parser)`` declares its flags, ``run(args) -> exit code``;
+    ``shrink``: what to do when an allocation fails (the flags that make it smaller)."""
 
     name: str
     help: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
+    shrink: str = "free some memory"
 
 
 # ---------------------------------------------------------------------------------- train
@@ -176,7 +191,9 @@ def _config_from_args(args) -> LMConfig:
     _check_weight_decay(args, d["optimizer"])
     _check_lr_final(args, d["lr_schedule"])
     optimizer = make_optimizer(d["optimizer"], d["lr"], args.weight_decay).config()
-    return LMConfig(cell=canonical_cell(d["cell"]), layers=d["layers"], hidden=d["hidden"], embed=d["embed"],
+    source = read_cell_source(d["cell"])  # stored with the checkpoints (see rnngraph.cellfile)
+    return LMConfig(cell=canonical_cell(d["cell"]), cell_source=source, layers=d["layers"], hidden=d["hidden"],
+                    embed=d["embed"],
                     window=d["window"], streams=d["streams"], level=d["level"],
                     corpus=canonical_corpus(d["corpus"]), seed=d["seed"], dtype=d["dtype"],
                     max_words=d["max_words"], optimizer=optimizer,
@@ -226,11 +243,58 @@ def _flag_words(message: str) -> str:
     return re.sub(r"device='(\w+)'", r"--device \1", message)
 
 
-def _compile(net, cfg: LMConfig, device: str, **kw):
+def _device(choice: str, dtype: str, float64: str) -> str:
+    """``"cpu"`` or ``"cuda"`` for ``--device choice`` and a model of ``dtype``: auto takes the
+    GPU where numba finds one, unless the dtype is float64 (the GPU backend runs float32).
+    CLIError for --device cuda without a GPU, or with float64 (``float64``: the rest of that
+    message, e.g. ``not --dtype float64: use --device cpu or --dtype float32``)."""
+    if dtype != "float32":
+        if choice == "cuda":
+            raise CLIError(f"--device cuda runs float32 only, {float64}")
+        return "cpu"
     try:
-        return rg_compile(net, window=cfg.window, streams=cfg.streams, device=device, dtype=cfg.dtype, **kw)
-    except RuntimeError as exc:  # device="cuda" where it is not available
+        return resolve_device(choice)
+    except RuntimeError as exc:  # --device cuda where numba finds no GPU
         raise CLIError(_flag_words(str(exc))) from None
+
+
+def _compile(net, cfg: LMConfig, device: str, **kw):
+    return rg_compile(net, window=cfg.window, streams=cfg.streams, device=device, dtype=cfg.dtype, **kw)
+
+
+def _footprint(net, window: int, streams: int, dtype: str, device: str, training: bool, slots: int = 2):
+    """What a step of ``net`` compiled for (window, streams) will need (rnngraph.memory)."""
+    return estimate(build_schedule(net.graph, window, streams, dtype, None), device, training, slots)
+
+
+def _check_memory(need, what: str, advice: str) -> None:
+    """NotEnoughMemory (one line naming ``what`` and ``advice``) when ``need`` (a Footprint) is
+    more than this machine's available memory or the GPU's free memory."""
+    check_fits(need, what, advice, available_host_bytes(), available_device_bytes() if need.gpu.total else None)
+
+
+def _apply(ck, step, override: str | None) -> None:
+    """The checkpoint's parameters into ``step``; with a ``--cell`` ``override`` a misfit names it."""
+    try:
+        ck.apply(step, optimizer=False, state=False)
+    except CheckpointError as exc:
+        if override is None:
+            raise
+        raise CheckpointError(f"--cell {override}: this cell's parameters are not the checkpoint's ({exc})") from None
+
+
+def _model(cfg: LMConfig) -> str:
+    """The checkpoint's sizes in words, for messages."""
+    return f"{os.path.basename(cfg.cell)} x{cfg.layers}, hidden {cfg.hidden}, embed {cfg.embed}"
+
+
+def _checkpoint_config(ck, override: str | None) -> LMConfig:
+    """The loaded checkpoint's config with the cell it runs (``--cell`` ``override``, else the stored
+    source, else the file; rnngraph.cellfile.checkpoint_cell), printing its note, if any, on stderr."""
+    cell, source, note = checkpoint_cell(ck.config.cell, ck.config.cell_source, override, ck.directory)
+    if note:
+        print(note, file=sys.stderr, flush=True)
+    return dataclasses.replace(ck.config, cell=cell, cell_source=source)
 
 
 def run_train(args) -> int:
@@ -253,49 +317,71 @@ class _Trainer:
             if not self.ckdir:
                 raise CLIError("--resume needs --checkpoint DIR")
             ck = load_checkpoint(self.ckdir)
+            _checkpoint_config(ck, None)  # the note when its cell file has changed; the error when it is gone
             cfg = _resumed_config(args, ck.config, self.ckdir)
+            if cfg.cell_source is None:  # an older checkpoint: its next ones store the file's text
+                cfg.cell_source = read_cell_source(cfg.cell)
         else:
             if self.ckdir and has_checkpoint(self.ckdir):
                 raise CLIError(f"{self.ckdir} already holds a checkpoint: add --resume to continue it, or "
                                f"choose another --checkpoint directory")
             cfg = _config_from_args(args)
         self._resolve_steps(cfg, ck)
-        self.cfg, self.resumed = cfg, ck
+        self.cfg = cfg
         self.corpus = corpus = load_corpus(cfg.corpus)
         self.vocab = build_vocab(cfg.level, corpus.train, cfg.max_words)
         if ck is not None and self.vocab != ck.vocab:
             raise CheckpointError(f"{self.ckdir}: the corpus {cfg.corpus} has changed since the checkpoint "
                                   f"(its vocabulary differs)")
         self.net = build_network(cfg, len(self.vocab))
-        self.step = _compile(self.net, cfg, args.device, optimizer=from_config(cfg.optimizer),
-                             clip_norm=cfg.clip, seed=cfg.seed)
         self.train_ids = self.vocab.encode(corpus.train)
         need, what = cfg.window * cfg.streams + 1, unit(cfg.level)
         if len(self.train_ids) < need:
             raise CorpusError(f"{corpus.name}: the training split has {len(self.train_ids):,} {what}s, "
                               f"shorter than one window per stream (--window {cfg.window} x --streams "
                               f"{cfg.streams} needs {need:,})")
-        self.done = self.index = 0
-        if ck is not None:
-            ck.apply(self.step)
-            self.done, self.index = ck.step, ck.data_index
-        self.saved_step = ck.step if ck is not None else None
-        self.data = batches(self.train_ids, cfg.window, cfg.streams, start=self.index)
         self.valid_ids = self.vocab.encode(corpus.valid)
         if args.eval_tokens:
             self.valid_ids = self.valid_ids[: args.eval_tokens + 1]
         if len(self.valid_ids) < 2:
             raise CorpusError(f"{corpus.name}: the validation split has {len(self.valid_ids)} {what}(s); "
                               f"need at least 2")
+        device = _device(args.device, cfg.dtype, f"and {self.ckdir} is a {cfg.dtype} checkpoint: use --device cpu"
+                         if ck is not None else f"not --dtype {cfg.dtype}: use --device cpu or --dtype float32")
         eval_net = build_network(cfg, len(self.vocab), dropout=0.0) if cfg.dropout else self.net  # no dropout
-        self.evaluator = Evaluator(eval_net, cfg.window, args.eval_streams, cfg.dtype, device=self.step.device)
+        self.evaluator = Evaluator(eval_net, cfg.window, args.eval_streams, cfg.dtype, device=device)
+        self._check_fits(ck, device, eval_net)
+        self.step = _compile(self.net, cfg, device, optimizer=from_config(cfg.optimizer),
+                             clip_norm=cfg.clip, seed=cfg.seed)
+        self.done = self.index = 0
+        if ck is not None:
+            ck.apply(self.step)
+            self.done, self.index = ck.step, ck.data_index
+            ck = dataclasses.replace(ck, params={}, optim={}, state={})  # its arrays are in the step now
+        self.saved_step = ck.step if ck is not None else None
+        self.data = batches(self.train_ids, cfg.window, cfg.streams, start=self.index)
         if self.ckdir:  # fail now, not at the first checkpoint
             if os.path.exists(self.ckdir) and not os.path.isdir(self.ckdir):
                 raise CLIError(f"--checkpoint {self.ckdir}: exists and is not a directory")
             os.makedirs(self.ckdir, exist_ok=True)
+        self.resumed = ck
         self.recent: list[float] = []  # the last losses, for the progress bar
         self.train_time = 0.0
         self.lr = cfg.optimizer["lr"]  # the lr of the last step (train_one sets it: --lr-schedule)
+
+    def _check_fits(self, ck, device: str, eval_net) -> None:
+        """NotEnoughMemory, before anything is allocated, when the training step and the validation
+        step will not fit (rnngraph.memory's estimate)."""
+        cfg = self.cfg
+        need = (_footprint(self.net, cfg.window, cfg.streams, cfg.dtype, device, True, optimizer_slots(cfg.optimizer))
+                + _footprint(eval_net, *self.evaluator.shape(len(self.valid_ids)), cfg.dtype, device, False))
+        sizes = f"--hidden {cfg.hidden} --layers {cfg.layers} --window {cfg.window} --streams {cfg.streams}"
+        if ck is not None:
+            _check_memory(need, f"{self.ckdir} ({sizes})", "resume it on a machine with more memory (a resumed "
+                                                            "run keeps the checkpoint's sizes)")
+            return
+        words = ", --max-words" if cfg.level == "word" else ""
+        _check_memory(need, sizes, f"lower --hidden, --layers{words}, --window or --streams")
 
     def _resolve_steps(self, cfg: LMConfig, ck) -> None:
         """``args.steps`` when not given (a resumed cosine run: where its curve ends), and the
@@ -346,10 +432,19 @@ class _Trainer:
         self.lr = scheduled_lr(self.cfg, self.done)
         self.step.optimizer.lr = self.lr  # both backends read it at every update
         t0 = time.perf_counter()
-        loss = self.step.train(x, y)
+        try:
+            loss = self.step.train(x, y)
+        except FloatingPointError:  # nothing changed; said in flags (the API's message names rg.compile options)
+            raise CLIError(self._not_finite("its loss or gradients", self.step.last_grad_norm)) from None
         self.train_time += time.perf_counter() - t0
         self.done, self.index = self.done + 1, self.data.index
         return loss
+
+    def _not_finite(self, what: str, norm: float | None) -> str:
+        """The message for a training window whose loss or gradients are not finite."""
+        return (f"training step {self.done + 1:,}: {what} are not finite (gradient norm {norm}): lower --lr or set "
+                f"--clip (a NaN or inf in the text or the cell can do it too); the parameters are those of step "
+                f"{self.done:,}")
 
     def validate(self, started: float) -> str:
         nats, count = self.evaluator(self.step.parameters, self.valid_ids)
@@ -387,9 +482,8 @@ class _Trainer:
                     loss = self.train_one()
                     updating = guard.critical = False
                     guard.check()  # a Ctrl-C during the step lands here, between steps
-                    if not math.isfinite(loss):
-                        raise CLIError(f"the training loss became {loss} at step {self.done}: lower --lr "
-                                       f"or set --clip")
+                    if not math.isfinite(loss):  # train() raises first; this holds should it not
+                        raise CLIError(self._not_finite(f"the loss {loss}", None))
                     self.recent = (self.recent + [loss])[-50:]
                     out_of_time = bool(args.time_limit) and time.perf_counter() - started > args.time_limit
                     last = self.done == args.steps or out_of_time
@@ -461,8 +555,14 @@ class _SigintGuard:
 
 
 # ---------------------------------------------------------------------------------- sample
+CELL_OVERRIDE = ("run this cell instead of the one stored in the checkpoint: file.py (the checkpoint's function "
+                 "name), file.py:function or a standard cell's name; its parameters must fit the checkpoint's "
+                 "(default: the cell source the checkpoint stores, or for an older checkpoint the file it names)")
+
+
 def _sample_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", metavar="DIR", required=True)
+    p.add_argument("--cell", metavar="FILE.py[:FUNCTION]", help=CELL_OVERRIDE)
     p.add_argument("--prime", metavar="TEXT", default="",
                    help="text fed to the network before sampling (default: none)")
     p.add_argument("--length", metavar="N", type=nonnegative_int, default=200, help="tokens to draw (default 200)")
@@ -472,20 +572,30 @@ def _sample_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_sample(args) -> int:
+    """Print --prime, then each token as it is drawn (flushed: the text appears as it comes)."""
     ck = load_checkpoint(args.checkpoint)
-    net = build_network(ck.config, len(ck.vocab), dropout=0.0)  # sampling never drops
-    step = _compile(net, LMConfig(**{**ck.config.to_json(), "window": 1, "streams": 1}), "cpu")
-    ck.apply(step, optimizer=False, state=False)
-    text = sample(net, step.parameters, ck.vocab, args.prime, args.length, args.temperature, args.seed,
-                  ck.config.dtype)
-    joiner = " " if ck.config.level == "word" and args.prime and text else ""
-    print(args.prime + joiner + text)
+    cfg = _checkpoint_config(ck, args.cell)
+    net = build_network(cfg, len(ck.vocab), dropout=0.0)  # sampling never drops
+    _check_memory(_footprint(net, 1, 1, cfg.dtype, "cpu", False), f"sampling from {args.checkpoint} ({_model(cfg)})",
+                  "sample on a machine with more memory")
+    step = _compile(net, LMConfig(**{**cfg.to_json(), "window": 1, "streams": 1}), "cpu")
+    _apply(ck, step, args.cell)
+    pieces = generate(step, ck.vocab, args.prime, args.length, args.temperature, args.seed)
+    joiner = " " if cfg.level == "word" and args.prime else ""  # between the prime and the first word
+    out = sys.stdout
+    out.write(args.prime)
+    for k, piece in enumerate(pieces):
+        out.write((joiner if k == 0 else "") + piece)
+        out.flush()
+    out.write("\n")
+    out.flush()
     return 0
 
 
 # ---------------------------------------------------------------------------------- eval
 def _eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", metavar="DIR", required=True)
+    p.add_argument("--cell", metavar="FILE.py[:FUNCTION]", help=CELL_OVERRIDE)
     p.add_argument("--split", choices=("valid", "test", "train"), default="test", help="(default test)")
     p.add_argument("--corpus", "--text", dest="corpus", metavar="austen|FILE",
                    help="evaluate on this corpus's split instead of the checkpoint's corpus (--text: the same)")
@@ -498,24 +608,26 @@ def _eval_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_eval(args) -> int:
     ck = load_checkpoint(args.checkpoint)
-    cfg = ck.config
+    cfg = _checkpoint_config(ck, args.cell)
     net = build_network(cfg, len(ck.vocab), dropout=0.0)  # evaluation never drops
-    step = _compile(net, LMConfig(**{**cfg.to_json(), "window": 1, "streams": 1}), "cpu")
-    ck.apply(step, optimizer=False, state=False)
     corpus = load_corpus(canonical_corpus(args.corpus) if args.corpus else cfg.corpus)
     ids = ck.vocab.encode(getattr(corpus, args.split))
     if len(ids) < 2:
         raise CorpusError(f"{corpus.name}: the {args.split} split has {len(ids)} {unit(cfg.level)}(s); "
                           f"need at least 2")
+    device = _device(args.device, cfg.dtype, f"and {args.checkpoint} is a {cfg.dtype} checkpoint: use --device cpu")
+    evaluator = Evaluator(net, args.window or cfg.window, args.streams, cfg.dtype, device=device)
+    T, S = evaluator.shape(len(ids))
+    _check_memory(_footprint(net, 1, 1, cfg.dtype, "cpu", False) + _footprint(net, T, S, cfg.dtype, device, False),
+                  f"evaluating {args.checkpoint} ({_model(cfg)}) with --window {T} --streams {S}",
+                  "lower --window or --streams")
+    step = _compile(net, LMConfig(**{**cfg.to_json(), "window": 1, "streams": 1}), "cpu")
+    _apply(ck, step, args.cell)
     unknown = float((ids == 0).mean())  # id 0 is <unk>
     if cfg.level == "char" and unknown > 0.01:  # another text than the checkpoint's
         print(f"note: {unknown:.1%} of the {args.split} split's characters are not in the checkpoint's "
               f"vocabulary: they are scored as <unk>", file=sys.stderr)
-    evaluator = Evaluator(net, args.window or cfg.window, args.streams, cfg.dtype, device=args.device)
-    try:
-        nats, count = evaluator(step.parameters, ids)
-    except RuntimeError as exc:  # --device cuda where there is none
-        raise CLIError(_flag_words(str(exc))) from None
+    nats, count = evaluator(step.parameters, ids)
     print(f"{args.split} {describe_loss(nats, cfg.level)}  ({nats:.4f} nats/{unit(cfg.level)}, "
           f"{count:,} {unit(cfg.level)}s of {corpus.name}, checkpoint step {ck.step:,})")
     return 0
@@ -594,9 +706,11 @@ def run_bench(args) -> int:
 # ---------------------------------------------------------------------------------- main
 COMMANDS: list[Command] = [
     Command("train", "train a language model (truncated BPTT over parallel streams)", _train_arguments,
-            run_train),
-    Command("sample", "generate text from a checkpoint", _sample_arguments, run_sample),
-    Command("eval", "bits/char (or word perplexity) of a checkpoint on a split", _eval_arguments, run_eval),
+            run_train, "lower --hidden, --layers, --window or --streams"),
+    Command("sample", "generate text from a checkpoint", _sample_arguments, run_sample,
+            "sample on a machine with more memory"),
+    Command("eval", "bits/char (or word perplexity) of a checkpoint on a split", _eval_arguments, run_eval,
+            "lower --window or --streams"),
     Command("schedule", "print the parallel schedule the compiler chooses for a cell stack", _schedule_arguments,
             run_schedule),
     Command("bench", "time rnngraph against cuDNN (LSTM H=512 T=100 S=1, 64; without a GPU: the CPU backend)",
@@ -613,6 +727,10 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_arguments(p)
         p.set_defaults(run=cmd.run)
     return parser
+
+
+def _command(name: str) -> Command:
+    return next(c for c in COMMANDS if c.name == name)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -646,13 +764,21 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return int(args.run(args) or 0)
+        with np.errstate(all="ignore"):  # a non-finite loss is reported in flags below, not as NumPy warnings
+            return int(args.run(args) or 0)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # the reader of stdout went away (``rnngraph train | head``): stop quietly
         _silence_stdout()
         return 141  # 128 + SIGPIPE, what a shell reports for a command its pipe ended
+    except MemoryError as exc:  # NotEnoughMemory: the estimate before allocating; else an allocation failed
+        if os.environ.get("RNNGRAPH_DEBUG", "0") not in ("", "0"):
+            raise
+        text = _one_line(exc) if isinstance(exc, NotEnoughMemory) else \
+            f"out of memory ({_one_line(exc)}): {_command(args.command).shrink}"
+        print(f"{PROG}: error: {text}", file=sys.stderr)
+        return 1
     except (CLIError, GraphError, CorpusError, CheckpointError, CellFileError, ValueError, OSError,
             ImportError, FloatingPointError) as exc:  # ImportError: an optional dependency (rdata for the
         # Austen corpus); FloatingPointError: a window whose loss or gradients were not finite

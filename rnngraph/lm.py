@@ -11,7 +11,8 @@ Python too::
 A **checkpoint** is a directory with two files, each written atomically (a temporary file in
 the same directory, then ``os.replace``), so an interrupted write leaves the previous one:
 
-- ``config.json``: the :class:`LMConfig` fields, the vocabulary and a format version;
+- ``config.json``: the :class:`LMConfig` fields (a file cell's source text among them), the
+  vocabulary and a format version;
 - ``params.npz``: ``param/NAME`` (parameters), ``optim/KEY`` (optimizer slots and step
   count), ``state/NAME`` (the training streams' recurrent states), ``step`` (training steps
   done) and ``data_index`` (the index of the next training window, see
@@ -20,11 +21,9 @@ the same directory, then ``os.replace``), so an interrupted write leaves the pre
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import math
 import os
-import sys
 import tempfile
 import zipfile
 from dataclasses import dataclass, field
@@ -32,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .cells import STANDARD
+from .cellfile import CellFileError, resolve_cell
 from .data import CharVocab, Corpus, WordVocab, batches, vocab_from_json
 from .errors import GraphError
 from .network import Sequential, stacked
@@ -49,16 +48,16 @@ class CheckpointError(ValueError):
     """A checkpoint directory is missing, unreadable, corrupt, or does not fit the request."""
 
 
-class CellFileError(ValueError):
-    """A ``file.py:function`` cell could not be loaded (missing file, import error, not a cell)."""
-
-
 # ---------------------------------------------------------------------------------- config
 @dataclass
 class LMConfig:
     """What defines a language model and its training data layout (stored in config.json).
 
     cell: a standard cell name (``rg.cells.STANDARD``) or ``/abs/path/file.py:function``;
+    cell_source: that file's text when the run started (None for a standard cell, and in
+    checkpoints written before it was stored): :func:`build_network` runs it, not the file, so a
+    checkpoint keeps working when the file moves or changes (see
+    :func:`rnngraph.cellfile.checkpoint_cell`);
     corpus: ``"austen"`` or a text file's absolute path; level: ``"char"`` or ``"word"``;
     optimizer: :meth:`rnngraph.optim.Optimizer.config`; clip: global-norm clip or None;
     dropout: p of the Dropout layers of :func:`build_network` (0 = none; checkpoints written
@@ -81,9 +80,10 @@ class LMConfig:
     clip: float | None = 1.0
     dropout: float = 0.0
     lr_schedule: dict = field(default_factory=lambda: {"name": "constant"})
+    cell_source: str | None = None
 
     #: Fields that older checkpoints lack, with the value that reproduces what they trained.
-    OPTIONAL = {"dropout": 0.0, "lr_schedule": {"name": "constant"}}
+    OPTIONAL = {"dropout": 0.0, "lr_schedule": {"name": "constant"}, "cell_source": None}
     #: Fields that fix the parameters' shapes or the data layout: a resumed run must agree.
     FIXED = ("cell", "layers", "hidden", "embed", "window", "streams", "level", "corpus", "dtype",
              "max_words")
@@ -156,85 +156,18 @@ def scheduled_lr(cfg: LMConfig, done: int) -> float:
     return cosine_lr(lr, schedule["lr_final"], done / total if total > 0 else 1.0)
 
 
-# ---------------------------------------------------------------------------------- cells
-def canonical_cell(spec: str) -> str:
-    """A standard cell name as is; ``file.py:function`` with the file's absolute path."""
-    path, sep, fn = spec.rpartition(":")
-    if sep and path.endswith(".py"):
-        return f"{os.path.abspath(path)}:{fn}"
-    return spec
-
-
-def resolve_cell(spec: str, flag: str = "--cell"):
-    """The cell factory named by ``spec``: a key of ``rg.cells.STANDARD`` or
-    ``file.py:function`` naming an ``@rg.cell`` function in a Python file.
-
-    Raises:
-        CellFileError: an unknown name, a missing file, an error while importing the file
-            (one line: the file, line and exception), no such function, or not an @rg.cell.
-        GraphError: raised by the file while it is imported (e.g. ``rg.State(delay=0)``).
-    """
-    path, sep, fn = spec.rpartition(":")
-    if not (sep and path.endswith(".py")):
-        if spec.endswith(".py"):
-            raise CellFileError(f"{flag} {spec}: name the cell function too, as {spec}:FUNCTION")
-        if spec not in STANDARD:
-            raise CellFileError(f"{flag} {spec}: unknown cell; standard cells are "
-                                f"{', '.join(sorted(STANDARD))}, or give file.py:function")
-        return STANDARD[spec]
-    if not os.path.isfile(path):
-        raise CellFileError(f"{path}: no such file (from {flag} {spec})")
-    name = "_rnngraph_user_cells_" + "".join(c if c.isalnum() else "_" for c in os.path.abspath(path))
-    module_spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(module_spec)
-    sys.modules[name] = module  # as an import would: dataclasses, pickling and the like look here
-    try:
-        module_spec.loader.exec_module(module)
-    except BaseException as exc:
-        sys.modules.pop(name, None)
-        _raise_import_error(exc, path)
-    factory = getattr(module, fn, None)
-    if factory is None:
-        cells = sorted(k for k, v in vars(module).items() if getattr(v, "is_cell", False))
-        raise CellFileError(f"{path}: no function {fn!r} (@rg.cell functions there: "
-                            f"{', '.join(cells) or 'none'})")
-    if not getattr(factory, "is_cell", False):
-        raise CellFileError(f"{path}: {fn!r} is not an @rg.cell function")
-    return factory
-
-
-def _raise_import_error(exc: BaseException, path: str):
-    """Re-raise what importing a cell file raised as one line naming the file (and line)."""
-    if isinstance(exc, GraphError):
-        raise type(exc)(f"{path}{_user_line(exc, path)}: {exc}") from None
-    if isinstance(exc, SyntaxError):
-        raise CellFileError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
-    if isinstance(exc, Exception):  # anything else the user's file raises while it is imported
-        raise CellFileError(f"{path}{_user_line(exc, path)}: {type(exc).__name__} while importing: "
-                            f"{exc}") from None
-    raise exc  # KeyboardInterrupt, SystemExit
-
-
-def _user_line(exc: BaseException, path: str) -> str:
-    """``:LINE`` of the innermost traceback frame in ``path``, or ``""``."""
-    tb, line, target = exc.__traceback__, "", os.path.abspath(path)
-    while tb is not None:
-        if os.path.abspath(tb.tb_frame.f_code.co_filename) == target:
-            line = f":{tb.tb_lineno}"
-        tb = tb.tb_next
-    return line
-
-
+# ---------------------------------------------------------------------------------- the network
 def build_network(cfg: LMConfig, vocab_size: int, dropout: float | None = None) -> Sequential:
     """Embedding(V, embed) -> ``layers`` x cell(hidden=hidden) -> SoftmaxCrossEntropy(V), with
     ``rg.Dropout(p)`` after the embedding, between the cells and before the head when p > 0
     (``rg.stacked(..., vocab=V, dropout=p)``: Zaremba et al. 2014's placement), traced and
-    validated (GraphError from the cell is raised here, prefixed with its name).
+    validated (GraphError from the cell is raised here, prefixed with its name). A file cell
+    runs ``cfg.cell_source`` where it is set, else the file at its path.
 
     dropout: p, default ``cfg.dropout``. Evaluation and sampling pass 0: the same parameters
     (Dropout has none) in a graph without masks, which computes what ``forward`` computes with
     masks of ones."""
-    factory = resolve_cell(cfg.cell)
+    factory = resolve_cell(cfg.cell, source=cfg.cell_source)
     p = cfg.dropout if dropout is None else dropout
     net = stacked(factory, cfg.layers, cfg.hidden, vocab=vocab_size, embed=cfg.embed, dropout=p)
     try:
@@ -429,15 +362,22 @@ class Evaluator:
         step.reset_state()
         return step
 
+    def shape(self, tokens: int) -> tuple[int, int]:
+        """(window, streams) of the main step over ``tokens`` tokens: the window, shortened to
+        the predictions there are, and as many of the streams as get a whole window each (at
+        least 1). ValueError for fewer than 2 tokens."""
+        n = tokens - 1
+        if n < 1:
+            raise ValueError(f"cannot evaluate on {tokens} token(s): need at least 2")
+        T = min(self.window, n)
+        return T, max(1, min(self.streams, n // T))
+
     def __call__(self, params: dict, ids) -> tuple[float, int]:
         """(mean loss in nats per token, tokens scored) over ``ids``: every next-token
         prediction except fewer than ``streams`` at the end. ValueError for < 2 tokens."""
         ids = np.asarray(ids)
         n = len(ids) - 1
-        if n < 1:
-            raise ValueError(f"cannot evaluate on {len(ids)} token(s): need at least 2")
-        T = min(self.window, n)
-        S = max(1, min(self.streams, n // T))
+        T, S = self.shape(len(ids))
         L = n // S
         full, rest = divmod(L, T)
         total, count = 0.0, 0
@@ -457,36 +397,53 @@ class Evaluator:
 
 
 # ---------------------------------------------------------------------------------- sampling
-def sample(net: Sequential, params: dict, vocab, prime: str, length: int, temperature: float = 1.0,
-           seed: int = 0, dtype: str = "float32") -> str:
-    """Feed ``prime`` token by token (S=1, window 1), then draw ``length`` tokens from
-    softmax(logits / temperature). Returns the generated text only (without the prime).
-    An empty prime starts from a newline. Char level never draws ``<unk>``."""
+def generate(step: TrainingStep, vocab, prime: str, length: int, temperature: float = 1.0, seed: int = 0):
+    """Feed ``prime`` token by token to ``step`` (compiled for window 1, streams 1, its
+    parameters set), then draw ``length`` tokens from softmax(logits / temperature), yielding
+    each one's text as soon as it is drawn (``vocab.piece``: a character, or a word with the
+    space before it); the pieces joined are ``vocab.decode`` of the drawn ids. An empty prime
+    starts from a newline. Char level never draws ``<unk>``. The step's states carry on.
+
+    Raises ValueError (naming --temperature / --length) here, before the first token, for a
+    temperature that is not a positive finite number or a negative length.
+    """
     if not temperature > 0 or not math.isfinite(temperature):
         raise ValueError(f"--temperature must be a positive number, got {temperature}")
     if length < 0:
         raise ValueError(f"--length must be >= 0, got {length}")
-    step = compile(net, window=1, streams=1, device="cpu", dtype=dtype)
-    step.set_parameters(params)
+    return _draw(step, vocab, prime, length, temperature, seed)
+
+
+def _draw(step: TrainingStep, vocab, prime: str, length: int, temperature: float, seed: int):
     out_name = step.graph.outputs[0]
     ids = list(vocab.encode(prime)) or list(vocab.encode("\n")) or [0]
     rng = np.random.default_rng(seed)
     logits = None
     for tok in ids:
         logits = step.forward(np.array([[tok]])).values[out_name][0, 0]
-    drawn = []
+    previous = None
     for k in range(length):
         z = logits.astype(np.float64) / temperature
         if isinstance(vocab, CharVocab):
             z[0] = -np.inf
         p = np.exp(z - z.max())
         p /= p.sum()
-        drawn.append(int(rng.choice(len(p), p=p)))
+        token = int(rng.choice(len(p), p=p))
+        yield vocab.piece(previous, token)
+        previous = token
         if k + 1 < length:
-            logits = step.forward(np.array([[drawn[-1]]])).values[out_name][0, 0]
-    return vocab.decode(np.array(drawn, dtype=np.int64))
+            logits = step.forward(np.array([[token]])).values[out_name][0, 0]
+
+
+def sample(net: Sequential, params: dict, vocab, prime: str, length: int, temperature: float = 1.0,
+           seed: int = 0, dtype: str = "float32") -> str:
+    """:func:`generate` on a step of ``net`` (window 1, streams 1, on the CPU) with ``params``;
+    returns the generated text only (without the prime), all at once."""
+    step = compile(net, window=1, streams=1, device="cpu", dtype=dtype)
+    step.set_parameters(params)
+    return "".join(generate(step, vocab, prime, length, temperature, seed))
 
 
 __all__ = ["CheckpointError", "CellFileError", "LMConfig", "Checkpoint", "Evaluator", "build_network",
            "build_vocab", "load_corpus", "load_checkpoint", "save_checkpoint", "has_checkpoint",
-           "resolve_cell", "sample", "describe_loss", "make_optimizer", "make_lr_schedule", "scheduled_lr"]
+           "resolve_cell", "sample", "generate", "describe_loss", "make_optimizer", "make_lr_schedule", "scheduled_lr"]

@@ -12,36 +12,13 @@ import sys
 import numpy as np
 import pytest
 
+from cli_helpers import MGU, TINY, assert_one_line_error, run, train
 from conftest import assert_same_checkpoint_arrays
 import rnngraph as rg
 from rnngraph import cli
 from rnngraph.lm import load_checkpoint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TINY = ["--hidden", "8", "--embed", "4", "--window", "8", "--streams", "4", "--lr", "0.01",
-        "--device", "cpu", "--no-progress", "--eval-streams", "4"]
-
-
-def run(capsys, *argv):
-    """main(argv) -> (exit code, stdout, stderr)."""
-    code = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def train(capsys, text_file, ckpt, *extra, steps=6):
-    return run(capsys, "train", "--corpus", text_file, *TINY, "--steps", steps, "--eval-every", 3,
-               "--checkpoint", ckpt, *extra)
-
-
-def assert_one_line_error(code, err, *needles, exit_code=None):
-    assert code != 0 and (exit_code is None or code == exit_code), (code, err)
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("rnngraph: error: "), err
-    assert "Traceback" not in err
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
 
 
 @pytest.fixture(scope="module")
@@ -94,14 +71,7 @@ def test_eval_prints_bits_per_char(capsys, trained):
 
 def test_word_level_and_custom_cell_file(capsys, tmp_path, text_file):
     cell_file = tmp_path / "mycells.py"
-    cell_file.write_text(
-        "import rnngraph as rg\n\n"
-        "@rg.cell\n"
-        "def mgu(x, h: rg.State, *, hidden: int):\n"
-        "    f = rg.sigmoid(rg.linear(x, hidden, name='Wf') + rg.linear(h, hidden, bias=False, name='Uf'))\n"
-        "    n = rg.tanh(rg.linear(x, hidden, name='Wh') + rg.linear(f * h, hidden, bias=False, name='Uh'))\n"
-        "    h_next = (1 - f) * h + f * n\n"
-        "    return h_next, {'h': h_next}\n")
+    cell_file.write_text(MGU)
     ckpt = tmp_path / "ck"
     code, out, err = train(capsys, text_file, ckpt, "--cell", f"{cell_file}:mgu", "--level", "word",
                            "--streams", 2, "--window", 4, steps=4)

@@ -83,3 +83,29 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
     assert os.listdir(tmp_path) == ["params.npz"]
     lm._atomic_write(target, lambda f: f.write(b"new"))
     assert target.read_bytes() == b"new" and os.listdir(tmp_path) == ["params.npz"]
+
+
+def test_generate_yields_one_piece_per_token_as_sample_joins_them():
+    vocab = CharVocab.build(TEXT)
+    net = tiny_net(vocab)
+    params = rg.init_params(net.graph, seed=0, dtype="float32")
+    step = rg.compile(net, window=1, streams=1, device="cpu")
+    step.set_parameters(params)
+    pieces = lm.generate(step, vocab, "a truth", 25, temperature=0.5, seed=7)
+    first = next(pieces)  # drawn before the others exist
+    assert len(first) == 1
+    assert first + "".join(pieces) == lm.sample(net, params, vocab, "a truth", 25, temperature=0.5, seed=7)
+    with pytest.raises(ValueError, match="--length"):  # at the call, not at the first token
+        lm.generate(step, vocab, "a", -1)
+
+
+@pytest.mark.parametrize("kind", ["char", "word"])
+def test_pieces_join_to_the_decoded_text(kind):
+    """Word pieces carry the space before them, except at the start and next to a newline."""
+    vocab = lm.build_vocab(kind, TEXT + "\nof a single\n\nman\n")
+    ids = np.random.default_rng(1).integers(0, len(vocab), 200)
+    ids[[0, 1, 5, 6, 7, 50]] = vocab.encode("\n")[0]  # newlines at the start, in a row, alone
+    pieces = [vocab.piece(None if k == 0 else int(ids[k - 1]), int(t)) for k, t in enumerate(ids)]
+    assert "".join(pieces) == vocab.decode(ids)
+    if kind == "word":
+        assert pieces[1:3] == ["\n", vocab.tokens[ids[2]]] and pieces[3] == " " + vocab.tokens[ids[3]]

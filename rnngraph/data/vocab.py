@@ -109,6 +109,12 @@ class CharVocab(_Vocab):
         """
         return "".join(self._chars[self._check_ids(ids)])
 
+    def piece(self, previous: int | None, token: int) -> str:
+        """The text id ``token`` adds to a decoded text (one character); ``previous`` (the id
+        before it, None at the start) does not matter at character level. Both are ids in
+        ``[0, len(self))``."""
+        return self._chars[token]
+
 
 class WordVocab(_Vocab):
     """Words of :func:`tokenize_words`: id 0 is ``<unk>``, then the ``max_words`` most
@@ -148,6 +154,16 @@ class WordVocab(_Vocab):
         """
         text = " ".join(self.tokens[i] for i in self._check_ids(ids))
         return text.replace(" \n", "\n").replace("\n ", "\n")
+
+    def piece(self, previous: int | None, token: int) -> str:
+        """The text id ``token`` adds after id ``previous`` (None at the start): the word, with a
+        space before it unless it starts the text or it or the previous token is a newline; so
+        the pieces of ids, joined, are ``decode(ids)`` (sampling prints them one at a time).
+        Both are ids in ``[0, len(self))``."""
+        word = self.tokens[token]
+        if previous is None or word == "\n" or self.tokens[previous] == "\n":
+            return word
+        return " " + word
 
 
 def vocab_from_json(text: str) -> CharVocab | WordVocab:

@@ -1,0 +1,171 @@
+"""Cells named on the command line: a standard cell's name, or ``file.py:function`` in a file of
+the user's.
+
+A checkpoint stores a file cell's path *and its source text* (``cell_source`` of
+:class:`rnngraph.lm.LMConfig`), so sampling and evaluation do not depend on the file staying
+where it was: :func:`checkpoint_cell` decides which source a loaded checkpoint runs.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import types
+
+from .cells import STANDARD
+from .errors import GraphError
+
+
+class CellFileError(ValueError):
+    """A ``file.py:function`` cell could not be loaded (missing file, import error, not a cell)."""
+
+
+def split_cell(spec: str) -> tuple[str, str] | None:
+    """``(path, function)`` of a ``file.py:function`` spec; None for anything else (a standard
+    cell's name, or a bare ``file.py``)."""
+    path, sep, fn = spec.rpartition(":")
+    return (path, fn) if sep and path.endswith(".py") else None
+
+
+def canonical_cell(spec: str) -> str:
+    """A standard cell name as is; ``file.py:function`` with the file's absolute path."""
+    parts = split_cell(spec)
+    return f"{os.path.abspath(parts[0])}:{parts[1]}" if parts else spec
+
+
+def read_cell_source(spec: str, flag: str = "--cell") -> str | None:
+    """The text of the file of a ``file.py:function`` cell; None for a standard cell.
+
+    Raises:
+        CellFileError: the file is missing or not UTF-8 (naming the file and ``flag``).
+    """
+    parts = split_cell(spec)
+    if parts is None:
+        return None
+    path = parts[0]
+    if not os.path.isfile(path):
+        raise CellFileError(f"{path}: no such file (from {flag} {spec})")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except UnicodeDecodeError as exc:
+        raise CellFileError(f"{path}: not valid UTF-8 at byte {exc.start} (from {flag} {spec})") from None
+
+
+def resolve_cell(spec: str, flag: str = "--cell", source: str | None = None):
+    """The cell factory named by ``spec``: a key of ``rg.cells.STANDARD`` or
+    ``file.py:function`` naming an ``@rg.cell`` function in a Python file.
+
+    source: the file's text to run instead of reading the file (a checkpoint's stored copy);
+    the file then need not exist, and errors still name its path and line.
+
+    Raises:
+        CellFileError: an unknown name, a missing file, an error while importing the file
+            (one line: the file, line and exception), no such function, or not an @rg.cell.
+        GraphError: raised by the file while it is imported (e.g. ``rg.State(delay=0)``).
+    """
+    parts = split_cell(spec)
+    if parts is None:
+        if spec.endswith(".py"):
+            raise CellFileError(f"{flag} {spec}: name the cell function too, as {spec}:FUNCTION")
+        if spec not in STANDARD:
+            raise CellFileError(f"{flag} {spec}: unknown cell; standard cells are "
+                                f"{', '.join(sorted(STANDARD))}, or give file.py:function")
+        return STANDARD[spec]
+    path, fn = parts
+    if source is None:
+        source = read_cell_source(spec, flag)
+    module = _run_module(path, source)
+    factory = getattr(module, fn, None)
+    if factory is None:
+        cells = sorted(k for k, v in vars(module).items() if getattr(v, "is_cell", False))
+        raise CellFileError(f"{path}: no function {fn!r} (@rg.cell functions there: "
+                            f"{', '.join(cells) or 'none'})")
+    if not getattr(factory, "is_cell", False):
+        raise CellFileError(f"{path}: {fn!r} is not an @rg.cell function")
+    return factory
+
+
+def _run_module(path: str, source: str) -> types.ModuleType:
+    """Run ``source`` as the module of file ``path`` (registered in ``sys.modules`` as an import
+    would: dataclasses, pickling and the like look there); errors as :func:`_raise_import_error`."""
+    target = os.path.abspath(path)
+    name = "_rnngraph_user_cells_" + "".join(c if c.isalnum() else "_" for c in target)
+    module = types.ModuleType(name)
+    module.__file__ = target
+    sys.modules[name] = module
+    try:
+        exec(compile(source, target, "exec", dont_inherit=True), module.__dict__)  # not our __future__ flags
+    except BaseException as exc:
+        sys.modules.pop(name, None)
+        _raise_import_error(exc, path)
+    return module
+
+
+def _raise_import_error(exc: BaseException, path: str):
+    """Re-raise what importing a cell file raised as one line naming the file (and line)."""
+    if isinstance(exc, GraphError):
+        raise type(exc)(f"{path}{_user_line(exc, path)}: {exc}") from None
+    if isinstance(exc, SyntaxError):
+        raise CellFileError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
+    if isinstance(exc, Exception):  # anything else the user's file raises while it is imported
+        raise CellFileError(f"{path}{_user_line(exc, path)}: {type(exc).__name__} while importing: "
+                            f"{exc}") from None
+    raise exc  # KeyboardInterrupt, SystemExit
+
+
+def _user_line(exc: BaseException, path: str) -> str:
+    """``:LINE`` of the innermost traceback frame in ``path``, or ``""``."""
+    tb, line, target = exc.__traceback__, "", os.path.abspath(path)
+    while tb is not None:
+        if os.path.abspath(tb.tb_frame.f_code.co_filename) == target:
+            line = f":{tb.tb_lineno}"
+        tb = tb.tb_next
+    return line
+
+
+def checkpoint_cell(cell: str, source: str | None, override: str | None, where: str) -> tuple[str, str | None, str]:
+    """Which cell a loaded checkpoint runs: ``(cell, source, note)``.
+
+    cell, source: the checkpoint's (``source`` None for a standard cell, and for a file cell
+    of a checkpoint written before checkpoints stored the source); override: ``--cell``
+    given to sample or eval, or None; where: the checkpoint directory, for messages. In order:
+
+    1. ``override``: a standard cell's name, ``file.py:function``, or ``file.py`` (the
+       checkpoint's function name in another file); its file is read now.
+    2. the stored source, whether the file is still there or not; ``note`` says so when the
+       file at the stored path is there but differs from it.
+    3. an old checkpoint: the file at the stored path.
+
+    ``note`` is ``""`` or one line for the user. Raises CellFileError for an override whose
+    file is missing or not UTF-8, and for an old checkpoint whose file is missing (naming
+    ``--cell``).
+    """
+    if override is not None:
+        stored = split_cell(cell)
+        if override.endswith(".py") and stored is not None:
+            override = f"{override}:{stored[1]}"
+        return canonical_cell(override), read_cell_source(override), ""
+    parts = split_cell(cell)
+    if parts is None:
+        return cell, source, ""
+    path = parts[0]
+    if source is None:
+        if not os.path.isfile(path):
+            raise CellFileError(f"{path}: no such file: {where} was written before checkpoints stored their "
+                                f"cell's source, so it needs that file: put it back, or give sample and eval "
+                                f"--cell FILE.py (a copy of it)")
+        return cell, None, ""
+    note = ""
+    if os.path.isfile(path):
+        try:
+            with open(path, encoding="utf-8") as f:
+                changed = f.read() != source
+        except (OSError, UnicodeDecodeError):
+            changed = True
+        if changed:
+            note = (f"note: {path} has changed since {where} was written; it runs the cell source stored in the "
+                    f"checkpoint (--cell {path} runs the file)")
+    return cell, source, note
+
+
+__all__ = ["CellFileError", "canonical_cell", "read_cell_source", "resolve_cell", "checkpoint_cell", "split_cell"]

@@ -1,0 +1,95 @@
+"""A checkpoint of a cell of the user's file stores the file's source: sample and eval work when
+the file has moved or changed, ``--cell FILE`` overrides it, and older checkpoints (the path only)
+still load."""
+import json
+import shutil
+
+import pytest
+
+from cli_helpers import MGU, assert_one_line_error, run, train
+from rnngraph.lm import load_checkpoint
+
+SAMPLE = ("--prime", "she ", "--length", 30, "--seed", 5)
+
+
+@pytest.fixture
+def run_of_cell_file(capsys, tmp_path, text_file):
+    """(checkpoint, cell file, its sample): 3 steps of the mgu cell of a file in tmp_path/cells."""
+    cell = tmp_path / "cells" / "mycell.py"
+    cell.parent.mkdir()
+    cell.write_text(MGU, encoding="utf-8")
+    ckpt = tmp_path / "ck"
+    code, _, err = train(capsys, text_file, ckpt, "--cell", f"{cell}:mgu", steps=3)
+    assert code == 0, err
+    code, out, err = run(capsys, "sample", "--checkpoint", ckpt, *SAMPLE)
+    assert code == 0 and err == "", err
+    assert out.startswith("she ") and len(out) == len("she ") + 30 + 1
+    return ckpt, cell, out
+
+
+def test_the_checkpoint_stores_the_source_and_the_path(run_of_cell_file):
+    ckpt, cell, _ = run_of_cell_file
+    config = json.loads((ckpt / "config.json").read_text(encoding="utf-8"))
+    assert config["cell"] == f"{cell}:mgu" and config["cell_source"] == MGU
+    assert load_checkpoint(ckpt).config.cell_source == MGU
+
+
+def test_sample_and_eval_after_the_cell_file_moved(capsys, run_of_cell_file):
+    """Before: `<path>: no such file (from --cell ...)`."""
+    ckpt, cell, sampled = run_of_cell_file
+    shutil.move(cell.parent, cell.parent.with_name("elsewhere"))
+    code, out, err = run(capsys, "sample", "--checkpoint", ckpt, *SAMPLE)
+    assert (code, out, err) == (0, sampled, "")
+    code, out, err = run(capsys, "eval", "--checkpoint", ckpt, "--split", "valid")
+    assert code == 0 and out.startswith("valid ") and "bits/char" in out, err
+
+
+def test_a_changed_cell_file_is_noted_and_the_stored_source_runs(capsys, run_of_cell_file):
+    ckpt, cell, sampled = run_of_cell_file
+    cell.write_text("raise RuntimeError('edited after training')\n", encoding="utf-8")
+    code, out, err = run(capsys, "sample", "--checkpoint", ckpt, *SAMPLE)
+    assert (code, out) == (0, sampled)
+    assert err == (f"note: {cell} has changed since {ckpt} was written; it runs the cell source stored in the "
+                   f"checkpoint (--cell {cell} runs the file)\n")
+
+
+def test_cell_flag_takes_precedence(capsys, tmp_path, run_of_cell_file):
+    ckpt, cell, sampled = run_of_cell_file
+    copy = tmp_path / "copy.py"
+    shutil.copy(cell, copy)
+    for spec in (copy, f"{copy}:mgu"):  # FILE.py takes the checkpoint's function name
+        code, out, err = run(capsys, "sample", "--checkpoint", ckpt, "--cell", spec, *SAMPLE)
+        assert (code, out, err) == (0, sampled, "")
+    code, out, err = run(capsys, "eval", "--checkpoint", ckpt, "--cell", copy)
+    assert code == 0 and "bits/char" in out, err
+    broken = tmp_path / "broken.py"  # the stored source is fine: only the override can fail so
+    broken.write_text("raise RuntimeError('not this one')\n", encoding="utf-8")
+    code, _, err = run(capsys, "sample", "--checkpoint", ckpt, "--cell", broken)
+    assert_one_line_error(code, err, f"{broken}:1: RuntimeError while importing: not this one")
+    code, _, err = run(capsys, "eval", "--checkpoint", ckpt, "--cell", "lstm")
+    assert_one_line_error(code, err, "--cell lstm: this cell's parameters are not the checkpoint's",
+                          "unexpected parameters")
+    code, _, err = run(capsys, "sample", "--checkpoint", ckpt, "--cell", tmp_path / "gone.py")
+    assert_one_line_error(code, err, "gone.py: no such file (from --cell")
+
+
+def test_an_older_checkpoint_with_the_path_only_still_loads(capsys, tmp_path, text_file, run_of_cell_file):
+    """Checkpoints written before the source was stored have no cell_source in config.json."""
+    ckpt, cell, sampled = run_of_cell_file
+    config = json.loads((ckpt / "config.json").read_text(encoding="utf-8"))
+    del config["cell_source"]
+    (ckpt / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    assert load_checkpoint(ckpt).config.cell_source is None
+    code, out, err = run(capsys, "sample", "--checkpoint", ckpt, *SAMPLE)  # the file is where it was
+    assert (code, out, err) == (0, sampled, "")
+    moved = tmp_path / "moved.py"
+    shutil.move(cell, moved)
+    code, _, err = run(capsys, "sample", "--checkpoint", ckpt, *SAMPLE)
+    assert_one_line_error(code, err, f"{cell}: no such file: {ckpt} was written before checkpoints stored their "
+                                     "cell's source", "put it back, or give sample and eval --cell FILE.py")
+    code, out, err = run(capsys, "sample", "--checkpoint", ckpt, "--cell", moved, *SAMPLE)
+    assert (code, out, err) == (0, sampled, "")
+    shutil.move(moved, cell)  # resuming it stores the source in its next checkpoints
+    code, _, err = run(capsys, "train", "--checkpoint", ckpt, "--resume", "--steps", 4, "--no-progress")
+    assert code == 0, err
+    assert load_checkpoint(ckpt).config.cell_source == MGU and load_checkpoint(ckpt).step == 4

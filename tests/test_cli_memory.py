@@ -1,0 +1,92 @@
+"""The command line checks the memory its steps will need before it allocates them (rnngraph.memory)."""
+import pytest
+
+import rnngraph.runtime as runtime
+from cli_helpers import TINY, assert_one_line_error, run, train
+from rnngraph import cli
+from rnngraph.data import Corpus
+from rnngraph.lm import build_vocab
+from rnngraph.memory import format_bytes
+
+GiB = 2**30
+
+
+@pytest.fixture
+def no_allocation(monkeypatch):
+    """Initialising a step's parameters (its first large allocation) fails the test."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("a step was compiled")
+    monkeypatch.setattr(runtime, "init_params", refuse)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory, text_file):
+    ckpt = tmp_path_factory.mktemp("ck") / "run"
+    assert cli.main(["train", "--corpus", str(text_file), *TINY, "--steps", "2", "--checkpoint", str(ckpt)]) == 0
+    return ckpt
+
+
+def test_hidden_200000_fails_at_once_in_one_line(capsys, monkeypatch, text_file, no_allocation):
+    """Before: a NumPy MemoryError traceback from the parameter initialisation."""
+    monkeypatch.setattr(cli, "available_host_bytes", lambda: 23 * GiB)
+    code, out, err = run(capsys, "train", "--corpus", text_file, "--hidden", 200000, "--device", "cpu",
+                         "--no-progress")
+    assert_one_line_error(code, err, "this machine has 23 GiB available: lower --hidden, --layers, --window or "
+                                     "--streams", exit_code=1)
+    assert err.startswith("rnngraph: error: --hidden 200000 --layers 1 --window 64 --streams 32 needs about ")
+    assert out == ""
+    # by hand: embedding V x E, W 4H x E + 4H, U 4H x H + 4H, head V x H + V (E = 32, the default);
+    # float32 parameters, gradients and Adam's m and v of the training step, and the
+    # parameters of the validation step: 5 x 4 bytes each
+    V, E, H = len(build_vocab("char", Corpus.from_file(text_file).train)), 32, 200000
+    P = V * E + 4 * H * E + 4 * H + 4 * H * H + 4 * H + V * H + V
+    assert f"(parameters, gradients and optimizer slots {format_bytes(20 * P)}, " in err
+    assert format_bytes(20 * P) == "2.9 TiB"
+
+
+def test_the_gpu_check_names_its_free_memory(capsys, monkeypatch, text_file, no_allocation):
+    monkeypatch.setattr(cli, "available_host_bytes", lambda: 2**50)
+    monkeypatch.setattr(cli, "available_device_bytes", lambda: GiB)
+    monkeypatch.setattr(cli, "resolve_device", lambda choice: "cuda")  # as on a machine with a GPU
+    code, _, err = run(capsys, "train", "--corpus", text_file, "--hidden", 20000, "--device", "cuda",
+                       "--no-progress")
+    assert_one_line_error(code, err, "--hidden 20000", "of GPU memory", "the GPU has 1.0 GiB free: lower --hidden")
+
+
+def test_word_level_names_max_words_too(capsys, monkeypatch, text_file, no_allocation):
+    monkeypatch.setattr(cli, "available_host_bytes", lambda: 2**20)
+    code, _, err = run(capsys, "train", "--corpus", text_file, *TINY, "--level", "word", "--hidden", 2000)
+    assert_one_line_error(code, err, "this machine has 1.0 MiB available: lower --hidden, --layers, --max-words, "
+                                     "--window or --streams")
+
+
+def test_sample_and_eval_check_before_compiling(capsys, monkeypatch, checkpoint, no_allocation):
+    monkeypatch.setattr(cli, "available_host_bytes", lambda: 1024)
+    code, out, err = run(capsys, "sample", "--checkpoint", checkpoint)
+    assert_one_line_error(code, err, f"sampling from {checkpoint} (lstm x1, hidden 8, embed 4) needs about",
+                          "this machine has 1.0 KiB available: sample on a machine with more memory")
+    assert out == ""  # not even the prime
+    code, _, err = run(capsys, "eval", "--checkpoint", checkpoint, "--streams", 3, "--window", 5)
+    assert_one_line_error(code, err, f"evaluating {checkpoint} (lstm x1, hidden 8, embed 4) with --window 5 "
+                                     f"--streams 3 needs about", ": lower --window or --streams")
+
+
+def test_resuming_cannot_shrink_so_it_says_so(capsys, monkeypatch, tmp_path, text_file):
+    ckpt = tmp_path / "ck"
+    assert train(capsys, text_file, ckpt, steps=1)[0] == 0
+    monkeypatch.setattr(cli, "available_host_bytes", lambda: 1024)
+    code, _, err = run(capsys, "train", "--checkpoint", ckpt, "--resume", "--steps", 2, "--no-progress")
+    assert_one_line_error(code, err, f"{ckpt} (--hidden 8 --layers 1 --window 8 --streams 4) needs about",
+                          "resume it on a machine with more memory")
+
+
+def test_an_allocation_that_fails_anyway_is_one_line(capsys, monkeypatch, text_file):
+    """Near the limit the estimate can pass a run that then fails in NumPy: still one line."""
+    def fail(*args, **kwargs):
+        raise MemoryError("Unable to allocate 596. GiB for an array with shape (800000, 200000) and data type "
+                          "float64")
+    monkeypatch.setattr(runtime, "init_params", fail)
+    code, _, err = run(capsys, "train", "--corpus", text_file, *TINY)
+    assert_one_line_error(code, err, "out of memory (Unable to allocate 596. GiB for an array with shape "
+                                     "(800000, 200000) and data type float64): lower --hidden, --layers, "
+                                     "--window or --streams", exit_code=1)
