@@ -12,7 +12,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .errors import GraphError, ShapeError
+from .errors import GraphError, ShapeError, positive_int
 from .arrays import shape_of
 from .network import Sequential, draw_mask, mask_inputs, mask_seed
 from .optim import Adam, Optimizer, clip_grad_norm
@@ -23,13 +23,6 @@ from .reference import (DTYPES, check_ids, id_limits, init_params, loss_columns,
                         zero_states)
 from .schedule import Schedule
 from .step_forward import StepForward, step_forward, value_names
-
-
-def positive_int(value, what: str) -> int:
-    """``value`` as an int; ValueError naming ``what`` unless it is a positive integer (NumPy's too)."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{what} must be a positive integer, got {value!r}")
-    return int(value)
 
 
 def cuda_available(simulator_ok: bool = False) -> bool:
@@ -159,7 +152,10 @@ class TrainingStep:
 
     @property
     def state(self) -> dict[str, np.ndarray]:
-        """State name -> (depth, S, n) array, oldest first: the next window's initial states."""
+        """State name -> (depth, S, n) array, oldest first: the next window's initial states.
+        Assigning ``step.state = {...}`` takes every state by name (none is kept or zeroed
+        silently): GraphError naming unknown or missing names, ShapeError naming the state and
+        the expected shape; the states are unchanged after a refused assignment."""
         return self._cuda.get_state() if self._cuda else self._state
 
     @state.setter
