@@ -16,9 +16,9 @@ TOL = dict(rtol=0, atol=1e-5)
 FIELDS = ("outputs", "values", "states", "final_states")
 
 
-def _pair(cell, layers, plan=None):
+def _pair(cell, layers, plan=None, streams=S):
     net = rg.stacked(rg.cells.STANDARD[cell], layers, H, vocab=V, embed=E)
-    return [rg.compile(net, window=T, streams=S, device=dev, seed=1, plan=plan) for dev in ("cpu", "cuda")]
+    return [rg.compile(net, window=T, streams=streams, device=dev, seed=1, plan=plan) for dev in ("cpu", "cuda")]
 
 
 def _assert_same(a: rg.StepForward, b: rg.StepForward) -> None:
@@ -64,14 +64,15 @@ def test_forward_result_is_the_same_on_both_backends(all_values):
         assert not np.any(step.state["layer0.h"] == 7)
 
 
-@pytest.mark.parametrize("cell, layers, plan", [("peephole_lstm", 1, None), ("layernorm_lstm", 2, "wavefront"),
-                                                ("gru", 2, "scc-sequential")])
-def test_all_values_stores_every_node_on_cuda(cell, layers, plan):
+@pytest.mark.parametrize("cell, layers, plan, streams", [
+    ("peephole_lstm", 1, None, S), ("layernorm_lstm", 2, "wavefront", S), ("gru", 2, "scc-sequential", S),
+    ("lstm", 1, None, 1)])  # S = 1: h handed over by flagged exchange
+def test_all_values_stores_every_node_on_cuda(cell, layers, plan, streams):
     """The kernels keep gates and other intermediates in registers; all_values=True stores them:
     every computed node equals the CPU backend's, and the usual result after it is unchanged."""
-    cpu, gpu = _pair(cell, layers, plan)
+    cpu, gpu = _pair(cell, layers, plan, streams)
     rng = np.random.default_rng(1)
-    x, y = rng.integers(0, V, (T, S)), rng.integers(0, V, (T, S))
+    x, y = rng.integers(0, V, (T, streams)), rng.integers(0, V, (T, streams))
     a, b = (step.forward(x, y, all_values=True) for step in (cpu, gpu))
     _assert_same(a, b)
     params = {n.name for n in cpu.graph.nodes if n.op == "param"}
