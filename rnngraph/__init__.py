@@ -13,6 +13,7 @@ from .network import MSE, Dropout, Embedding, SequenceClassifier, Sequential, So
 from .optim import SGD, Adam, AdamW, clip_grad_norm
 from .reference import Reference, init_params, reset_streams, zero_states
 from .runtime import TrainingStep, compile
+from .step_forward import StepForward
 from .trace import State, Value, cell, concat, exp, layer_norm, linear, param, relu, sigmoid, slice, split, tanh
 
 __version__ = "0.1.0"
@@ -22,7 +23,7 @@ __all__ = [
     "CycleError", "DelayError", "DtypeError", "GraphError", "OpError", "ShapeError", "StateError", "UnusedWarning",
     "Dropout", "Embedding", "MSE", "SequenceClassifier", "Sequential", "SoftmaxCrossEntropy", "stacked",
     "Reference", "init_params", "reset_streams", "zero_states", "SGD", "Adam", "AdamW", "clip_grad_norm",
-    "TrainingStep", "compile", "CompiledRNN", "compile_rnn",
+    "TrainingStep", "StepForward", "compile", "CompiledRNN", "compile_rnn",
     "State", "Value", "cell", "concat", "exp", "layer_norm", "linear", "param", "relu", "sigmoid", "slice",
     "split", "tanh",
 ]

@@ -3,6 +3,7 @@
 Every message names the offending node, op, shape or file, so a user can find it in the
 cell they wrote. All errors derive from :class:`GraphError` (a ``ValueError``).
 """
+from numbers import Integral
 
 
 class GraphError(ValueError):
@@ -36,3 +37,11 @@ class OpError(GraphError, TypeError):
 
 class UnusedWarning(UserWarning):
     """An input or parameter of a graph is never read."""
+
+
+def positive_int(value, what: str, error: type[Exception] = ValueError) -> int:
+    """``value`` as an int; ``error`` (ValueError by default) naming ``what`` unless it is a
+    positive integer: Python's or NumPy's, not a bool, a float or a string."""
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+        raise error(f"{what} must be a positive integer, got {value!r}")
+    return int(value)

@@ -16,7 +16,7 @@ from numbers import Real
 
 import numpy as np
 
-from .errors import GraphError
+from .errors import GraphError, positive_int
 from .heads import MSE, Head, SequenceClassifier, SoftmaxCrossEntropy
 from .ir import FLOAT, INDEX, Graph, Init
 from .passes.validate import validate
@@ -27,14 +27,14 @@ __all__ = ["Dropout", "Embedding", "MSE", "Head", "SequenceClassifier", "Sequent
 
 
 class Embedding:
-    """Token ids -> vectors: a (vocab, dim) table ``embed.weight``, init N(0, 1) as nn.Embedding."""
+    """Token ids -> vectors: a (vocab, dim) table ``embed.weight``, init N(0, 1) as nn.Embedding.
+    GraphError naming ``vocab`` or ``dim`` unless each is a positive integer."""
 
     prefix = "embed."
 
     def __init__(self, vocab: int, dim: int):
-        if vocab < 1 or dim < 1:
-            raise GraphError(f"rg.Embedding({vocab}, {dim}): sizes must be positive")
-        self.vocab, self.dim = vocab, dim
+        self.vocab = positive_int(vocab, f"rg.Embedding({vocab!r}, {dim!r}): vocab", GraphError)
+        self.dim = positive_int(dim, f"rg.Embedding({vocab!r}, {dim!r}): dim", GraphError)
 
     def trace(self, b: _Builder, x: Value) -> Value:
         table = b.param("weight", (self.vocab, self.dim), Init("normal", 1.0))
@@ -114,8 +114,9 @@ class Sequential:
     optionally a loss head last (rg.SoftmaxCrossEntropy, rg.MSE, rg.SequenceClassifier);
     ``rg.Dropout(p)`` anywhere after the first layer and before the head. input_size is
     required when the first layer is a cell (float inputs of shape (T, S, input_size)).
-    Raises GraphError for a misplaced layer, a missing input_size, or any error of the cells
-    (named by node and op); warns UnusedWarning for unused params/inputs.
+    Raises GraphError for a misplaced layer, a missing input_size or one that is not a positive
+    integer, or any error of the cells (named by node and op); warns UnusedWarning for unused
+    params/inputs.
     """
 
     def __init__(self, *layers, input_size: int | None = None, name: str | None = None):
@@ -136,8 +137,10 @@ class Sequential:
                 hint = " (did you forget to call the cell, e.g. lstm(hidden=64)?)" if callable(layer) else ""
                 raise GraphError(f"layer {k}: {layer!r} is not a cell, rg.Embedding, rg.Dropout or a loss head "
                                  f"(rg.SoftmaxCrossEntropy, rg.MSE, rg.SequenceClassifier){hint}")
-        if not isinstance(layers[0], Embedding) and input_size is None:
-            raise GraphError("rg.Sequential: the first layer is a cell, so give input_size=")
+        if not isinstance(layers[0], Embedding):
+            if input_size is None:
+                raise GraphError("rg.Sequential: the first layer is a cell, so give input_size=")
+            input_size = positive_int(input_size, "rg.Sequential: input_size", GraphError)
         self.layers = layers
         self.input_size = input_size
         self.name = name or "_".join(l.name for l in layers if isinstance(l, Cell)) or "net"
@@ -209,9 +212,9 @@ def stacked(cell, layers: int, hidden: int, *, input_size: int | None = None, vo
     dropout on the input of every recurrent layer and of the softmax, never on the recurrent
     connections. So a 2-layer LM is Embedding, Dropout, cell, Dropout, cell, Dropout, head
     (``drop0.`` .. ``drop2.``). 0 (the default) adds nothing.
-    Raises GraphError for layers < 1 or dropout outside [0, 1)."""
-    if not isinstance(layers, int) or layers < 1:
-        raise GraphError(f"layers must be a positive integer, got {layers!r}")
+    Raises GraphError for layers, hidden, input_size, vocab or embed that is not a positive
+    integer (None for the last three: their defaults), or dropout outside [0, 1)."""
+    layers = positive_int(layers, "rg.stacked: layers", GraphError)
     try:
         drop = Dropout(dropout)  # checks p
     except GraphError as exc:
@@ -224,5 +227,6 @@ def stacked(cell, layers: int, hidden: int, *, input_size: int | None = None, vo
         body.append(c)
     if vocab is not None:
         tail = [drop] if drop.p > 0 else []
-        return Sequential(Embedding(vocab, embed or hidden), *body, *tail, SoftmaxCrossEntropy(vocab), name=name)
-    return Sequential(*body, input_size=input_size or hidden, name=name)
+        dim = hidden if embed is None else positive_int(embed, "rg.stacked: embed", GraphError)
+        return Sequential(Embedding(vocab, dim), *body, *tail, SoftmaxCrossEntropy(vocab), name=name)
+    return Sequential(*body, input_size=hidden if input_size is None else input_size, name=name)

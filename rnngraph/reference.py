@@ -244,7 +244,10 @@ class Reference:
         """Reverse-mode BPTT over the window of ``fwd``.
 
         Seeds: ``loss_scale`` times the gradient of the mean loss (when the graph has a loss),
-        plus ``d_outputs`` (name -> (T, S, n)) and ``d_final_states`` (name -> (depth, S, n)).
+        plus ``d_outputs`` (node name -> (T, S, n); any node, usually the outputs) and
+        ``d_final_states`` (state name -> (depth, S, n)). Raises TypeError for seeds that are not
+        dicts, GraphError for an unknown node or state name, ShapeError for a seed of another
+        shape (nothing is reshaped or broadcast).
         """
         g = self.graph
         grads, ghist, gparams = self._seed(fwd, d_outputs, d_final_states, loss_scale)
@@ -276,9 +279,15 @@ class Reference:
         if g.loss:
             count = self.loss_columns(fwd.values)
             grads[g.loss] += self.dtype(loss_scale / count if count else 0.0)
+        for what, seeds in (("d_outputs", d_outputs), ("d_final_states", d_final_states)):
+            if seeds is not None and not isinstance(seeds, dict):
+                raise TypeError(f"{what} takes a dict name -> array, got {type(seeds).__name__}")
+        unknown = sorted(set(d_outputs or {}) - set(grads))
+        if unknown:
+            raise GraphError(f"d_outputs: no node(s) {unknown} (outputs: {list(g.outputs)})")
         for name, d in (d_outputs or {}).items():
             d = np.asarray(d, self.dtype)
-            want = grads[g.node(name).name].shape
+            want = grads[name].shape
             if d.shape != want:
                 raise ShapeError(f"d_outputs[{name!r}]: expected shape {want} (T, S, n), got {d.shape}")
             grads[name] += d

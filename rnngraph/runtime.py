@@ -12,23 +12,17 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .errors import GraphError, ShapeError
+from .errors import GraphError, ShapeError, positive_int
 from .arrays import shape_of
 from .network import Sequential, draw_mask, mask_inputs, mask_seed
 from .optim import Adam, Optimizer, clip_grad_norm
 from .executor import ScheduleExecutor
 from .passes import schedule as build_schedule
 from .heads import host_array
-from .reference import (DTYPES, Forward, check_ids, id_limits, init_params, loss_columns, mean_loss, reset_streams,
+from .reference import (DTYPES, check_ids, id_limits, init_params, loss_columns, mean_loss, reset_streams,
                         zero_states)
 from .schedule import Schedule
-
-
-def positive_int(value, what: str) -> int:
-    """``value`` as an int; ValueError naming ``what`` unless it is a positive integer (NumPy's too)."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{what} must be a positive integer, got {value!r}")
-    return int(value)
+from .step_forward import StepForward, step_forward, value_names
 
 
 def cuda_available(simulator_ok: bool = False) -> bool:
@@ -158,7 +152,10 @@ class TrainingStep:
 
     @property
     def state(self) -> dict[str, np.ndarray]:
-        """State name -> (depth, S, n) array, oldest first: the next window's initial states."""
+        """State name -> (depth, S, n) array, oldest first: the next window's initial states.
+        Assigning ``step.state = {...}`` takes every state by name (none is kept or zeroed
+        silently): GraphError naming unknown or missing names, ShapeError naming the state and
+        the expected shape; the states are unchanged after a refused assignment."""
         return self._cuda.get_state() if self._cuda else self._state
 
     @state.setter
@@ -249,28 +246,35 @@ class TrainingStep:
         """The columns the window's mean loss divides by (all T*S, less ignored targets)."""
         return loss_columns(self.graph, lambda name: host_array(feed[name]), self.window * self.streams)
 
-    def forward(self, inputs, targets=None, carry: bool = True) -> Forward:
+    def forward(self, inputs, targets=None, carry: bool = True, all_values: bool = False) -> StepForward:
         """Run one window without training and without dropout (masks of ones). Returns a
-        Forward (``.values`` of the outputs and the loss node, ``.loss`` when targets are given);
-        with ``carry`` the final states become the next window's initial states. Targets as for
+        :class:`rnngraph.StepForward`, the same fields, keys, shapes and dtypes on both backends:
+        ``outputs`` (name -> (T, S, n)), ``values`` (the outputs, and the loss node's per-column
+        losses (T, S, 1) when targets are given; with ``all_values=True`` every node an op
+        computes, e.g. ``"layer0.c_next"``), ``loss`` (the mean loss when targets are given, else
+        None), ``states`` and ``final_states`` (name -> (depth, S, n), before and after the
+        window). With ``carry`` the final states become the next window's initial states.
+        ``all_values=True`` on CUDA runs a second program whose kernels also store the values the
+        usual ones keep in registers (compiled on first use per (T, S): 15 to 70 s on a GPU; each
+        call then writes every node's (T, S, n) and copies it to the host). Targets as for
         :meth:`train`; ShapeError naming ``targets`` or the input for a wrong shape or dtype."""
         feed = self._feed(inputs, targets)
+        with_loss = self.graph.loss is not None and targets is not None
+        names = value_names(self.graph, all_values, with_loss)
         if self._cuda:
             if self.dropout:
                 self._cuda.ones_masks()
-            values = self._cuda.forward(feed, carry)
-            loss = None
-            if self.graph.loss and targets is not None:
-                loss = mean_loss(values[self.graph.loss], self._loss_columns(feed))
-            return Forward(values, {}, {}, {}, loss)
+            values, states, final = self._cuda.forward(feed, names, carry, every_value=all_values)
+            loss = mean_loss(values[self.graph.loss], self._loss_columns(feed)) if with_loss else None
+            return step_forward(self.graph, values, loss, states, final)
         if self.dropout:
             feed.update(self.dropout_masks(train=False))
         fwd = self._executor.forward(self._params, feed, self._state)
-        if targets is None:
-            fwd.loss = None
         if carry:
             self._state = fwd.final_states
-        return fwd
+        final = {k: v.copy() for k, v in fwd.final_states.items()}  # the step's own stay apart
+        return step_forward(self.graph, {name: fwd.values[name] for name in names}, fwd.loss if with_loss else None,
+                            fwd.states, final)
 
     def train(self, inputs, targets) -> float:
         """Forward, BPTT through the window, clip, optimizer update; states carry. Returns the

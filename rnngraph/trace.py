@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from numbers import Real
 
 from . import ops
-from .errors import GraphError, OpError, ShapeError, StateError
+from .errors import GraphError, OpError, ShapeError, StateError, positive_int
 from .ir import FLOAT, INDEX, Graph, Init, Node, Param, Ref, State as IRState, check_delay
 
 
@@ -32,14 +32,15 @@ class State:
 
     ``h: rg.State`` reads the state's next value at t-1; ``h: rg.State(delay=2)`` at t-2;
     ``rg.State(size=n)`` overrides the default size (the cell's ``hidden`` argument).
-    Raises DelayError for a delay that is not an integer >= 1.
+    Raises DelayError for a delay that is not an integer >= 1, StateError for a size that is
+    neither None nor a positive integer.
     """
 
     def __init__(self, delay: int = 1, size: int | None = None):
         self.delay = check_delay(delay, "rg.State")
         if self.delay < 1:
             raise StateError("rg.State: a state is read with delay >= 1 (delay 0 would be the value itself)")
-        self.size = size
+        self.size = None if size is None else positive_int(size, "rg.State: size", StateError)
 
 
 # ------------------------------------------------------------------------------- tracing
@@ -381,7 +382,11 @@ def _profiler(builder: _Builder, fn):
 
 # ------------------------------------------------------------------------------- cells
 class Cell:
-    """A cell function bound to its configuration (``rg.cells.lstm(hidden=512)``); a layer of Sequential."""
+    """A cell function bound to its configuration (``rg.cells.lstm(hidden=512)``); a layer of Sequential.
+
+    ``hidden``, where given, is the default size of the cell's states: GraphError naming the
+    cell and ``hidden`` unless it is a positive integer (NumPy's is taken as an int), raised
+    when the cell is made, as for a missing or unknown keyword argument."""
 
     def __init__(self, fn, kwargs: dict):
         self.fn, self.kwargs = fn, kwargs
@@ -410,6 +415,8 @@ class Cell:
         if missing:
             raise GraphError(f"cell {self.name!r} needs the keyword argument(s) {', '.join(missing)} "
                              f"(given: {', '.join(sorted(kwargs)) or 'none'})")
+        if kwargs.get("hidden") is not None:  # the states' default size (see the class docstring)
+            kwargs["hidden"] = positive_int(kwargs["hidden"], f"cell {self.name!r}: hidden", GraphError)
 
     def __repr__(self):
         args = ", ".join(f"{k}={v!r}" for k, v in sorted(self.kwargs.items()))

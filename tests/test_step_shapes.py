@@ -109,3 +109,7 @@ def test_reference_backward_refuses_seeds_of_another_shape_or_name():
         ref.backward(fwd, d_final_states={"layer0.c": np.ones((2, 3))})  # was broadcast before
     with pytest.raises(rg.GraphError, match=r"no state\(s\) \['c'\]"):
         ref.backward(fwd, d_final_states={"c": np.ones((1, 2, 3))})  # was ignored: zero gradients
+    with pytest.raises(rg.GraphError, match=r"d_outputs: no node\(s\) \['h_next'\]"):
+        ref.backward(fwd, {"h_next": np.ones((4, 2, 3))})
+    with pytest.raises(TypeError, match=r"d_final_states takes a dict name -> array, got list"):
+        ref.backward(fwd, d_final_states=[np.ones((1, 2, 3))])

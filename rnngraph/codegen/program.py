@@ -15,6 +15,7 @@ gradients in their declared shapes.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 from numba import cuda
@@ -127,21 +128,36 @@ class Buffers:
         return buf[self.names.depth(node) + t - delay]
 
 
+def every_value_written(schedule: Schedule) -> Schedule:
+    """``schedule`` with every forward pointwise and reduction kernel writing all the nodes it
+    computes to their ``V`` buffers (the generated code keeps the others in registers): what
+    ``TrainingStep.forward(all_values=True)`` runs. The extra stores are read by no kernel, so
+    the syncs and levels of the schedule stay valid; the backward is unchanged."""
+    def widen(k: Kernel) -> Kernel:
+        if k.kind not in ("pointwise", "reduction"):
+            return k
+        return replace(k, writes=tuple(dict.fromkeys(k.writes + k.ops)))
+    forward = tuple(replace(step, kernels=tuple(widen(k) for k in step.kernels)) for step in schedule.forward)
+    return replace(schedule, forward=forward)
+
+
 class CudaProgram:
     """The launch plan of ``schedule`` on the current CUDA device (or the simulator).
 
     stream: the numba stream every launch goes to (default: a new one); replay: capture steps
     into CUDA graphs; params: shared parameter arrays (see :class:`Buffers`); backward=False
-    generates and compiles no backward kernel (inference: :meth:`run_backward` then raises)."""
+    generates and compiles no backward kernel (inference: :meth:`run_backward` then raises);
+    buffers: another program's :class:`Buffers` (of a schedule of the same graph, T and S) to run
+    on, with its inputs, states and parameters (``params`` is then ignored)."""
 
     def __init__(self, schedule: Schedule, stream=None, replay: bool = True, params: dict | None = None,
-                 backward: bool = True):
+                 backward: bool = True, buffers: Buffers | None = None):
         self.s, self.g = schedule, schedule.graph
         self.replay, self.has_backward = replay, backward
         self.T, self.S = schedule.window, schedule.streams
         self.stream = stream or cuda.stream()
         self.sim = in_simulator()
-        self.buf = Buffers(self.g, self.T, self.S, self.stream, params)
+        self.buf = buffers if buffers is not None else Buffers(self.g, self.T, self.S, self.stream, params)
         self.sources: list[str] = [PRELUDE]
         self.loop_threads: dict[str, int] = {}  # persistent kernel -> threads per block it launches with
         self.segment_of = self._forward_segments()

@@ -26,7 +26,7 @@ from ..network import draw_mask, mask_inputs, mask_seed
 from ..reference import mean_loss
 from . import library
 from .device import as_device, have_cupy, stream_handle
-from .program import CudaProgram
+from .program import CudaProgram, every_value_written
 
 
 def masks_on_host() -> bool:
@@ -82,6 +82,7 @@ class CudaBackend:
             masks_on_host()  # a bad RNNGRAPH_MASKS fails at compile time, named
         self._masks_are_ones = False
         self._curand = None  # see _device_rng: None until first asked, then a tuple or False
+        self._every: CudaProgram | None = None  # the program storing every node (see forward)
 
     def _slot_names(self, name: str) -> list[str]:
         return [f"m/{name}", f"v/{name}"] if isinstance(self.optimizer, Adam) else [f"momentum/{name}"]
@@ -115,9 +116,17 @@ class CudaBackend:
         return out
 
     def get_state(self) -> dict[str, np.ndarray]:
-        out = {s.name: self.buf.V[s.node][:s.depth].copy_to_host(stream=self.stream) for s in self.g.states}
+        out = self._state_rows(final=False)
         self.stream.synchronize()
         return out
+
+    def _state_rows(self, final: bool) -> dict[str, np.ndarray]:
+        """State name -> (depth, S, n) host copy (queued on the stream: synchronise before use) of
+        the history rows (the window's initial states) or, with ``final``, of the window's last
+        ``depth`` rows (its final states, which :meth:`_carry` makes the next history)."""
+        start = self.T if final else 0
+        return {s.name: self.buf.V[s.node][start:start + s.depth].copy_to_host(stream=self.stream)
+                for s in self.g.states}
 
     def set_state(self, states: dict[str, np.ndarray]) -> None:
         for s in self.g.states:
@@ -224,17 +233,29 @@ class CudaBackend:
         loss = self.buf.window(self.g.loss).reshape(self.T * self.S)
         return mean_loss(loss.copy_to_host(stream=self.stream).astype(np.float64), columns)
 
-    def forward(self, inputs: dict, carry: bool = True) -> dict[str, np.ndarray]:
-        """Run one window; returns the outputs (and loss node) as host arrays (T, S, n)."""
+    def forward(self, inputs: dict, names, carry: bool = True, every_value: bool = False) -> tuple[dict, dict, dict]:
+        """Run one window; returns host arrays (values, states, final_states): node name -> (T, S, n)
+        for each of ``names``, and state name -> (depth, S, n) before and after the window. The
+        generated kernels keep most pointwise intermediates in registers: with ``every_value`` a
+        second program whose kernels store every node (compiled on first use, run on the same
+        buffers) runs instead; ``names`` must be nodes the program run writes."""
         self._feed(inputs)
-        self.program.run_forward()
-        names = list(self.g.outputs) + ([self.g.loss] if self.g.loss else [])
-        out = {name: self.buf.window(name).copy_to_host(stream=self.stream).reshape(self.T, self.S, -1)
-               for name in names}
+        states = self._state_rows(final=False)
+        if every_value:
+            if self._every is None:
+                self._every = CudaProgram(every_value_written(self.schedule), stream=self.stream, backward=False,
+                                          buffers=self.buf)
+                self.buf.refresh_transposed(self.stream)  # any transposed weight it added
+            self._every.run_forward()
+        else:
+            self.program.run_forward()
+        values = {name: self.buf.window(name).copy_to_host(stream=self.stream).reshape(self.T, self.S, -1)
+                  for name in names}
+        final = self._state_rows(final=True)
         self.stream.synchronize()
         if carry:
             self._carry()
-        return out
+        return values, states, final
 
     def train(self, inputs: dict, columns: int | None = None) -> float:
         """Forward, BPTT, clip, update; returns the window's mean loss, the loss node's sum over
