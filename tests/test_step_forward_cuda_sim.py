@@ -1,5 +1,5 @@
 """``TrainingStep.forward`` returns the same StepForward on the CPU backend and on the CUDA backend
-(numba's simulator; tiny shapes: H=4, T=3, S=2): the same fields and keys, shapes and dtypes, and
+(numba's simulator without a GPU, the GPU in the GPU tier; tiny shapes: H=4, T=3, S=2): the same fields and keys, shapes and dtypes, and
 values equal to float32 tolerance, with and without ``all_values``, with and without targets."""
 import os
 
@@ -8,8 +8,7 @@ import pytest
 
 import rnngraph as rg
 
-pytestmark = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1",
-                                reason="simulator tests (the GPU tier runs tests/test_gpu.py)")
+pytestmark = [] if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" else [pytest.mark.gpu]
 
 V, E, H, T, S = 5, 3, 4, 3, 2
 TOL = dict(rtol=0, atol=1e-5)
