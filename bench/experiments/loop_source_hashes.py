@@ -17,6 +17,10 @@ Then (``--program``) the whole simulator program (``step.kernels`` of ``rg.compi
 standard cell, S in {1, 64}, one layer, hidden 16) under a few settings, given through the
 RNNGRAPH_LOOP variable: the path from the API boundary down to the code generator.
 
+The run sets PYTHONHASHSEED=0 (it starts itself again with it): the program's phase kernels are
+named with Python's ``hash`` of their ops (codegen/program.py), which differs between processes
+otherwise.
+
 How a setting reaches the code: where ``rnngraph.loop_env`` exists (options as values), the
 setting is parsed by it into a ``ScheduleOptions`` and a ``LoopTuning`` passed to ``schedule``
 and ``LoopEmitter`` with RNNGRAPH_LOOP unset; in the code before it, through RNNGRAPH_LOOP,
@@ -171,7 +175,22 @@ def compare(before: dict, after: dict) -> dict:
             "missing_after": missing, "added_after": added}
 
 
+def package_commit() -> str:
+    """The commit of the checkout the imported rnngraph comes from (+changes when its rnngraph/
+    differs from it), or "unknown" outside a git checkout."""
+    import rnngraph
+    root = os.path.dirname(os.path.dirname(os.path.abspath(rnngraph.__file__)))
+    git = lambda *args: subprocess.run(["git", "-C", root, *args], capture_output=True, text=True)  # noqa: E731
+    head = git("rev-parse", "HEAD")
+    if head.returncode:
+        return "unknown"
+    return head.stdout.strip() + ("+changes" if git("status", "--porcelain", "rnngraph").stdout.strip() else "")
+
+
 def main(argv=None) -> int:
+    if os.environ.get("PYTHONHASHSEED") != "0":  # stable kernel names (see the module docstring)
+        os.environ["PYTHONHASHSEED"] = "0"
+        os.execv(sys.executable, [sys.executable, os.path.abspath(__file__), *(sys.argv[1:] if argv is None else argv)])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="JSON file to write")
     ap.add_argument("--program", action="store_true", help="also the simulator programs (NUMBA_ENABLE_CUDASIM=1)")
@@ -186,10 +205,7 @@ def main(argv=None) -> int:
         cases = emitter_cases()
         if a.program:
             cases.update(program_cases())
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
-        dirty = bool(subprocess.run(["git", "status", "--porcelain", "rnngraph"], capture_output=True,
-                                    text=True).stdout.strip())
-        result = {"commit": commit + ("+changes" if dirty else ""),
+        result = {"commit": package_commit(),
                   "api": "values" if values_api() else "environment",
                   "seconds": round(time.perf_counter() - t0, 1), "settings": SETTINGS,
                   "program_settings": PROGRAM_SETTINGS if a.program else [], "cases": cases}
