@@ -210,3 +210,23 @@ def test_gemm_work_items_take_at_most_the_blocks_rows():
     fwd, bwd = src[False], src[True]
     assert "acc7_3 " in fwd and "acc0_4 " not in fwd and "acc8_0 " not in fwd
     assert "acc1_7 " in bwd and "acc2_0 " not in bwd and "acc0_8 " not in bwd
+
+
+def test_layer_and_torch_module_pass_their_values_down(monkeypatch):
+    """rg.compile_rnn and rnngraph.torch.RNN take options and tuning too: given values reach every
+    (T, S)'s schedule; left out, the defaults for each S with RNNGRAPH_LOOP as it was when made."""
+    net = rg.stacked(rg.cells.lstm, 1, 8, input_size=3)
+    given = ScheduleOptions.defaults(4).replace(flagged_exchange=True)
+    rnn = rg.compile_rnn(net, device="cpu", options=given)
+    monkeypatch.setenv("RNNGRAPH_LOOP", "ln=0")
+    default = rg.compile_rnn(net, device="cpu")
+    monkeypatch.delenv("RNNGRAPH_LOOP")
+    assert rnn.schedule(2, 4).options is given and rnn.schedule(3, 1).options is given
+    assert default.schedule(2, 4).options == ScheduleOptions.defaults(4).replace(persistent_layer_norms=False)
+    torch = pytest.importorskip("torch")
+    from rnngraph.torch import RNN
+    with pytest.raises(TypeError, match="tuning must be an rg.LoopTuning, got str"):
+        RNN("lstm", 8, tuning="unroll=2")
+    module = RNN("lstm", 8, input_size=3, options=given)
+    y, _ = module(torch.zeros(2, 4, 3))
+    assert y.shape == (2, 4, 8) and module.compiled(y.device, y.dtype).schedule(2, 4).options is given
