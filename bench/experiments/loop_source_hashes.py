@@ -26,6 +26,9 @@ setting is parsed by it into a ``ScheduleOptions`` and a ``LoopTuning`` passed t
 and ``LoopEmitter`` with RNNGRAPH_LOOP unset; in the code before it, through RNNGRAPH_LOOP,
 read by the passes and by ``codegen.tuning.loop_tuning``.
 
+Made for the change that turned the options into values: its result,
+bench/results/cpu-20261202-options-as-values-source-identity.json.
+
 Usage:
   python bench/experiments/loop_source_hashes.py --out hashes.json [--program]
   python bench/experiments/loop_source_hashes.py --compare before.json after.json --out result.json
@@ -155,7 +158,8 @@ def program_cases() -> dict:
 
 
 def compare(before: dict, after: dict) -> dict:
-    """Which cases differ, and how: only in the dump's options line, or otherwise."""
+    """Which cases differ, and how: only in the dump's options line (counted by setting), or
+    otherwise (listed with the fields that differ)."""
     b, a = before["cases"], after["cases"]
     missing, added = sorted(set(b) - set(a)), sorted(set(a) - set(b))
     identical, options_line_only, other = [], [], []
@@ -167,11 +171,15 @@ def compare(before: dict, after: dict) -> dict:
             options_line_only.append(key)  # the loop sources and the rest of the dump are the same
         else:
             other.append({"case": key, "fields": sorted(f for f in x if x[f] != y.get(f))})
+    by_setting: dict[str, int] = {}
+    for key in options_line_only:
+        setting = key.rsplit("[", 1)[1].rstrip("]")
+        by_setting[setting] = by_setting.get(setting, 0) + 1
     return {"before": {k: before[k] for k in ("commit", "api", "seconds")},
             "after": {k: after[k] for k in ("commit", "api", "seconds")},
             "cases": len(b), "identical": len(identical),
             "dump_differs_only_by_its_options_line": len(options_line_only),
-            "options_line_cases": options_line_only, "other_differences": other,
+            "options_line_cases_by_setting": dict(sorted(by_setting.items())), "other_differences": other,
             "missing_after": missing, "added_after": added}
 
 
@@ -213,7 +221,7 @@ def main(argv=None) -> int:
         json.dump(result, f, indent=1, sort_keys=True)
         f.write("\n")
     if a.compare:
-        print(json.dumps({k: v for k, v in result.items() if k != "options_line_cases"}, indent=1))
+        print(json.dumps(result, indent=1))
     else:
         print(f"{len(result['cases'])} cases in {result['seconds']} s -> {a.out}")
     return 0
