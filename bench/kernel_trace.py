@@ -19,7 +19,7 @@ its 8.27 ms in the two loop kernels, the backward 4.34 (the LSTM 2.71 of 4.16), 
 ms (``-trace-before-lngrad``); --modes (``-trace-modes``, another run) showed the backward loop at
 4.35 ms with the benchmark's output gradient and 3.45 ms with an all-zero one
 -- the in-loop gain and bias gradient sums (shared-memory compare-and-swap atomics that retry only
-when the values change), moved after the loop (``lngrad``, codegen/tuning.py): 2.89 ms, and the
+when the values change), moved after the loop (``lngrad``, rnngraph/schedule_options.py): 2.89 ms, and the
 step 6.97 ms. loop_profile's standalone timings had missed it: they run the backward with zero
 gradients.
 

@@ -33,7 +33,8 @@ first), both from the same saved values (the backward accumulates: a wrong kerne
 shows; the forward overwrites values the benchmark run already left in its buffers, so a
 forward variant that skips a store reads as 0.0 too).
 
-The kernels are generated with the step's RNNGRAPH_LOOP settings (codegen/tuning.py), so e.g.
+The kernels are generated with the step's RNNGRAPH_LOOP settings (read by rnngraph/bench.py's
+``gpu_program``; the knobs: codegen/tuning.py), so e.g.
 RNNGRAPH_LOOP=barrier=1 profiles the inline grid barrier of codegen/grid_barrier.py. (An earlier
 ``barrier`` variant, an atomic-counter barrier polled with atomics, took 7.4 vs 4.9 us a timestep
 for the S=1 LSTM forward, backward 17.7 vs 9.4: removed.)
@@ -183,7 +184,6 @@ def profile(cell: str, S: int, variants, iters: int, T: int = 100, H: int = 512,
     from rnngraph.codegen import module
     from rnngraph.codegen.loop import LoopEmitter
     from rnngraph.codegen.pointwise import PRELUDE
-    from rnngraph.codegen.tuning import loop_tuning
 
     prog, _, fwdbwd = gpu_program(Config(cell=cell, layers=1, T=T, S=S, H=H, I=H))
     s, g, b = prog.s, prog.g, prog.buf
@@ -200,7 +200,7 @@ def profile(cell: str, S: int, variants, iters: int, T: int = 100, H: int = 512,
         if name[5:] not in loops:
             continue
         e = LoopEmitter(g, loop, name, coop=True, recompute=prog.kernel_of, streams=S, nblocks=nblocks,
-                        tuning=loop_tuning(S))
+                        tuning=prog.tuning)
         src, args = e.source()
         counters = [cuda.to_device(np.zeros(1, np.uint32))] if e.barrier else []  # the inline grid barrier's
         # and the flag words (codegen/flag_exchange.py; the kernel zeroes them): left out of the diffs too

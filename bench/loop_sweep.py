@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Time the persistent loop kernels under several RNNGRAPH_LOOP settings (codegen/tuning.py).
+"""Time the persistent loop kernels under several RNNGRAPH_LOOP settings (the keys of
+rnngraph/codegen/tuning.py and rnngraph/schedule_options.py, read by rnngraph/bench.py's gpu_program).
 
 For each setting (threads per block, inner-product unroll, shared-memory budget for weights) and
 each configuration it times rnngraph's forward and forward+backward with the fastrnns protocol

@@ -10,7 +10,6 @@ any setting was over the bound.
 Usage (GPU):  python bench/s16_precision.py [--streams 16] [--factor F] ln=1,lnsum=2,barrier=0 ln=0
 """
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -29,10 +28,9 @@ def main(argv=None) -> int:
         a.factor = next((f for s, _, f in test_gpu.LN_CASES if s == a.streams), 4)
     failed = 0
     for setting in a.settings:
-        os.environ["RNNGRAPH_LOOP"] = setting
         print(f"RNNGRAPH_LOOP={setting}", flush=True)
-        try:
-            test_gpu._check_against_float64("layernorm_lstm", 1, a.streams, a.factor)
+        try:  # the setting's keys over the defaults for S, passed as options and tuning
+            test_gpu._check_against_float64("layernorm_lstm", 1, a.streams, a.factor, knobs=setting)
         except AssertionError as e:
             failed += 1
             print(f"over the bound ({a.factor}x): {str(e)[:300]}", flush=True)

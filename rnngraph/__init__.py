@@ -6,6 +6,7 @@ layer with ``rg.compile_rnn`` (and ``rnngraph.torch.RNN`` inside PyTorch). See R
 ARCHITECTURE.md (how the compiler is built).
 """
 from . import cells, ir, ops, passes, schedule
+from .codegen.tuning import LoopTuning
 from .errors import CycleError, DelayError, DtypeError, GraphError, OpError, ShapeError, StateError, UnusedWarning
 from .ir import Graph, Init, parse
 from .layer import CompiledRNN, compile_rnn
@@ -14,6 +15,7 @@ from .optim import SGD, Adam, AdamW, clip_grad_norm
 from .reference import Reference, init_params, reset_streams, zero_states
 from .runtime import TrainingStep, compile
 from .step_forward import StepForward
+from .schedule_options import ScheduleOptions
 from .trace import State, Value, cell, concat, exp, layer_norm, linear, param, relu, sigmoid, slice, split, tanh
 
 __version__ = "0.1.0"
@@ -23,7 +25,7 @@ __all__ = [
     "CycleError", "DelayError", "DtypeError", "GraphError", "OpError", "ShapeError", "StateError", "UnusedWarning",
     "Dropout", "Embedding", "MSE", "SequenceClassifier", "Sequential", "SoftmaxCrossEntropy", "stacked",
     "Reference", "init_params", "reset_streams", "zero_states", "SGD", "Adam", "AdamW", "clip_grad_norm",
-    "TrainingStep", "StepForward", "compile", "CompiledRNN", "compile_rnn",
+    "TrainingStep", "StepForward", "compile", "CompiledRNN", "compile_rnn", "ScheduleOptions", "LoopTuning",
     "State", "Value", "cell", "concat", "exp", "layer_norm", "linear", "param", "relu", "sigmoid", "slice",
     "split", "tanh",
 ]

@@ -31,7 +31,6 @@ Units: times in ms, throughput in TFLOP/s from :func:`flops_forward`.
 from __future__ import annotations
 
 import datetime
-import dataclasses
 import gc
 import importlib.util
 import json
@@ -238,17 +237,21 @@ def gpu_program(cfg: Config, plan: str | None = None):
     enqueue on its stream, without synchronising: ``fwd()`` (the forward) and ``fwdbwd()`` (the
     forward, zeroed gradient arenas, a fixed normal output gradient (T*S, H), the backward with
     weight gradients). Returns (prog, fwd, fwdbwd). Building the program compiles the persistent
-    loop kernels (to size their cooperative grid); the other kernels compile on the first call."""
+    loop kernels (to size their cooperative grid); the other kernels compile on the first call.
+    The schedule options and the loop tuning are the defaults for ``cfg.S`` with the keys of
+    RNNGRAPH_LOOP as the environment has it now (rnngraph/loop_env.py)."""
     from numba import cuda
 
     import rnngraph as rg
     from .codegen import library
     from .codegen.program import CudaProgram
+    from .loop_env import from_environment, resolve
     from .passes import schedule
 
     net = rg.stacked(rg.cells.STANDARD[cfg.cell], cfg.layers, cfg.H, input_size=cfg.I)
-    s = schedule(net.graph, cfg.T, cfg.S, "float32", plan)
-    prog = CudaProgram(s)
+    options, tuning = resolve(cfg.S, overrides=from_environment())
+    s = schedule(net.graph, cfg.T, cfg.S, "float32", plan, options)
+    prog = CudaProgram(s, tuning=tuning)
     b, g = prog.buf, net.graph
     rng = np.random.default_rng(0)
     for name, p in rg.init_params(g, 0, "float32").items():
@@ -279,7 +282,7 @@ def gpu_program(cfg: Config, plan: str | None = None):
 def _rnngraph_gpu(cfg: Config, proto: Protocol, plan: str | None) -> dict:
     """The generated forward / forward+backward of a float-input stack (weight gradients included)."""
     from .codegen.device import in_simulator
-    from .codegen.tuning import loop_tuning
+    from .loop_env import as_keys
 
     t0 = time.perf_counter()
     prog, fwd, fwdbwd = gpu_program(cfg, plan)
@@ -292,7 +295,7 @@ def _rnngraph_gpu(cfg: Config, proto: Protocol, plan: str | None) -> dict:
     loops = [st for st in s.forward if hasattr(st, "levels")]
     rec = {**_timed(fwd, fwdbwd, timer, proto), "plan": s.plan, "loop_modes": [lp.mode for lp in loops],
            "levels_per_timestep": [lp.levels for lp in loops], "launches_per_window": s.launches,
-           "compile_s": compile_s, "loop_tuning": dataclasses.asdict(loop_tuning(cfg.S)),
+           "compile_s": compile_s, "loop_tuning": as_keys(s.options, prog.tuning),
            "loop_threads": dict(prog.loop_threads)}
     replay_errors = getattr(prog, "replay_errors", None)  # steps whose CUDA-graph capture failed
     if replay_errors:

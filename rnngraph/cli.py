@@ -660,6 +660,7 @@ def run_schedule(args) -> int:
     """Print (or write) the schedule of a stacked network of CELL."""
     import json
 
+    from .loop_env import from_environment, resolve
     from .network import stacked
     from .passes import schedule
     from .schedule_export import gantt, to_dot, to_json
@@ -667,7 +668,8 @@ def run_schedule(args) -> int:
     factory = resolve_cell(args.cell, flag="CELL")
     net = stacked(factory, args.layers, args.hidden, input_size=args.input_size, vocab=args.vocab,
                   dropout=args.dropout)
-    s = schedule(net.graph, args.window, args.streams, args.dtype, args.plan)
+    options, _ = resolve(args.streams, overrides=from_environment())  # RNNGRAPH_LOOP's schedule keys
+    s = schedule(net.graph, args.window, args.streams, args.dtype, args.plan, options)
     if args.format == "gantt":
         if not args.out:
             raise CLIError("--format gantt writes a PNG: give --out FILE.png")

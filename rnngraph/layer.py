@@ -19,14 +19,17 @@ from collections import OrderedDict
 import numpy as np
 
 from .arrays import array_kind, shape_of
+from .codegen.tuning import LoopTuning
 from .errors import GraphError, ShapeError
 from .executor import ScheduleExecutor
 from .ir import INDEX
+from .loop_env import check, from_environment, resolve
 from .network import Sequential, draw_mask, mask_inputs, mask_seed
 from .passes import PLANS
 from .passes import schedule as build_schedule
 from .reference import DTYPES, check_ids, id_limits, init_params
 from .schedule import Schedule
+from .schedule_options import ScheduleOptions
 
 
 @dataclasses.dataclass
@@ -55,10 +58,15 @@ class CompiledRNN:
     On CUDA every call runs on the RNN's own stream, ordered after the caller's stream (torch's
     or CuPy's current stream for their arrays) and before it again with events: no
     synchronisation with the host, except to return NumPy arrays.
+
+    ``options`` / ``tuning`` (see :func:`compile_rnn`) serve every (T, S); where one is None, each S
+    gets the defaults for that S with the keys of ``RNNGRAPH_LOOP`` as it was when the RNN was
+    created (rnngraph/loop_env.py).
     """
 
     def __init__(self, net: Sequential, device: str, dtype: str, seed: int, plan: str | None,
-                 cache_size: int, parameters: dict | None = None):
+                 cache_size: int, parameters: dict | None = None, options: ScheduleOptions | None = None,
+                 tuning: LoopTuning | None = None):
         if not isinstance(net, Sequential):
             raise TypeError(f"rg.compile_rnn expects an rg.Sequential, got {type(net).__name__}")
         if net.has_loss:
@@ -78,6 +86,9 @@ class CompiledRNN:
                              f"rg.compile_rnn needs exactly one")
         self.output = self.graph.outputs[0]
         self.device, self.dtype, self.seed, self.plan, self.cache_size = device, dtype, seed, plan, cache_size
+        self._given = (options, tuning)
+        self._loop_env = from_environment()  # RNNGRAPH_LOOP, once: a bad value fails here, named
+        check(options, tuning)
         self.dropout = mask_inputs(self.graph)
         self.input = self.graph.by_name["x"]
         self.id_limit = id_limits(self.graph).get("x", (None, None))  # (rows of the table, ignored id)
@@ -132,7 +143,11 @@ class CompiledRNN:
         for key in ((window, streams, True), (window, streams, False)):
             if key in self._plans:
                 return self._plans[key].schedule
-        return build_schedule(self.graph, window, streams, self.dtype, self.plan)
+        return build_schedule(self.graph, window, streams, self.dtype, self.plan, self._values(streams)[0])
+
+    def _values(self, streams: int) -> tuple[ScheduleOptions, LoopTuning]:
+        """The schedule options and loop tuning of plans over ``streams`` streams."""
+        return resolve(streams, *self._given, self._loop_env)
 
     # ------------------------------------------------------------------ plans
     def _plan(self, T: int, S: int, backward: bool):
@@ -141,10 +156,11 @@ class CompiledRNN:
             if key in self._plans and (key[2] or not backward):
                 self._plans.move_to_end(key)
                 return self._plans[key]
-        sched = build_schedule(self.graph, T, S, self.dtype, self.plan)
+        options, tuning = self._values(S)
+        sched = build_schedule(self.graph, T, S, self.dtype, self.plan, options)
         if self._device:
             from .codegen.layer_device import DevicePlan
-            plan = DevicePlan(sched, self._device, backward)
+            plan = DevicePlan(sched, self._device, backward, tuning)
         else:
             plan = HostPlan(sched, self.dtype, self._params)
         key = (T, S, backward)
@@ -311,7 +327,8 @@ class HostPlan:
 
 
 def compile_rnn(net: Sequential, device: str = "auto", dtype: str = "float32", seed: int = 0,
-                plan: str | None = None, cache_size: int = 8, parameters: dict | None = None) -> CompiledRNN:
+                plan: str | None = None, cache_size: int = 8, parameters: dict | None = None,
+                options: ScheduleOptions | None = None, tuning: LoopTuning | None = None) -> CompiledRNN:
     """Compile ``net`` (cells, optional rg.Embedding first and rg.Dropout between, no loss head)
     as a layer: :meth:`CompiledRNN.forward` / :meth:`CompiledRNN.backward` for any (T, S).
 
@@ -320,10 +337,13 @@ def compile_rnn(net: Sequential, device: str = "auto", dtype: str = "float32", s
     force "wavefront" / "scc-sequential" / "naive" (default: the cost model's choice per (T,
     S)); cache_size: compiled (T, S) plans kept; parameters: initial values (name -> array; on
     CUDA device arrays are used in place, so a caller such as rnngraph.torch can own the
-    memory; on the CPU so are C-contiguous NumPy arrays of ``dtype``). Raises TypeError /
+    memory; on the CPU so are C-contiguous NumPy arrays of ``dtype``); options, tuning: the
+    schedule options and the loop kernels' code shape, as for :func:`rnngraph.compile` (None:
+    the defaults for each S with RNNGRAPH_LOOP's keys). Raises TypeError /
     GraphError for a network that is not a loss-free
-    rg.Sequential, ValueError for bad options, RuntimeError when CUDA is asked for but absent.
+    rg.Sequential, TypeError for options / tuning of another type, ValueError for bad options
+    (a bad RNNGRAPH_LOOP included, naming it), RuntimeError when CUDA is asked for but absent.
     """
     from .runtime import resolve_device
     device = resolve_device(device)
-    return CompiledRNN(net, device, dtype, seed, plan, cache_size, parameters)
+    return CompiledRNN(net, device, dtype, seed, plan, cache_size, parameters, options, tuning)

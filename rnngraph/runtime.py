@@ -17,12 +17,15 @@ from .arrays import shape_of
 from .network import Sequential, draw_mask, mask_inputs, mask_seed
 from .optim import Adam, Optimizer, clip_grad_norm
 from .executor import ScheduleExecutor
+from .codegen.tuning import LoopTuning
+from .loop_env import from_environment, resolve
 from .passes import schedule as build_schedule
 from .heads import host_array
 from .reference import (DTYPES, check_ids, id_limits, init_params, loss_columns, mean_loss, reset_streams,
                         zero_states)
 from .schedule import Schedule
 from .step_forward import StepForward, step_forward, value_names
+from .schedule_options import ScheduleOptions
 
 
 def cuda_available(simulator_ok: bool = False) -> bool:
@@ -68,11 +71,16 @@ class TrainingStep:
     CPU backend's masks exactly, at the cost of a host-to-device copy per call).
     :meth:`forward` (evaluation, sampling) feeds masks of ones: no dropout, like
     ``model.eval()`` in PyTorch.
+
+    ``options`` / ``tuning`` (see :func:`compile`) serve every (T, S); where one is None, each S
+    gets the defaults for that S with the keys of ``RNNGRAPH_LOOP`` as it was when the step was
+    created (rnngraph/loop_env.py).
     """
 
     def __init__(self, net: Sequential, window: int, streams: int, device: str, dtype: str,
                  optimizer: Optimizer | None, clip_norm: float | None, seed: int, plan: str | None = None,
-                 cache_size: int = 8, nonfinite: str = "raise"):
+                 cache_size: int = 8, nonfinite: str = "raise", options: ScheduleOptions | None = None,
+                 tuning: LoopTuning | None = None):
         self.net, self.graph = net, net.graph
         self.window = positive_int(window, "window")
         self.streams = positive_int(streams, "streams")
@@ -88,7 +96,10 @@ class TrainingStep:
         if nonfinite not in ("raise", "skip"):
             raise ValueError(f"nonfinite must be 'raise' or 'skip', got {nonfinite!r}")
         self.nonfinite, self.skipped_steps = nonfinite, 0
-        self.schedule: Schedule = build_schedule(self.graph, self.window, self.streams, dtype, plan)
+        self._given = (options, tuning)
+        self._loop_env = from_environment()  # RNNGRAPH_LOOP, once: a bad value fails here, named
+        options, tuning = resolve(self.streams, options, tuning, self._loop_env)
+        self.schedule: Schedule = build_schedule(self.graph, self.window, self.streams, dtype, plan, options)
         params = init_params(self.graph, seed, dtype)
         self.seed = seed
         self.dropout: dict[str, float] = mask_inputs(self.graph)  # mask input -> p
@@ -98,7 +109,7 @@ class TrainingStep:
             if dtype != "float32":
                 raise ValueError("the CUDA backend runs float32")
             from .codegen.step import CudaBackend
-            self._cuda = CudaBackend(self.schedule, params, self.optimizer, clip_norm, dropout_seed=seed)
+            self._cuda = CudaBackend(self.schedule, params, self.optimizer, clip_norm, dropout_seed=seed, tuning=tuning)
         else:
             self._cuda = None
             self._params = params
@@ -123,11 +134,12 @@ class TrainingStep:
             self._plans.move_to_end((T, S))
             sched, backend = self._plans[(T, S)]
         else:
-            sched = build_schedule(self.graph, T, S, self.dtype, self.plan)
+            options, tuning = resolve(S, *self._given, self._loop_env)
+            sched = build_schedule(self.graph, T, S, self.dtype, self.plan, options)
             if self._cuda:
                 from .codegen.step import CudaBackend
                 backend = CudaBackend(sched, None, self.optimizer, self.clip_norm, dropout_seed=self.seed,
-                                      share=self._first_cuda)
+                                      share=self._first_cuda, tuning=tuning)
             else:
                 backend = ScheduleExecutor(sched, self.dtype)
             self._plans[(T, S)] = (sched, backend)
@@ -328,7 +340,8 @@ class TrainingStep:
 
 def compile(net: Sequential, window: int, streams: int, device: str = "auto", dtype: str = "float32",
             optimizer: Optimizer | None = None, clip_norm: float | None = None, seed: int = 0,
-            plan: str | None = None, cache_size: int = 8, nonfinite: str = "raise") -> TrainingStep:
+            plan: str | None = None, cache_size: int = 8, nonfinite: str = "raise",
+            options: ScheduleOptions | None = None, tuning: LoopTuning | None = None) -> TrainingStep:
     """Compile ``net`` for windows of ``window`` timesteps over ``streams`` parallel streams.
 
     device: ``"cpu"`` (NumPy backend), ``"cuda"`` or ``"auto"``; dtype ``"float32"``/``"float64"``;
@@ -340,15 +353,21 @@ def compile(net: Sequential, window: int, streams: int, device: str = "auto", dt
     compiled (see :class:`TrainingStep`); nonfinite: what :meth:`TrainingStep.train` does when
     the loss or the gradients are not finite, after leaving parameters, optimizer state and
     states unchanged: ``"raise"`` FloatingPointError (default) or ``"skip"`` (count it in
-    ``step.skipped_steps``, as mixed-precision loss scalers skip). Returns a
+    ``step.skipped_steps``, as mixed-precision loss scalers skip); options: an
+    ``rg.ScheduleOptions``, what the passes decide beyond the graph (persistent layer norms, the
+    flagged exchange, post-loop gradient sums); tuning: an ``rg.LoopTuning``, the GPU loop
+    kernels' code shape; each used for every (T, S) as given, or when None the defaults for
+    each S (``ScheduleOptions.defaults(S)``, ``LoopTuning.defaults(S)``) overridden by the keys
+    of the ``RNNGRAPH_LOOP`` environment variable, read once, here. Returns a
     :class:`TrainingStep`. Raises TypeError
-    for an optimizer that is not an rg.Adam/rg.AdamW/rg.SGD instance, and ValueError for non-positive window/streams, an
-    unknown device or dtype; RuntimeError when CUDA is asked for but unavailable.
+    for an optimizer that is not an rg.Adam/rg.AdamW/rg.SGD instance, or options / tuning of
+    another type, and ValueError for non-positive window/streams, an unknown device or dtype, a
+    bad RNNGRAPH_LOOP (naming it); RuntimeError when CUDA is asked for but unavailable.
     """
     if not isinstance(net, Sequential):
         raise TypeError(f"rg.compile expects an rg.Sequential, got {type(net).__name__}")
     return TrainingStep(net, window, streams, resolve_device(device), dtype, optimizer, clip_norm, seed, plan,
-                        cache_size, nonfinite)
+                        cache_size, nonfinite, options, tuning)
 
 
 def resolve_device(device: str) -> str:

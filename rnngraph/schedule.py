@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .ir import Graph
+from .schedule_options import ScheduleOptions
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,9 @@ class Loop:
 
 @dataclass(frozen=True)
 class Schedule:
-    """The compiled plan of a graph for windows of ``window`` timesteps over ``streams`` streams."""
+    """The compiled plan of a graph for windows of ``window`` timesteps over ``streams`` streams,
+    built with ``options`` (what the passes decided beyond the graph; None: not recorded, as in a
+    Schedule not built by ``rnngraph.passes.schedule``)."""
 
     graph: Graph = field(repr=False)
     window: int
@@ -116,6 +119,7 @@ class Schedule:
     reason: str
     forward: tuple
     backward: tuple
+    options: ScheduleOptions | None = None
 
     # ------------------------------------------------------------------ statistics
     def kernels(self, direction: str = "both") -> list[Kernel]:
@@ -228,13 +232,22 @@ def _step_lines(s, window: int, columns: int) -> list[str]:
     return lines
 
 
+def _options_line(s: Schedule) -> list[str]:
+    """The options that differ from the defaults for the schedule's S (none: no line)."""
+    changed = s.options.changed(s.streams) if s.options is not None else {}
+    if not changed:
+        return []
+    return [f"  options (not the defaults for S={s.streams}): " + ", ".join(f"{k}={v}" for k, v in changed.items())]
+
+
 def format_schedule(s: Schedule) -> str:
-    """The schedule dump: header, forward and backward steps, then totals."""
+    """The schedule dump: header, the options that differ from the defaults, forward and backward
+    steps, then totals."""
     g = s.graph
     hidden = sorted({g.by_name[st.node].size for st in g.states})
     lines = [f"schedule {g.name}  window={s.window} streams={s.streams} {s.dtype}  "
              f"hidden={','.join(map(str, hidden)) or '-'}  plan={s.plan}",
-             f"  why: {s.reason}", "forward"]
+             f"  why: {s.reason}", *_options_line(s), "forward"]
     for step in s.forward:
         lines += _step_lines(step, s.window, s.window * s.streams)
     lines.append("backward")

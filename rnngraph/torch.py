@@ -19,12 +19,15 @@ from torch import nn
 
 from . import cells as _cells
 from .arrays import array_kind
+from .codegen.tuning import LoopTuning
 from .layer import compile_rnn
+from .loop_env import check
 from .network import Dropout, Sequential
 from .reference import init_params
 from .errors import GraphError
 from .passes import PLANS
 from .runtime import positive_int
+from .schedule_options import ScheduleOptions
 
 _TORCH_DTYPES = {torch.float32: "float32", torch.float64: "float64"}
 
@@ -112,6 +115,8 @@ class RNN(nn.Module):
         batch_first: inputs and outputs (B, T, .) instead of (T, B, .) (states stay (layers, B, H)).
         plan: force "wavefront" / "scc-sequential" (default: the cost model's choice).
         cache_size: compiled (T, B) plans kept per device.
+        options, tuning: an ``rg.ScheduleOptions`` and an ``rg.LoopTuning`` for every (T, B)
+            (default: those of each B, with RNNGRAPH_LOOP's keys; see ``rg.compile_rnn``).
 
     ``forward(x, h0=None) -> (y, h_T)``: x (T, B, I) (or (T, I) unbatched); h0 a tensor
     (layers, B, H) for a one-state cell, else a tuple of them in the cell's state order, or
@@ -128,11 +133,13 @@ class RNN(nn.Module):
     autocast, this layer does not run in reduced precision).
 
     Raises ValueError / TypeError naming the argument for a wrong shape, dtype or device of x
-    or h0 (a CPU tensor for a module on the GPU included).
+    or h0 (a CPU tensor for a module on the GPU included), TypeError for options / tuning of
+    another type.
     """
 
     def __init__(self, cell, hidden: int, layers: int = 1, input_size: int | None = None, dropout: float = 0.0,
-                 batch_first: bool = False, plan: str | None = None, cache_size: int = 8, **cell_kwargs):
+                 batch_first: bool = False, plan: str | None = None, cache_size: int = 8,
+                 options: ScheduleOptions | None = None, tuning: LoopTuning | None = None, **cell_kwargs):
         super().__init__()
         if isinstance(cell, str):
             if not getattr(getattr(_cells, cell, None), "is_cell", False):
@@ -149,6 +156,8 @@ class RNN(nn.Module):
         if plan not in (None, "naive", *PLANS):
             raise ValueError(f"plan must be None, 'naive' or one of {', '.join(PLANS)}; got {plan!r}")
         positive_int(cache_size, "cache_size")
+        check(options, tuning)
+        self.options, self.tuning = options, tuning
         cells_ = [cell(hidden=hidden, **cell_kwargs) for _ in range(layers)]
         body = []
         for k, c in enumerate(cells_):
@@ -221,7 +230,8 @@ class RNN(nn.Module):
                                  f"(cuda:{cuda.get_current_device().id}): one GPU a process for now")
         values = {name: (p.detach() if backend == "cuda" else p.detach().numpy()) for name, p in params.items()}
         rnn = compile_rnn(self.net, device=backend, dtype=_TORCH_DTYPES[dtype], plan=self.plan,
-                          cache_size=self.cache_size, parameters=values)
+                          cache_size=self.cache_size, parameters=values, options=getattr(self, "options", None),
+                          tuning=getattr(self, "tuning", None))  # getattr: modules pickled before these existed
         self._compiled[key] = (ptrs, rnn)
         return rnn
 

@@ -1,4 +1,4 @@
-"""Flagged exchange (``flags=1``; passes/flag_exchange.py, codegen/flag_exchange.py): the values a
+"""Flagged exchange (``ScheduleOptions.flagged_exchange``; passes/flag_exchange.py, codegen/flag_exchange.py): the values a
 persistent loop's GEMMs read whole travel as (value, timestep tag) words that the readers poll,
 instead of after a grid sync. Which loops get it, that the polled reads come after their writes
 (the element-level race check of tests/test_grid_syncs.py), the words themselves, the simulator
@@ -14,32 +14,30 @@ from conftest import PTX_PREAMBLE, assert_train_identically, run_outside_simulat
 from rnngraph.passes import schedule
 from rnngraph.passes.flag_exchange import flag_candidates
 from rnngraph.schedule import Kernel, Loop
-from test_grid_syncs import loops, races
+from test_grid_syncs import NO_FLAGS, loops, races
 
 sim = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1",
                          reason="simulator tests (the GPU tier runs tests/test_gpu.py)")
+FLAGS = rg.ScheduleOptions.defaults(1).replace(flagged_exchange=True)  # S=1's defaults: on
 
 
-def test_lstm_loops_drop_their_grid_syncs(monkeypatch):
-    monkeypatch.setenv("RNNGRAPH_LOOP", "flags=1")
-    g, s, (fwd, bwd) = loops(rg.stacked(rg.cells.lstm, 1, 8, input_size=4))
+def test_lstm_loops_drop_their_grid_syncs():
+    g, s, (fwd, bwd) = loops(rg.stacked(rg.cells.lstm, 1, 8, input_size=4), options=FLAGS)
     assert (fwd.flagged, fwd.syncs) == (("layer0.h_next",), ())  # h[t-1] feeds every block's gate rows
     assert (bwd.flagged, bwd.syncs) == (("d.layer0.U",), ())  # the gate gradients feed dh[t-1] += U^T dG[t]
     assert "flagged exchange (readers poll each element's timestep tag): layer0.h_next" in str(s)
     assert "1 level per timestep (initiation interval), no grid sync, 4 ticks" in str(s)
-    monkeypatch.setenv("RNNGRAPH_LOOP", "flags=0")
-    g, s, (fwd, bwd) = loops(rg.stacked(rg.cells.lstm, 1, 8, input_size=4))
+    g, s, (fwd, bwd) = loops(rg.stacked(rg.cells.lstm, 1, 8, input_size=4), options=NO_FLAGS)
     assert (fwd.flagged, fwd.syncs, bwd.flagged, bwd.syncs) == ((), (1,), (), (1,))
-    assert "flagged" not in str(s)
+    assert "flagged exchange" not in str(s) and "options (not the defaults for S=1): flagged_exchange=False" in str(s)
 
 
-def test_off_where_syncs_stay(monkeypatch):
+def test_off_where_syncs_stay():
     """Layer norms (their row sums need the grid) and wavefront stages keep their grid syncs."""
-    monkeypatch.setenv("RNNGRAPH_LOOP", "flags=1")
-    _, _, ls = loops(rg.stacked(rg.cells.layernorm_lstm, 1, 8, input_size=4))
+    _, _, ls = loops(rg.stacked(rg.cells.layernorm_lstm, 1, 8, input_size=4), options=FLAGS)
     assert [lp.flagged for lp in ls] == [(), ()]
     net = rg.stacked(rg.cells.lstm, 3, 8, input_size=4)
-    s = schedule(net.graph, 4, 1, "float32", "wavefront")
+    s = schedule(net.graph, 4, 1, "float32", "wavefront", FLAGS)
     ls = [st for st in s.forward + s.backward if isinstance(st, Loop)]
     assert len(ls[0].stages) == 3 and [lp.flagged for lp in ls] == [(), ()]
 
@@ -71,18 +69,16 @@ def test_two_writers_are_not_flagged():
 
 @pytest.mark.parametrize("cell", sorted(rg.cells.STANDARD))
 @pytest.mark.parametrize("layers", [1, 2])
-def test_flagged_reads_come_after_their_writes_and_nothing_races(monkeypatch, cell, layers):
-    monkeypatch.setenv("RNNGRAPH_LOOP", "flags=1")
-    g, s, ls = loops(rg.stacked(rg.cells.STANDARD[cell], layers, 6, input_size=5))
+def test_flagged_reads_come_after_their_writes_and_nothing_races(cell, layers):
+    g, s, ls = loops(rg.stacked(rg.cells.STANDARD[cell], layers, 6, input_size=5), options=FLAGS)
     for loop in ls:
         assert races(g, s, loop, B=4) == [], loop.name
 
 
-def test_the_race_check_sees_a_flagged_read_before_its_write(monkeypatch):
+def test_the_race_check_sees_a_flagged_read_before_its_write():
     """The same check fails for the LSTM backward with its GEMM moved before the pointwise VJP."""
     from dataclasses import replace
-    monkeypatch.setenv("RNNGRAPH_LOOP", "flags=1")
-    g, s, (_, bwd) = loops(rg.stacked(rg.cells.lstm, 1, 8, input_size=4))
+    g, s, (_, bwd) = loops(rg.stacked(rg.cells.lstm, 1, 8, input_size=4), options=FLAGS)
     swapped = tuple(replace(k, level=3 - k.level) for k in bwd.kernels)
     assert any("read before it is written" in r for r in races(g, s, replace(bwd, kernels=swapped)))
 
@@ -128,10 +124,10 @@ def test_flagged_kernels_train_exactly_like_synced_ones(monkeypatch, cell):
     V, T = 5, 3
     net = rg.stacked(getattr(extra_cells, cell, None) or rg.cells.STANDARD[cell], 1, 16, vocab=V, embed=3)
 
-    def step(env):
-        monkeypatch.setenv("RNNGRAPH_LOOP", env)
-        return rg.compile(net, window=T, streams=1, device="cuda", optimizer=rg.Adam(lr=1e-2), seed=3)
-    flagged, synced = step("unroll=2,flags=1"), step("unroll=2,flags=0")
+    def step(flags):
+        return rg.compile(net, window=T, streams=1, device="cuda", optimizer=rg.Adam(lr=1e-2), seed=3,
+                          options=FLAGS.replace(flagged_exchange=flags), tuning=rg.LoopTuning.defaults(1).replace(unroll=2))
+    flagged, synced = step(True), step(False)
     assert "flag_load(" in flagged.kernels and "flag_load(" not in synced.kernels
     assert_train_identically(flagged, synced, V, T)
 
@@ -141,16 +137,15 @@ import rnngraph as rg
 from rnngraph.codegen import module
 from rnngraph.codegen.loop import LoopEmitter
 from rnngraph.codegen.pointwise import PRELUDE
-from rnngraph.codegen.tuning import loop_tuning
 from rnngraph.passes import schedule
 from rnngraph.schedule import Loop
 net = rg.stacked(rg.cells.lstm, 1, 64, input_size=64)
 g = net.graph
-s = schedule(g, 4, 1, "float32", None)
+s = schedule(g, 4, 1, "float32", None, rg.ScheduleOptions.defaults(1).replace(flagged_exchange=True))
 kernel_of = {m: k.ops for k in s.kernels("forward") for m in k.ops}
 out = {}
 for loop in [st for st in s.forward + s.backward if isinstance(st, Loop)]:
-    e = LoopEmitter(g, loop, "k", coop=True, recompute=kernel_of, streams=1, nblocks=132, tuning=loop_tuning(1))
+    e = LoopEmitter(g, loop, "k", coop=True, recompute=kernel_of, streams=1, nblocks=132, tuning=rg.LoopTuning.defaults(1))
     src, args = e.source()
     kern = module.load(PRELUDE + "\n\n" + src).k
     params = {f"P{i}": p.shape for i, p in enumerate(g.params)}
@@ -166,13 +161,12 @@ print(json.dumps(out))
 """
 
 
-def test_ptx_polls_relaxed_words_and_syncs_the_grid_once(monkeypatch, tmp_path):
+def test_ptx_polls_relaxed_words_and_syncs_the_grid_once(tmp_path):
     """The flagged S=1 LSTM loops (H=64) on sm_90: the GEMM's vector words are read with
     ``ld.relaxed.gpu`` (each lane's two words of the unrolled trip, in the poll loop and the
     remainder loop), stored with ``st.relaxed.gpu`` (forward: h and the initial state's words;
     backward: the four gate gradients), a trap after too many polls, no f64, and numba's grid
     sync only once (after the words are zeroed), none a timestep."""
-    monkeypatch.setenv("RNNGRAPH_LOOP", "flags=1")
     r = run_outside_simulator(_PTX, cache_dir=tmp_path, timeout=900)
     assert sorted(r) == ["loop0", "loop0 (backward)"], r
     for name, c in r.items():
@@ -181,7 +175,7 @@ def test_ptx_polls_relaxed_words_and_syncs_the_grid_once(monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize("cell", sorted(rg.cells.STANDARD))
-def test_only_the_writer_stores_a_flagged_gradient(monkeypatch, cell):
+def test_only_the_writer_stores_a_flagged_gradient(cell):
     """In a backward loop the flagged gradient's words (and its buffer) are stored by its one
     writer kernel, whose device functions (``k<i>_bwd`` and the early-load ``_pre`` twin) are the
     only ones calling flag_store on it (regression: the completion of untouched chunks
@@ -189,12 +183,10 @@ def test_only_the_writer_stores_a_flagged_gradient(monkeypatch, cell):
     d.U's old values, racing with its writer)."""
     import re
     from rnngraph.codegen.loop import LoopEmitter
-    from rnngraph.codegen.tuning import loop_tuning
-    monkeypatch.setenv("RNNGRAPH_LOOP", "flags=1")
-    g, s, ls = loops(rg.stacked(rg.cells.STANDARD[cell], 1, 8, input_size=4))
+    g, s, ls = loops(rg.stacked(rg.cells.STANDARD[cell], 1, 8, input_size=4), options=FLAGS)
     kernel_of = {m: k.ops for k in s.kernels("forward") for m in k.ops}
     for loop in [lp for lp in ls if lp.reverse and lp.flagged]:
-        e = LoopEmitter(g, loop, "k", coop=True, recompute=kernel_of, streams=1, nblocks=4, tuning=loop_tuning(1))
+        e = LoopEmitter(g, loop, "k", coop=True, recompute=kernel_of, streams=1, nblocks=4, tuning=rg.LoopTuning.defaults(1))
         src, _ = e.source()
         for F in e.flag_buffers.values():
             storers = {m.group(1) for m in re.finditer(r"def (k\d+)_bwd\w*\(([^)]*)\):\n((?:    .*\n)*)", src)

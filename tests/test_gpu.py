@@ -15,6 +15,7 @@ import pytest
 
 import rnngraph as rg
 from rnngraph.executor import ScheduleExecutor
+from rnngraph.loop_env import parse, resolve
 
 pytestmark = pytest.mark.gpu
 T, H = 100, 512
@@ -54,13 +55,12 @@ LN_CASES = [(1, "ln=1", 4), (64, "ln=1,lnsum=0", 4), (64, "ln=1,lnsum=1", 4), (1
 
 @pytest.mark.parametrize("S, knobs, factor", LN_CASES,
                          ids=[f"s{s}-" + k.replace("=", "").replace(",", "-") for s, k, _ in LN_CASES])
-def test_persistent_layer_norm_loop_matches_float64_reference(monkeypatch, S, knobs, factor):
-    """layernorm_lstm with RNNGRAPH_LOOP="ln=1": both loops one cooperative kernel each, layer
+def test_persistent_layer_norm_loop_matches_float64_reference(S, knobs, factor):
+    """layernorm_lstm with ln=1 (persistent_layer_norms): both loops one cooperative kernel each, layer
     norms reduced across all blocks with atomics (codegen/loop.py), by the warp shape of the
     row sums (lnsum=0), the shared-memory one (lnsum=1) or the register one (lnsum=2); the gain
     and bias gradients summed after the backward loop (lngrad=1, the default)."""
-    monkeypatch.setenv("RNNGRAPH_LOOP", knobs)
-    step = _check_against_float64("layernorm_lstm", 1, S, factor)
+    step = _check_against_float64("layernorm_lstm", 1, S, factor, knobs=knobs)
     loops = [s for s in step.schedule.forward + step.schedule.backward if hasattr(s, "reduction_syncs")]
     # every row sum is taken one level early (passes/row_sums.py), by the blocks that wrote the row
     assert loops and all(lp.mode == "persistent" and lp.early_sums and not lp.reduction_syncs for lp in loops)
@@ -70,23 +70,25 @@ def test_persistent_layer_norm_loop_matches_float64_reference(monkeypatch, S, kn
 
 
 @pytest.mark.parametrize("cell, layers, S", [("lstm", 1, 1), ("lstm", 4, 64), ("gru", 1, 64)])
-def test_inline_grid_barrier_matches_float64_reference(monkeypatch, cell, layers, S):
-    """RNNGRAPH_LOOP="barrier=1": the loop kernels sync through codegen/grid_barrier.py's
+def test_inline_grid_barrier_matches_float64_reference(cell, layers, S):
+    """barrier=1: the loop kernels sync through codegen/grid_barrier.py's
     inline barrier instead of numba's grid.sync() (flags=0: S=1's default flagged exchange
     leaves the LSTM no grid sync a timestep; the GPU tier failed here without it)."""
-    monkeypatch.setenv("RNNGRAPH_LOOP", "barrier=1,flags=0")
-    step = _check_against_float64(cell, layers, S)
+    step = _check_against_float64(cell, layers, S, knobs="barrier=1,flags=0")
     assert "grid_barrier(BAR, nblocks)" in step.kernels
 
 
-def _check_against_float64(cell, layers, S, factor=4, calls=1):
+def _check_against_float64(cell, layers, S, factor=4, calls=1, knobs=""):
     """Train-step outputs and parameter gradients of the GPU against the float64 NumPy backend:
     each error (gradients relative to the parameter's largest) at most ``factor`` times float32
     NumPy's error plus 1e-5. Prints every error and ratio (pytest -s, or on failure). ``calls``:
     run the forward and backward this many times on the same data, checking each (the first
-    launches directly, the second captures CUDA graphs, later ones replay them)."""
+    launches directly, the second captures CUDA graphs, later ones replay them). ``knobs``:
+    RNNGRAPH_LOOP-style keys over the defaults for S, passed as options and tuning (none:
+    rg.compile's defaults, with the keys of RNNGRAPH_LOOP, which bench/loop_diagnostics.sh sets)."""
     net = rg.stacked(rg.cells.STANDARD[cell], layers, H, input_size=H)
-    step = rg.compile(net, window=T, streams=S, device="cuda", seed=0)
+    options, tuning = resolve(S, overrides=parse(knobs)) if knobs else (None, None)
+    step = rg.compile(net, window=T, streams=S, device="cuda", seed=0, options=options, tuning=tuning)
     g, out = net.graph, net.graph.outputs[0]
     rng = np.random.default_rng(0)
     x = rng.normal(size=(T, S, H)).astype(np.float32)
@@ -118,7 +120,7 @@ def _compare(label, factor, runs, y, grads):
     assert not bad, f"{label}: " + "; ".join(bad)
 
 
-# (cell, S, RNNGRAPH_LOOP, whether a loop GEMM splits its inner dimension, tolerance factor): by
+# (cell, S, RNNGRAPH_LOOP keys, whether a loop GEMM splits its inner dimension, tolerance factor): by
 # default (ksplit=8) at S=1, not at S=64 (a block has as many work items as warps); ln=0: the
 # layer-norm loop per timestep (graph mode), its per-timestep GEMMs cuBLAS calls captured into the
 # graph (numba's GEMM before cuBLAS ran under capture), held to
@@ -130,15 +132,14 @@ REPLAY_CASES = [("lstm", 1, "", True, 4), ("layernorm_lstm", 64, "", False, 4), 
 
 @pytest.mark.parametrize("cell, S, knobs, split, factor", REPLAY_CASES,
                          ids=[f"{c}-s{s}-{k or 'defaults'}" for c, s, k, _, _ in REPLAY_CASES])
-def test_replayed_steps_match_float64_reference(monkeypatch, cell, S, knobs, split, factor):
+def test_replayed_steps_match_float64_reference(cell, S, knobs, split, factor):
     """A step launches directly on its first call, is captured into CUDA graphs on its second and
     replayed from them on the third (codegen/graphs.py): all three match the float64 reference,
     and every step was captured, the phases with cuBLAS GEMMs included (codegen/cublas.py; through
     CuPy's wrappers they could not be). With ``ksplit`` (codegen/tuning.py) the loops' GEMMs split
     their inner dimension over the block's idle warps (S=64 with 32 warps a block: the backward's
     work items are fewer than the warps)."""
-    monkeypatch.setenv("RNNGRAPH_LOOP", knobs)
-    step = _check_against_float64(cell, 1, S, factor, calls=3)
+    step = _check_against_float64(cell, 1, S, factor, calls=3, knobs=knobs)
     from rnngraph.codegen.graphs import Replay
     prog = step._cuda.program
     replays = [r for plan in (prog.forward_plan, prog.backward_plan) for st in plan for r in st

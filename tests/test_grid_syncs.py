@@ -26,11 +26,13 @@ from rnngraph.passes.ownership import level_unit
 from rnngraph.schedule import Loop
 
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+#: S=1's defaults without the flagged exchange: the grid syncs alone
+NO_FLAGS = rg.ScheduleOptions.defaults(1).replace(flagged_exchange=False)
 
 
-def loops(net_or_graph, T=4, S=1):
+def loops(net_or_graph, T=4, S=1, options=None):
     g = getattr(net_or_graph, "graph", net_or_graph)
-    s = schedule(g, T, S, "float32", None)
+    s = schedule(g, T, S, "float32", None, options)
     return g, s, [st for st in s.forward + s.backward if isinstance(st, Loop)]
 
 
@@ -124,29 +126,27 @@ def races(g, s, loop: Loop, B: int = 2) -> list[str]:
 
 @pytest.mark.parametrize("cell", sorted(rg.cells.STANDARD))
 @pytest.mark.parametrize("layers", [1, 2])
-def test_standard_cells_have_no_races(monkeypatch, cell, layers):
-    monkeypatch.setenv("RNNGRAPH_LOOP", "flags=0")  # the grid syncs alone (flags: tests/test_flag_exchange.py)
-    g, s, ls = loops(rg.stacked(rg.cells.STANDARD[cell], layers, 6, input_size=5))
+def test_standard_cells_have_no_races(cell, layers):
+    # the grid syncs alone (flags: tests/test_flag_exchange.py)
+    g, s, ls = loops(rg.stacked(rg.cells.STANDARD[cell], layers, 6, input_size=5), options=NO_FLAGS)
     for loop in ls:
         assert races(g, s, loop, B=4) == [], loop.name
 
 
-def test_lstm_backward_syncs_once_a_timestep(monkeypatch):
+def test_lstm_backward_syncs_once_a_timestep():
     """Level 2 (dh[t-1] += U^T dG[t]) reads the gate gradients of every block: a sync after
     level 1; the next timestep's pointwise VJP reads dh only at its own units: none after 2
     (without S=1's default flags, which leave none)."""
-    monkeypatch.setenv("RNNGRAPH_LOOP", "flags=0")
-    g, s, (fwd, bwd) = loops(rg.stacked(rg.cells.lstm, 1, 8, input_size=4))
+    g, s, (fwd, bwd) = loops(rg.stacked(rg.cells.lstm, 1, 8, input_size=4), options=NO_FLAGS)
     assert (fwd.levels, fwd.syncs) == (1, (1,))  # h[t-1] feeds every block's GEMM rows
     assert (bwd.levels, bwd.syncs) == (2, (1,))
     assert "2 levels per timestep (initiation interval), grid sync after level 1, 4 ticks" in str(s)
 
 
-def test_every_sync_of_the_lstm_backward_is_needed(monkeypatch):
+def test_every_sync_of_the_lstm_backward_is_needed():
     """Dropping the one remaining sync makes the race check fail (so it can see races)."""
-    monkeypatch.setenv("RNNGRAPH_LOOP", "flags=0")
     from dataclasses import replace
-    g, s, (_, bwd) = loops(rg.stacked(rg.cells.lstm, 1, 8, input_size=4))
+    g, s, (_, bwd) = loops(rg.stacked(rg.cells.lstm, 1, 8, input_size=4), options=NO_FLAGS)
     assert races(g, s, replace(bwd, syncs=())), "the race check found nothing without syncs"
     assert races(g, s, replace(bwd, syncs=(2,)))
 

@@ -1,8 +1,9 @@
-"""Layer norms inside persistent loop kernels (``RNNGRAPH_LOOP="ln=1"``, codegen/loop.py; the
-default up to S=64, codegen/tuning.py, validated on the H200 by tests/test_gpu.py): the whole
-window in one cooperative kernel per direction, each layer norm adding its row sums across blocks
-with atomics (at the end of the level before its own, or before an extra grid sync), its gain and
-bias gradients summed after the backward loop (``lngrad=1``) or inside it (``lngrad=0``).
+"""Layer norms inside persistent loop kernels (``ScheduleOptions.persistent_layer_norms``,
+codegen/loop.py; the default up to S=64, rnngraph/schedule_options.py, validated on the H200 by
+tests/test_gpu.py): the whole window in one cooperative kernel per direction, each layer norm
+adding its row sums across blocks with atomics (at the end of the level before its own, or before
+an extra grid sync), its gain and bias gradients summed after the backward loop
+(``post_loop_sums``, lngrad=1 below) or inside it (lngrad=0).
 
 In numba's simulator a cooperative grid has one block (its grid.sync is the block barrier and
 blocks run one after another), so multi-block runs split the one simulated block into
@@ -19,7 +20,7 @@ import pytest
 import rnngraph as rg
 from extra_cells import prenorm_rnn
 from rnngraph.codegen import program
-from rnngraph.codegen.tuning import LoopTuning, default_tuning, loop_tuning
+from rnngraph import LoopTuning, ScheduleOptions
 from rnngraph.passes import schedule
 from rnngraph.schedule import Loop
 
@@ -47,10 +48,18 @@ def _loops(schedule) -> list[Loop]:
     return [s for s in schedule.forward + schedule.backward if isinstance(s, Loop)]
 
 
-def _pair(cell, layers, plan, streams=S):
+def _ln_options(streams, lngrad=1) -> ScheduleOptions:
+    """Layer norms in the persistent loops, their gain and bias gradients after the backward loop
+    (lngrad=1) or inside it (0)."""
+    return ScheduleOptions.defaults(streams).replace(persistent_layer_norms=True, post_loop_sums=bool(lngrad))
+
+
+def _pair(cell, layers, plan, streams=S, lnsum=None, lngrad=1):
     net = rg.stacked(rg.cells.STANDARD.get(cell) or prenorm_rnn, layers, H, vocab=V, embed=3)
+    tuning = LoopTuning.defaults(streams)
+    tuning = tuning if lnsum is None else tuning.replace(lnsum=lnsum)
     mk = lambda dev: rg.compile(net, window=T, streams=streams, device=dev, optimizer=rg.Adam(lr=1e-2), clip_norm=0.5,
-                                seed=1, plan=plan)
+                                seed=1, plan=plan, options=_ln_options(streams, lngrad), tuning=tuning)
     return mk("cpu"), mk("cuda")
 
 
@@ -72,9 +81,8 @@ def _check_training(cpu, gpu, steps=1, seed=0, streams=S):
 @pytest.mark.parametrize("cell, layers, plan, blocks, lnsum, lngrad", CASES,
                          ids=[f"{c}-{n}l-{p}-b{b}-lnsum{q}-lngrad{d}" for c, n, p, b, q, d in CASES])
 def test_layer_norm_loop_trains_like_numpy(monkeypatch, cell, layers, plan, blocks, lnsum, lngrad):
-    monkeypatch.setenv("RNNGRAPH_LOOP", f"ln=1,lnsum={lnsum},lngrad={lngrad}")
     monkeypatch.setattr(program, "SIM_BLOCKS", blocks)
-    cpu, gpu = _pair(cell, layers, plan)
+    cpu, gpu = _pair(cell, layers, plan, lnsum=lnsum, lngrad=lngrad)
     loops = _loops(gpu.schedule)
     assert loops and all(lp.mode == "persistent" for lp in loops)
     # layernorm_lstm: every loop sums rows one level early (2 layers, wavefront: the backward of
@@ -104,9 +112,8 @@ def test_layer_norm_loop_trains_like_numpy(monkeypatch, cell, layers, plan, bloc
 def test_register_row_sums_with_more_columns_than_threads(monkeypatch):
     """lnsum=2 with S = 10 columns over a block of 8 threads: threads 0 and 1 each sum two
     columns (slots v = tid, tid + 8), the others one; every column's sums still meet once."""
-    monkeypatch.setenv("RNNGRAPH_LOOP", "ln=1,lnsum=2")
     monkeypatch.setattr(program, "SIM_BLOCKS", 1)
-    cpu, gpu = _pair("layernorm_lstm", 1, None, streams=10)
+    cpu, gpu = _pair("layernorm_lstm", 1, None, streams=10, lnsum=2)
     assert "lnp[" in gpu.kernels
     _check_training(cpu, gpu, streams=10)
 
@@ -118,8 +125,7 @@ def test_post_loop_sums_walk_the_rows_in_tiles(monkeypatch):
     tile boundaries falling inside timesteps (regression guard for the tile's (t, s) walk)."""
     from rnngraph.codegen import ln_param_grads
     monkeypatch.setattr(ln_param_grads, "ROW_TILE", 4)
-    monkeypatch.setenv("RNNGRAPH_LOOP", "ln=1,lngrad=1")
-    cpu, gpu = _pair("layernorm_lstm", 1, None, streams=3)
+    cpu, gpu = _pair("layernorm_lstm", 1, None, streams=3, lngrad=1)
     assert "sm = cuda.shared.array((4, 3), float32)" in gpu.kernels
     _check_training(cpu, gpu, streams=3)
 
@@ -133,16 +139,16 @@ def test_multi_block_simulation_of_plain_loops(monkeypatch):
     _check_training(cpu, gpu)
 
 
-def test_ln_knob_moves_layer_norm_loops_between_graph_mode_and_persistent(monkeypatch):
+def test_ln_option_moves_layer_norm_loops_between_graph_mode_and_persistent():
     net = rg.stacked(rg.cells.layernorm_lstm, 1, 512, input_size=512)
     lstm = rg.stacked(rg.cells.lstm, 2, 64, input_size=64)
-    monkeypatch.setenv("RNNGRAPH_LOOP", "ln=0")
-    off = schedule(net.graph, window=100, streams=1)
-    lstm_off = str(schedule(lstm.graph, window=10, streams=1))
+    no_ln = ScheduleOptions.defaults(1).replace(persistent_layer_norms=False)
+    off = schedule(net.graph, window=100, streams=1, options=no_ln)
+    lstm_off = schedule(lstm.graph, window=10, streams=1, options=no_ln)
     assert all(lp.mode == "graph" and lp.reduction_syncs == 0 for lp in _loops(off))
     assert "reduction sync" not in str(off)  # graph mode
-    monkeypatch.setenv("RNNGRAPH_LOOP", "ln=1")
-    on = schedule(net.graph, window=100, streams=1)
+    assert "options (not the defaults for S=1): persistent_layer_norms=False" in str(off)
+    on = schedule(net.graph, window=100, streams=1, options=_ln_options(1))
     fwd, bwd = _loops(on)
     assert fwd.mode == bwd.mode == "persistent"
     # the row sums of ln_h and ln_c (forward) and of their VJPs are taken one level early: no
@@ -150,34 +156,33 @@ def test_ln_knob_moves_layer_norm_loops_between_graph_mode_and_persistent(monkey
     assert (fwd.reduction_syncs, bwd.reduction_syncs) == (0, 0) and fwd.early_sums and bwd.early_sums
     assert "3 levels per timestep" in str(on)
     assert on.launches < off.launches and on.critical_path == off.critical_path
-    assert str(schedule(lstm.graph, window=10, streams=1)) == lstm_off  # loops without layer norms: unchanged
-    monkeypatch.delenv("RNNGRAPH_LOOP")  # the defaults: persistent at S <= 64, graph mode above
+    lstm_on = schedule(lstm.graph, window=10, streams=1, options=_ln_options(1))
+    assert lstm_on.forward + lstm_on.backward == lstm_off.forward + lstm_off.backward  # no layer norms: unchanged
+    # the defaults: persistent at S <= 64, graph mode above
     assert str(schedule(net.graph, window=100, streams=1)) == str(on)
     assert all(lp.mode == "graph" for lp in _loops(schedule(net.graph, window=100, streams=65)))
 
 
-def test_ln_knob_parses_and_validates(monkeypatch):
-    monkeypatch.setenv("RNNGRAPH_LOOP", "ln=1,threads=256")
-    assert loop_tuning() == LoopTuning(threads=256, ln=1)
-    monkeypatch.setenv("RNNGRAPH_LOOP", "ln=2")
-    with pytest.raises(ValueError, match="RNNGRAPH_LOOP=.ln=2.: ln must be 0 or 1"):
-        loop_tuning()
+def test_ln_option_defaults_and_validation():
     # validated on the H200: on by default where it was faster (S <= 64), off above; the
-    # shared-memory row sums from S = 2
-    assert default_tuning(1).ln == default_tuning(64).ln == 1 and default_tuning(65).ln == default_tuning().ln == 0
-    assert default_tuning(1).lnsum == 0 and default_tuning(2).lnsum == default_tuning(64).lnsum == 2
+    # register row sums from S = 2
+    assert ScheduleOptions.defaults(1).persistent_layer_norms and ScheduleOptions.defaults(64).persistent_layer_norms
+    assert not ScheduleOptions.defaults(65).persistent_layer_norms and not ScheduleOptions().persistent_layer_norms
+    assert LoopTuning.defaults(1).lnsum == 0 and LoopTuning.defaults(2).lnsum == LoopTuning.defaults(64).lnsum == 2
+    with pytest.raises(ValueError, match="ScheduleOptions.persistent_layer_norms must be True or False, got 2"):
+        ScheduleOptions(persistent_layer_norms=2)
 
 
-def test_shared_memory_row_sums_need_their_budget(monkeypatch):
+def test_shared_memory_row_sums_need_their_budget():
     """lnsum=1's per-column arrays and gradient sums come out of smem_kib: with the default
     budget the S=64 kernels use them; with smem_kib=0 they fall back to the warp shape and to
     global gradient atomics (codegen/loop.py), rather than exceed what a block may hold."""
     from rnngraph.codegen.loop import LoopEmitter
-    monkeypatch.setenv("RNNGRAPH_LOOP", "ln=1,lngrad=0")  # the gain and bias gradients inside the loop
     net = rg.stacked(rg.cells.layernorm_lstm, 1, 64, input_size=64)
-    loops = _loops(schedule(net.graph, window=4, streams=64))
+    # the gain and bias gradients inside the loop
+    loops = _loops(schedule(net.graph, window=4, streams=64, options=_ln_options(64, lngrad=0)))
     src = lambda loop, kib: LoopEmitter(net.graph, loop, "k", coop=True, streams=64, nblocks=4,  # noqa: E731
-                                        tuning=LoopTuning(ln=1, lnsum=1, smem_kib=kib)).source()[0]
+                                        tuning=LoopTuning(lnsum=1, smem_kib=kib)).source()[0]
     fwd, bwd = (src(lp, 44) for lp in loops)
     assert "cuda.atomic.add(lns" in fwd and "cuda.atomic.add(lns" in bwd and "Z" in bwd.split("def k(")[1]
     for lp in loops:
@@ -187,7 +192,7 @@ def test_shared_memory_row_sums_need_their_budget(monkeypatch):
     # 2 KiB on one block: the per-column arrays (1280 B) and LN_c's gradient sums (512 B) fit,
     # LN_h's (2048 B) do not: its gain and bias gradients go to global memory with atomics
     tight = LoopEmitter(net.graph, loops[1], "k", coop=True, streams=64, nblocks=1,
-                        tuning=LoopTuning(ln=1, lnsum=1, smem_kib=2)).source()[0]
+                        tuning=LoopTuning(lnsum=1, smem_kib=2)).source()[0]
     assert "cuda.atomic.add(lns" in tight
     zs = [line.split("=")[1] for line in tight.splitlines() if line.strip().startswith("Z") and "shared.array" in line]
     assert zs == [" cuda.shared.array(64, float32)  # the block's layer-norm parameter gradient sums"] * 2  # LN_c's
@@ -196,27 +201,26 @@ def test_shared_memory_row_sums_need_their_budget(monkeypatch):
     assert len([a for a in adds if a.endswith("[i])")]) == 2  # LN_c's: the block's sums, added at the end
 
 
-def test_deferred_gain_and_bias_gradients_need_the_whole_gradient_in_memory(monkeypatch):
+def test_deferred_gain_and_bias_gradients_need_the_whole_gradient_in_memory():
     """passes/param_grad_sums.py: a layer norm's output gradient is complete in its buffer only if
     other kernels write it and no op of the same backward kernel reads it at delay 0; the
     schedule names the reduce kernel of each such layer norm after its persistent backward loop
-    (lngrad=1), none with lngrad=0 or in graph mode; ln_param_grad_kernel takes layer norms only;
-    lngrad is 0 or 1."""
+    (post_loop_sums), none without or in graph mode; ln_param_grad_kernel takes layer norms only;
+    post_loop_sums is True or False."""
     from rnngraph.codegen.ln_param_grads import ln_param_grad_kernel
     from rnngraph.passes.param_grad_sums import grad_in_memory
     net = rg.stacked(rg.cells.layernorm_lstm, 1, 8, input_size=8)
     g = net.graph
-    for knobs, streams, want in (("ln=1", 4, True), ("ln=1,lngrad=0", 4, False), ("ln=0", 4, False)):
-        monkeypatch.setenv("RNNGRAPH_LOOP", knobs)
-        s = schedule(g, window=4, streams=streams)
+    for options, want in ((_ln_options(4), True), (_ln_options(4, lngrad=0), False),
+                          (_ln_options(4).replace(persistent_layer_norms=False), False)):
+        s = schedule(g, window=4, streams=4, options=options)
         back = next(lp for lp in _loops(s) if lp.reverse)
         reduce = [k for st in s.backward if not isinstance(st, Loop) for k in st.kernels
                   if k.kind == "reduce" and k.op_names == ("layer_norm",)]
         norms = sorted(m for k in back.kernels for m, op in zip(k.ops, k.op_names) if op == "layer_norm")
-        assert sorted(back.post_sums) == (norms if want else []) and len(norms) == 2, knobs
-        assert sorted(k.ops[0] for k in reduce) == sorted(back.post_sums), knobs
+        assert sorted(back.post_sums) == (norms if want else []) and len(norms) == 2, options
+        assert sorted(k.ops[0] for k in reduce) == sorted(back.post_sums), options
         assert ("gain and bias gradients after the loop" in str(s)) == want
-    monkeypatch.delenv("RNNGRAPH_LOOP")
     ln = next(n for n in g.nodes if n.op == "layer_norm")
     consumer = next(n for n in g.nodes if any(r.node == ln.name and r.delay == 0 for r in n.args))
     assert grad_in_memory(g, [ln.name], [ln.name], ln.name)
@@ -227,21 +231,19 @@ def test_deferred_gain_and_bias_gradients_need_the_whole_gradient_in_memory(monk
     assert sum(a.startswith("Q") for a in args) == 2 and any(a.startswith("N") for a in args)
     with pytest.raises(ValueError, match=f"{re.escape(consumer.name)} is a {consumer.op}, not a layer_norm"):
         ln_param_grad_kernel(g, consumer.name, "post")
-    monkeypatch.setenv("RNNGRAPH_LOOP", "lngrad=2")
-    with pytest.raises(ValueError, match="RNNGRAPH_LOOP=.lngrad=2.: lngrad must be 0 or 1, got 2"):
-        loop_tuning()
+    with pytest.raises(ValueError, match="ScheduleOptions.post_loop_sums must be True or False, got 2"):
+        ScheduleOptions(post_loop_sums=2)
 
 
 @pytest.mark.parametrize("cell", ["layernorm_lstm", "prenorm_rnn"])
 @pytest.mark.parametrize("lngrad", [1, 0])
-def test_numpy_backend_with_post_loop_sums_equals_naive_time_stepping(monkeypatch, cell, lngrad):
+def test_numpy_backend_with_post_loop_sums_equals_naive_time_stepping(cell, lngrad):
     """The NumPy backend runs the schedule's post_sums layer norms as the GPU does (the loop
     computes the input gradient, the reduce kernel after it the gain and bias gradients over the
     window): every gradient equals rnngraph.Reference's naive time-stepping in float64."""
     from rnngraph.executor import ScheduleExecutor
-    monkeypatch.setenv("RNNGRAPH_LOOP", f"ln=1,lngrad={lngrad}")
     g = rg.stacked(rg.cells.STANDARD.get(cell) or prenorm_rnn, 2, H, input_size=3).graph
-    s = schedule(g, T, S, "float64", None)
+    s = schedule(g, T, S, "float64", None, _ln_options(S, lngrad))
     assert bool([lp for lp in _loops(s) if lp.post_sums]) == bool(lngrad)
     rng = np.random.default_rng(3)
     params = rg.init_params(g, 3)

@@ -17,18 +17,17 @@ from loop_profile import variant_source  # noqa: E402
 
 def _sources(lnsum: int) -> list[str]:
     net = rg.stacked(rg.cells.layernorm_lstm, 1, 8, input_size=8)
-    s = schedule(net.graph, 4, 64, "float32", None)
+    s = schedule(net.graph, 4, 64, "float32", None, rg.ScheduleOptions.defaults(64).replace(persistent_layer_norms=True))
     out = []
     for loop in [st for st in s.forward + s.backward if isinstance(st, Loop)]:
         src, _ = LoopEmitter(net.graph, loop, "k", coop=True, streams=64, nblocks=4,
-                             tuning=LoopTuning(ln=1, lnsum=lnsum)).source()
+                             tuning=LoopTuning(lnsum=lnsum)).source()
         out.append(src)
     return out
 
 
 @pytest.mark.parametrize("lnsum", [0, 1, 2])
-def test_knock_outs_remove_what_they_name(monkeypatch, lnsum):
-    monkeypatch.setenv("RNNGRAPH_LOOP", "ln=1")  # persistent layer-norm loops at S=64
+def test_knock_outs_remove_what_they_name(lnsum):
     for src in _sources(lnsum):
         assert "row sums of the owned elements" in src and ("_fwd(t, s, j" in src or "_bwd(t, s, j" in src)
         no_sums = variant_source(src, "no-ln-sums", 4, 64, 4)
@@ -84,7 +83,7 @@ def test_uint64_indices_variant_casts_every_subscript():
     s = schedule(net.graph, 4, 64, "float32", None)
     for loop in [st for st in s.forward + s.backward if isinstance(st, Loop)]:
         src, _ = LoopEmitter(net.graph, loop, "k", coop=True, streams=64, nblocks=4,
-                             tuning=LoopTuning(ln=1, lnsum=2)).source()
+                             tuning=LoopTuning(lnsum=2)).source()
         out = variant_source(src, "uint64-indices", 4, 64, 4)
         subscripts = re.findall(r"\b[A-Za-z_]\w*\[([^\[\]]+)\]", out)
         assert len(subscripts) > 20

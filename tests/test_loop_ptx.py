@@ -17,12 +17,11 @@ from conftest import PTX_PREAMBLE, run_outside_simulator
 
 # Prints {"<cell> S=<S> barrier=<b> <loop>": {counts}} for the configurations in CONFIGS (JSON).
 _SCRIPT = PTX_PREAMBLE + r"""
-import dataclasses, os
 import rnngraph as rg
 from rnngraph.codegen import module
 from rnngraph.codegen.loop import LoopEmitter
 from rnngraph.codegen.pointwise import PRELUDE, Names
-from rnngraph.codegen.tuning import default_tuning
+from rnngraph.loop_env import parse, resolve
 from rnngraph.passes import schedule
 from rnngraph.schedule import Loop
 
@@ -56,15 +55,15 @@ def inner_loop(ptx):
 out = {}
 for cell, S, knob, *opts in json.loads(CONFIGS):  # opts: {"hidden": H, "tuning": {RNNGRAPH_LOOP keys}}
     opts = opts[0] if opts else {}
-    # the schedule reads ``flags`` (passes/flag_exchange.py): the config's tuning keys, else the defaults
-    os.environ["RNNGRAPH_LOOP"] = ",".join(f"{k}={v}" for k, v in opts.get("tuning", {}).items())
+    # the config's keys (``flags`` for the schedule, the others for the code shape) over the defaults for S
+    keys = ",".join(f"{k}={v}" for k, v in {**opts.get("tuning", {}), "barrier": knob}.items())
+    options, tuning = resolve(S, overrides=parse(keys))
     hidden = opts.get("hidden", 64)
     net = rg.stacked(rg.cells.STANDARD[cell], 1, hidden, input_size=hidden)
     g, names = net.graph, Names(net.graph)
-    s = schedule(g, 4, S, "float32", None)
+    s = schedule(g, 4, S, "float32", None, options)
     kernel_of = {m: k.ops for k in s.kernels("forward") for m in k.ops}
     params = {names.param(p.name): p for p in g.params}
-    tuning = dataclasses.replace(default_tuning(S), barrier=knob, **opts.get("tuning", {}))
     for loop in [st for st in s.forward + s.backward if isinstance(st, Loop) and st.mode == "persistent"]:
         src, args = LoopEmitter(g, loop, "k", coop=True, recompute=kernel_of, streams=S, nblocks=132,
                                 tuning=tuning).source()

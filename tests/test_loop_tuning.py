@@ -1,20 +1,23 @@
 """Persistent-loop code shapes (rnngraph/codegen/tuning.py): weights in shared memory or not,
 unrolled inner products with a remainder loop. Every variant must train exactly like the NumPy
-backend (in numba's simulator), and bad RNNGRAPH_LOOP values must name the variable."""
+backend (in numba's simulator); LoopTuning and ScheduleOptions check their values; RNNGRAPH_LOOP
+is read at the API boundary only (rnngraph/loop_env.py), and bad values name the variable."""
 import os
 
 import numpy as np
 import pytest
 
 import rnngraph as rg
-from rnngraph.codegen.tuning import LoopTuning, default_tuning, loop_tuning
+from rnngraph import loop_env
+from rnngraph.codegen.tuning import LoopTuning
 from rnngraph.schedule import Loop
+from rnngraph.schedule_options import ScheduleOptions
 
 V, T, S, H = 5, 2, 2, 4
 sim = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1",
                          reason="simulator tests (the GPU tier runs tests/test_gpu.py)")
 
-# (RNNGRAPH_LOOP, shared arrays expected): unroll 3 over an inner size of 4 (hidden) leaves a
+# (knobs over the defaults for S, shared arrays expected): unroll 3 over an inner size of 4 (hidden) leaves a
 # remainder trip; smem_kib=0 reads the weights from global memory.
 # cols=1: one stream per GEMM work item (S = 2 streams: two items per row group).
 # ksplit=1: no split (the default, 8, splits the backward GEMMs in the simulator too);
@@ -31,11 +34,12 @@ VARIANTS = [("unroll=3,rows=1,smem_kib=0,ksplit=1", False), ("unroll=3,rows=3,sm
 @sim
 @pytest.mark.parametrize("env, shared", VARIANTS, ids=[v for v, _ in VARIANTS])
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
-def test_loop_variants_train_like_numpy(monkeypatch, env, shared, cell):
-    monkeypatch.setenv("RNNGRAPH_LOOP", env)
+def test_loop_variants_train_like_numpy(env, shared, cell):
+    knobs = dict(kv.split("=") for kv in env.split(","))
+    tuning = LoopTuning.defaults(S).replace(**{k: int(v) for k, v in knobs.items()})
     net = rg.stacked(rg.cells.STANDARD[cell], 2, H, vocab=V, embed=3)
     mk = lambda dev: rg.compile(net, window=T, streams=S, device=dev, optimizer=rg.Adam(lr=1e-2), seed=3,
-                                plan="wavefront")
+                                plan="wavefront", tuning=tuning)
     cpu, gpu = mk("cpu"), mk("cuda")
     rng = np.random.default_rng(4)
     for _ in range(2):
@@ -46,7 +50,6 @@ def test_loop_variants_train_like_numpy(monkeypatch, env, shared, cell):
     assert ("cuda.shared.array" in gpu.kernels) == shared
     unrolled = "unroll=3" in env  # loads of the third unrolled copy (w0_2) and the remainder loop
     assert ("w0_0_2 = " in gpu.kernels and "kk + 2 < " in gpu.kernels) == unrolled
-    knobs = dict(kv.split("=") for kv in env.split(","))
     assert ("w0_0_1 = " in gpu.kernels) == (int(knobs["unroll"]) >= 2)
     rows = int(knobs.get("rows", 1))  # row blocking: rows 0 .. rows-1
     assert f"w0_{rows - 1}_0 = " in gpu.kernels and f"w0_{rows}_0 = " not in gpu.kernels
@@ -78,46 +81,84 @@ def test_budget_limits_the_shared_arrays():
                                        ("bounds=2", "bounds must be 0 or 1"), ("carveout=101", "carveout must be"),
                                        ("ksplit=0", "ksplit must be in"), ("ksplit=33", "ksplit must be in"),
                                        ("prefetch=2", "prefetch must be 0 or 1"), ("flags=2", "flags must be 0 or 1"),
-                                       ("loads=1", "unknown key 'loads'")])  # a dropped knob
+                                       ("ln=2", "ln must be 0 or 1"), ("lngrad=2", "lngrad must be 0 or 1, got 2"),
+                                       ("rows", "expected key=value"), ("loads=1", "unknown key 'loads'")])  # a dropped knob
 def test_bad_environment_names_the_variable(monkeypatch, text, msg):
+    """RNNGRAPH_LOOP is parsed at the API boundary: rg.compile fails at once, naming the variable
+    and its whole text (regression: "rows=17" printed without it), for every graph (regression:
+    it was parsed only for graphs with a layer norm, so CPU training ran on, ignoring it)."""
     monkeypatch.setenv("RNNGRAPH_LOOP", text)
     with pytest.raises(ValueError, match=msg) as err:
-        loop_tuning()
-    # the whole text, for range errors too (regression: "rows=17" printed without it)
+        loop_env.from_environment()
     assert f"RNNGRAPH_LOOP={text!r}" in str(err.value)
+    for cell in ("lstm", "gru"):
+        with pytest.raises(ValueError, match=f"RNNGRAPH_LOOP={text!r}"):
+            rg.compile(rg.stacked(rg.cells.STANDARD[cell], 1, 8, vocab=5), window=2, streams=1, device="cpu")
+    with pytest.raises(ValueError, match=f"RNNGRAPH_LOOP={text!r}"):
+        rg.compile_rnn(rg.stacked(rg.cells.lstm, 1, 8, input_size=3), device="cpu")
 
 
-def test_environment_overrides_defaults(monkeypatch):
-    monkeypatch.setenv("RNNGRAPH_LOOP", "threads=256, unroll=2,")  # a trailing comma is harmless
-    assert loop_tuning() == LoopTuning(threads=256, unroll=2, rows=LoopTuning().rows, smem_kib=LoopTuning().smem_kib)
-    # the keys the variable leaves out keep the defaults of the step's number of streams
-    assert loop_tuning(1) == LoopTuning(threads=256, unroll=2, rows=4, cols=8, smem_kib=44, ln=1, xreduce=0, lnsum=0,
-                                        barrier=0, bounds=0, ksplit=8, prefetch=1, flags=1)
-    assert loop_tuning(64) == LoopTuning(threads=256, unroll=2, ln=1)
-    assert loop_tuning() == loop_tuning(65) == LoopTuning(threads=256, unroll=2)
-    monkeypatch.delenv("RNNGRAPH_LOOP")
-    assert loop_tuning() == loop_tuning(65) == LoopTuning()
-    assert loop_tuning(2) == LoopTuning(ln=1) and loop_tuning(64) == LoopTuning(ln=1)
-    assert default_tuning(1).rows == 4 and default_tuning(2).rows == 8
-    assert (default_tuning(1).unroll, default_tuning(1).prefetch) == (16, 1) and default_tuning(2).prefetch == 0
+def test_environment_is_read_at_the_boundary_only(monkeypatch):
+    """RNNGRAPH_LOOP overrides the defaults of each S key by key (a trailing comma is harmless),
+    read once when the step is created; the passes and code generation never read it."""
+    from rnngraph.passes import schedule
+    monkeypatch.setenv("RNNGRAPH_LOOP", "flags=0, unroll=2,")
+    net = rg.stacked(rg.cells.lstm, 1, 8, vocab=5)
+    step = rg.compile(net, window=2, streams=1, device="cpu")
+    monkeypatch.setenv("RNNGRAPH_LOOP", "rows=99")  # too late for this step, and never read below it
+    assert step.schedule.options == ScheduleOptions.defaults(1).replace(flagged_exchange=False)
+    step.forward(np.zeros((2, 3), np.int64))  # another S: the keys read at creation
+    assert step.schedule.options == ScheduleOptions.defaults(3) and step.streams == 3
+    assert schedule(net.graph, 2, 1).options == ScheduleOptions.defaults(1)
+    # explicit values are used as given, whatever the variable says
+    monkeypatch.setenv("RNNGRAPH_LOOP", "flags=0")
+    given = ScheduleOptions.defaults(1)
+    assert rg.compile(net, window=2, streams=1, device="cpu", options=given).schedule.options is given
+
+
+def test_resolve_overrides_the_defaults_of_each_streams():
+    over = loop_env.parse("threads=256, unroll=2,")
+    assert loop_env.resolve(1, overrides=over) == (ScheduleOptions.defaults(1), LoopTuning(
+        threads=256, unroll=2, rows=4, cols=8, smem_kib=44, xreduce=0, lnsum=0, barrier=0, bounds=0, ksplit=8, prefetch=1))
+    assert loop_env.resolve(64, overrides=over)[1] == LoopTuning(threads=256, unroll=2)
+    assert loop_env.resolve(65, overrides=loop_env.parse("ln=1,lngrad=0"))[0] == ScheduleOptions(
+        persistent_layer_norms=True, post_loop_sums=False)
+    assert loop_env.resolve(2) == (ScheduleOptions(persistent_layer_norms=True), LoopTuning())
+    assert loop_env.as_keys(*loop_env.resolve(1))["flags"] == 1 and len(loop_env.as_keys(*loop_env.resolve(1))) == 16
+    with pytest.raises(TypeError, match="tuning must be an rg.LoopTuning, got dict"):
+        loop_env.resolve(1, tuning={"rows": 2})
+    with pytest.raises(TypeError, match="options must be an rg.ScheduleOptions, got LoopTuning"):
+        rg.compile(rg.stacked(rg.cells.lstm, 1, 8, vocab=5), window=2, streams=1, device="cpu", options=LoopTuning())
+
+
+def test_defaults_depend_on_the_streams():
+    assert LoopTuning.defaults(65) == LoopTuning() and LoopTuning.defaults(2) == LoopTuning()
+    assert LoopTuning.defaults(1).rows == 4 and LoopTuning.defaults(2).rows == 8
+    assert (LoopTuning.defaults(1).unroll, LoopTuning.defaults(1).prefetch) == (16, 1) and LoopTuning.defaults(2).prefetch == 0
     # H200 (bench/results/h200-20261201-launch-bounds-sweep-*.json): launch bounds, 4 streams an item and unroll 8
     # from S=2 (LSTM S=64 4.33 vs 5.21 ms)
-    assert (default_tuning(1).bounds, default_tuning(1).cols, default_tuning(1).unroll) == (0, 8, 16)
-    assert (default_tuning(2).bounds, default_tuning(2).cols, default_tuning(2).unroll) == (1, 4, 8)
-    assert default_tuning(1).barrier == 0 and default_tuning(2).barrier == default_tuning().barrier == 1
-    assert default_tuning(1).xreduce == 0 and default_tuning(2).xreduce == 1
+    assert (LoopTuning.defaults(1).bounds, LoopTuning.defaults(1).cols, LoopTuning.defaults(1).unroll) == (0, 8, 16)
+    assert (LoopTuning.defaults(2).bounds, LoopTuning.defaults(2).cols, LoopTuning.defaults(2).unroll) == (1, 4, 8)
+    assert LoopTuning.defaults(1).barrier == 0 and LoopTuning.defaults(2).barrier == LoopTuning().barrier == 1
+    assert LoopTuning.defaults(1).xreduce == 0 and LoopTuning.defaults(2).xreduce == 1
+    assert ScheduleOptions.defaults(1).flagged_exchange and not ScheduleOptions.defaults(2).flagged_exchange
+    assert ScheduleOptions.defaults(1).post_loop_sums and ScheduleOptions.defaults(65).post_loop_sums
+    with pytest.raises(ValueError, match="streams must be a positive integer, got 0"):
+        LoopTuning.defaults(0)
 
 
-def test_bad_environment_fails_for_every_graph(monkeypatch):
-    """Regression: RNNGRAPH_LOOP=rows=99 was parsed only for graphs with a
-    layer norm, so `rnngraph schedule lstm` and CPU training ran on, silently ignoring it."""
-    from rnngraph.passes import schedule
-    monkeypatch.setenv("RNNGRAPH_LOOP", "rows=99")
-    for cell in ("lstm", "gru"):
-        with pytest.raises(ValueError, match="RNNGRAPH_LOOP=.rows=99.: rows must be in"):
-            schedule(rg.stacked(rg.cells.STANDARD[cell], 1, 8).graph, 4, 2)
-    with pytest.raises(ValueError, match="RNNGRAPH_LOOP"):
-        rg.compile(rg.stacked(rg.cells.lstm, 1, 8, vocab=5), window=2, streams=1, device="cpu")
+@pytest.mark.parametrize("make, msg", [
+    (lambda: LoopTuning(threads=100), "LoopTuning.threads must be a multiple of 32 in [32, 1024], got 100"),
+    (lambda: LoopTuning(rows=17), "LoopTuning.rows must be in [1, 16], got 17"),
+    (lambda: LoopTuning(unroll="8"), "LoopTuning.unroll must be an integer in [1, 16], got '8'"),
+    (lambda: LoopTuning().replace(barrier=4), "LoopTuning.barrier must be 0, 1, 2 or 3, got 4"),
+    (lambda: ScheduleOptions(flagged_exchange=1), "ScheduleOptions.flagged_exchange must be True or False, got 1"),
+    (lambda: ScheduleOptions.defaults(1).replace(persistent_layer_norms="yes"),
+     "ScheduleOptions.persistent_layer_norms must be True or False, got 'yes'")])
+def test_values_are_checked_on_construction(make, msg):
+    with pytest.raises(ValueError) as err:
+        make()
+    assert str(err.value) == msg
 
 
 def test_inline_barrier_replaces_the_level_syncs():
@@ -129,13 +170,13 @@ def test_inline_barrier_replaces_the_level_syncs():
     sched = rg.compile(net, window=2, streams=1, device="cpu").schedule
     for loop in [s for s in sched.forward + sched.backward if isinstance(s, Loop)]:
         syncs = len(loop.syncs) + loop.reduction_syncs
-        src, _ = LoopEmitter(net.graph, loop, "k", coop=True, nblocks=4, tuning=LoopTuning(barrier=2, ln=1)).source()
+        src, _ = LoopEmitter(net.graph, loop, "k", coop=True, nblocks=4, tuning=LoopTuning(barrier=2)).source()
         assert src.count("grid_barrier(BAR, nblocks)") == syncs > 0 and src.count("grid.sync()") == 1, loop.name
         assert "def k(T, S, BAR, " in src
         assert "from rnngraph.codegen.grid_barrier import grid_barrier_backoff as grid_barrier" in src
-        plain, _ = LoopEmitter(net.graph, loop, "k", coop=True, nblocks=4, tuning=LoopTuning(ln=1, barrier=0)).source()
+        plain, _ = LoopEmitter(net.graph, loop, "k", coop=True, nblocks=4, tuning=LoopTuning(barrier=0)).source()
         assert plain.count("grid.sync()") == syncs + 1 and "BAR" not in plain  # + the row sums' zeroing
-        sim, _ = LoopEmitter(net.graph, loop, "k", coop=False, tuning=LoopTuning(barrier=1, ln=1)).source()
+        sim, _ = LoopEmitter(net.graph, loop, "k", coop=False, tuning=LoopTuning(barrier=1)).source()
         assert "BAR" not in sim  # the simulator: numba's grid.sync()
 
 
@@ -169,3 +210,23 @@ def test_gemm_work_items_take_at_most_the_blocks_rows():
     fwd, bwd = src[False], src[True]
     assert "acc7_3 " in fwd and "acc0_4 " not in fwd and "acc8_0 " not in fwd
     assert "acc1_7 " in bwd and "acc2_0 " not in bwd and "acc0_8 " not in bwd
+
+
+def test_layer_and_torch_module_pass_their_values_down(monkeypatch):
+    """rg.compile_rnn and rnngraph.torch.RNN take options and tuning too: given values reach every
+    (T, S)'s schedule; left out, the defaults for each S with RNNGRAPH_LOOP as it was when made."""
+    net = rg.stacked(rg.cells.lstm, 1, 8, input_size=3)
+    given = ScheduleOptions.defaults(4).replace(flagged_exchange=True)
+    rnn = rg.compile_rnn(net, device="cpu", options=given)
+    monkeypatch.setenv("RNNGRAPH_LOOP", "ln=0")
+    default = rg.compile_rnn(net, device="cpu")
+    monkeypatch.delenv("RNNGRAPH_LOOP")
+    assert rnn.schedule(2, 4).options is given and rnn.schedule(3, 1).options is given
+    assert default.schedule(2, 4).options == ScheduleOptions.defaults(4).replace(persistent_layer_norms=False)
+    torch = pytest.importorskip("torch")
+    from rnngraph.torch import RNN
+    with pytest.raises(TypeError, match="tuning must be an rg.LoopTuning, got str"):
+        RNN("lstm", 8, tuning="unroll=2")
+    module = RNN("lstm", 8, input_size=3, options=given)
+    y, _ = module(torch.zeros(2, 4, 3))
+    assert y.shape == (2, 4, 8) and module.compiled(y.device, y.dtype).schedule(2, 4).options is given

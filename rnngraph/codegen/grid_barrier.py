@@ -39,7 +39,7 @@ initial ``grid.sync()``: partial sums never flip it, so any block reads the valu
 first barrier; each barrier flips it once). Measured slower than numba's grid sync (H200,
 bench/results/h200-20261201-prefetch-prof*-barrier*.json)
 for the S=1 LSTM; at S=64 the loop kernels alone were 3.4 % (forward) and 1.5 % (backward) faster
-than with ``grid_barrier`` in one run, the whole forward 1.6 % slower (codegen/tuning.py).
+than with ``grid_barrier`` in one run, the whole forward 1.6 % slower (bench/HISTORY.md).
 
 History: measured on the H200 (bench/results/h200-20261201-bwd-sync-sweep-barrier.json), this algorithm as a linked
 PTX function (a call, not inlined),

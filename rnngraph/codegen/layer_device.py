@@ -20,6 +20,7 @@ from ..schedule import Schedule
 from . import library
 from .device import as_device, in_simulator
 from .program import CudaProgram
+from .tuning import LoopTuning
 
 
 class DeviceParameters:
@@ -74,13 +75,15 @@ def _wait(waiting, on) -> None:
 
 
 class DevicePlan:
-    """The generated program of one (T, S), its parameters shared (see the module docstring)."""
+    """The generated program of one (T, S), its parameters shared (see the module docstring), its
+    loop kernels of code shape ``tuning`` (None: the defaults for the schedule's S)."""
 
-    def __init__(self, schedule: Schedule, params: DeviceParameters, backward: bool):
+    def __init__(self, schedule: Schedule, params: DeviceParameters, backward: bool, tuning: LoopTuning | None = None):
         self.schedule = schedule
         self.params = params
         self.stream = params.stream
-        self.program = CudaProgram(schedule, stream=self.stream, params=params.arrays, backward=backward)
+        self.program = CudaProgram(schedule, stream=self.stream, params=params.arrays, backward=backward,
+                                   tuning=tuning)
         self.buf, self.g = self.program.buf, schedule.graph
         self.T, self.S = schedule.window, schedule.streams
         self.generation = 0

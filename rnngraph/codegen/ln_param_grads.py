@@ -3,7 +3,7 @@
 For layer norm y = xhat * gain + bias over rows of n (PyTorch's ``nn.LayerNorm`` convention):
 ``d gain[j] = sum_{t,s} g[t, s, j] * xhat[t, s, j]`` and ``d bias[j] = sum_{t,s} g[t, s, j]``, with g
 the gradient of y. For the layer norms of a backward loop's ``post_sums`` (passes/param_grad_sums.py:
-g is complete in its gradient buffer once the loop is done; ``lngrad=1``, codegen/tuning.py) the
+g is complete in its gradient buffer once the loop is done; ``post_loop_sums``, rnngraph/schedule_options.py) the
 loop kernel skips these sums, and the schedule's ``reduce`` kernel in the phase after the loop is
 the kernel emitted here, over the whole window: threads over the n columns, a grid
 whose second dimension splits the T*S rows into chunks, one global atomic per column per chunk

@@ -15,18 +15,18 @@ values a block reads within a level are its own. The loop's
 ``syncs`` (passes/grid_syncs.py) say which levels end with one; the others end with
 ``cuda.syncthreads()`` (e.g. the LSTM backward's GEMM level: the next timestep's pointwise VJP
 reads the rows of dh its own block just wrote).
-A loop with ``flagged`` values (passes/flag_exchange.py, ``flags=1``: the S=1 default) has no
+A loop with ``flagged`` values (passes/flag_exchange.py, ``flagged_exchange``: the S=1 default) has no
 such sync for them: their writer also stores each element as a (value, tag) word into a flag
 buffer ``F<i>`` (codegen/flag_exchange.py; zeroed at kernel start, a forward loop's initial-state
 rows flagged there, then one grid sync), and the GEMMs poll those words (:meth:`LoopEmitter._poll`).
 Recurrent weights are copied once per launch into shared memory where ``smem_kib`` allows (the
 block's own rows), else read from global memory, where they stay resident in the 50 MB L2.
-Code-shape knobs: codegen/tuning.py.
+Code-shape knobs: ``LoopTuning`` (codegen/tuning.py), given to the emitter as a value.
 
 Backward: the same structure in reverse time; a GEMM's VJP adds W^T g into the gradient of its
 input (``G[x] += ...``), each block for the input units it owns.
 
-Layer norms (``ln=1``, codegen/tuning.py; the default up to S=64): each layer norm's row sums
+Layer norms (``persistent_layer_norms``, rnngraph/schedule_options.py; the default up to S=64): each layer norm's row sums
 per column s are added across blocks with ``cuda.atomic.add`` into a global float32 buffer
 indexed (t, s, 2), and a grid sync orders them before the normalisation, which is one more op
 of the fused pointwise code (codegen/pointwise.py). Where the summed row (forward: the input x;
@@ -45,7 +45,7 @@ the window) to recompute mean and rstd, so the forward row statistics are never 
   plain sum-of-squares failure mode), as long as consecutive rows are alike.
 - backward sums: sum(g * gain) and sum(g * gain * xhat) over the row. The gain and bias
   gradients (sums over t and s of g * xhat and g) of the loop's ``post_sums`` layer norms
-  (``lngrad=1``, the default; passes/param_grad_sums.py) are left to the ``reduce`` kernels of
+  (``post_loop_sums``, the default; passes/param_grad_sums.py) are left to the ``reduce`` kernels of
   the phase after the loop (codegen/ln_param_grads.py); the others go into global buffers with
   atomics, or (``lnsum=1|2``) into the block's shared-memory sums ``Z<i>`` over the whole
   window, added to the global buffers once at kernel end (each block owns the same elements
@@ -105,7 +105,7 @@ def _layer_norm_kernel(k: Kernel) -> bool:
 def persistent_supported(loop: Loop) -> bool:
     """Whether every kernel of the loop is a GEMM, a fused pointwise kernel or a fused kernel with
     layer norms (the persistent emitter's scope; the pipeline pass marks loops with layer norms
-    persistent when ``ln`` of codegen/tuning.py allows it: by default up to S=64)."""
+    persistent when the schedule's ``options.persistent_layer_norms`` allows it: by default up to S=64)."""
     return all(k.kind in SUPPORTED or _layer_norm_kernel(k) for k in loop.kernels)
 
 

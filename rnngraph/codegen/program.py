@@ -5,7 +5,7 @@ persistent loop kernels are generated (rnngraph.codegen.pointwise / loop) into o
 GEMMs, layer norm, the losses (codegen/losses.py), embedding gather/scatter, optimizers and clipping come
 from rnngraph.codegen.library (cuBLAS where CuPy is present: codegen/cublas.py). Loops the
 persistent emitter cannot take, or that the schedule marks graph mode (a layer norm inside the recurrence above
-S=64 by default; ``ln`` of codegen/tuning.py decides), run per timestep;
+S=64 by default; the schedule's ``options.persistent_layer_norms`` decides), run per timestep;
 phases and such loops are captured once into CUDA graphs and replayed (rnngraph.codegen.graphs).
 
 Buffers (float32): ``V[node]`` and ``G[node]`` of shape (D + T, S, n), rows 0..D-1 holding the
@@ -29,7 +29,7 @@ from .graphs import Replay
 from .ln_param_grads import ln_param_grad_grid, ln_param_grad_kernel
 from .loop import SIM_THREADS, LoopEmitter, persistent_supported
 from .pointwise import PRELUDE, Names, PointwiseEmitter, phase_kernel, step_kernel
-from .tuning import loop_tuning
+from .tuning import LoopTuning
 
 THREADS = 256
 SIM_BLOCKS = 1  # simulator only: "blocks" a persistent loop kernel's one block is split into (tests set 2)
@@ -148,13 +148,18 @@ class CudaProgram:
     into CUDA graphs; params: shared parameter arrays (see :class:`Buffers`); backward=False
     generates and compiles no backward kernel (inference: :meth:`run_backward` then raises);
     buffers: another program's :class:`Buffers` (of a schedule of the same graph, T and S) to run
-    on, with its inputs, states and parameters (``params`` is then ignored)."""
+    on, with its inputs, states and parameters (``params`` is then ignored); tuning: the
+    persistent loop kernels' code shape (codegen/tuning.py; None: ``LoopTuning.defaults(S)``).
+    TypeError for a tuning that is not a LoopTuning."""
 
     def __init__(self, schedule: Schedule, stream=None, replay: bool = True, params: dict | None = None,
-                 backward: bool = True, buffers: Buffers | None = None):
+                 backward: bool = True, buffers: Buffers | None = None, tuning: LoopTuning | None = None):
+        if tuning is not None and not isinstance(tuning, LoopTuning):
+            raise TypeError(f"tuning must be an rg.LoopTuning, got {type(tuning).__name__}")
         self.s, self.g = schedule, schedule.graph
         self.replay, self.has_backward = replay, backward
         self.T, self.S = schedule.window, schedule.streams
+        self.tuning = tuning or LoopTuning.defaults(self.S)
         self.stream = stream or cuda.stream()
         self.sim = in_simulator()
         self.buf = buffers if buffers is not None else Buffers(self.g, self.T, self.S, self.stream, params)
@@ -426,7 +431,7 @@ class CudaProgram:
     # ------------------------------------------------------------------ loops
     def _persistent(self, loop: Loop):
         name = f"{loop.name.split(' ')[0]}_{'bwd' if loop.reverse else 'fwd'}_{len(self.sources)}"
-        tuning = loop_tuning(self.S)
+        tuning = self.tuning
         nblocks = 1 if self.sim else cuda.get_current_device().MULTIPROCESSOR_COUNT
         virtual = SIM_BLOCKS if self.sim and SIM_BLOCKS > 1 else 0
         emitter = LoopEmitter(self.g, loop, name, coop=not self.sim, recompute=self.kernel_of, streams=self.S,

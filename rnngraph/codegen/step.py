@@ -27,6 +27,7 @@ from ..reference import mean_loss
 from . import library
 from .device import as_device, have_cupy, stream_handle
 from .program import CudaProgram, every_value_written
+from .tuning import LoopTuning
 
 
 def masks_on_host() -> bool:
@@ -52,16 +53,18 @@ def _cupy_stream(cupy, stream):
 class CudaBackend:
     """Runs ``schedule`` on the GPU with ``optimizer`` (Adam or SGD) and optional ``clip_norm``.
     ``share``: the backend of another (T, S) of the same TrainingStep, whose stream, parameters
-    and optimizer slots this one uses (``params`` is then ignored)."""
+    and optimizer slots this one uses (``params`` is then ignored); ``tuning``: the loop kernels'
+    code shape (codegen/tuning.py; None: the defaults for the schedule's S)."""
 
     def __init__(self, schedule: Schedule, params: dict[str, np.ndarray] | None, optimizer: Optimizer,
-                 clip_norm: float | None, dropout_seed: int = 0, share: "CudaBackend | None" = None):
+                 clip_norm: float | None, dropout_seed: int = 0, share: "CudaBackend | None" = None,
+                 tuning: LoopTuning | None = None):
         if not isinstance(optimizer, (SGD, Adam)):
             raise TypeError(f"the CUDA backend runs SGD and Adam, not {type(optimizer).__name__}")
         self.schedule, self.g = schedule, schedule.graph
         self.T, self.S = schedule.window, schedule.streams
         self.program = CudaProgram(schedule, stream=share.stream if share else None,
-                                   params=share.buf.P if share else None)
+                                   params=share.buf.P if share else None, tuning=tuning)
         self.stream = self.program.stream
         self.buf = self.program.buf
         self.optimizer, self.clip_norm = optimizer, clip_norm

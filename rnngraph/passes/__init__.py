@@ -11,6 +11,7 @@ import os
 
 from ..ir import Graph
 from ..schedule import Schedule
+from ..schedule_options import ScheduleOptions
 from .fuse import fuse
 from .hoist import hoist
 from .levels import levels
@@ -33,16 +34,22 @@ PIPELINE = (
 )
 
 
-def schedule(graph: Graph, window: int, streams: int, dtype: str = "float32", plan: str | None = None) -> Schedule:
+def schedule(graph: Graph, window: int, streams: int, dtype: str = "float32", plan: str | None = None,
+             options: ScheduleOptions | None = None) -> Schedule:
     """Compile ``graph`` into the Schedule of one training window of ``window`` timesteps over
     ``streams`` streams. ``plan`` forces "wavefront" or "scc-sequential" (default: the cost model),
     or asks for "naive" (one kernel per op per timestep: the baseline the passes are measured by).
-    Raises GraphError (and subclasses) for an invalid graph; ValueError for window/streams < 1."""
+    ``options``: what the passes decide beyond the graph (rnngraph/schedule_options.py; None:
+    ``ScheduleOptions.defaults(streams)``); the Schedule keeps them.
+    Raises GraphError (and subclasses) for an invalid graph; ValueError for window/streams < 1;
+    TypeError for options that are not a ScheduleOptions."""
     for what, v in (("window", window), ("streams", streams)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"{what} must be a positive integer, got {v!r}")
+    if options is not None and not isinstance(options, ScheduleOptions):
+        raise TypeError(f"options must be an rg.ScheduleOptions, got {type(options).__name__}")
     debug = int(os.environ.get("RNNGRAPH_DEBUG", "0") or 0)
-    state = Plan(validate(graph), window, streams, dtype, None if plan == "naive" else plan)
+    state = Plan(validate(graph), window, streams, dtype, None if plan == "naive" else plan, options)
     for p in ((recurrence, naive) if plan == "naive" else PIPELINE):
         state = p(state)
         if debug >= 1:
@@ -57,5 +64,5 @@ def _summary(plan: Plan) -> str:
             f"gemm_groups={len(plan.gemm_groups)} kernels={len(plan.groups)} plan={plan.plan}")
 
 
-__all__ = ["PIPELINE", "PLANS", "Plan", "schedule", "validate", "verify"] + [p.__name__ for p in PIPELINE] + [
+__all__ = ["PIPELINE", "PLANS", "Plan", "ScheduleOptions", "schedule", "validate", "verify"] + [p.__name__ for p in PIPELINE] + [
     "lower", "naive"]

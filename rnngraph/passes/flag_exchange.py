@@ -9,9 +9,9 @@ each element x[r, s, j] as one 64-bit word (the float32's bits and the tag r + 1
 row; codegen/flag_exchange.py), and the GEMM polls those words until every tag it needs is
 there (the NCCL "LL" protocol's idea: data and flag in one word, no fence between them). A grid
 sync that only made such a value whole is then left out; ``grid_syncs(..., flagged)`` gives the
-syncs that remain. The lowering keeps the flags only where syncs go away, when ``flags=1``
-(RNNGRAPH_LOOP, codegen/tuning.py), for loops of one stage without layer norms (their row sums
-need the grid), where every flagged value:
+syncs that remain. The lowering keeps the flags only where syncs go away, when the schedule's
+``options.flagged_exchange`` is on (by default at S = 1; rnngraph/schedule_options.py), for
+loops of one stage without layer norms (their row sums need the grid), where every flagged value:
 
 - is written by exactly one kernel of the loop, a pointwise one, at delay 0 (each element once
   a timestep, complete when stored: a backward kernel also stores, with their tags, the chunks
@@ -33,6 +33,7 @@ from dataclasses import replace
 
 from ..ir import Graph
 from ..schedule import Loop
+from ..schedule_options import ScheduleOptions
 from .grid_syncs import grid_syncs, value_ref as _ref
 
 
@@ -55,11 +56,10 @@ def flag_candidates(loop: Loop) -> tuple[str, ...]:
     return tuple(out)
 
 
-def flagged_values(g: Graph, loop: Loop, streams: int, recompute: dict | None = None) -> tuple[str, ...]:
+def flagged_values(g: Graph, loop: Loop, options: ScheduleOptions, recompute: dict | None = None) -> tuple[str, ...]:
     """The values of ``loop`` exchanged through flags (see the module docstring): its candidates
-    when ``flags=1`` for ``streams`` streams and they remove at least one grid sync, else ()."""
-    from ..codegen.tuning import loop_tuning  # the knob, as pipeline reads ``ln``
-    if not loop_tuning(streams).flags:
+    when ``options.flagged_exchange`` is on and they remove at least one grid sync, else ()."""
+    if not options.flagged_exchange:
         return ()
     names = flag_candidates(loop)
     if not names or len(grid_syncs(g, loop, recompute, names)) >= len(loop.sync_after):
@@ -67,7 +67,7 @@ def flagged_values(g: Graph, loop: Loop, streams: int, recompute: dict | None = 
     return names
 
 
-def with_flags(g: Graph, loop: Loop, streams: int, recompute: dict | None = None) -> Loop:
+def with_flags(g: Graph, loop: Loop, options: ScheduleOptions, recompute: dict | None = None) -> Loop:
     """``loop`` with its :func:`flagged_values` and the grid syncs they leave (unchanged without)."""
-    names = flagged_values(g, loop, streams, recompute)
+    names = flagged_values(g, loop, options, recompute)
     return replace(loop, flagged=names, syncs=grid_syncs(g, loop, recompute, names)) if names else loop

@@ -12,9 +12,9 @@ Each loop's ``early_sums`` (layer norms whose row sums are taken a level early) 
 passes/row_sums.py, then its ``syncs`` (the levels whose end needs a grid sync) from
 passes/grid_syncs.py; a persistent backward loop's ``post_sums`` (layer norms whose gain and bias
 gradients are summed after it, each by a ``reduce`` kernel in the weight-gradient phase) from
-passes/param_grad_sums.py; with ``flags=1`` (codegen/tuning.py), a loop's ``flagged`` values (GEMM
-inputs handed between blocks as tagged words instead of after a grid sync) and the syncs they
-leave from passes/flag_exchange.py.
+passes/param_grad_sums.py; with ``options.flagged_exchange`` (rnngraph/schedule_options.py), a
+loop's ``flagged`` values (GEMM inputs handed between blocks as tagged words instead of after a
+grid sync) and the syncs they leave from passes/flag_exchange.py. The Schedule keeps the options.
 """
 from __future__ import annotations
 
@@ -150,7 +150,7 @@ class _Lowering:
         name = "loop" if p.plan == "wavefront" else f"loop{index}"
         loop = Loop(name, stages, ks, levels, p.mode.get(index, "persistent"), p.window + max(offsets))
         loop = replace(loop, early_sums=early_row_sums(self.g, loop))
-        return with_flags(self.g, replace(loop, syncs=grid_syncs(self.g, loop)), p.streams)
+        return with_flags(self.g, replace(loop, syncs=grid_syncs(self.g, loop)), p.options)
 
     # -------------------------------------------------------------- backward
     def backward(self, forward) -> list:
@@ -193,8 +193,8 @@ class _Lowering:
                     p.window + max(offsets), True)
         back = replace(back, early_sums=early_row_sums(g, back))
         recompute = {m: k.ops for k in loop.kernels for m in k.ops}
-        back = with_flags(g, replace(back, syncs=grid_syncs(g, back, recompute)), p.streams, recompute)
-        back = replace(back, post_sums=post_loop_sums(g, back, p.streams))
+        back = with_flags(g, replace(back, syncs=grid_syncs(g, back, recompute)), p.options, recompute)
+        back = replace(back, post_sums=post_loop_sums(g, back, p.options))
         wg = tuple(self.wgrad(k.ops, p.window * p.streams) for k in loop.kernels if k.kind == "gemm")
         wg += tuple(self.param_sums(m, p.window * p.streams) for m in back.post_sums)
         return [back] + ([Phase(f"{loop.name} weight gradients", wg)] if wg else [])
@@ -205,4 +205,5 @@ def lower(plan: Plan) -> Schedule:
     low = _Lowering(plan)
     fwd = low.forward()
     bwd = low.backward(fwd)
-    return Schedule(plan.graph, plan.window, plan.streams, plan.dtype, plan.plan, plan.reason, tuple(fwd), tuple(bwd))
+    return Schedule(plan.graph, plan.window, plan.streams, plan.dtype, plan.plan, plan.reason, tuple(fwd), tuple(bwd),
+                    plan.options)

@@ -4,8 +4,9 @@ summed after the loop.
 Assumes: a lowered backward Loop (kernels with ``reads`` as ``d.name`` / ``d.name[t-d]`` for the
 gradients they take from memory). Guarantees: ``post_loop_sums(g, loop, streams)`` names, in kernel
 order, the layer norms of a persistent backward loop whose output gradient is complete in its
-gradient buffer once the loop is done (:func:`grad_in_memory`), when ``RNNGRAPH_LOOP``'s ``lngrad``
-is 1 (the default; codegen/tuning.py). For each, lower adds a ``reduce`` kernel to the phase after
+gradient buffer once the loop is done (:func:`grad_in_memory`), when the schedule's
+``options.post_loop_sums`` is on (the default; rnngraph/schedule_options.py). For each, lower adds
+a ``reduce`` kernel to the phase after
 the loop, which sums ``d gain = sum_{t,s} g * xhat`` and ``d bias = sum_{t,s} g`` over the window
 (codegen/ln_param_grads.py on the GPU, the layer norm's VJP over the window in the NumPy backend),
 and the loop computes only the layer norm's input gradient.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 from ..ir import Graph
 from ..schedule import Loop, gradient_inputs
+from ..schedule_options import ScheduleOptions
 
 
 def grad_in_memory(g: Graph, ops, writes, node: str) -> bool:
@@ -32,11 +34,10 @@ def grad_in_memory(g: Graph, ops, writes, node: str) -> bool:
     return node in writes and not any(r.node == node and r.delay == 0 for m in ops for r in g.by_name[m].args)
 
 
-def post_loop_sums(g: Graph, loop: Loop, streams: int) -> tuple[str, ...]:
+def post_loop_sums(g: Graph, loop: Loop, options: ScheduleOptions) -> tuple[str, ...]:
     """The layer norms of backward ``loop`` whose gain and bias gradients are summed after it (see
-    the module docstring); () for a forward or graph-mode loop, or with ``lngrad=0``."""
-    from ..codegen.tuning import loop_tuning  # the knob, as pipeline reads ``ln``
-    if not loop.reverse or loop.mode != "persistent" or not loop_tuning(streams).lngrad:
+    the module docstring); () for a forward or graph-mode loop, or without ``options.post_loop_sums``."""
+    if not loop.reverse or loop.mode != "persistent" or not options.post_loop_sums:
         return ()
     return tuple(m for k in loop.kernels for m, op in zip(k.ops, k.op_names)
                  if op == "layer_norm" and grad_in_memory(g, k.ops, gradient_inputs(k), m))

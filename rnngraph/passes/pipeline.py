@@ -15,7 +15,8 @@ Assumes: levels has run. Two plans (ARCHITECTURE.md):
 Guarantees: ``plan.plan``, ``plan.stage_of`` (every body node; 0 in scc-sequential),
 ``plan.body`` (nodes that run per timestep), ``plan.mode`` (loop step -> "persistent" when the
 loop's weights fit on chip and its ops are GEMMs and pointwise ops — or layer norms, where
-``ln`` of codegen/tuning.py allows them (by default S <= 64) — else "graph": per-timestep kernels),
+``plan.options.persistent_layer_norms`` allows them (by default S <= 64) — else "graph":
+per-timestep kernels),
 ``plan.reason`` (the cost model's estimates), and levels/groups updated for the wavefront body.
 With one loop SCC there is nothing to overlap and the plan is scc-sequential. The output
 layer stays hoisted after the loop (one GEMM over the window at the cuBLAS rate).
@@ -121,23 +122,12 @@ def _weight_bytes(plan: Plan, names) -> int:
     return param_bytes(plan.graph, names, 4 if plan.dtype == "float32" else 8)
 
 
-def persistent_layer_norm(streams: int | None = None) -> bool:
-    """Whether layer norms may run inside a persistent loop kernel over ``streams`` streams
-    (``ln`` of rnngraph/codegen/tuning.py: on for S <= 64 by default, ``RNNGRAPH_LOOP="ln=0|1"``
-    decides for every S). Read through the one
-    parser of that variable: codegen/tuning.py imports only the standard library (and the
-    codegen package's ``__init__`` nothing), so this import creates no cycle and loads no numba;
-    it is done here, at call time, so that the pass layer has no import-time dependency on codegen."""
-    from ..codegen.tuning import loop_tuning
-    return bool(loop_tuning(streams).ln)
-
-
 def _fits(plan: Plan, names) -> bool:
     """Whether a loop over ``names`` can be one persistent kernel: its weights fit on chip and its
     ops are GEMMs and pointwise ops (the persistent emitter's scope), or layer norms when
-    :func:`persistent_layer_norm` allows them (a layer norm then costs an extra grid sync per
-    timestep; without it a layer norm inside the recurrence runs per timestep, graph mode)."""
-    ln_ok = _layer_norms(plan, names) > 0 and persistent_layer_norm(plan.streams)
+    ``plan.options.persistent_layer_norms`` allows them (a layer norm then costs an extra grid
+    sync per timestep; without it a layer norm inside the recurrence runs per timestep, graph mode)."""
+    ln_ok = _layer_norms(plan, names) > 0 and plan.options.persistent_layer_norms
     ops_ok = all(plan.kind(m) in ("gemm", "pointwise") or (ln_ok and plan.graph.by_name[m].op == "layer_norm")
                  for m in names)
     return ops_ok and _weight_bytes(plan, names) <= DEFAULT.on_chip_bytes
@@ -163,7 +153,6 @@ def pipeline(plan: Plan) -> Plan:
     if plan.force_plan is not None and plan.force_plan not in PLANS:
         raise GraphError(f"unknown plan {plan.force_plan!r} (choose from {', '.join(PLANS)}, naive)")
     T, cm = plan.window, DEFAULT
-    persistent_layer_norm(plan.streams)  # parses RNNGRAPH_LOOP for every graph: a bad value fails here, named
     loop_nodes = set(plan.loop_of)
     between = _between(plan)
     seq_us = sum(T * _loop_tick_us(plan, members, max(plan.level_of[m] for m in members)) for members in plan.loops)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 
 from .. import ops
 from ..ir import Graph, Node
+from ..schedule_options import ScheduleOptions
 
 #: op kinds that are not computed by kernels: inputs are given, vector params are read in place
 NOT_KERNELS = ("input", "param")
@@ -28,13 +29,15 @@ WHOLE_VECTOR = ("gemm", "row_reduction", "gather", "loss")
 
 @dataclass(frozen=True)
 class Plan:
-    """A graph being compiled for windows of ``window`` timesteps over ``streams`` streams."""
+    """A graph being compiled for windows of ``window`` timesteps over ``streams`` streams, with
+    ``options`` (what the passes decide beyond the graph; None: the defaults for ``streams``)."""
 
     graph: Graph
     window: int = 1
     streams: int = 1
     dtype: str = "float32"
     force_plan: str | None = None
+    options: ScheduleOptions | None = None
     loops: tuple[tuple[str, ...], ...] = ()
     loop_of: dict = field(default_factory=dict)
     phase_of: dict = field(default_factory=dict)
@@ -46,6 +49,10 @@ class Plan:
     body: frozenset = frozenset()
     mode: dict = field(default_factory=dict)
     reason: str = ""
+
+    def __post_init__(self):
+        if self.options is None:
+            object.__setattr__(self, "options", ScheduleOptions.defaults(self.streams))
 
     def replace(self, **changes) -> "Plan":
         """A copy with ``changes`` (dataclasses.replace)."""
