@@ -282,7 +282,7 @@ class Checkpoint:
         have, want = set(self.params), set(step.parameters)
         if have != want:
             extra, lacking = sorted(have - want), sorted(want - have)
-            raise CheckpointError(f"{what}: unexpected parameters {extra[:4]}, missing {lacking[:4]}")
+            raise CheckpointError(f"{what}: unexpected parameters {_few(extra)}, missing {_few(lacking)}")
         try:
             step.set_parameters(self.params)
         except (KeyError, ValueError) as exc:
@@ -442,6 +442,12 @@ def sample(net: Sequential, params: dict, vocab, prime: str, length: int, temper
     step = compile(net, window=1, streams=1, device="cpu", dtype=dtype)
     step.set_parameters(params)
     return "".join(generate(step, vocab, prime, length, temperature, seed))
+
+
+def _few(names: list, shown: int = 4) -> str:
+    """The first ``shown`` names, and how many more there are."""
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return f"{names[:shown]}{more}"
 
 
 __all__ = ["CheckpointError", "CellFileError", "LMConfig", "Checkpoint", "Evaluator", "build_network",

@@ -62,8 +62,16 @@ def id_limits(g: Graph) -> dict[str, tuple[int, int | None]]:
     return limits
 
 
+def check_real(name: str, a: np.ndarray) -> None:
+    """Raise ShapeError naming input ``name`` unless ``a`` holds real numbers (floats, integers or
+    booleans): complex values would be cast to their real part."""
+    if not (np.issubdtype(a.dtype, np.floating) or np.issubdtype(a.dtype, np.integer) or a.dtype == np.bool_):
+        raise ShapeError(f"input {name!r}: expected real numbers, got {a.dtype}")
+
+
 def check_ids(name: str, ids: np.ndarray, limit: int | None, ignore: int | None = None) -> None:
-    """Raise ShapeError naming input ``name`` unless every id is in [0, limit) or equals ``ignore``."""
+    """Raise ShapeError naming input ``name`` (for a network's ``x`` / ``y``, also the training
+    step's argument: inputs / targets) unless every id is in [0, limit) or equals ``ignore``."""
     if limit is None or ids.size == 0:
         return
     if ignore is not None:
@@ -74,7 +82,8 @@ def check_ids(name: str, ids: np.ndarray, limit: int | None, ignore: int | None 
     if lo < 0 or hi >= limit:
         bad = lo if lo < 0 else hi
         also = "" if ignore is None else f" and is not the ignore_index {ignore}"
-        raise ShapeError(f"input {name!r}: token id {bad} is outside [0, {limit}){also}")
+        called = {"x": "inputs (input 'x')", "y": "targets (input 'y')"}.get(name, f"input {name!r}")
+        raise ShapeError(f"{called}: token id {bad} is outside [0, {limit}){also}")
 
 
 def loss_columns(g: Graph, ids, columns: int) -> int:
@@ -166,6 +175,7 @@ class Reference:
             else:
                 if a.ndim != 3 or a.shape[2] != n.size:
                     raise ShapeError(f"input {n.name!r}: expected shape (T, S, {n.size}), got {a.shape}")
+                check_real(n.name, a)
                 a = a.astype(self.dtype)
             if T is None:
                 T, S = a.shape[:2]

@@ -13,6 +13,7 @@ from collections import OrderedDict
 import numpy as np
 
 from .errors import GraphError, ShapeError, positive_int
+from .ir import INDEX
 from .arrays import shape_of
 from .network import Sequential, draw_mask, mask_inputs, mask_seed
 from .optim import Adam, Optimizer, clip_grad_norm
@@ -21,7 +22,7 @@ from .codegen.tuning import LoopTuning
 from .loop_env import from_environment, resolve
 from .passes import schedule as build_schedule
 from .heads import host_array
-from .reference import (DTYPES, check_ids, id_limits, init_params, loss_columns, mean_loss, reset_streams,
+from .reference import (DTYPES, check_ids, check_real, id_limits, init_params, loss_columns, mean_loss, reset_streams,
                         zero_states)
 from .schedule import Schedule
 from .step_forward import StepForward, step_forward, value_names
@@ -251,6 +252,9 @@ class TrainingStep:
             for name, (limit, ignore) in id_limits(self.graph).items():
                 if name in feed and not hasattr(feed[name], "__cuda_array_interface__"):
                     check_ids(name, np.asarray(feed[name]), limit, ignore)
+            for n in self.graph.inputs:
+                if n.name in feed and n.dtype != INDEX and not hasattr(feed[n.name], "__cuda_array_interface__"):
+                    check_real(n.name, np.asarray(feed[n.name]))
         self._use(T, S)
         return feed
 

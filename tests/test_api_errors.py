@@ -29,7 +29,7 @@ def test_token_ids_out_of_range_name_the_input(bad, which):
     bad_ids[1, 1] = bad
     x, y = (bad_ids, ids) if which == "inputs" else (ids, bad_ids)
     name = "x" if which == "inputs" else "y"
-    with pytest.raises(rg.ShapeError, match=rf"input '{name}': token id {bad} is outside \[0, {V}\)"):
+    with pytest.raises(rg.ShapeError, match=rf"^{which} \(input '{name}'\): token id {bad} is outside \[0, {V}\)"):
         step.train(x, y)
 
 
@@ -103,3 +103,21 @@ def test_naive_plan_is_accepted_everywhere(capsys):
     assert step.schedule.plan == "naive"
     assert main(["schedule", "lstm", "--hidden", "4", "--window", "3", "--plan", "naive"]) == 0
     assert "plan=naive" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_complex_float_inputs_are_refused_not_cast(device):
+    """Complex inputs to a float-input network were cast to real (NumPy's ComplexWarning only);
+    checked before anything runs, on both backends (the CUDA one in the simulator or on a GPU)."""
+    net = rg.Sequential(rg.cells.lstm(hidden=3), rg.MSE(1), input_size=2)
+    step = rg.compile(net, window=2, streams=2, device=device)
+    x = np.ones((2, 2, 2), np.complex64)
+    with pytest.raises(rg.ShapeError, match=r"input 'x': expected real numbers, got complex64"):
+        step.train(x, np.zeros((2, 2, 1), np.float32))
+
+
+def test_a_long_parameter_mismatch_says_how_many_more():
+    """A checkpoint of another cell listed four parameter names and dropped the rest silently."""
+    from rnngraph.lm import _few
+    assert _few(["a", "b", "c", "d", "e", "f"]) == "['a', 'b', 'c', 'd'] and 2 more"
+    assert _few(["a"]) == "['a']"

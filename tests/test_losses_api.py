@@ -43,7 +43,7 @@ def test_softmax_targets_of_the_wrong_dtype():
 def test_target_neither_a_class_nor_the_ignore_index():
     y = np.full((T, S), -100)
     y[1, 1] = -5
-    with pytest.raises(rg.ShapeError, match=r"input 'y': token id -5 is outside \[0, 5\) and is not the ignore_index -100"):
+    with pytest.raises(rg.ShapeError, match=r"targets \(input 'y'\): token id -5 is outside \[0, 5\) and is not the ignore_index -100"):
         _step(rg.SoftmaxCrossEntropy(C, ignore_index=-100)).train(X, y)
 
 

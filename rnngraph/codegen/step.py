@@ -247,7 +247,7 @@ class CudaBackend:
         if every_value:
             if self._every is None:
                 self._every = CudaProgram(every_value_written(self.schedule), stream=self.stream, backward=False,
-                                          buffers=self.buf)
+                                          buffers=self.buf, tuning=self.program.tuning)
                 self.buf.refresh_transposed(self.stream)  # any transposed weight it added
             self._every.run_forward()
         else:
