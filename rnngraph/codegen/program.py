@@ -15,6 +15,7 @@ gradients in their declared shapes.
 from __future__ import annotations
 
 import math
+import zlib
 from dataclasses import replace
 
 import numpy as np
@@ -232,7 +233,9 @@ class CudaProgram:
     def _pointwise(self, k: Kernel, ops, backward: bool, per_step: bool):
         """Emit a pointwise kernel over ``ops``; returns a factory of its launcher(t=None)."""
         writes = gradient_inputs(k) if backward else k.writes
-        sub = f"{k.name}_{abs(hash(tuple(ops))) % 10**6}"
+        # a name stable across processes (str hashes are salted per process; the module's file
+        # and cached kernels are keyed by the source text)
+        sub = f"{k.name}_{zlib.crc32(chr(0).join(ops).encode()) % 10**6}"
         recompute = self.segment_of[ops[0]] if backward else None
         e = PointwiseEmitter(self.g, sub, ops, [w for w in writes if w in ops] + self._escaping(ops, k, backward),
                              recompute)
