@@ -24,7 +24,8 @@ from .errors import GraphError, ShapeError
 from .executor import ScheduleExecutor
 from .ir import INDEX
 from .loop_env import check, from_environment, resolve
-from .network import Sequential, draw_mask, mask_inputs, mask_seed
+from .masks import draw_mask, mask_inputs, mask_seed
+from .network import Sequential
 from .passes import PLANS
 from .passes import schedule as build_schedule
 from .reference import DTYPES, check_ids, id_limits, init_params
