@@ -19,7 +19,7 @@ from .heads import MSE, Head, SequenceClassifier, SoftmaxCrossEntropy
 from .ir import FLOAT, INDEX, Graph, Init
 from .masks import draw_mask, mask_inputs, mask_seed  # re-exported (__all__)
 from .passes.validate import validate
-from .trace import Cell, Value, _ACTIVE, _Builder
+from .trace import Builder, Cell, Value, tracing
 
 __all__ = ["Dropout", "Embedding", "MSE", "Head", "SequenceClassifier", "Sequential", "SoftmaxCrossEntropy",
            "draw_mask", "mask_inputs", "mask_seed", "stacked"]
@@ -35,7 +35,7 @@ class Embedding:
         self.vocab = positive_int(vocab, f"rg.Embedding({vocab!r}, {dim!r}): vocab", GraphError)
         self.dim = positive_int(dim, f"rg.Embedding({vocab!r}, {dim!r}): dim", GraphError)
 
-    def trace(self, b: _Builder, x: Value) -> Value:
+    def trace(self, b: Builder, x: Value) -> Value:
         table = b.param("weight", (self.vocab, self.dim), Init("normal", 1.0))
         return b.add("embedding", [x], [table], name="embed.e")
 
@@ -69,7 +69,7 @@ class Dropout:
                              f"zeroing an element)")
         self.p = float(p)
 
-    def trace(self, b: _Builder, x: Value) -> Value:
+    def trace(self, b: Builder, x: Value) -> Value:
         if self.p == 0.0:
             return x
         mask = b.add("input", size=x.size, dtype=FLOAT, attrs={"dropout": self.p}, name=f"{b.prefix}mask")
@@ -135,10 +135,9 @@ class Sequential:
     @cached_property
     def graph(self) -> Graph:
         """The validated network graph (traced once)."""
-        b = _Builder(self.name)
+        b = Builder(self.name)
         first_is_embedding = isinstance(self.layers[0], Embedding)
-        _ACTIVE.append(b)
-        try:
+        with tracing(b):
             x = b.add("input", size=1 if first_is_embedding else self.input_size,
                       dtype=INDEX if first_is_embedding else FLOAT, name="x")
             outputs, loss, k, j = [x], None, 0, 0
@@ -162,8 +161,6 @@ class Sequential:
                     x = layer.trace(b, x)
                     outputs = [x]
                 b.name_layer({})
-        finally:
-            _ACTIVE.pop()
         b.prefix = ""
         b.name_layer({})
         return validate(b.graph(outputs, loss))
