@@ -239,23 +239,19 @@ def gpu_program(cfg: Config, plan: str | None = None):
     weight gradients). Returns (prog, fwd, fwdbwd). Building the program compiles the persistent
     loop kernels (to size their cooperative grid); the other kernels compile on the first call.
     The schedule options and the loop tuning are the defaults for ``cfg.S`` with the keys of
-    RNNGRAPH_LOOP as the environment has it now (rnngraph/loop_env.py)."""
+    RNNGRAPH_LOOP as the environment has it now (rnngraph/loop_env.py): ``rg.compile_rnn``'s."""
     from numba import cuda
 
     import rnngraph as rg
     from .codegen import library
-    from .codegen.program import CudaProgram
-    from .loop_env import from_environment, resolve
-    from .passes import schedule
 
     net = rg.stacked(rg.cells.STANDARD[cfg.cell], cfg.layers, cfg.H, input_size=cfg.I)
-    options, tuning = resolve(cfg.S, overrides=from_environment())
-    s = schedule(net.graph, cfg.T, cfg.S, "float32", plan, options)
-    prog = CudaProgram(s, tuning=tuning)
+    # compiled through the public API (seed-0 parameters); the closures launch the layer's program
+    # rather than calling layer.forward / layer.backward, so that what is timed is the generated
+    # launches alone, without the layer's copies of x, h0, dy and the outputs and its stream events
+    prog = rg.compile_rnn(net, device="cuda", dtype="float32", seed=0, plan=plan).program(cfg.T, cfg.S)
     b, g = prog.buf, net.graph
     rng = np.random.default_rng(0)
-    for name, p in rg.init_params(g, 0, "float32").items():
-        b.P[name].copy_to_device(p)
     b.refresh_transposed(prog.stream)
     b.V["x"].copy_to_device(rng.normal(size=(cfg.T, cfg.S, cfg.I)).astype(np.float32))
     for st in g.states:

@@ -26,7 +26,7 @@ import numpy as np
 from .errors import GraphError, ShapeError
 from .ir import FLOAT, INDEX
 from .ops import IGNORE_INDEX_MIN
-from .trace import Value, _Builder, linear
+from .trace import Builder, Value, linear
 
 #: The target id SequenceClassifier feeds at the timesteps that carry no label (the loss's
 #: ignore_index): every column but each stream's last adds nothing to the loss.
@@ -66,7 +66,7 @@ class Head:
     #: What ``train`` takes as targets, for error messages.
     targets_doc = ""
 
-    def trace(self, b: _Builder, x: Value) -> tuple[Value, Value]:  # pragma: no cover - abstract
+    def trace(self, b: Builder, x: Value) -> tuple[Value, Value]:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def feed(self, targets, window: int, streams: int, width: int):
@@ -106,7 +106,7 @@ class SoftmaxCrossEntropy(Head):
         self.vocab = int(vocab)
         self.ignore_index = None if ignore_index is None else int(ignore_index)
 
-    def trace(self, b: _Builder, h: Value) -> tuple[Value, Value]:
+    def trace(self, b: Builder, h: Value) -> tuple[Value, Value]:
         logits = linear(h, self.vocab, name="W")
         b.names[logits.id] = "head.logits"
         y = b.add("input", size=1, dtype=INDEX, name="y")
@@ -150,7 +150,7 @@ class MSE(Head):
                              f"follows) or a positive integer (project it to that width first)")
         self.out_features = None if out_features is None else int(out_features)
 
-    def trace(self, b: _Builder, x: Value) -> tuple[Value, Value]:
+    def trace(self, b: Builder, x: Value) -> tuple[Value, Value]:
         if self.out_features is not None:
             x = linear(x, self.out_features, name="W")
             b.names[x.id] = "head.out"
@@ -192,7 +192,7 @@ class SequenceClassifier(Head):
             raise GraphError(f"rg.SequenceClassifier({classes!r}): needs an integer number of classes >= 2")
         self.classes = int(classes)
 
-    def trace(self, b: _Builder, h: Value) -> tuple[Value, Value]:
+    def trace(self, b: Builder, h: Value) -> tuple[Value, Value]:
         logits = linear(h, self.classes, name="W")
         b.names[logits.id] = "head.logits"
         y = b.add("input", size=1, dtype=INDEX, name="y")

@@ -20,11 +20,12 @@ import numpy as np
 
 from .arrays import array_kind, shape_of
 from .codegen.tuning import LoopTuning
-from .errors import GraphError, ShapeError
+from .errors import GraphError, ShapeError, positive_int
 from .executor import ScheduleExecutor
 from .ir import INDEX
 from .loop_env import check, from_environment, resolve
-from .network import Sequential, draw_mask, mask_inputs, mask_seed
+from .masks import draw_mask, mask_inputs, mask_seed
+from .network import Sequential
 from .passes import PLANS
 from .passes import schedule as build_schedule
 from .reference import DTYPES, check_ids, id_limits, init_params
@@ -170,6 +171,21 @@ class CompiledRNN:
         while len(self._plans) > self.cache_size:
             self._plans.popitem(last=False)
         return plan
+
+    def program(self, window: int, streams: int):
+        """The generated :class:`~rnngraph.codegen.program.CudaProgram` (with its backward) of
+        the plan of (``window``, ``streams``), compiled on first use and kept in the plan cache,
+        its parameter buffers this RNN's parameters: for benchmarks and profilers that enqueue
+        its ``run_forward`` / ``run_backward`` on its ``stream`` themselves, without the copies
+        and stream events of :meth:`forward` / :meth:`backward` (rnngraph/bench.py). Raises
+        RuntimeError on the CPU backend, ValueError unless window and streams are positive
+        integers."""
+        if not self._device:
+            raise RuntimeError("CompiledRNN.program: a CPU RNN has no generated program (compile it with "
+                               "device='cuda')")
+        window = positive_int(window, "CompiledRNN.program: window", ValueError)
+        streams = positive_int(streams, "CompiledRNN.program: streams", ValueError)
+        return self._plan(window, streams, True).program
 
     @property
     def cached_plans(self) -> list[tuple]:

@@ -14,13 +14,12 @@ from __future__ import annotations
 from functools import cached_property
 from numbers import Real
 
-import numpy as np
-
 from .errors import GraphError, positive_int
 from .heads import MSE, Head, SequenceClassifier, SoftmaxCrossEntropy
 from .ir import FLOAT, INDEX, Graph, Init
+from .masks import draw_mask, mask_inputs, mask_seed  # re-exported (__all__)
 from .passes.validate import validate
-from .trace import Cell, Value, _ACTIVE, _Builder
+from .trace import Builder, Cell, Value, tracing
 
 __all__ = ["Dropout", "Embedding", "MSE", "Head", "SequenceClassifier", "Sequential", "SoftmaxCrossEntropy",
            "draw_mask", "mask_inputs", "mask_seed", "stacked"]
@@ -36,7 +35,7 @@ class Embedding:
         self.vocab = positive_int(vocab, f"rg.Embedding({vocab!r}, {dim!r}): vocab", GraphError)
         self.dim = positive_int(dim, f"rg.Embedding({vocab!r}, {dim!r}): dim", GraphError)
 
-    def trace(self, b: _Builder, x: Value) -> Value:
+    def trace(self, b: Builder, x: Value) -> Value:
         table = b.param("weight", (self.vocab, self.dim), Init("normal", 1.0))
         return b.add("embedding", [x], [table], name="embed.e")
 
@@ -70,7 +69,7 @@ class Dropout:
                              f"zeroing an element)")
         self.p = float(p)
 
-    def trace(self, b: _Builder, x: Value) -> Value:
+    def trace(self, b: Builder, x: Value) -> Value:
         if self.p == 0.0:
             return x
         mask = b.add("input", size=x.size, dtype=FLOAT, attrs={"dropout": self.p}, name=f"{b.prefix}mask")
@@ -78,33 +77,6 @@ class Dropout:
 
     def __repr__(self):
         return f"Dropout({self.p!r})"
-
-
-def mask_inputs(g: Graph) -> dict[str, float]:
-    """Dropout mask input -> its probability p, in graph order: the float inputs carrying a
-    ``dropout`` attribute (see :class:`Dropout`). Read from the graph alone, so a parsed graph
-    works too."""
-    return {n.name: float(n.attr["dropout"]) for n in g.inputs if "dropout" in n.attr}
-
-
-def mask_seed(seed: int, step: int, k: int) -> np.random.SeedSequence:
-    """The seed of mask ``k`` (its position among :func:`mask_inputs`) in the training call
-    that follows ``step`` earlier ones, for a network compiled with ``seed``: a pure function of
-    the three numbers, so a resumed run draws the masks an uninterrupted one would."""
-    return np.random.SeedSequence([seed, step, k, _MASK_TAG])
-
-
-_MASK_TAG = 0x64726F70  # "drop": keeps mask streams apart from init_params' default_rng(seed)
-
-
-def draw_mask(p: float, shape: tuple[int, ...], seed: np.random.SeedSequence, dtype="float32") -> np.ndarray:
-    """An inverted-dropout mask of ``shape`` (T, S, width) in ``dtype``: each element
-    independently 0 with probability p, else 1/(1-p) (PyTorch's nn.Dropout scaling), from
-    ``np.random.default_rng(seed)``. The pattern of zeros depends only on the seed, not on
-    ``dtype`` (the uniforms are drawn in float64)."""
-    dt = np.dtype(dtype)
-    keep = np.random.default_rng(seed).random(shape) >= p
-    return np.where(keep, dt.type(1.0 / (1.0 - p)), dt.type(0.0))
 
 
 class Sequential:
@@ -163,10 +135,9 @@ class Sequential:
     @cached_property
     def graph(self) -> Graph:
         """The validated network graph (traced once)."""
-        b = _Builder(self.name)
+        b = Builder(self.name)
         first_is_embedding = isinstance(self.layers[0], Embedding)
-        _ACTIVE.append(b)
-        try:
+        with tracing(b):
             x = b.add("input", size=1 if first_is_embedding else self.input_size,
                       dtype=INDEX if first_is_embedding else FLOAT, name="x")
             outputs, loss, k, j = [x], None, 0, 0
@@ -190,8 +161,6 @@ class Sequential:
                     x = layer.trace(b, x)
                     outputs = [x]
                 b.name_layer({})
-        finally:
-            _ACTIVE.pop()
         b.prefix = ""
         b.name_layer({})
         return validate(b.graph(outputs, loss))

@@ -15,7 +15,8 @@ import numpy as np
 from .errors import GraphError, ShapeError, positive_int
 from .ir import INDEX
 from .arrays import shape_of
-from .network import Sequential, draw_mask, mask_inputs, mask_seed
+from .masks import draw_mask, mask_inputs, mask_seed
+from .network import Sequential
 from .optim import Adam, Optimizer, clip_grad_norm
 from .executor import ScheduleExecutor
 from .codegen.tuning import LoopTuning

@@ -19,6 +19,7 @@ from __future__ import annotations
 import inspect
 import math
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from numbers import Real
 
@@ -57,8 +58,16 @@ class _Pending:
     hint: str | None = None  # fallback name (unprefixed) used instead of the op's name
 
 
-class _Builder:
-    """Collects the nodes, params and states of a network while its layers are traced."""
+class Builder:
+    """Collects the nodes, params and states of a network while its layers are traced.
+
+    The layers of rnngraph/network.py and rnngraph/heads.py record into one: make it with the
+    network's name, and inside ``with tracing(builder):`` set ``prefix`` (``"layer0."``, ...)
+    and ``hidden`` per layer, record nodes with :meth:`add` and parameters with :meth:`param`,
+    name each layer's nodes with :meth:`name_layer`, and finally get the :class:`Graph` with
+    :meth:`graph`. Errors: those of the op's shape rule (ShapeError, DtypeError, ...) from
+    :meth:`add`, naming the node and, inside a cell, its source line; OpError from :meth:`add`
+    outside :func:`tracing` of this builder."""
 
     def __init__(self, name: str):
         self.name = name
@@ -176,10 +185,22 @@ class _Builder:
                      tuple(self.names[o.id] for o in outputs), self.names[loss.id] if loss is not None else None)
 
 
-_ACTIVE: list[_Builder] = []
+_ACTIVE: list[Builder] = []  # the builders being traced into, innermost last
 
 
-def _builder(what: str) -> _Builder:
+@contextmanager
+def tracing(builder: Builder):
+    """Context manager: ``builder`` is the one :func:`linear`, :func:`param`, the operators on
+    :class:`Value` and :meth:`Builder.add` record into while the ``with`` block runs; the
+    builder active before it is restored at the end, on an error too. Yields ``builder``."""
+    _ACTIVE.append(builder)
+    try:
+        yield builder
+    finally:
+        _ACTIVE.pop()
+
+
+def _builder(what: str) -> Builder:
     if not _ACTIVE:
         raise GraphError(f"rg.{what} can only be used inside a cell while it is traced "
                          f"(call the cell through rg.Sequential or rg.trace_cell)")
@@ -192,7 +213,7 @@ class Value:
     Supports ``+ - *`` with Values and Python numbers, unary ``-`` and ``/ number``.
     """
 
-    def __init__(self, builder: _Builder, vid: int, delay: int = 0):
+    def __init__(self, builder: Builder, vid: int, delay: int = 0):
         self.builder, self.id, self.delay = builder, vid, delay
 
     @property
@@ -363,7 +384,7 @@ def layer_norm(x: Value, *, name: str = "ln") -> Value:
     return b.add("layer_norm", [x], [g, bb], hint=name)
 
 
-def _profiler(builder: _Builder, fn):
+def _profiler(builder: Builder, fn):
     """A profile hook that remembers the cell's frame (for error messages) and its locals at return."""
     captured = {}
     code = fn.__code__
@@ -427,7 +448,7 @@ class Cell:
         # module's name holds), so a pickled network or torch module loads where the cell imports
         return (_rebuild_cell, (self.fn.__module__, self.fn.__qualname__, self.kwargs))
 
-    def trace(self, b: _Builder, x: Value) -> Value:
+    def trace(self, b: Builder, x: Value) -> Value:
         """Trace this cell on input ``x`` under ``b``'s current prefix; returns the output Value."""
         b.hidden = self.kwargs.get("hidden")
         placeholders = {}
@@ -472,7 +493,7 @@ class Cell:
             raise GraphError(f"cell {self.name!r} returned {type(out).__name__} as its output, not a traced Value")
         return out, nexts
 
-    def _bind_states(self, b: _Builder, placeholders: dict, nexts: dict) -> None:
+    def _bind_states(self, b: Builder, placeholders: dict, nexts: dict) -> None:
         unknown = sorted(set(nexts) - set(placeholders))
         if unknown:
             raise StateError(f"cell {self.name!r} returned next values for {unknown}, which are not its states "

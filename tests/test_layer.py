@@ -185,6 +185,19 @@ def test_cuda_backend_refuses_a_backward_whose_activations_an_inference_call_ove
         ids_rnn.forward(np.full((2, 1), 12))
 
 
+@pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1", reason="simulator test")
+def test_program_is_the_cached_plans_generated_program_on_the_rnns_parameters():
+    """What rnngraph/bench.py times: the plan's CudaProgram, not a second one of its own."""
+    gpu = rg.compile_rnn(_net(layers=1), device="cuda")
+    prog = gpu.program(2, 3)
+    assert prog is gpu.program(2, 3) and gpu.cached_plans == [(2, 3, True)] and prog.has_backward
+    assert all(prog.buf.P[name] is arr for name, arr in gpu.parameters.items())
+    with pytest.raises(ValueError, match="window must be a positive integer, got 0"):
+        gpu.program(0, 3)
+    with pytest.raises(RuntimeError, match="a CPU RNN has no generated program"):
+        rg.compile_rnn(_net(layers=1), device="cpu").program(2, 3)
+
+
 def test_bad_options_and_parameters_are_named():
     with pytest.raises(ValueError, match="plan must be"):
         rg.compile_rnn(_net(), device="cpu", plan="fast")

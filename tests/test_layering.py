@@ -5,7 +5,11 @@
   each other and ``rnngraph.errors``; ``rnngraph/schedule_options.py`` nothing of rnngraph;
 - ``rnngraph/passes/`` imports nothing from ``rnngraph.codegen`` (the code generator takes the
   schedule and a LoopTuning; the passes take ScheduleOptions) nor from the API modules above it,
-  where ``RNNGRAPH_LOOP`` is read (``rnngraph/loop_env.py``).
+  where ``RNNGRAPH_LOOP`` is read (``rnngraph/loop_env.py``);
+- ``rnngraph/codegen/`` imports nothing from the network API or the modules above it (dropout
+  masks come from ``rnngraph/masks.py``);
+- no module but ``rnngraph/trace.py`` uses a private name (a leading underscore) of it, imported
+  or as an attribute: the layers trace through its public ``Builder`` and ``tracing``.
 """
 import ast
 from pathlib import Path
@@ -17,6 +21,14 @@ PACKAGE = Path(__file__).resolve().parent.parent / "rnngraph"
 ABOVE_PASSES = ("rnngraph.codegen", "rnngraph.executor", "rnngraph.reference", "rnngraph.runtime", "rnngraph.layer",
                 "rnngraph.torch", "rnngraph.cli", "rnngraph.lm", "rnngraph.bench", "rnngraph.loop_env",
                 "rnngraph.data", "rnngraph.schedule_export")
+
+#: what the code generator must not import: the network API and what is built on the generator
+ABOVE_CODEGEN = ("rnngraph.network", "rnngraph.runtime", "rnngraph.layer", "rnngraph.torch", "rnngraph.cli",
+                 "rnngraph.lm")
+TRACE = "rnngraph.trace"
+#: every Python file of the repository but trace.py itself
+SOURCES = sorted(p for top in ("rnngraph", "tests", "bench", "examples", "scripts")
+                 for p in (PACKAGE.parent / top).rglob("*.py") if p != PACKAGE / "trace.py")
 
 
 def module_name(path: Path) -> str:
@@ -42,6 +54,29 @@ def imports(source: str, module: str, is_package: bool = False) -> set[str]:
             out.add(target)
             out.update(f"{target}.{alias.name}" for alias in node.names)
     return out
+
+
+def private_trace_uses(source: str, module: str, is_package: bool = False) -> set[str]:
+    """The private names of rnngraph.trace that ``source`` uses: imported from it (``from .trace
+    import _Builder``) or read as an attribute of it (``trace._ACTIVE``, ``rnngraph.trace._ACTIVE``,
+    an alias of the module included), as ``rnngraph.trace._NAME``."""
+    found = {m for m in imports(source, module, is_package) if m.startswith(TRACE + "._")}
+    package = module if is_package else module.rpartition(".")[0]
+    tree = ast.parse(source)
+    aliases = {TRACE}  # expressions that name the module
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            aliases.update(a.asname for a in node.names if a.name == TRACE and a.asname)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - (node.level - 1)] + ([node.module] if node.module else []))
+            aliases.update(a.asname or a.name for a in node.names if f"{base}.{a.name}" == TRACE)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and ast.unparse(node.value) in aliases:
+            found.add(f"{TRACE}.{node.attr}")
+    return found
 
 
 def rnngraph_imports(path: Path) -> set[str]:
@@ -74,3 +109,30 @@ def test_passes_import_nothing_above_them(path):
 def test_the_bottom_layer_imports_nothing_above_it(name, allowed):
     bad = sorted(m for m in rnngraph_imports(PACKAGE / name) if not under(m, allowed))
     assert bad == [], f"{name} imports {bad}"
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "codegen").glob("*.py")), ids=lambda p: p.name)
+def test_codegen_imports_nothing_of_the_network_api_or_above(path):
+    bad = sorted(m for m in rnngraph_imports(path) if under(m, ABOVE_CODEGEN))
+    assert bad == [], f"codegen/{path.name} imports {bad}: move what it needs below (as rnngraph/masks.py)"
+
+
+def test_the_checker_sees_private_trace_names_imported_and_read():
+    assert private_trace_uses("from .trace import Cell, _ACTIVE\n", "rnngraph.network") == {"rnngraph.trace._ACTIVE"}
+    assert private_trace_uses("from . import trace as t\nt._Builder('n')\n", "rnngraph.heads") == {
+        "rnngraph.trace._Builder"}
+    assert private_trace_uses("def f():\n    from ..trace import _builder\n", "rnngraph.codegen.step") == {
+        "rnngraph.trace._builder"}
+    assert private_trace_uses("import rnngraph.trace\nrnngraph.trace._ACTIVE.pop()\n", "test_x") == {
+        "rnngraph.trace._ACTIVE"}
+    assert private_trace_uses("from rnngraph.trace import Builder, tracing\nx._ACTIVE\n", "test_x") == set()
+
+
+def test_nothing_outside_trace_uses_its_private_names():
+    bad = {}
+    for path in SOURCES:
+        module = module_name(path) if path.is_relative_to(PACKAGE) else path.stem
+        found = private_trace_uses(path.read_text(encoding="utf-8"), module, path.name == "__init__.py")
+        if found:
+            bad[str(path.relative_to(PACKAGE.parent))] = sorted(found)
+    assert len(SOURCES) > 100 and bad == {}, f"{bad}: use trace.py's public Builder and tracing"

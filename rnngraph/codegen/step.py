@@ -21,8 +21,8 @@ import numpy as np
 from numba import cuda
 
 from ..optim import SGD, Adam, AdamW, Optimizer
+from ..masks import draw_mask, mask_inputs, mask_seed
 from ..schedule import Schedule
-from ..network import draw_mask, mask_inputs, mask_seed
 from ..reference import mean_loss
 from . import library
 from .device import as_device, have_cupy, stream_handle
