@@ -203,7 +203,7 @@ def tracing(builder: Builder):
 def _builder(what: str) -> Builder:
     if not _ACTIVE:
         raise GraphError(f"rg.{what} can only be used inside a cell while it is traced "
-                         f"(call the cell through rg.Sequential or rg.trace_cell)")
+                         f"(put the cell in an rg.Sequential and read its .graph, or compile it)")
     return _ACTIVE[-1]
 
 
