@@ -78,20 +78,6 @@ def run_outside_simulator(script: str, cache_dir=None, timeout: int = 600) -> di
     return result
 
 
-
-def assert_train_identically(a, b, vocab: int, window: int, steps: int = 2) -> None:
-    """Two compiled S=1 steps ``a`` and ``b`` (the same net and seed, different code) give equal
-    losses over ``steps`` training windows of random tokens (fixed seed) and equal parameters
-    afterwards, bit for bit."""
-    import numpy as np
-    rng = np.random.default_rng(4)
-    for _ in range(steps):
-        x, y = rng.integers(0, vocab, (window, 1)), rng.integers(0, vocab, (window, 1))
-        assert a.train(x, y) == b.train(x, y)
-    for name, value in b.parameters.items():
-        np.testing.assert_array_equal(a.parameters[name], value, err_msg=name)
-
-
 #: The start of a script for :func:`run_outside_simulator` that compiles PTX for sm_90: prints
 #: {"skip": reason} and exits where NVVM cannot run; patches numba's current device (none here)
 #: so that device functions compile for compute capability 9.0.

@@ -1,8 +1,8 @@
 """Flagged exchange (``ScheduleOptions.flagged_exchange``; passes/flag_exchange.py, codegen/flag_exchange.py): the values a
 persistent loop's GEMMs read whole travel as (value, timestep tag) words that the readers poll,
 instead of after a grid sync. Which loops get it, that the polled reads come after their writes
-(the element-level race check of tests/test_grid_syncs.py), the words themselves, the simulator
-training bit for bit like the grid-synced kernels, and the PTX of the polls."""
+(the element-level race check of tests/test_grid_syncs.py), the words themselves, the loop kernels
+in the simulator computing bit for bit like the grid-synced ones, and the PTX of the polls."""
 import os
 
 import numpy as np
@@ -10,7 +10,8 @@ import pytest
 
 import extra_cells
 import rnngraph as rg
-from conftest import PTX_PREAMBLE, assert_train_identically, run_outside_simulator
+from conftest import PTX_PREAMBLE, run_outside_simulator
+from loop_sim import assert_same_results, check_loops
 from rnngraph.passes import schedule
 from rnngraph.passes.flag_exchange import flag_candidates
 from rnngraph.schedule import Kernel, Loop
@@ -112,12 +113,14 @@ def test_a_value_read_unordered_by_another_gemm_is_not_flagged():
 
 @sim
 @pytest.mark.parametrize("cell", ["lstm", "gru", "skip_rnn", "slice_out_rnn"])
-def test_flagged_kernels_train_exactly_like_synced_ones(monkeypatch, cell):
+def test_flagged_kernels_compute_exactly_like_synced_ones(monkeypatch, cell):
     """S=1, the simulator's block split in two "blocks" (SIM_BLOCKS=2): flags=1 against flags=0,
-    the same float32 arithmetic with the GEMM inputs read from the flag words: the losses and
-    parameters must be equal bit for bit. slice_out_rnn (tests/extra_cells.py): the backward's
-    pointwise kernel adds nothing to one slice of the flagged gradient and must still store its
-    words (a poll limit of 20000 turns the old deadlock into a RuntimeError)."""
+    the same float32 arithmetic with the GEMM inputs read from the flag words: every loop kernel,
+    launched alone from the same inputs (tests/loop_sim.py), must store the same values and
+    gradients bit for bit (and the NumPy backend's to float32 tolerance). slice_out_rnn
+    (tests/extra_cells.py): the backward's pointwise kernel adds nothing to one slice of the
+    flagged gradient and must still store its words (a poll limit of 20000 turns the old
+    deadlock into a RuntimeError)."""
     from rnngraph.codegen import flag_exchange, program
     monkeypatch.setattr(program, "SIM_BLOCKS", 2)
     monkeypatch.setattr(flag_exchange, "SPIN_LIMIT", 20000)
@@ -129,7 +132,7 @@ def test_flagged_kernels_train_exactly_like_synced_ones(monkeypatch, cell):
                           options=FLAGS.replace(flagged_exchange=flags), tuning=rg.LoopTuning.defaults(1).replace(unroll=2))
     flagged, synced = step(True), step(False)
     assert "flag_load(" in flagged.kernels and "flag_load(" not in synced.kernels
-    assert_train_identically(flagged, synced, V, T)
+    assert_same_results(check_loops(flagged), check_loops(synced))
 
 
 _PTX = PTX_PREAMBLE + r"""

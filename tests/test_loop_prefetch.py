@@ -1,14 +1,14 @@
 """Early loads of the persistent loops' pointwise kernels (``prefetch=1``, codegen/loop.py
 ``_prefetch_plans``): a load may move ahead of the kernels between its new place and the pointwise
 kernel only if none of them stores to its buffer. These tests read the generated source; the
-last one and tests/test_loop_tuning.py train with the knob in the simulator."""
+last one and tests/test_loop_tuning.py run the loop kernels with the knob in the simulator."""
 import os
 import re
 
 import pytest
 
 import rnngraph as rg
-from conftest import assert_train_identically
+from loop_sim import assert_same_results, check_loops
 from rnngraph.codegen.loop import LoopEmitter
 from rnngraph.codegen.tuning import LoopTuning
 from rnngraph.passes import schedule
@@ -137,11 +137,13 @@ def test_nothing_stores_to_an_early_load_before_its_use(cell, layers, plan, S):
 @pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1",
                     reason="simulator tests (the GPU tier runs tests/test_gpu.py)")
 @pytest.mark.parametrize("cell", ["layernorm_lstm", "gru_reset_before"])
-def test_early_loads_train_exactly_like_late_ones(monkeypatch, cell):
+def test_early_loads_compute_exactly_like_late_ones(monkeypatch, cell):
     """S=1 (prefetch on by default) against prefetch=0, in the simulator with the block split in
     two "blocks" of 4 threads (SIM_BLOCKS): 8 units a block leave threads with two items (the
     second one loads late), layers 2 and 3 in the wavefront plan's stages. Same float32 code
-    but the load order: the losses and parameters must be equal bit for bit."""
+    but the load order: every loop kernel, launched alone from the same inputs
+    (tests/loop_sim.py), must store the same values and gradients bit for bit (and the NumPy
+    backend's to float32 tolerance)."""
     from rnngraph.codegen import program
     monkeypatch.setattr(program, "SIM_BLOCKS", 2)
     V, T = 5, 3
@@ -153,4 +155,4 @@ def test_early_loads_train_exactly_like_late_ones(monkeypatch, cell):
                           plan="wavefront")
     early, late = step("unroll=2"), step("unroll=2,prefetch=0")
     assert "_pre(t, s, j, pf_" in early.kernels and "_pre(" not in late.kernels
-    assert_train_identically(early, late, V, T)
+    assert_same_results(check_loops(early), check_loops(late))
