@@ -230,7 +230,8 @@ def test_torch_cells_match_reference(cell):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize("impl", ["cudnn-fp32", "cudnn-tf32", "torch-eager", "torchscript", "torch-compile-cell"])
+@pytest.mark.parametrize("impl", ["cudnn-fp32", "cudnn-tf32", "torch-eager", "torchscript",
+                                  pytest.param("torch-compile-cell", marks=pytest.mark.slow)])  # torch.compile: seconds
 def test_torch_baselines_on_cpu(impl):
     pytest.importorskip("torch")
     rec = B.run(B.Config("gru", 1, 3, 2, 4, 3), impl, B.Protocol(1, 2), torch_device="cpu")

@@ -9,8 +9,9 @@ import pytest
 from rnngraph import cli
 from rnngraph.lm import load_checkpoint
 
-pytestmark = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1",
-                                reason="simulator test (the GPU runs the real thing)")
+pytestmark = [pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1",
+                                 reason="simulator test (the GPU runs the real thing)"),
+              pytest.mark.slow]  # five command-line runs, three CUDA training runs in the simulator
 
 TEXT = "it is a truth universally acknowledged that a single man in possession of a good fortune\n" * 3
 TINY = ["--hidden", "4", "--embed", "3", "--window", "4", "--streams", "2", "--lr", "0.01", "--no-progress",

@@ -399,6 +399,7 @@ def test_kernels_list_covers_every_kernel():
                 assert obj.py_func.__name__ in names, attr
 
 
+@pytest.mark.slow
 def test_ptx_has_no_f64():
     """Every library kernel compiled for sm_90 outside the simulator: no .f64 instruction
     (skips where cuda.compile_ptx cannot run: no numba-cuda NVVM/NVRTC on this machine)."""

@@ -19,6 +19,9 @@ V, T, S, H = 5, 2, 2, 4
 CASES = [(c, 1, None) for c in sorted(rg.cells.STANDARD)] + [
     ("lstm", 2, "wavefront"), ("lstm", 2, "scc-sequential"), ("gru_reset_before", 2, "wavefront"),
     ("lstm", 1, "naive")]
+# the fast tier (pytest -m "not slow") trains these three: a persistent loop, one with layer norms,
+# a 2-layer wavefront; the full suite every case
+FAST = [("lstm", 1, None), ("layernorm_lstm", 1, None), ("lstm", 2, "wavefront")]
 
 
 def _pair(cell, layers, plan, optimizer):
@@ -28,7 +31,8 @@ def _pair(cell, layers, plan, optimizer):
     return mk("cpu"), mk("cuda")
 
 
-@pytest.mark.parametrize("cell, layers, plan", CASES, ids=[f"{c}-{n}-{p}" for c, n, p in CASES])
+@pytest.mark.parametrize("cell, layers, plan", [
+    pytest.param(c, n, p, id=f"{c}-{n}-{p}", marks=() if (c, n, p) in FAST else pytest.mark.slow) for c, n, p in CASES])
 def test_training_step_matches_numpy_backend(cell, layers, plan):
     cpu, gpu = _pair(cell, layers, plan, lambda: rg.Adam(lr=1e-2))
     rng = np.random.default_rng(0)
@@ -43,6 +47,7 @@ def test_training_step_matches_numpy_backend(cell, layers, plan):
     assert "def " in gpu.kernels and "cuda.jit" in gpu.kernels
 
 
+@pytest.mark.slow
 def test_sgd_momentum_and_forward_outputs():
     cpu, gpu = _pair("lstm", 1, None, lambda: rg.SGD(lr=0.5, momentum=0.9))
     rng = np.random.default_rng(1)

@@ -258,6 +258,7 @@ def test_masks_variable_is_checked(monkeypatch):
         rg.compile(net, window=2, streams=1, device="cuda")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1", reason="simulator test")
 @pytest.mark.parametrize("plan", ["wavefront", "scc-sequential"])
 def test_cuda_simulator_matches_cpu_with_dropout(plan):
@@ -282,6 +283,7 @@ def test_cuda_simulator_matches_cpu_with_dropout(plan):
     assert np.all(gpu._cuda.buf.V["drop2.mask"].copy_to_host() == 1)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1", reason="simulator test")
 def test_cuda_simulator_checkpoint_resume_with_dropout(tmp_path):
     """2 steps straight == 1 step, checkpoint, a fresh step loads it, 1 more step (the masks

@@ -164,6 +164,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_ptx_polls_relaxed_words_and_syncs_the_grid_once(tmp_path):
     """The flagged S=1 LSTM loops (H=64) on sm_90: the GEMM's vector words are read with
     ``ld.relaxed.gpu`` (each lane's two words of the unrolled trip, in the poll loop and the

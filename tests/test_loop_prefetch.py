@@ -136,7 +136,7 @@ def test_nothing_stores_to_an_early_load_before_its_use(cell, layers, plan, S):
 
 @pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1",
                     reason="simulator tests (the GPU tier runs tests/test_gpu.py)")
-@pytest.mark.parametrize("cell", ["layernorm_lstm", "gru_reset_before"])
+@pytest.mark.parametrize("cell", [pytest.param("layernorm_lstm", marks=pytest.mark.slow), "gru_reset_before"])
 def test_early_loads_compute_exactly_like_late_ones(monkeypatch, cell):
     """S=1 (prefetch on by default) against prefetch=0, in the simulator with the block split in
     two "blocks" of 4 threads (SIM_BLOCKS): 8 units a block leave threads with two items (the

@@ -99,6 +99,7 @@ def issue_cells(tmp_path_factory) -> dict:
     return compile_loops(configs, tmp_path_factory.mktemp("ptx"))
 
 
+@pytest.mark.slow
 def test_float32_loop_kernels_have_no_f64(issue_cells):
     result = issue_cells
     # every loop is persistent by default (layernorm_lstm too, up to S=64): 8 configurations x 2
@@ -119,6 +120,7 @@ def test_float32_loop_kernels_have_no_f64(issue_cells):
 PRE_BOUNDS_SHAPE = {"hidden": 64, "tuning": {"rows": 4, "cols": 8, "unroll": 4, "bounds": 0}}
 
 
+@pytest.mark.slow
 def test_in_loop_product_index_arithmetic_is_folded(tmp_path):
     """numba wrapped each signed column index of the in-loop products (a sign test and
     an add in 64 bits per read), which also kept ptxas from folding the unrolled offsets into the
@@ -159,6 +161,7 @@ else:
     assert run_outside_simulator(script)["f64"] > 0
 
 
+@pytest.mark.slow
 def test_inline_barrier_compiles_to_a_polling_loop(tmp_path):
     synced = {"tuning": {"flags": 0}}  # S=1's default flags leave the LSTM no grid sync a timestep
     result = compile_loops([["lstm", 1, 1, synced], ["lstm", 1, 2, synced], ["lstm", 64, 1], ["layernorm_lstm", 1, 1],
@@ -173,6 +176,7 @@ def test_inline_barrier_compiles_to_a_polling_loop(tmp_path):
         assert r["nanosleep"] == (n if "barrier=2" in name else 0), (name, r)
 
 
+@pytest.mark.slow
 def test_sync_micro_kernels_compile(tmp_path):
     """bench/sync_micro.py's barrier loops compile for sm_90: one polled loop a sync for the inline
     barriers (barrier 3 arriving with red.release), numba's device-runtime sync otherwise."""

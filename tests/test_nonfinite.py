@@ -41,7 +41,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 DEVICES = ["cpu", "cuda" if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" else pytest.param("cuda", marks=pytest.mark.gpu)]
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", [pytest.param(d, marks=pytest.mark.slow) if d == "cuda" else d for d in DEVICES])
 @pytest.mark.parametrize("bad", ["nan-input", "inf-target"])
 def test_a_non_finite_window_changes_nothing_and_raises(device, bad):
     step, clean = _step(device, clip=1.0), _step(device, clip=1.0)

@@ -71,6 +71,7 @@ def test_a_call_with_bad_targets_changes_nothing():
         np.testing.assert_array_equal(a.state[name], value)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1", reason="simulator test")
 def test_cuda_backend_switches_shapes_like_the_numpy_backend():
     rng = np.random.default_rng(1)
