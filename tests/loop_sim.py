@@ -14,8 +14,9 @@ with the NumPy backend's state just after it:
   the steps before the loop, the value buffers the forward values (the layer norms' row sums
   stay as the forward loop kernels left them); after the launch every parameter gradient and
   every gradient buffer must equal the state after the loop, but those of the loop's own ops
-  that no later step reads (the kernel may keep them in registers or shared memory). A loop that leaves its layer norms'
-  gain and bias gradients to the phase after it (``post_sums``) is run with that phase.
+  that no later step reads (the kernel may keep them in registers or shared memory). A loop
+  that leaves its layer norms' gain and bias gradients to the phase after it (``post_sums``)
+  is run with that phase.
 
 Inputs are random (fixed seed): token ids below their limits, floats and the carried states
 normal; a graph without a loss is seeded with random output gradients.
@@ -119,7 +120,7 @@ def check_loops(step, seed: int = 0, rtol: float = 1e-4, atol: float = 1e-5) -> 
         done = i + (2 if step_.post_sums else 1)
         grads, ghist, gparams = _Prefix(s, done).backward(fwd, dy)
         # the gradients of the loop's own ops are its business but for those the steps after it read
-        later = {_base(r[2:]) for st in s.backward[done:] for k in st.kernels for r in k.reads if r.startswith("d.")}
+        later = {_base(r[2:]) for st in s.backward[i + 1:] for k in st.kernels for r in k.reads if r.startswith("d.")}
         inner = {m for k in step_.kernels for m in k.ops} - later
         for n in g.nodes:
             if n.dtype != INDEX and n.name not in inner:
