@@ -272,8 +272,8 @@ class TrainingStep:
         None), ``states`` and ``final_states`` (name -> (depth, S, n), before and after the
         window). With ``carry`` the final states become the next window's initial states.
         ``all_values=True`` on CUDA runs a second program whose kernels also store the values the
-        usual ones keep in registers (compiled on first use per (T, S): 15 to 70 s on a GPU; each
-        call then writes every node's (T, S, n) and copies it to the host). Targets as for
+        usual ones keep in registers (compiled on first use per (T, S), like the step's own
+        program; each call then writes every node's (T, S, n) and copies it to the host). Targets as for
         :meth:`train`; ShapeError naming ``targets`` or the input for a wrong shape or dtype."""
         feed = self._feed(inputs, targets)
         with_loss = self.graph.loss is not None and targets is not None

@@ -24,9 +24,8 @@ from .layer import compile_rnn
 from .loop_env import check
 from .network import Dropout, Sequential
 from .reference import init_params
-from .errors import GraphError
+from .errors import GraphError, positive_int
 from .passes import PLANS
-from .runtime import positive_int
 from .schedule_options import ScheduleOptions
 
 _TORCH_DTYPES = {torch.float32: "float32", torch.float64: "float64"}
@@ -69,7 +68,7 @@ class _CompiledFunction(torch.autograd.Function):
         for names, d in zip(ctx.groups, dh_T):
             if d is not None:  # rows of layer k: [k * depth, (k + 1) * depth)
                 for name, part in zip(names, d.chunk(len(names))):
-                    seeds[name] = _to_backend(part if part.is_contiguous() else part.contiguous())
+                    seeds[name] = _to_backend(part.contiguous())
         n = len(ctx.state_names) if ctx.has_h0 else 0
         wanted = ctx.needs_input_grad[5:6 + n]  # x and the initial states
         dx, dh0, dparams = rnn.backward(_to_backend(dy.contiguous()), seeds, pending=ctx.pending,
@@ -230,8 +229,8 @@ class RNN(nn.Module):
                                  f"(cuda:{cuda.get_current_device().id}): one GPU a process for now")
         values = {name: (p.detach() if backend == "cuda" else p.detach().numpy()) for name, p in params.items()}
         rnn = compile_rnn(self.net, device=backend, dtype=_TORCH_DTYPES[dtype], plan=self.plan,
-                          cache_size=self.cache_size, parameters=values, options=getattr(self, "options", None),
-                          tuning=getattr(self, "tuning", None))  # getattr: modules pickled before these existed
+                          cache_size=self.cache_size, parameters=values, options=self.options,
+                          tuning=self.tuning)
         self._compiled[key] = (ptrs, rnn)
         return rnn
 
