@@ -32,6 +32,9 @@ from .errors import DelayError, GraphError
 
 FLOAT = "float"
 INDEX = "index"
+# attributes of graph inputs that are data no one differentiates: a dropout mask, a loss's float
+# targets, a variable-length mask
+DATA_INPUTS = ("dropout", "target", "lengths")
 
 
 @dataclass(frozen=True)
@@ -176,10 +179,11 @@ class Graph:
     def differentiable(self, name: str) -> bool:
         """Whether backpropagation through a generated schedule computes the gradient of node
         ``name``: float nodes, except inputs that are data no one differentiates — a dropout
-        mask (an ``input`` carrying a ``dropout`` attribute, rnngraph.network.Dropout) and a
-        loss's float targets (an ``input`` carrying ``target``, rnngraph.heads.MSE)."""
+        mask (an ``input`` carrying a ``dropout`` attribute, rnngraph.network.Dropout), a
+        variable-length mask (``lengths``, rnngraph/lengths.py) and a loss's float targets (an
+        ``input`` carrying ``target``, rnngraph.heads.MSE)."""
         n = self.by_name[name]
-        return n.dtype == FLOAT and not (n.op == "input" and ("dropout" in n.attr or "target" in n.attr))
+        return n.dtype == FLOAT and not (n.op == "input" and any(a in n.attr for a in DATA_INPUTS))
 
     def consumers(self) -> dict[str, list[tuple[Node, Ref]]]:
         """Node name -> list of (consumer node, edge) reading it (computed once per graph)."""

@@ -24,6 +24,7 @@ from .errors import GraphError, ShapeError, positive_int
 from .executor import ScheduleExecutor
 from .ir import INDEX
 from .loop_env import check, from_environment, resolve
+from .lengths import check_lengths, length_masks
 from .masks import draw_mask, mask_inputs, mask_seed
 from .network import Sequential
 from .passes import PLANS
@@ -151,21 +152,24 @@ class CompiledRNN:
         return resolve(streams, *self._given, self._loop_env)
 
     # ------------------------------------------------------------------ plans
-    def _plan(self, T: int, S: int, backward: bool):
-        """The plan of (T, S), compiled on first use; one with a backward serves inference too."""
-        for key in ((T, S, True), (T, S, False)):
+    def _plan(self, T: int, S: int, backward: bool, masked: bool = False):
+        """The plan of (T, S), compiled on first use; one with a backward serves inference too.
+        ``masked``: the plan of the network's variable-length graph (rnngraph/lengths.py)."""
+        tag = ("lengths",) if masked else ()
+        for key in ((T, S, True, *tag), (T, S, False, *tag)):
             if key in self._plans and (key[2] or not backward):
                 self._plans.move_to_end(key)
                 return self._plans[key]
         options, tuning = self._values(S)
-        sched = build_schedule(self.graph, T, S, self.dtype, self.plan, options)
+        graph = self.net.masked_graph if masked else self.graph
+        sched = build_schedule(graph, T, S, self.dtype, self.plan, options)
         if self._device:
             from .codegen.layer_device import DevicePlan
             plan = DevicePlan(sched, self._device, backward, tuning)
         else:
             plan = HostPlan(sched, self.dtype, self._params)
-        key = (T, S, backward)
-        self._plans.pop((T, S, False), None)  # a plan with a backward replaces the forward-only one
+        key = (T, S, backward, *tag)
+        self._plans.pop((T, S, False, *tag), None)  # a plan with a backward replaces the forward-only one
         self._plans[key] = plan
         plan.key = key
         while len(self._plans) > self.cache_size:
@@ -189,7 +193,8 @@ class CompiledRNN:
 
     @property
     def cached_plans(self) -> list[tuple]:
-        """(T, S, has_backward) of the cached plans, least recently used first."""
+        """(T, S, has_backward) of the cached plans, least recently used first; a plan of the
+        variable-length graph (calls with ``lengths``) has a fourth entry, ``"lengths"``."""
         return list(self._plans)
 
     # ------------------------------------------------------------------ checks
@@ -245,7 +250,7 @@ class CompiledRNN:
 
     # ------------------------------------------------------------------ running
     def forward(self, x, h0: dict | None = None, train: bool = True, masks: dict | None = None,
-                copy_states: bool = True):
+                copy_states: bool = True, lengths=None):
         """Run the network over the window of ``x``.
 
         x: (T, S, input_size) floats (or (T, S) token ids); h0: state name -> (depth, S, size),
@@ -254,7 +259,13 @@ class CompiledRNN:
         masks (name -> (T, S, width), see rg.Dropout), default drawn from the compile seed when
         training, ones otherwise; copy_states: False lets h_T be views of the plan's device
         buffers (torch tensors on CUDA only), valid until the next forward of this (T, S), for a
-        caller that copies them at once (rnngraph.torch stacks the layers' states).
+        caller that copies them at once (rnngraph.torch stacks the layers' states); lengths:
+        None (every stream runs T steps) or the valid steps of each stream, (S,) integers in
+        [0, T] in any order, host data (a list, NumPy or a CPU tensor, as PyTorch's
+        ``pack_padded_sequence`` takes them): a stream's state stops changing after its last
+        valid step (h_T is the state at its length, h0 for a length of 0), y is zero past it and
+        no gradient flows through padded steps (PyTorch's packed-sequence semantics; the
+        network's variable-length graph, compiled on first use: rnngraph/lengths.py).
 
         Returns (y, h_T): y (T, S, n) the output node, h_T state name -> (depth, S, size), as
         arrays of the kind of ``x`` (NumPy for NumPy; on CUDA torch tensors, CuPy or numba
@@ -264,6 +275,9 @@ class CompiledRNN:
         T, S = self._window(x)
         h0 = self._check_states("h0", h0, S, complete=True)
         masks = self._masks(masks, T, S, train)
+        if lengths is not None:
+            lengths = check_lengths(_host_lengths(lengths), T, S)
+            masks = {**masks, **length_masks(self.net.masked_graph, lengths, T, DTYPES[self.dtype], like=x)}
         kind = array_kind(x)
         if self._device is None:
             for what, a in [("x", x)] + [(f"h0[{k!r}]", v) for k, v in h0.items()]:
@@ -275,7 +289,7 @@ class CompiledRNN:
             if not np.issubdtype(ids.dtype, np.integer):
                 raise ShapeError(f"x: token ids must be integers, got {ids.dtype}")
             check_ids("x", ids, *self.id_limit)
-        plan = self._plan(T, S, backward=train)
+        plan = self._plan(T, S, backward=train, masked=lengths is not None)
         if train:
             self._calls += 1
         y, h_T, fwd = plan.forward(x, h0, masks, keep=train, copy_states=copy_states)
@@ -313,6 +327,14 @@ class CompiledRNN:
         dh_T = self._check_states("dh_T", dh_T, S, complete=False)
         dx, dh0, dparams = plan.backward(pending, dy, dh_T, input_grads)
         return (dx, dh0, dparams) if input_grads else (None, None, dparams)
+
+
+def _host_lengths(lengths):
+    """Lengths as host data; TypeError for a device array (CUDA tensors included)."""
+    if array_kind(lengths) != "host":
+        raise TypeError("lengths must be host data (a list, a NumPy array or a CPU tensor), as PyTorch's "
+                        "pack_padded_sequence takes them; got a device array")
+    return lengths
 
 
 class HostPlan:

@@ -135,7 +135,20 @@ class Sequential:
     @cached_property
     def graph(self) -> Graph:
         """The validated network graph (traced once)."""
+        return self._trace(lengths=False)
+
+    @cached_property
+    def masked_graph(self) -> Graph:
+        """The graph for variable-length sequences (traced once, on first use): every cell's
+        states held and outputs zeroed past each stream's length, through the mask inputs
+        ``lengths.mask<size>`` (rnngraph/lengths.py). Same parameters as :attr:`graph`. Raises
+        GraphError for a cell with a state read more than one step back."""
+        return self._trace(lengths=True)
+
+    def _trace(self, lengths: bool) -> Graph:
         b = Builder(self.name)
+        if lengths:
+            b.length_masks = {}
         first_is_embedding = isinstance(self.layers[0], Embedding)
         with tracing(b):
             x = b.add("input", size=1 if first_is_embedding else self.input_size,

@@ -149,6 +149,20 @@ _pointwise("relu", 1, lambda a: np.maximum(a, 0), lambda g, y, xs, at: [g * (xs[
 _pointwise("exp", 1, np.exp, lambda g, y, xs, at: [g * y], ("math.exp({x0})", ("{g} * {y}",)))
 
 
+def _select_grads(g, y, xs, at):
+    keep = xs[0] > 0
+    zero = np.zeros_like(g)
+    return [zero, np.where(keep, g, zero), np.where(keep, zero, g)]
+
+
+# select(m, a, b): a where m > 0, else b — the mask of variable-length sequences (rnngraph/
+# lengths.py): a padded step keeps the state it came in with and outputs zeros. Not m * a:
+# whatever a padded step computes (inf, NaN) does not reach the kept value or its gradient.
+_pointwise("select", 3, lambda m, a, b: np.where(m > 0, a, b), _select_grads,
+           ("{x1} if {x0} > ZERO else {x2}",
+            ("ZERO", "{g} if {x0} > ZERO else ZERO", "ZERO if {x0} > ZERO else {g}")))
+
+
 # ---------------------------------------------------------------------------- slicing
 def _slice_shape(node, args, params):
     _n_args(node, args, 1)

@@ -26,6 +26,7 @@ from numbers import Real
 from . import ops
 from .errors import GraphError, OpError, ShapeError, StateError, positive_int
 from .ir import FLOAT, INDEX, Graph, Init, Node, Param, Ref, State as IRState, check_delay
+from .lengths import hold_padded_steps
 
 
 class State:
@@ -80,6 +81,7 @@ class Builder:
         self.hidden: int | None = None
         self.frame = None  # the running cell's frame, for error messages
         self.counter = 0
+        self.length_masks: dict | None = None  # size -> mask Value when tracing for lengths (rnngraph/lengths.py)
 
     def new_id(self) -> int:
         self.counter += 1
@@ -476,6 +478,8 @@ class Cell:
             _ACTIVE.pop()
             b.frame = None
         out, nexts = self._unpack(result)
+        if b.length_masks is not None:
+            out = hold_padded_steps(b, self.name, placeholders, nexts, out)
         for arg, ph in placeholders.items():
             del b.names[ph.id]
         self._bind_states(b, placeholders, nexts)

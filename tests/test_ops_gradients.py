@@ -17,6 +17,7 @@ def _case(name, rng):
         "add_scalar": ([x()], [], {"value": 0.7}), "mul_scalar": ([x()], [], {"value": -1.3}),
         "sigmoid": ([x()], [], {}), "tanh": ([x()], [], {}), "exp": ([x()], [], {}),
         "relu": ([x() + 0.05 * np.sign(x())], [], {}),
+        "select": ([np.sign(x()), x(), x()], [], {}),  # a mask of +-1: differences never cross 0
         "slice": ([x(6)], [], {"start": 1, "stop": 4}),
         "concat": ([x(2), x(3), x(1)], [], {}),
         "param": ([], [rng.normal(size=4)], {}),

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from ..ir import INDEX
+from ..lengths import LENGTHS
 from .device import stream_handle
 
 
@@ -33,7 +34,7 @@ class TorchIO:
         self.h_T = {s.name: t(b.V[s.node][T:T + s.depth]) for s in g.states}
         self.dh0 = {s.name: t(b.G[s.node][:s.depth]) for s in g.states}
         self.dh_T = {s.name: t(b.G[s.node][T:T + s.depth]) for s in g.states}
-        self.masks = {n.name: t(b.V[n.name]) for n in g.inputs if "dropout" in n.attr}
+        self.masks = {n.name: t(b.V[n.name]) for n in g.inputs if "dropout" in n.attr or LENGTHS in n.attr}
         self.dx = None if g.by_name["x"].dtype == INDEX else t(b.G["x"][:T])
         self.grad_arena, self.param_grads = t(b.grad_arena), t(b.param_grad_arena)
         self.transposed = [(t(b.P[name]), t(pt)) for name, pt in b.PT.items()]

@@ -1,0 +1,100 @@
+"""Variable-length sequences: the masked graph of a network and the masks a call feeds it.
+
+A window holds S streams of T timesteps; stream s is valid for its first ``lengths[s]`` steps
+(0 <= lengths[s] <= T). PyTorch's packed sequences define what that means (``nn.LSTM`` on a
+``PackedSequence``): a stream's state stops changing after its last valid step, so its final
+state is the state at its own length (the initial state for a length of 0); its outputs past the
+length are zero; and no gradient flows through a padded step.
+
+rnngraph builds that into the graph rather than into each backend. The masked graph of a network
+(``Sequential.masked_graph``) traces every cell as written, then replaces
+
+- each state's next value ``s' = cell(...)`` by ``select(m, s', s[t-1])``, and
+- each cell's output ``y`` by ``select(m, y, m)`` (m is 0 where it is not kept, so: zero),
+
+where ``m`` is a float graph input ``lengths.mask<size>`` of the state's size carrying the
+attribute ``lengths`` (one input per distinct size, shared by the layers), 1 at (t, s) for
+t < lengths[s] and 0 after. ``select`` (rnngraph/ops.py) is a pointwise op, so every backend —
+the NumPy executor, the persistent loop kernels, the graph-replayed loops — runs it as any other
+op, and its gradient rule sends nothing through a padded step. The masks are data, like dropout
+masks (rnngraph/masks.py): :func:`length_masks` makes them from the lengths.
+
+A state read more than one step back (``rg.State(delay=2)``, ``h.delayed(k)``) has no packed
+counterpart; tracing such a cell for lengths raises GraphError.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import GraphError, ShapeError
+from .ir import FLOAT, Graph
+
+__all__ = ["check_lengths", "hold_padded_steps", "length_inputs", "length_masks"]
+
+LENGTHS = "lengths"  # the attribute marking a graph input as a variable-length mask
+
+
+def mask_name(size: int) -> str:
+    """The graph input holding the mask of values of ``size`` elements."""
+    return f"lengths.mask{size}"
+
+
+def hold_padded_steps(b, cell_name: str, placeholders: dict, nexts: dict, out):
+    """Mask one traced cell for variable lengths (see the module docstring).
+
+    b: the rnngraph.trace.Builder tracing it (its ``length_masks`` dict: size -> mask Value);
+    placeholders: state argument -> the Value that reads it one step back; nexts: state
+    argument -> its next Value (replaced in place); out: the cell's output Value. Returns the
+    masked output. Raises GraphError for a state read more than one step back."""
+    for arg, ph in placeholders.items():
+        depth = max([d for n in b.nodes.values() for i, d in n.args if i == ph.id] or [ph.delay])
+        if ph.delay != 1 or depth != 1:
+            raise GraphError(f"cell {cell_name!r}: state {arg!r} is read {max(depth, ph.delay)} steps back; "
+                             f"variable-length sequences (lengths=) need states read one step back only "
+                             f"(a packed sequence has no earlier step to hold)")
+    for arg, nv in list(nexts.items()):
+        if arg in placeholders and getattr(nv, "size", None) == placeholders[arg].size:  # else: _bind_states names it
+            nexts[arg] = b.add("select", [_mask(b, nv.size), nv, placeholders[arg]], hint=f"{arg}_held")
+    return b.add("select", [_mask(b, out.size), out, _mask(b, out.size)], hint="y_masked")
+
+
+def _mask(b, size: int):
+    if size not in b.length_masks:
+        b.length_masks[size] = b.add("input", size=size, dtype=FLOAT, attrs={LENGTHS: 1}, name=mask_name(size))
+    return b.length_masks[size]
+
+
+def length_inputs(g: Graph) -> dict[str, int]:
+    """Variable-length mask input -> its size, in graph order (empty for an unmasked graph)."""
+    return {n.name: n.size for n in g.inputs if LENGTHS in n.attr}
+
+
+def check_lengths(lengths, T: int, S: int, what: str = "lengths") -> np.ndarray:
+    """``lengths`` as an int64 array (S,), checked: a sequence of S integers in [0, T], any order
+    (no sorting needed). Accepts lists, NumPy arrays and CPU tensors (anything np.asarray
+    takes). Raises ShapeError for a wrong shape, TypeError for non-integers, ValueError naming
+    the first stream out of range."""
+    a = np.asarray(lengths)
+    if a.ndim != 1 or a.shape[0] != S:
+        raise ShapeError(f"{what}: expected one length per stream, shape ({S},), got shape {a.shape}")
+    if a.dtype == bool or not np.issubdtype(a.dtype, np.integer):
+        raise TypeError(f"{what}: expected integer lengths, got dtype {a.dtype}")
+    bad = np.flatnonzero((a < 0) | (a > T))
+    if bad.size:
+        s = int(bad[0])
+        raise ValueError(f"{what}[{s}] = {int(a[s])} is outside [0, T = {T}] (the window has {T} timesteps)")
+    return a.astype(np.int64)
+
+
+def length_masks(g: Graph, lengths: np.ndarray, T: int, dtype="float32", like=None) -> dict:
+    """The masks of :func:`length_inputs` for checked ``lengths`` (S,): name -> (T, S, size)
+    array of ``dtype``, 1 where t < lengths[s] and 0 elsewhere. NumPy arrays, or torch tensors
+    made on the device of ``like`` when it is a CUDA tensor (no host-to-device copy of the masks)."""
+    if getattr(like, "is_cuda", False) and type(like).__module__.startswith("torch"):
+        import torch
+        steps = torch.arange(T, device=like.device)[:, None]
+        valid = (steps < torch.as_tensor(lengths, device=like.device)[None, :]).to(like.dtype)
+        return {name: valid[:, :, None].expand(T, valid.shape[1], size).contiguous()
+                for name, size in length_inputs(g).items()}
+    valid = (np.arange(T)[:, None] < np.asarray(lengths)[None, :]).astype(dtype)
+    return {name: np.repeat(valid[:, :, None], size, axis=2) for name, size in length_inputs(g).items()}
