@@ -24,7 +24,7 @@ from .errors import GraphError, ShapeError, positive_int
 from .executor import ScheduleExecutor
 from .ir import INDEX
 from .loop_env import check, from_environment, resolve
-from .lengths import check_lengths, length_masks
+from .lengths import check_lengths, length_masks, zero_padded_steps
 from .masks import draw_mask, mask_inputs, mask_seed
 from .network import Sequential
 from .passes import PLANS
@@ -278,6 +278,7 @@ class CompiledRNN:
         if lengths is not None:
             lengths = check_lengths(_host_lengths(lengths), T, S)
             masks = {**masks, **length_masks(self.net.masked_graph, lengths, T, DTYPES[self.dtype], like=x)}
+            x = zero_padded_steps(x, lengths)
         kind = array_kind(x)
         if self._device is None:
             for what, a in [("x", x)] + [(f"h0[{k!r}]", v) for k, v in h0.items()]:

@@ -19,6 +19,10 @@ the NumPy executor, the persistent loop kernels, the graph-replayed loops — ru
 op, and its gradient rule sends nothing through a padded step. The masks are data, like dropout
 masks (rnngraph/masks.py): :func:`length_masks` makes them from the lengths.
 
+The padded steps of the input are set to zero before a call (:func:`zero_padded_steps`): the
+held values and the gradient then stay finite whatever the padding holds (NaN, inf), since a
+padded step computes finite values from finite ones and its zero gradient multiplies them.
+
 A state read more than one step back (``rg.State(delay=2)``, ``h.delayed(k)``) has no packed
 counterpart; tracing such a cell for lengths raises GraphError.
 """
@@ -29,7 +33,7 @@ import numpy as np
 from .errors import GraphError, ShapeError
 from .ir import FLOAT, Graph
 
-__all__ = ["check_lengths", "hold_padded_steps", "length_inputs", "length_masks"]
+__all__ = ["check_lengths", "hold_padded_steps", "length_inputs", "length_masks", "zero_padded_steps"]
 
 LENGTHS = "lengths"  # the attribute marking a graph input as a variable-length mask
 
@@ -98,3 +102,24 @@ def length_masks(g: Graph, lengths: np.ndarray, T: int, dtype="float32", like=No
                 for name, size in length_inputs(g).items()}
     valid = (np.arange(T)[:, None] < np.asarray(lengths)[None, :]).astype(dtype)
     return {name: np.repeat(valid[:, :, None], size, axis=2) for name, size in length_inputs(g).items()}
+
+
+def zero_padded_steps(x, lengths: np.ndarray):
+    """A copy of ``x`` (T, S, ...) floats with the steps t >= lengths[s] of each stream zero; x
+    as it is for token ids (their padding must be valid ids) and when no step is padded. NumPy
+    arrays and torch tensors (on their device); CuPy and numba device arrays as they are (the
+    caller's padding must then be finite)."""
+    T = x.shape[0]
+    if np.all(np.asarray(lengths) == T):
+        return x
+    if type(x).__module__.startswith("torch"):
+        import torch
+        if not x.is_floating_point():
+            return x
+        valid = torch.arange(T, device=x.device)[:, None] < torch.as_tensor(lengths, device=x.device)[None, :]
+        return torch.where(valid.reshape(valid.shape + (1,) * (x.dim() - 2)), x, torch.zeros((), dtype=x.dtype,
+                                                                                           device=x.device))
+    if not isinstance(x, np.ndarray) or not np.issubdtype(x.dtype, np.floating):
+        return x
+    valid = np.arange(T)[:, None] < np.asarray(lengths)[None, :]
+    return np.where(valid.reshape(valid.shape + (1,) * (x.ndim - 2)), x, x.dtype.type(0))

@@ -27,6 +27,7 @@ from .reference import init_params
 from .errors import GraphError, positive_int
 from .passes import PLANS
 from .schedule_options import ScheduleOptions
+from .torch_packed import PackedSequence, pack_like, unpack
 
 _TORCH_DTYPES = {torch.float32: "float32", torch.float64: "float64"}
 
@@ -44,10 +45,10 @@ class _CompiledFunction(torch.autograd.Function):
     argument's graph states in layer order."""
 
     @staticmethod
-    def forward(ctx, rnn, state_names, groups, masks, has_h0, x, *tensors):
+    def forward(ctx, rnn, state_names, groups, masks, lengths, has_h0, x, *tensors):
         h0 = dict(zip(state_names, tensors[:len(state_names)])) if has_h0 else None
         y, h_T = rnn.forward(_to_backend(x), _to_backend_dict(h0), train=True, masks=_to_backend_dict(masks),
-                             copy_states=False)
+                             copy_states=False, lengths=lengths)
         ctx.rnn, ctx.pending, ctx.state_names, ctx.groups = rnn, rnn.last, state_names, groups
         # outputs the loss does not use get None, not zeros: no zero tensors to make and add
         ctx.set_materialize_grads(False)
@@ -70,12 +71,12 @@ class _CompiledFunction(torch.autograd.Function):
                 for name, part in zip(names, d.chunk(len(names))):
                     seeds[name] = _to_backend(part.contiguous())
         n = len(ctx.state_names) if ctx.has_h0 else 0
-        wanted = ctx.needs_input_grad[5:6 + n]  # x and the initial states
+        wanted = ctx.needs_input_grad[6:7 + n]  # x and the initial states
         dx, dh0, dparams = rnn.backward(_to_backend(dy.contiguous()), seeds, pending=ctx.pending,
                                         input_grads=any(wanted))
         grads_h0 = [_from_backend(dh0[s], like) if dh0 is not None else None for s in ctx.state_names][:n]
         dparams = [_from_backend(dparams[p.name], like) for p in rnn.graph.params]
-        return (None, None, None, None, None, None if dx is None else _from_backend(dx, like), *grads_h0,
+        return (None, None, None, None, None, None, None if dx is None else _from_backend(dx, like), *grads_h0,
                 *dparams)
 
 
@@ -117,9 +118,12 @@ class RNN(nn.Module):
         options, tuning: an ``rg.ScheduleOptions`` and an ``rg.LoopTuning`` for every (T, B)
             (default: those of each B, with RNNGRAPH_LOOP's keys; see ``rg.compile_rnn``).
 
-    ``forward(x, h0=None) -> (y, h_T)``: x (T, B, I) (or (T, I) unbatched); h0 a tensor
-    (layers, B, H) for a one-state cell, else a tuple of them in the cell's state order, or
-    None (zeros); y (T, B, H); h_T like h0. A state read more than one timestep back (``rg.State
+    ``forward(x, h0=None, lengths=None) -> (y, h_T)``: x (T, B, I) (or (T, I) unbatched), or a
+    ``PackedSequence``; h0 a tensor (layers, B, H) for a one-state cell, else a tuple of them
+    in the cell's state order, or None (zeros); y (T, B, H) (a PackedSequence for one); h_T
+    like h0. Variable lengths as ``nn.LSTM`` runs a PackedSequence: ``lengths`` (B,) (host
+    data, any order) or the PackedSequence's; each sequence's state stops after its own last
+    step (h_T at its length), y is zero past it. A state read more than one timestep back (``rg.State
     (delay=d)``) is (layers * d, B, H), each layer's d rows oldest first.
 
     Parameters are named after the graph's (``layer0.W.weight`` -> ``layer0_W_weight``; for the
@@ -344,18 +348,28 @@ class RNN(nn.Module):
                 masks[name] = torch.ones(shape, dtype=like.dtype, device=like.device)
         return masks or None
 
-    def forward(self, x: torch.Tensor, h0=None):
-        """(y, h_T): x (T, B, I) ((B, T, I) with batch_first, (T, I) unbatched), float32 (float64
-        on the CPU after ``.double()``); h0 None, a tensor (layers, B, H) or a tuple of them in
-        the cell's state order; y (T, B, H) of the last layer, h_T like h0. Raises ValueError /
-        TypeError naming x or the state for a wrong shape, dtype or device."""
+    def forward(self, x, h0=None, lengths=None):
+        """(y, h_T): x (T, B, I) ((B, T, I) with batch_first, (T, I) unbatched) or a
+        PackedSequence, float32 (float64 on the CPU after ``.double()``); h0 None, a tensor
+        (layers, B, H) or a tuple of them in the cell's state order; lengths None or (B,)
+        integers in [0, T], host data (PyTorch's pack_padded_sequence convention); y (T, B, H) of
+        the last layer (a PackedSequence laid out as x for one; zero past each length), h_T
+        like h0 (each sequence's state at its own length). Raises ValueError / TypeError naming
+        x, lengths or the state for a wrong shape, dtype or device."""
+        packed = x if isinstance(x, PackedSequence) else None
+        if packed is not None:
+            if lengths is not None:
+                raise ValueError("lengths: a PackedSequence carries its own lengths; give one or the other")
+            x, lengths = unpack(packed)
         x = self._check(x)
         unbatched = x.dim() == 2
+        if unbatched and lengths is not None:
+            raise ValueError("lengths: unbatched x (T, I) is one sequence; give x as (T, 1, I) with lengths")
         if unbatched:
             x = x.unsqueeze(1)
             if h0 is not None:
                 h0 = self._unbatched_states(h0)
-        elif self.batch_first:
+        elif self.batch_first and packed is None:
             x = x.transpose(0, 1)
         x = x.contiguous()
         T, B = x.shape[:2]
@@ -368,17 +382,19 @@ class RNN(nn.Module):
         needs_grad = torch.is_grad_enabled() and (
             x.requires_grad or any(p.requires_grad for p in params) or any(s.requires_grad for s in states or []))
         if needs_grad:
-            outs = _CompiledFunction.apply(rnn, self._state_names, self._state_groups, masks, states is not None,
-                                           x, *(states or []), *params)
+            outs = _CompiledFunction.apply(rnn, self._state_names, self._state_groups, masks, lengths,
+                                           states is not None, x, *(states or []), *params)
             y, stacked = outs[0], list(outs[1:])
         else:
             h0d = None if states is None else dict(zip(self._state_names, states))
             y, h_T = rnn.forward(_to_backend(x), _to_backend_dict(h0d), train=False,
-                                 masks=_to_backend_dict(masks), copy_states=False)
+                                 masks=_to_backend_dict(masks), copy_states=False, lengths=lengths)
             y, stacked = _from_backend(y, x), _stack_states(h_T, self._state_groups, x)
         h_T = self._states_out(stacked, unbatched)
         if unbatched:
             return y[:, 0], h_T
+        if packed is not None:
+            return pack_like(y, packed), h_T
         return (y.transpose(0, 1) if self.batch_first else y), h_T
 
 

@@ -1,0 +1,115 @@
+"""rnngraph.torch.RNN on variable-length sequences (CPU, the NumPy backend): a PackedSequence and
+``lengths=`` against nn.LSTM / nn.GRU on the same PackedSequence, in float64 — outputs, final
+states and every gradient — and the cases that break libraries, each with its input."""
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence  # noqa: E402
+
+from rnngraph.torch import RNN  # noqa: E402
+
+F64 = torch.float64
+TORCH_NAMES = {"weight_ih": "W_weight", "weight_hh": "U_weight", "bias_ih": "W_bias", "bias_hh": "U_bias"}
+
+
+def _pair(kind, layers, seed=0, batch_first=False):
+    torch.manual_seed(seed)
+    ref = kind(3, 4, layers, batch_first=batch_first).double()
+    return ref, RNN.from_torch(ref)
+
+
+def _states(h):
+    return h if isinstance(h, tuple) else (h,)
+
+
+def _loss(y, h):
+    data = y.data if hasattr(y, "batch_sizes") else y
+    return (data * data.cos()).sum() + sum((s * s).sum() for s in _states(h))
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+@pytest.mark.parametrize("kind", [nn.LSTM, nn.GRU], ids=["lstm", "gru"])
+@pytest.mark.parametrize("enforce_sorted", [False, True])
+def test_packed_sequence_equals_torch(kind, layers, enforce_sorted):
+    ref, mine = _pair(kind, layers)
+    lengths = torch.tensor([6, 4, 2, 1]) if enforce_sorted else torch.tensor([2, 6, 1, 4])
+    x = torch.randn(6, 4, 3, dtype=F64)
+    h0 = tuple(torch.randn(layers, 4, 4, dtype=F64) for _ in range(2 if kind is nn.LSTM else 1))
+    h0 = h0 if kind is nn.LSTM else h0[0]
+    outs, grads = [], []
+    for module in (ref, mine):
+        xi = x.clone().requires_grad_()
+        hi = tuple(s.clone().requires_grad_() for s in _states(h0))
+        y, h = module(pack_padded_sequence(xi, lengths, enforce_sorted=enforce_sorted),
+                      hi if kind is nn.LSTM else hi[0])
+        _loss(y, h).backward()
+        outs.append((y, _states(h)))
+        grads.append((xi.grad, [s.grad for s in hi]))
+    (ya, ha), (yb, hb) = outs
+    assert torch.equal(ya.batch_sizes, yb.batch_sizes)
+    assert (ya.sorted_indices is None) == (yb.sorted_indices is None)
+    torch.testing.assert_close(yb.data, ya.data, rtol=0, atol=1e-10)
+    for a, b in zip(ha, hb):
+        torch.testing.assert_close(b, a, rtol=0, atol=1e-10)
+    torch.testing.assert_close(grads[1][0], grads[0][0], rtol=0, atol=1e-10)
+    for a, b in zip(grads[0][1], grads[1][1]):
+        torch.testing.assert_close(b, a, rtol=0, atol=1e-10)
+    mine_params = dict(mine.named_parameters())
+    for name, p in ref.named_parameters():
+        base, layer = name.rsplit("_l", 1)
+        torch.testing.assert_close(mine_params[f"layer{layer}_{TORCH_NAMES[base]}"].grad, p.grad, rtol=0, atol=1e-10)
+    assert ya.data.abs().max() > 0.05
+
+
+def test_lengths_with_padded_input_equal_the_packed_call_and_pad_with_zeros():
+    ref, mine = _pair(nn.LSTM, 2, seed=1, batch_first=True)
+    x = torch.randn(3, 5, 3, dtype=F64)  # (B, T, I)
+    lengths = [5, 2, 3]
+    y, (h, c) = mine(x, lengths=lengths)
+    yp, (hp, cp) = ref(pack_padded_sequence(x, torch.tensor(lengths), batch_first=True, enforce_sorted=False))
+    y_ref, _ = pad_packed_sequence(yp, batch_first=True)
+    assert y.shape == (3, 5, 4)
+    torch.testing.assert_close(y, y_ref, rtol=0, atol=1e-10)  # zeros past each length, as torch pads
+    torch.testing.assert_close(h, hp, rtol=0, atol=1e-10)
+    torch.testing.assert_close(c, cp, rtol=0, atol=1e-10)
+
+
+def test_a_sequence_of_length_zero_keeps_its_state_outputs_zeros_and_no_nan():
+    _, mine = _pair(nn.LSTM, 1, seed=2)
+    x = torch.randn(4, 2, 3, dtype=F64)
+    x[:, 1] = float("nan")  # the empty sequence's padding is garbage
+    h0 = (torch.randn(1, 2, 4, dtype=F64, requires_grad=True), torch.randn(1, 2, 4, dtype=F64, requires_grad=True))
+    xg = x.clone().requires_grad_()
+    y, (h, c) = mine(xg, h0, lengths=torch.tensor([3, 0]))
+    assert torch.equal(y[:, 1], torch.zeros(4, 4, dtype=F64)) and torch.equal(y[3, 0], torch.zeros(4, dtype=F64))
+    assert torch.equal(h[:, 1], h0[0][:, 1]) and torch.equal(c[:, 1], h0[1][:, 1])
+    (y.sum() + h.sum() + c.sum()).backward()
+    assert torch.isfinite(xg.grad).all() and torch.equal(xg.grad[:, 1], torch.zeros(4, 3, dtype=F64))
+    assert torch.equal(h0[0].grad[0, 1], torch.ones(4, dtype=F64))  # dh_T passes straight to dh0
+    assert all(torch.isfinite(p.grad).all() for p in mine.parameters())
+
+
+def test_no_grad_inference_takes_lengths_too():
+    ref, mine = _pair(nn.GRU, 1, seed=3)
+    x, lengths = torch.randn(5, 3, 3, dtype=F64), torch.tensor([5, 1, 3])
+    with torch.no_grad():
+        y, h = mine(pack_padded_sequence(x, lengths, enforce_sorted=False))
+        ya, ha = ref(pack_padded_sequence(x, lengths, enforce_sorted=False))
+    torch.testing.assert_close(y.data, ya.data, rtol=0, atol=1e-10)
+    torch.testing.assert_close(h, ha, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda m, x: m(x, lengths=[5, 1]), ValueError, r"lengths\[0\] = 5 is outside \[0, T = 4\]"),
+    (lambda m, x: m(x, lengths=[-1, 1]), ValueError, r"lengths\[0\] = -1"),
+    (lambda m, x: m(x, lengths=[1, 2, 3]), ValueError, r"shape \(2,\)"),
+    (lambda m, x: m(x, lengths=torch.tensor([1.5, 2.0])), TypeError, "integer lengths"),
+    (lambda m, x: m(x[:, 0], lengths=[2]), ValueError, "unbatched"),
+    (lambda m, x: m(pack_padded_sequence(x, torch.tensor([4, 2])), lengths=[4, 2]), ValueError,
+     "PackedSequence carries its own lengths"),
+])
+def test_bad_lengths_are_named(call, error, match):
+    _, mine = _pair(nn.LSTM, 1)
+    with pytest.raises(error, match=match):
+        call(mine, torch.randn(4, 2, 3, dtype=F64))
