@@ -242,14 +242,15 @@ class _Reader:
         elif len(fields) != self.dims:
             hint = ("" if "classlabel" in h or "targetlabel" in h
                     else "; a label without a @classLabel header?")
-            self.fail(lineno, f"{len(fields)} dimensions, expected {self.dims} (as "
+            self.fail(lineno, f"{_count(len(fields), 'dimension')}, expected {self.dims} (as "
                               f"{self.dims_from} says){hint}")
         columns = [self._numbers(lineno, k, f) for k, f in enumerate(fields)]
         length = len(columns[0])
         for k, c in enumerate(columns[1:], 1):
             if len(c) != length:
-                self.fail(lineno, f"dimension {k + 1} has {len(c)} values but dimension 1 has "
-                                  f"{length}: a series' dimensions must have one length")
+                self.fail(lineno, f"dimension {k + 1} has {_count(len(c), 'value')} but "
+                                  f"dimension 1 has {length}: a series' dimensions must have "
+                                  "one length")
         self._check_equal_length(lineno, length)
         self.series.append(np.stack(columns, axis=1))
 
@@ -265,10 +266,10 @@ class _Reader:
     def _check_equal_length(self, lineno: int, length: int) -> None:
         h = self.header
         if "serieslength" in h and length != h["serieslength"][0]:
-            self.fail(lineno, f"{length} time steps, but @seriesLength on line "
+            self.fail(lineno, f"{_count(length, 'time step')}, but @seriesLength on line "
                               f"{h['serieslength'][1]} says {h['serieslength'][0]}")
         if h.get("equallength") and self.series and length != len(self.series[0]):
-            self.fail(lineno, f"{length} time steps, but @equalLength true and the first "
+            self.fail(lineno, f"{_count(length, 'time step')}, but @equalLength true and the first "
                               f"series has {len(self.series[0])}")
 
     def _label(self, lineno: int, text: str):
@@ -306,3 +307,7 @@ def _is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
