@@ -18,6 +18,7 @@ import os
 import subprocess
 from pathlib import Path
 
+from .cache import cache_root
 from .errors import CorpusError, FetchError
 from .rdata_db import LazyLoadDB
 
@@ -39,8 +40,7 @@ TITLES = {
 def default_cache_dir() -> Path:
     """``$RNNGRAPH_CACHE/austen`` if ``RNNGRAPH_CACHE`` is set, else
     ``~/.cache/rnngraph/austen``."""
-    root = os.environ.get("RNNGRAPH_CACHE")
-    return (Path(root) if root else Path.home() / ".cache" / "rnngraph") / "austen"
+    return cache_root() / "austen"
 
 
 def load_austen(cache_dir: str | os.PathLike | None = None) -> dict[str, str]:
