@@ -1,0 +1,13 @@
+"""Comparing two backends' results in tests: CompiledRNN.backward's (dx, dh0, dparams)."""
+import numpy as np
+
+
+def assert_backward_close(want: tuple, got: tuple, atol: float) -> None:
+    """``got`` = (dx, dh0, dparams) equals ``want`` within ``atol``, naming the state or
+    parameter that differs."""
+    (dx1, dh1, dp1), (dx2, dh2, dp2) = want, got
+    np.testing.assert_allclose(dx2, dx1, atol=atol)
+    for k in dh1:
+        np.testing.assert_allclose(dh2[k], dh1[k], atol=atol, err_msg=k)
+    for k in dp1:
+        np.testing.assert_allclose(dp2[k], dp1[k], atol=atol, err_msg=k)
