@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Variable-length sequences on the GPU in one device command (run on the H200), parts chosen by
+# PARTS (default "tests bench vowels"):
+#   tests   the GPU tier (tests/test_gpu_lengths.py) and the CPU/simulator tests of lengths
+#   bench   bench/torch_lengths.py: fastrnns' variable-length LSTM against cuDNN on a PackedSequence
+#   vowels  examples/japanese_vowels.py: 3 seeds of the JapaneseVowels classifier on the GPU
+#
+#   device run: carry [".whl", ".cache/rg"], command:  bash bench/lengths_gpu.sh
+# Prepared here beforehand (both git-ignored): .whl/ (bash ../shared/gpu-wheels.sh: numpy 2.4.6)
+# and JapaneseVowels in .cache/rg/uea (RNNGRAPH_CACHE=$PWD/.cache/rg python3 -c "from rnngraph.data
+# import japanese_vowels; japanese_vowels()": the machine has no network).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 RNNGRAPH_CACHE=$PWD/.cache/rg
+nvidia-smi -L
+for part in ${PARTS:-tests bench vowels}; do
+  echo "=== $part ($(date +%T))"
+  case $part in
+    tests)
+      timeout "${TEST_TIMEOUT:-240}" python3 -m pytest -q -m gpu tests/test_gpu_lengths.py 2>&1 | tee "$OUT/gpu-tests.log" ;;
+    bench)
+      timeout 240 python3 bench/torch_lengths.py --out "$OUT/torch-lengths-varlen-lstm.json" 2>&1 \
+        | tee "$OUT/torch-lengths.log" ;;
+    vowels)
+      timeout 300 python3 examples/japanese_vowels.py --out "$OUT/japanese-vowels-lstm.json" 2>&1 \
+        | tee "$OUT/japanese-vowels.log" ;;
+  esac
+done
+echo "=== done ($(date +%T))"

@@ -1,0 +1,98 @@
+"""Classify speakers from variable-length recordings: an LSTM over JapaneseVowels with lengths.
+
+    python examples/japanese_vowels.py                 # 3 seeds, on CUDA when torch has it
+    python examples/japanese_vowels.py --seeds 0 --epochs 40 --device cpu
+
+JapaneseVowels (UEA/UCR archive; Kudo et al. 1999): nine speakers saying /ae/, 12 LPC cepstrum
+coefficients per step, 7 to 29 steps a recording; 270 training and 370 test recordings
+(rnngraph.data.japanese_vowels finds them in aeon's wheel, fetched with pip on first use).
+
+The model: ``rnngraph.torch.RNN`` (an LSTM, hidden 64) reads each recording padded to 29 steps
+with its own length (``lengths=``: the state stops at the recording's last step, as nn.LSTM
+on a PackedSequence), and a linear layer maps the final hidden state to the nine speakers.
+Features are standardised with the training set's mean and deviation; Adam, cross-entropy,
+mini-batches of 32. Prints the test accuracy of each seed and their mean (published LSTM
+results on this set are about 0.98); ``--out FILE`` writes them as JSON.
+"""
+import argparse
+import json
+import sys
+import time
+
+import numpy as np
+import torch
+from torch import nn
+
+from rnngraph.data import japanese_vowels, pad_series
+from rnngraph.torch import RNN
+
+T_MAX = 29  # the longest recording (test set); both splits are padded to it
+
+
+class Classifier(nn.Module):
+    """An rnngraph LSTM over (T, B, 12) recordings with lengths (B,), then logits (B, 9) from
+    the final hidden state."""
+
+    def __init__(self, hidden: int, classes: int):
+        super().__init__()
+        self.rnn = RNN("lstm", hidden, input_size=12)
+        self.head = nn.Linear(hidden, classes)
+
+    def forward(self, x, lengths):
+        _, (h, _) = self.rnn(x, lengths=lengths)
+        return self.head(h[-1])
+
+
+def tensors(ds, mean, std, device):
+    x, lengths = pad_series(ds.series, time_major=True, t_max=T_MAX, dtype=np.float32)
+    x = (x - mean) / std * (np.arange(T_MAX)[:, None, None] < lengths[None, :, None])  # padding stays 0
+    return torch.from_numpy(x).to(device), lengths, torch.from_numpy(ds.y).to(device)
+
+
+def run(seed: int, epochs: int, hidden: int, device: str, data) -> float:
+    (xtr, ltr, ytr), (xte, lte, yte) = data
+    torch.manual_seed(seed)
+    model = Classifier(hidden, 9).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    rng = np.random.default_rng(seed)
+    for _ in range(epochs):
+        order = rng.permutation(len(ltr))
+        for k in range(0, len(order), 32):
+            idx = order[k:k + 32]
+            loss = nn.functional.cross_entropy(model(xtr[:, idx], ltr[idx]), ytr[idx])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+    with torch.no_grad():
+        pred = model(xte, lte).argmax(1)
+    return float((pred == yte).float().mean())
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--epochs", type=int, default=60)
+    ap.add_argument("--hidden", type=int, default=64)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--out", help="write the accuracies as JSON here")
+    args = ap.parse_args(argv)
+    train, test = japanese_vowels()
+    flat = np.concatenate(train.series)
+    mean, std = flat.mean(0).astype(np.float32), flat.std(0).astype(np.float32)
+    data = (tensors(train, mean, std, args.device), tensors(test, mean, std, args.device))
+    accs, start = [], time.time()
+    for seed in args.seeds:
+        t0 = time.time()
+        accs.append(run(seed, args.epochs, args.hidden, args.device, data))
+        print(f"seed {seed}: test accuracy {accs[-1]:.4f} ({time.time() - t0:.1f} s)", flush=True)
+    print(f"mean test accuracy over {len(accs)} seed(s): {np.mean(accs):.4f}")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"command": "python examples/japanese_vowels.py " + " ".join(sys.argv[1:] if argv is None else argv),
+                       "device": args.device, "epochs": args.epochs, "hidden": args.hidden,
+                       "seeds": args.seeds, "test_accuracy": accs, "mean": float(np.mean(accs)),
+                       "seconds": time.time() - start}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""GPU tier for variable-length sequences (pytest -m gpu; skipped without a GPU and torch with
+CUDA): rnngraph.torch.RNN on a PackedSequence at H = 512, S = 64, random lengths, against
+nn.LSTM run in float64 on the CPU on the same PackedSequence with the same weights — outputs,
+final states and every gradient — and the padded call with lengths equal to the packed one.
+
+Tolerances as tests/test_gpu_torch_layer.py (float32 on the GPU): values 2e-4 absolute,
+gradients 2e-3 of each tensor's largest gradient.
+"""
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.gpu
+
+from torch.nn.utils.rnn import pack_padded_sequence  # noqa: E402
+
+from rnngraph.torch import RNN  # noqa: E402
+
+H, S, T = 512, 64, 60
+
+
+def _close(got, want, what, rel):
+    got, want = got.detach().double().cpu(), want.detach().double().cpu()
+    scale = max(want.abs().max().item(), 1e-12) if rel else 1.0
+    err = (got - want).abs().max().item()
+    assert err <= (rel or 2e-4) * scale, f"{what}: max error {err:.3g} against a largest value of {scale:.3g}"
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_packed_lstm_on_the_gpu_equals_torch_in_float64(layers):
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA here")
+    torch.manual_seed(layers)
+    ref = torch.nn.LSTM(H, H, layers).double()
+    mine = RNN.from_torch(ref).float().cuda()
+    x = torch.randn(T, S, H, dtype=torch.float64)
+    lengths = torch.randint(1, T + 1, (S,))
+    lengths[3] = T
+    w = torch.linspace(-1, 1, H, dtype=torch.float64)
+    outs = []
+    for module, dev, dt in ((ref, "cpu", torch.float64), (mine, "cuda", torch.float32)):
+        xi = x.to(dev, dt).requires_grad_()
+        y, (h, c) = module(pack_padded_sequence(xi, lengths, enforce_sorted=False))
+        loss = (y.data * w.to(dev, dt)).sum() + 2 * (h * w.to(dev, dt)).sum() + 3 * (c * w.to(dev, dt)).sum()
+        params = [p for _, p in module.named_parameters()]
+        outs.append((y.data, h, c, torch.autograd.grad(loss, [xi, *params])))
+    (y0, h0, c0, g0), (y1, h1, c1, g1) = outs
+    _close(y1, y0, "y", 0)
+    _close(h1, h0, "h_T", 0)
+    _close(c1, c0, "c_T", 0)
+    for k, (a, b) in enumerate(zip(g0, g1)):
+        _close(b, a, f"gradient {k}", 2e-3)
+
+
+def test_padded_with_lengths_equals_packed_on_the_gpu():
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA here")
+    torch.manual_seed(5)
+    mine = RNN("lstm", H, 2).cuda()
+    x = torch.randn(T, S, H, device="cuda")
+    lengths = torch.randint(0, T + 1, (S,))
+    with torch.no_grad():
+        y, (h, c) = mine(x, lengths=lengths)
+        yp, (hp, cp) = mine(pack_padded_sequence(x, lengths.clamp(min=1), enforce_sorted=False))
+    keep = lengths > 0
+    torch.testing.assert_close(h[:, keep], hp[:, keep])
+    assert torch.equal(h[:, ~keep], torch.zeros_like(h[:, ~keep]))  # length 0: the zero h0 unchanged
+    assert torch.isfinite(y).all() and torch.equal(y[lengths.max():], torch.zeros_like(y[lengths.max():]))
