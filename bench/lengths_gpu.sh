@@ -3,7 +3,8 @@
 # PARTS (default "tests bench vowels"):
 #   tests   the GPU tier (tests/test_gpu_lengths.py) and the CPU/simulator tests of lengths
 #   bench   bench/torch_lengths.py: fastrnns' variable-length LSTM against cuDNN on a PackedSequence
-#   vowels  examples/japanese_vowels.py: 3 seeds of the JapaneseVowels classifier on the GPU
+#   vowels  bench/experiments/japanese_vowels_select.py: examples/japanese_vowels.py's settings
+#           chosen on a validation split, then 3 seeds on the test set, on the GPU
 #
 #   device run: carry [".whl", ".cache/rg"], command:  bash bench/lengths_gpu.sh
 # Prepared here beforehand (both git-ignored): .whl/ (bash ../shared/gpu-wheels.sh: numpy 2.4.6)
@@ -25,7 +26,7 @@ for part in ${PARTS:-tests bench vowels}; do
       timeout 240 python3 bench/torch_lengths.py --out "$OUT/torch-lengths-varlen-lstm.json" 2>&1 \
         | tee "$OUT/torch-lengths.log" ;;
     vowels)
-      timeout 300 python3 examples/japanese_vowels.py --out "$OUT/japanese-vowels-lstm.json" 2>&1 \
+      timeout 400 python3 bench/experiments/japanese_vowels_select.py --out "$OUT/japanese-vowels-lstm.json" 2>&1 \
         | tee "$OUT/japanese-vowels.log" ;;
   esac
 done

@@ -24,7 +24,7 @@ from .errors import GraphError, ShapeError, positive_int
 from .executor import ScheduleExecutor
 from .ir import INDEX
 from .loop_env import check, from_environment, resolve
-from .lengths import check_lengths, length_masks, zero_padded_steps
+from .lengths import check_lengths, length_masks, valid_steps, zero_padded_steps
 from .masks import draw_mask, mask_inputs, mask_seed
 from .network import Sequential
 from .passes import PLANS
@@ -265,7 +265,8 @@ class CompiledRNN:
         ``pack_padded_sequence`` takes them): a stream's state stops changing after its last
         valid step (h_T is the state at its length, h0 for a length of 0), y is zero past it and
         no gradient flows through padded steps (PyTorch's packed-sequence semantics; the
-        network's variable-length graph, compiled on first use: rnngraph/lengths.py).
+        network's variable-length graph, compiled on first use: rnngraph/lengths.py; lengths
+        all equal to T run the plain graph, which computes the same).
 
         Returns (y, h_T): y (T, S, n) the output node, h_T state name -> (depth, S, size), as
         arrays of the kind of ``x`` (NumPy for NumPy; on CUDA torch tensors, CuPy or numba
@@ -277,8 +278,12 @@ class CompiledRNN:
         masks = self._masks(masks, T, S, train)
         if lengths is not None:
             lengths = check_lengths(_host_lengths(lengths), T, S)
-            masks = {**masks, **length_masks(self.net.masked_graph, lengths, T, DTYPES[self.dtype], like=x)}
-            x = zero_padded_steps(x, lengths)
+            if not np.all(lengths == T):  # else the masks are all ones: the plain graph computes the same
+                valid = valid_steps(lengths, T, x, DTYPES[self.dtype])
+                masks = {**masks, **length_masks(self.net.masked_graph, valid)}
+                x = zero_padded_steps(x, valid)
+            else:
+                lengths = None
         kind = array_kind(x)
         if self._device is None:
             for what, a in [("x", x)] + [(f"h0[{k!r}]", v) for k, v in h0.items()]:

@@ -33,7 +33,7 @@ import numpy as np
 from .errors import GraphError, ShapeError
 from .ir import FLOAT, Graph
 
-__all__ = ["check_lengths", "hold_padded_steps", "length_inputs", "length_masks", "zero_padded_steps"]
+__all__ = ["check_lengths", "hold_padded_steps", "length_inputs", "length_masks", "valid_steps", "zero_padded_steps"]
 
 LENGTHS = "lengths"  # the attribute marking a graph input as a variable-length mask
 
@@ -90,36 +90,41 @@ def check_lengths(lengths, T: int, S: int, what: str = "lengths") -> np.ndarray:
     return a.astype(np.int64)
 
 
-def length_masks(g: Graph, lengths: np.ndarray, T: int, dtype="float32", like=None) -> dict:
-    """The masks of :func:`length_inputs` for checked ``lengths`` (S,): name -> (T, S, size)
-    array of ``dtype``, 1 where t < lengths[s] and 0 elsewhere. NumPy arrays, or torch tensors
-    made on the device of ``like`` when it is a CUDA tensor (no host-to-device copy of the masks)."""
-    if getattr(like, "is_cuda", False) and type(like).__module__.startswith("torch"):
+def valid_steps(lengths: np.ndarray, T: int, like, dtype="float32"):
+    """(T, S) of ``dtype``: 1 where t < lengths[s], else 0, for checked ``lengths`` (S,): a torch
+    tensor on ``like``'s device when ``like`` is a CUDA tensor (the lengths moved there through
+    pinned memory, without waiting for the device), else a NumPy array."""
+    if _is_cuda_tensor(like):
         import torch
-        steps = torch.arange(T, device=like.device)[:, None]
-        valid = (steps < torch.as_tensor(lengths, device=like.device)[None, :]).to(like.dtype)
-        return {name: valid[:, :, None].expand(T, valid.shape[1], size).contiguous()
-                for name, size in length_inputs(g).items()}
-    valid = (np.arange(T)[:, None] < np.asarray(lengths)[None, :]).astype(dtype)
-    return {name: np.repeat(valid[:, :, None], size, axis=2) for name, size in length_inputs(g).items()}
+        dev = torch.as_tensor(np.asarray(lengths)).pin_memory().to(like.device, non_blocking=True)
+        return (torch.arange(T, device=like.device)[:, None] < dev[None, :]).to(like.dtype)
+    return (np.arange(T)[:, None] < np.asarray(lengths)[None, :]).astype(dtype)
 
 
-def zero_padded_steps(x, lengths: np.ndarray):
-    """A copy of ``x`` (T, S, ...) floats with the steps t >= lengths[s] of each stream zero; x
-    as it is for token ids (their padding must be valid ids) and when no step is padded. NumPy
-    arrays and torch tensors (on their device); CuPy and numba device arrays as they are (the
-    caller's padding must then be finite)."""
-    T = x.shape[0]
-    if np.all(np.asarray(lengths) == T):
-        return x
+def length_masks(g: Graph, valid) -> dict:
+    """The masks of :func:`length_inputs`: name -> (T, S, size), ``valid`` (T, S) of
+    :func:`valid_steps` repeated along the size (its kind: NumPy or torch)."""
+    T, S = valid.shape
+    if isinstance(valid, np.ndarray):
+        return {name: np.repeat(valid[:, :, None], size, axis=2) for name, size in length_inputs(g).items()}
+    return {name: valid[:, :, None].expand(T, S, size).contiguous() for name, size in length_inputs(g).items()}
+
+
+def zero_padded_steps(x, valid):
+    """A copy of ``x`` (T, S, ...) floats with the padded steps (``valid`` (T, S) zero) set to
+    zero; x as it is for token ids (their padding must be valid ids). NumPy arrays and torch
+    tensors; CuPy and numba device arrays as they are (their padding must then be finite)."""
     if type(x).__module__.startswith("torch"):
         import torch
         if not x.is_floating_point():
             return x
-        valid = torch.arange(T, device=x.device)[:, None] < torch.as_tensor(lengths, device=x.device)[None, :]
-        return torch.where(valid.reshape(valid.shape + (1,) * (x.dim() - 2)), x, torch.zeros((), dtype=x.dtype,
-                                                                                           device=x.device))
+        keep = valid.to(torch.bool) if isinstance(valid, torch.Tensor) else torch.from_numpy(valid > 0)
+        keep = keep.reshape(keep.shape + (1,) * (x.dim() - 2))
+        return torch.where(keep, x, torch.zeros((), dtype=x.dtype, device=x.device))
     if not isinstance(x, np.ndarray) or not np.issubdtype(x.dtype, np.floating):
         return x
-    valid = np.arange(T)[:, None] < np.asarray(lengths)[None, :]
-    return np.where(valid.reshape(valid.shape + (1,) * (x.ndim - 2)), x, x.dtype.type(0))
+    return np.where((valid > 0).reshape(valid.shape + (1,) * (x.ndim - 2)), x, x.dtype.type(0))
+
+
+def _is_cuda_tensor(a) -> bool:
+    return type(a).__module__.startswith("torch") and bool(getattr(a, "is_cuda", False))

@@ -27,7 +27,7 @@ from .reference import init_params
 from .errors import GraphError, positive_int
 from .passes import PLANS
 from .schedule_options import ScheduleOptions
-from .torch_packed import PackedSequence, pack_like, unpack
+from .torch_packed import PackedSequence, unpack
 
 _TORCH_DTYPES = {torch.float32: "float32", torch.float64: "float64"}
 
@@ -360,7 +360,7 @@ class RNN(nn.Module):
         if packed is not None:
             if lengths is not None:
                 raise ValueError("lengths: a PackedSequence carries its own lengths; give one or the other")
-            x, lengths = unpack(packed)
+            x, lengths, packing = unpack(packed)
         x = self._check(x)
         unbatched = x.dim() == 2
         if unbatched and lengths is not None:
@@ -394,7 +394,7 @@ class RNN(nn.Module):
         if unbatched:
             return y[:, 0], h_T
         if packed is not None:
-            return pack_like(y, packed), h_T
+            return packing.pack(y), h_T
         return (y.transpose(0, 1) if self.batch_first else y), h_T
 
 

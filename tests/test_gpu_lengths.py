@@ -25,6 +25,13 @@ def _close(got, want, what, rel):
     assert err <= (rel or 2e-4) * scale, f"{what}: max error {err:.3g} against a largest value of {scale:.3g}"
 
 
+def _ours(torch_name: str) -> str:
+    """nn.LSTM's parameter name (``weight_ih_l1``) -> rnngraph.torch.RNN's (``layer1_W_weight``)."""
+    names = {"weight_ih": "W_weight", "weight_hh": "U_weight", "bias_ih": "W_bias", "bias_hh": "U_bias"}
+    base, layer = torch_name.rsplit("_l", 1)
+    return f"layer{layer}_{names[base]}"
+
+
 @pytest.mark.parametrize("layers", [1, 2])
 def test_packed_lstm_on_the_gpu_equals_torch_in_float64(layers):
     if not torch.cuda.is_available():
@@ -41,14 +48,16 @@ def test_packed_lstm_on_the_gpu_equals_torch_in_float64(layers):
         xi = x.to(dev, dt).requires_grad_()
         y, (h, c) = module(pack_padded_sequence(xi, lengths, enforce_sorted=False))
         loss = (y.data * w.to(dev, dt)).sum() + 2 * (h * w.to(dev, dt)).sum() + 3 * (c * w.to(dev, dt)).sum()
-        params = [p for _, p in module.named_parameters()]
-        outs.append((y.data, h, c, torch.autograd.grad(loss, [xi, *params])))
+        params = dict(module.named_parameters())
+        names = ["x"] + [n if module is ref else _ours(n) for n, _ in ref.named_parameters()]
+        grads = torch.autograd.grad(loss, [xi] + [params[n] for n in names[1:]])
+        outs.append((y.data, h, c, dict(zip(["x"] + [n for n, _ in ref.named_parameters()], grads))))
     (y0, h0, c0, g0), (y1, h1, c1, g1) = outs
     _close(y1, y0, "y", 0)
     _close(h1, h0, "h_T", 0)
     _close(c1, c0, "c_T", 0)
-    for k, (a, b) in enumerate(zip(g0, g1)):
-        _close(b, a, f"gradient {k}", 2e-3)
+    for name in g0:
+        _close(g1[name], g0[name], f"gradient of {name}", 2e-3)
 
 
 def test_padded_with_lengths_equals_packed_on_the_gpu():

@@ -64,7 +64,10 @@ def test_full_lengths_equal_no_lengths_and_plans_are_kept_apart():
     y, h_T = rnn.forward(x, lengths=np.array([4, 4]))
     y0, h0_T = rnn.forward(x)
     np.testing.assert_array_equal(y, y0)
-    assert rnn.cached_plans == [(4, 2, True, "lengths"), (4, 2, True)]
+    assert rnn.cached_plans == [(4, 2, True)]  # no step padded: the plain graph's plan
+    y1, _ = rnn.forward(x, lengths=[4, 3])
+    np.testing.assert_array_equal(y1[:, 0], y0[:, 0])
+    assert rnn.cached_plans == [(4, 2, True), (4, 2, True, "lengths")]
 
 
 def test_garbage_in_padded_steps_reaches_nothing():
