@@ -2,9 +2,11 @@
 # Variable-length sequences on the GPU in one device command (run on the H200), parts chosen by
 # PARTS (default "tests bench vowels"):
 #   tests   the GPU tier (tests/test_gpu_lengths.py) and the CPU/simulator tests of lengths
-#   bench   bench/torch_lengths.py: fastrnns' variable-length LSTM against cuDNN on a PackedSequence
+#   bench   bench/torch_lengths.py: fastrnns' variable-length LSTM against cuDNN on a PackedSequence,
+#           unidirectional and bidirectional
 #   vowels  bench/experiments/japanese_vowels_select.py: examples/japanese_vowels.py's settings
-#           chosen on a validation split, then 3 seeds on the test set, on the GPU
+#           chosen on a validation split, then 3 seeds on the test set, on the GPU (VOWELS_ARGS:
+#           more arguments, e.g. --bidirectional)
 #
 #   device run: carry [".whl", ".cache/rg"], command:  bash bench/lengths_gpu.sh
 # Prepared here beforehand (both git-ignored): .whl/ (bash ../shared/gpu-wheels.sh: numpy 2.4.6)
@@ -24,10 +26,12 @@ for part in ${PARTS:-tests bench vowels}; do
       timeout "${TEST_TIMEOUT:-240}" python3 -m pytest -q -m gpu tests/test_gpu_lengths.py 2>&1 | tee "$OUT/gpu-tests.log" ;;
     bench)
       timeout 240 python3 bench/torch_lengths.py --out "$OUT/torch-lengths-varlen-lstm.json" 2>&1 \
-        | tee "$OUT/torch-lengths.log" ;;
+        | tee "$OUT/torch-lengths.log"
+      timeout 240 python3 bench/torch_lengths.py --bidirectional --out "$OUT/torch-lengths-varlen-bilstm.json" 2>&1 \
+        | tee "$OUT/torch-lengths-bi.log" ;;
     vowels)
-      timeout 400 python3 bench/experiments/japanese_vowels_select.py --out "$OUT/japanese-vowels-lstm.json" 2>&1 \
-        | tee "$OUT/japanese-vowels.log" ;;
+      timeout 400 python3 bench/experiments/japanese_vowels_select.py ${VOWELS_ARGS:-} --out "$OUT/japanese-vowels.json" \
+        2>&1 | tee "$OUT/japanese-vowels.log" ;;
   esac
 done
 echo "=== done ($(date +%T))"

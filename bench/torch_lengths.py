@@ -62,6 +62,7 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--hidden", type=int, default=512)
     ap.add_argument("--layers", type=int, default=1)
+    ap.add_argument("--bidirectional", action="store_true", help="bidirectional layers (both implementations)")
     ap.add_argument("--min-length", type=int, default=30)
     ap.add_argument("--max-length", type=int, default=100, help="lengths < this; the padded window")
     ap.add_argument("--warmup", type=int, default=5)
@@ -81,14 +82,14 @@ def main(argv=None) -> int:
     x_grad = x.clone().requires_grad_()
     p = pack_padded_sequence(x, lengths, enforce_sorted=False)  # a leaf: the same input every call
     packed = PackedSequence(p.data.detach().requires_grad_(), p.batch_sizes, p.sorted_indices, p.unsorted_indices)
-    g = torch.randn(T * B * H, generator=gen).to(dev)
-    w = torch.randn(L, B, H, generator=gen).to(dev)
+    g = torch.randn(T * B * H * (1 + args.bidirectional), generator=gen).to(dev)
+    w = torch.randn(L * (1 + args.bidirectional), B, H, generator=gen).to(dev)
     result = {"benchmark": "torch_lengths", "device": device_name(gpu), "versions": versions(),
               "date": datetime.date.today().isoformat(), "settings": vars(args),
               "lengths": {"min": int(lengths.min()), "max": int(lengths.max()), "mean": float(lengths.float().mean()),
                           "sum": int(lengths.sum())}, "records": []}
     torch.manual_seed(0)
-    ref = torch.nn.LSTM(H, H, L).to(dev)
+    ref = torch.nn.LSTM(H, H, L, bidirectional=args.bidirectional).to(dev)
     mine = RNN.from_torch(ref)
     runs = [("cudnn-fp32-packed", ref, packed, None, False), ("cudnn-tf32-packed", ref, packed, None, True),
             ("cudnn-fp32-padded", ref, x_grad, None, False), ("rnngraph-packed", mine, packed, None, False),
@@ -107,7 +108,8 @@ def main(argv=None) -> int:
     result["targets"] = {"vs_faster_packed_cudnn": 0.5, "lengths_over_padded": 1.10}
     result["met"] = {"vs_faster_packed_cudnn": result["vs_faster_packed_cudnn"] <= 0.5,
                      "lengths_over_padded": result["lengths_over_padded"] <= 1.10}
-    result["plan"] = mine.compiled(dev, x.dtype).schedule(int(lengths.max()), B).plan
+    first = mine.directions[0] if args.bidirectional else mine
+    result["plan"] = first.compiled(dev, x.dtype).schedule(int(lengths.max()), B).plan
     print(f"rnngraph packed: x{result['vs_faster_packed_cudnn']:.3f} of the faster packed cuDNN (target 0.5); "
           f"lengths over padded: x{result['lengths_over_padded']:.3f} (target 1.10)", flush=True)
     write_results(args.out, result)

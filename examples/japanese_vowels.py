@@ -37,14 +37,15 @@ class Classifier(nn.Module):
     """An rnngraph LSTM over (T, B, 12) recordings with lengths (B,), then logits (B, 9) from
     the final hidden state."""
 
-    def __init__(self, hidden: int, classes: int):
+    def __init__(self, hidden: int, classes: int, bidirectional: bool = False):
         super().__init__()
-        self.rnn = RNN("lstm", hidden, input_size=12)
-        self.head = nn.Linear(hidden, classes)
+        self.rnn = RNN("lstm", hidden, input_size=12, bidirectional=bidirectional)
+        self.directions = 1 + bidirectional
+        self.head = nn.Linear(self.directions * hidden, classes)
 
     def forward(self, x, lengths):
-        _, (h, _) = self.rnn(x, lengths=lengths)
-        return self.head(h[-1])
+        _, (h, _) = self.rnn(x, lengths=lengths)  # h (directions, B, H): forward at each length, reverse after t = 0
+        return self.head(torch.cat(list(h[-self.directions:]), dim=-1))
 
 
 def tensors(series, y, mean, std, device):
@@ -66,11 +67,11 @@ def split(train, val: float):
     return pick(keep), pick(held)
 
 
-def run(seed: int, epochs: int, hidden: int, lr: float, device: str, data) -> float:
+def run(seed: int, epochs: int, hidden: int, lr: float, device: str, data, bidirectional: bool = False) -> float:
     """Train one model from ``seed``; its accuracy on the evaluation set (data[1])."""
     (xtr, ltr, ytr), (xte, lte, yte) = data
     torch.manual_seed(seed)
-    model = Classifier(hidden, 9).to(device)
+    model = Classifier(hidden, 9, bidirectional).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, epochs)
     rng = np.random.default_rng(seed)
@@ -95,6 +96,7 @@ def main(argv=None):
     ap.add_argument("--epochs", type=int, default=60)
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--lr", type=float, default=1e-2, help="Adam's learning rate, annealed to 0 (cosine)")
+    ap.add_argument("--bidirectional", action="store_true", help="a bidirectional LSTM (its two final states)")
     ap.add_argument("--val", type=float, default=0.0,
                     help="hold out this fraction of the training set and report accuracy on it, not on the test set "
                          "(for choosing settings without looking at the test set)")
@@ -110,13 +112,14 @@ def main(argv=None):
     accs, start = [], time.time()
     for seed in args.seeds:
         t0 = time.time()
-        accs.append(run(seed, args.epochs, args.hidden, args.lr, args.device, data))
+        accs.append(run(seed, args.epochs, args.hidden, args.lr, args.device, data, args.bidirectional))
         print(f"seed {seed}: {what} accuracy {accs[-1]:.4f} ({time.time() - t0:.1f} s)", flush=True)
     print(f"mean {what} accuracy over {len(accs)} seed(s): {np.mean(accs):.4f}")
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"command": "python examples/japanese_vowels.py " + " ".join(sys.argv[1:] if argv is None else argv),
                        "device": args.device, "epochs": args.epochs, "hidden": args.hidden, "lr": args.lr,
+                       "bidirectional": args.bidirectional,
                        "evaluated_on": what, "seeds": args.seeds, "accuracy": accs, "mean": float(np.mean(accs)),
                        "seconds": time.time() - start}, f, indent=1)
 

@@ -277,7 +277,7 @@ class CompiledRNN:
         h0 = self._check_states("h0", h0, S, complete=True)
         masks = self._masks(masks, T, S, train)
         if lengths is not None:
-            lengths = check_lengths(_host_lengths(lengths), T, S)
+            lengths = check_lengths(lengths, T, S)
             if not np.all(lengths == T):  # else the masks are all ones: the plain graph computes the same
                 valid = valid_steps(lengths, T, x, DTYPES[self.dtype])
                 masks = {**masks, **length_masks(self.net.masked_graph, valid)}
@@ -333,14 +333,6 @@ class CompiledRNN:
         dh_T = self._check_states("dh_T", dh_T, S, complete=False)
         dx, dh0, dparams = plan.backward(pending, dy, dh_T, input_grads)
         return (dx, dh0, dparams) if input_grads else (None, None, dparams)
-
-
-def _host_lengths(lengths):
-    """Lengths as host data; TypeError for a device array (CUDA tensors included)."""
-    if array_kind(lengths) != "host":
-        raise TypeError("lengths must be host data (a list, a NumPy array or a CPU tensor), as PyTorch's "
-                        "pack_padded_sequence takes them; got a device array")
-    return lengths
 
 
 class HostPlan:

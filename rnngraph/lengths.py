@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .arrays import array_kind
 from .errors import GraphError, ShapeError
 from .ir import FLOAT, Graph
 
@@ -77,7 +78,10 @@ def check_lengths(lengths, T: int, S: int, what: str = "lengths") -> np.ndarray:
     """``lengths`` as an int64 array (S,), checked: a sequence of S integers in [0, T], any order
     (no sorting needed). Accepts lists, NumPy arrays and CPU tensors (anything np.asarray
     takes). Raises ShapeError for a wrong shape, TypeError for non-integers, ValueError naming
-    the first stream out of range."""
+    the first stream out of range, TypeError for device arrays (CUDA tensors included)."""
+    if array_kind(lengths) != "host":
+        raise TypeError(f"{what} must be host data (a list, a NumPy array or a CPU tensor), as PyTorch's "
+                        f"pack_padded_sequence takes them; got a device array")
     a = np.asarray(lengths)
     if a.ndim != 1 or a.shape[0] != S:
         raise ShapeError(f"{what}: expected one length per stream, shape ({S},), got shape {a.shape}")

@@ -26,6 +26,7 @@ from .errors import GraphError, positive_int
 from .passes import PLANS
 from .schedule_options import ScheduleOptions
 from .torch_function import CompiledFunction, from_backend, stack_states, to_backend, to_backend_dict
+from .torch_bidirectional import forward as bidirectional_forward
 from .torch_packed import PackedSequence, unpack
 
 _TORCH_DTYPES = {torch.float32: "float32", torch.float64: "float64"}
@@ -77,7 +78,8 @@ class RNN(nn.Module):
 
     def __init__(self, cell, hidden: int, layers: int = 1, input_size: int | None = None, dropout: float = 0.0,
                  batch_first: bool = False, plan: str | None = None, cache_size: int = 8,
-                 options: ScheduleOptions | None = None, tuning: LoopTuning | None = None, **cell_kwargs):
+                 options: ScheduleOptions | None = None, tuning: LoopTuning | None = None,
+                 bidirectional: bool = False, **cell_kwargs):
         super().__init__()
         if isinstance(cell, str):
             if not getattr(getattr(_cells, cell, None), "is_cell", False):
@@ -96,6 +98,16 @@ class RNN(nn.Module):
         positive_int(cache_size, "cache_size")
         check(options, tuning)
         self.options, self.tuning = options, tuning
+        self.bidirectional = bool(bidirectional)
+        self.hidden, self.layers, self.input_size = hidden, layers, input_size
+        self.dropout, self.batch_first, self.plan, self.cache_size = float(dropout), batch_first, plan, cache_size
+        if self.bidirectional:  # one one-layer RNN per layer and direction (rnngraph/torch_bidirectional.py)
+            self.directions = nn.ModuleList(
+                RNN(cell, hidden, 1, input_size if k == 0 else 2 * hidden, plan=plan, cache_size=cache_size,
+                    options=options, tuning=tuning, **cell_kwargs) for k in range(layers) for _ in range(2))
+            self.cell_name, self.state_args = self.directions[0].cell_name, self.directions[0].state_args
+            self.net = self.graph = None
+            return
         cells_ = [cell(hidden=hidden, **cell_kwargs) for _ in range(layers)]
         body = []
         for k, c in enumerate(cells_):
@@ -104,8 +116,6 @@ class RNN(nn.Module):
             body.append(c)
         self.net = Sequential(*body, input_size=input_size)
         self.graph = self.net.graph
-        self.hidden, self.layers, self.input_size = hidden, layers, input_size
-        self.dropout, self.batch_first, self.plan, self.cache_size = float(dropout), batch_first, plan, cache_size
         self.cell_name = cells_[0].name
         self._param_attrs = [_param_attr(p.name) for p in self.graph.params]
         self._state_names = [s.name for s in self.graph.states]
@@ -127,7 +137,8 @@ class RNN(nn.Module):
         s = f"{self.cell_name}, {self.input_size}, {self.hidden}, layers={self.layers}"
         if self.dropout:
             s += f", dropout={self.dropout}"
-        return s + (", batch_first=True" if self.batch_first else "")
+        s += ", batch_first=True" if self.batch_first else ""
+        return s + (", bidirectional=True" if self.bidirectional else "")
 
     # ------------------------------------------------------------------ parameters
     def graph_parameters(self) -> dict[str, nn.Parameter]:
@@ -146,7 +157,11 @@ class RNN(nn.Module):
 
     def compiled(self, device: torch.device, dtype: torch.dtype):
         """The CompiledRNN that runs tensors of ``device`` and ``dtype`` (compiled on first use;
-        again when the parameters' memory moved, e.g. after ``.to()``)."""
+        again when the parameters' memory moved, e.g. after ``.to()``). ValueError for a
+        bidirectional RNN (each of its ``directions`` has its own)."""
+        if self.bidirectional:
+            raise ValueError("a bidirectional RNN runs one compiled RNN per layer and direction: "
+                             "module.directions[2 * layer + (0 forward, 1 reverse)].compiled(...)")
         return self._compiled_for(device, dtype, self._parameter_list())
 
     def _compiled_for(self, device, dtype, plist: list):
@@ -176,15 +191,15 @@ class RNN(nn.Module):
     @classmethod
     def from_torch(cls, module: nn.Module) -> "RNN":
         """An RNN with the weights of an ``nn.LSTM`` or ``nn.GRU`` (copied): the same layers,
-        sizes, dropout and batch_first. ValueError for bidirectional, proj_size or bias=False
+        sizes, dropout, batch_first and bidirectional. ValueError for proj_size or bias=False
         modules (not supported), TypeError for other modules."""
         kinds = {nn.LSTM: "lstm", nn.GRU: "gru"}
         if type(module) not in kinds:
             raise TypeError(f"from_torch takes an nn.LSTM or nn.GRU, got {type(module).__name__}")
-        if module.bidirectional or getattr(module, "proj_size", 0) or not module.bias:
-            raise ValueError("from_torch: bidirectional, proj_size and bias=False modules are not supported")
+        if getattr(module, "proj_size", 0) or not module.bias:
+            raise ValueError("from_torch: proj_size and bias=False modules are not supported")
         out = cls(kinds[type(module)], module.hidden_size, module.num_layers, module.input_size,
-                  module.dropout, module.batch_first)
+                  module.dropout, module.batch_first, bidirectional=module.bidirectional)
         out.load_torch_state_dict(module.state_dict())
         p = next(module.parameters())
         return out.to(device=p.device, dtype=p.dtype)
@@ -192,20 +207,29 @@ class RNN(nn.Module):
     def load_torch_state_dict(self, state: dict) -> None:
         """Copy an nn.LSTM / nn.GRU state dict (``weight_ih_l0``, ...) into the parameters
         (PyTorch's gate order is the standard cells'). KeyError naming a missing entry,
-        ValueError naming one of another shape (nothing is copied then)."""
+        ValueError naming one of another shape (nothing is copied then). A bidirectional RNN
+        takes the reverse direction's from the ``_reverse`` entries (``weight_ih_l0_reverse``)."""
+        pairs = self._torch_pairs(state, lambda k: f"l{k}")  # every key and shape checked before any copy
+        with torch.no_grad():
+            for p, value in pairs:
+                p.copy_(value)
+
+    def _torch_pairs(self, state: dict, suffix) -> list:
+        """(parameter, state dict value) pairs; ``suffix(k)``: layer k's key suffix (``l0``)."""
+        if self.bidirectional:
+            return [pair for j, child in enumerate(self.directions)
+                    for pair in child._torch_pairs(state, lambda k, j=j: f"l{j // 2}" + ("_reverse" if j % 2 else ""))]
         names = {"W.weight": "weight_ih", "U.weight": "weight_hh", "W.bias": "bias_ih", "U.bias": "bias_hh"}
         pairs = []
-        for name, p in self.graph_parameters().items():  # every key and shape checked before any copy
+        for name, p in self.graph_parameters().items():
             layer, local = name.split(".", 1)
-            key = f"{names.get(local, local)}_l{layer[len('layer'):]}"
+            key = f"{names.get(local, local)}_{suffix(int(layer[len('layer'):]))}"
             if key not in state:
                 raise KeyError(f"{key!r} (for {name!r}) is not in the state dict")
             if tuple(state[key].shape) != tuple(p.shape):
                 raise ValueError(f"{key!r} has shape {tuple(state[key].shape)}, {name!r} needs {tuple(p.shape)}")
             pairs.append((p, state[key]))
-        with torch.no_grad():
-            for p, value in pairs:
-                p.copy_(value)
+        return pairs
 
     # ------------------------------------------------------------------ running
     def _check(self, x: torch.Tensor) -> torch.Tensor:
@@ -231,7 +255,8 @@ class RNN(nn.Module):
         return x
 
     def _states_in(self, h0, B: int, like: torch.Tensor) -> list | None:
-        """h0 in nn.LSTM's form -> the graph's states in graph order, each (depth, B, H)."""
+        """h0 in nn.LSTM's form -> the graph's states in graph order, each (depth, B, H)
+        (bidirectional: per state argument, (2 * layers * depth, B, H) checked)."""
         if h0 is None:
             return None
         parts = (h0,) if len(self.state_args) == 1 and isinstance(h0, torch.Tensor) else h0
@@ -239,9 +264,9 @@ class RNN(nn.Module):
             raise ValueError(f"h0: expected {'a tensor' if len(self.state_args) == 1 else 'a tuple'} of "
                              f"{len(self.state_args)} state(s) {[a for a, _ in self.state_args]}, "
                              f"got {type(h0).__name__}")
-        by_name = {}
+        by_name, checked = {}, []
         for (arg, depth), t in zip(self.state_args, parts):
-            want = (self.layers * depth, B, self.hidden)
+            want = (self.layers * (1 + self.bidirectional) * depth, B, self.hidden)
             if not isinstance(t, torch.Tensor) or tuple(t.shape) != want:
                 raise ValueError(f"h0 state {arg!r}: expected a tensor of shape {want}, got "
                                  f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
@@ -250,9 +275,10 @@ class RNN(nn.Module):
                     t = t.to(like.dtype)
                 else:
                     raise ValueError(f"h0 state {arg!r} is {t.dtype} on {t.device}; x is {like.dtype} on {like.device}")
-            for k in range(self.layers):
+            checked.append(t)
+            for k in range(self.layers if not self.bidirectional else 0):
                 by_name[f"layer{k}.{arg}"] = t[k * depth:(k + 1) * depth]
-        return [by_name[s] for s in self._state_names]
+        return checked if self.bidirectional else [by_name[s] for s in self._state_names]
 
     def _unbatched_states(self, h0):
         """Unbatched states (layers * delay, H) -> (layers * delay, 1, H), in h0's form; ValueError
@@ -262,7 +288,7 @@ class RNN(nn.Module):
         if not isinstance(parts, (tuple, list)):
             return h0
         for (arg, depth), t in zip(self.state_args, parts):
-            want = (self.layers * depth, self.hidden)
+            want = (self.layers * (1 + self.bidirectional) * depth, self.hidden)
             if not isinstance(t, torch.Tensor) or tuple(t.shape) != want:
                 raise ValueError(f"h0 state {arg!r}: unbatched x (T, {self.input_size}) takes states of shape {want}, "
                                  f"got {tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
@@ -311,6 +337,20 @@ class RNN(nn.Module):
         states = self._states_in(h0, B, x)
         if states is not None:
             states = [s.contiguous() for s in states]
+        if self.bidirectional:
+            y, stacked = bidirectional_forward(self, x, states, lengths)
+        else:
+            y, stacked = self._forward(x, states, lengths)
+        h_T = self._states_out(stacked, unbatched)
+        if unbatched:
+            return y[:, 0], h_T
+        if packed is not None:
+            return packing.pack(y), h_T
+        return (y.transpose(0, 1) if self.batch_first else y), h_T
+
+    def _forward(self, x: torch.Tensor, states: list | None, lengths) -> tuple:
+        """(y (T, B, H), per state argument (layers * depth, B, H)) of time-major x (T, B, I)."""
+        T, B = x.shape[:2]
         params = self._parameter_list()
         rnn = self._compiled_for(x.device, x.dtype, params)
         masks = self._masks(T, B, x)
@@ -325,12 +365,7 @@ class RNN(nn.Module):
             y, h_T = rnn.forward(to_backend(x), to_backend_dict(h0d), train=False,
                                  masks=to_backend_dict(masks), copy_states=False, lengths=lengths)
             y, stacked = from_backend(y, x), stack_states(h_T, self._state_groups, x)
-        h_T = self._states_out(stacked, unbatched)
-        if unbatched:
-            return y[:, 0], h_T
-        if packed is not None:
-            return packing.pack(y), h_T
-        return (y.transpose(0, 1) if self.batch_first else y), h_T
+        return y, stacked
 
 
 __all__ = ["RNN"]

@@ -18,6 +18,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .lengths import check_lengths
+
 
 def reverse_index(lengths: torch.Tensor | None, T: int, B: int, device) -> torch.Tensor | None:
     """(T, B) int64 on ``device``: at (t, b) the step that lands at t when sequence b is reversed
@@ -54,6 +56,8 @@ def forward(module, x: torch.Tensor, states: list | None, lengths) -> tuple[torc
     """(y (T, B, 2H), per state argument (2 * layers * depth, B, H)) of a bidirectional RNN
     ``module`` on time-major ``x`` (T, B, I), ``states`` as :func:`split_states` reads them."""
     T, B = x.shape[:2]
+    if lengths is not None:
+        lengths = check_lengths(lengths, T, B)
     idx = reverse_index(lengths, T, B, x.device)
     single = len(module.state_args) == 1
     h0 = split_states(states, len(module.directions), single)

@@ -1,4 +1,4 @@
-"""GPU tier for variable-length sequences (pytest -m gpu; skipped without a GPU and torch with
+"""GPU tier for variable-length sequences and bidirectional layers (pytest -m gpu; skipped without a GPU and torch with
 CUDA): rnngraph.torch.RNN on a PackedSequence at H = 512, S = 64, random lengths, against
 nn.LSTM run in float64 on the CPU on the same PackedSequence with the same weights — outputs,
 final states and every gradient — and the padded call with lengths equal to the packed one.
@@ -25,31 +25,35 @@ def _close(got, want, what, rel):
     assert err <= (rel or 2e-4) * scale, f"{what}: max error {err:.3g} against a largest value of {scale:.3g}"
 
 
-def _ours(torch_name: str) -> str:
-    """nn.LSTM's parameter name (``weight_ih_l1``) -> rnngraph.torch.RNN's (``layer1_W_weight``)."""
+def _ours(torch_name: str, bidirectional: bool) -> str:
+    """nn.LSTM's parameter name (``weight_ih_l1``, ``weight_ih_l1_reverse``) -> rnngraph.torch.RNN's
+    (``layer1_W_weight``; bidirectional ``directions.3.layer0_W_weight``)."""
     names = {"weight_ih": "W_weight", "weight_hh": "U_weight", "bias_ih": "W_bias", "bias_hh": "U_bias"}
-    base, layer = torch_name.rsplit("_l", 1)
+    base, layer = torch_name.removesuffix("_reverse").rsplit("_l", 1)
+    if bidirectional:
+        return f"directions.{2 * int(layer) + torch_name.endswith('_reverse')}.layer0_{names[base]}"
     return f"layer{layer}_{names[base]}"
 
 
-@pytest.mark.parametrize("layers", [1, 2])
-def test_packed_lstm_on_the_gpu_equals_torch_in_float64(layers):
+@pytest.mark.parametrize("layers, bidirectional", [(1, False), (2, False), (2, True)])
+def test_packed_lstm_on_the_gpu_equals_torch_in_float64(layers, bidirectional):
     if not torch.cuda.is_available():
         pytest.skip("torch has no CUDA here")
     torch.manual_seed(layers)
-    ref = torch.nn.LSTM(H, H, layers).double()
+    ref = torch.nn.LSTM(H, H, layers, bidirectional=bidirectional).double()
     mine = RNN.from_torch(ref).float().cuda()
     x = torch.randn(T, S, H, dtype=torch.float64)
     lengths = torch.randint(1, T + 1, (S,))
     lengths[3] = T
-    w = torch.linspace(-1, 1, H, dtype=torch.float64)
+    w = torch.linspace(-1, 1, H * (1 + bidirectional), dtype=torch.float64)
+    v = w[:H]
     outs = []
     for module, dev, dt in ((ref, "cpu", torch.float64), (mine, "cuda", torch.float32)):
         xi = x.to(dev, dt).requires_grad_()
         y, (h, c) = module(pack_padded_sequence(xi, lengths, enforce_sorted=False))
-        loss = (y.data * w.to(dev, dt)).sum() + 2 * (h * w.to(dev, dt)).sum() + 3 * (c * w.to(dev, dt)).sum()
+        loss = (y.data * w.to(dev, dt)).sum() + 2 * (h * v.to(dev, dt)).sum() + 3 * (c * v.to(dev, dt)).sum()
         params = dict(module.named_parameters())
-        names = ["x"] + [n if module is ref else _ours(n) for n, _ in ref.named_parameters()]
+        names = ["x"] + [n if module is ref else _ours(n, bidirectional) for n, _ in ref.named_parameters()]
         grads = torch.autograd.grad(loss, [xi] + [params[n] for n in names[1:]])
         outs.append((y.data, h, c, dict(zip(["x"] + [n for n, _ in ref.named_parameters()], grads))))
     (y0, h0, c0, g0), (y1, h1, c1, g1) = outs

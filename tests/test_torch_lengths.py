@@ -1,6 +1,7 @@
-"""rnngraph.torch.RNN on variable-length sequences (CPU, the NumPy backend): a PackedSequence and
-``lengths=`` against nn.LSTM / nn.GRU on the same PackedSequence, in float64 — outputs, final
-states and every gradient — and the cases that break libraries, each with its input."""
+"""rnngraph.torch.RNN on variable-length sequences and bidirectional (CPU, the NumPy backend): a
+PackedSequence and ``lengths=`` against nn.LSTM / nn.GRU on the same PackedSequence, in float64
+— outputs, final states and every gradient, unidirectional and bidirectional — and the cases
+that break libraries, each with its input."""
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -8,15 +9,25 @@ from torch import nn  # noqa: E402
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence  # noqa: E402
 
 from rnngraph.torch import RNN  # noqa: E402
+from rnngraph.torch_bidirectional import reverse, reverse_index  # noqa: E402
 
 F64 = torch.float64
 TORCH_NAMES = {"weight_ih": "W_weight", "weight_hh": "U_weight", "bias_ih": "W_bias", "bias_hh": "U_bias"}
 
 
-def _pair(kind, layers, seed=0, batch_first=False):
+def _pair(kind, layers, seed=0, batch_first=False, bidirectional=False):
     torch.manual_seed(seed)
-    ref = kind(3, 4, layers, batch_first=batch_first).double()
+    ref = kind(3, 4, layers, batch_first=batch_first, bidirectional=bidirectional).double()
     return ref, RNN.from_torch(ref)
+
+
+def _ours(torch_name: str, bidirectional: bool) -> str:
+    """nn.LSTM's parameter name -> ours: weight_ih_l1 -> layer1_W_weight; bidirectional
+    weight_hh_l1_reverse -> directions.3.layer0_U_weight."""
+    base, layer = torch_name.removesuffix("_reverse").rsplit("_l", 1)
+    if bidirectional:
+        return f"directions.{2 * int(layer) + torch_name.endswith('_reverse')}.layer0_{TORCH_NAMES[base]}"
+    return f"layer{layer}_{TORCH_NAMES[base]}"
 
 
 def _states(h):
@@ -30,9 +41,10 @@ def _loss(y, h):
 
 @pytest.mark.parametrize("layers", [1, 2])
 @pytest.mark.parametrize("kind", [nn.LSTM, nn.GRU], ids=["lstm", "gru"])
-@pytest.mark.parametrize("enforce_sorted", [False, True])
-def test_packed_sequence_equals_torch(kind, layers, enforce_sorted):
-    ref, mine = _pair(kind, layers)
+@pytest.mark.parametrize("enforce_sorted, bidirectional", [(False, False), (True, False), (False, True)])
+def test_packed_sequence_equals_torch(kind, layers, enforce_sorted, bidirectional):
+    ref, mine = _pair(kind, layers, bidirectional=bidirectional)
+    layers *= 1 + bidirectional  # the states' rows
     lengths = torch.tensor([6, 4, 2, 1]) if enforce_sorted else torch.tensor([2, 6, 1, 4])
     x = torch.randn(6, 4, 3, dtype=F64)
     h0 = tuple(torch.randn(layers, 4, 4, dtype=F64) for _ in range(2 if kind is nn.LSTM else 1))
@@ -56,9 +68,9 @@ def test_packed_sequence_equals_torch(kind, layers, enforce_sorted):
     for a, b in zip(grads[0][1], grads[1][1]):
         torch.testing.assert_close(b, a, rtol=0, atol=1e-10)
     mine_params = dict(mine.named_parameters())
+    assert len(mine_params) == len(dict(ref.named_parameters()))
     for name, p in ref.named_parameters():
-        base, layer = name.rsplit("_l", 1)
-        torch.testing.assert_close(mine_params[f"layer{layer}_{TORCH_NAMES[base]}"].grad, p.grad, rtol=0, atol=1e-10)
+        torch.testing.assert_close(mine_params[_ours(name, bidirectional)].grad, p.grad, rtol=0, atol=1e-10)
     assert ya.data.abs().max() > 0.05
 
 
@@ -113,3 +125,43 @@ def test_bad_lengths_are_named(call, error, match):
     _, mine = _pair(nn.LSTM, 1)
     with pytest.raises(error, match=match):
         call(mine, torch.randn(4, 2, 3, dtype=F64))
+
+
+def test_the_reverse_direction_reads_each_sequence_reversed_over_its_own_length():
+    idx = reverse_index(torch.tensor([3, 1, 0]), 4, 3, "cpu")
+    assert idx.tolist() == [[2, 0, 0], [1, 1, 1], [0, 2, 2], [3, 3, 3]]
+    x = torch.arange(12.0).view(4, 3, 1)  # x[t, b] = 3 t + b
+    assert reverse(x, idx)[:, 0, 0].tolist() == [6.0, 3.0, 0.0, 9.0]  # b = 0, length 3: x[2], x[1], x[0], pad
+    assert torch.equal(reverse(reverse(x, idx), idx), x)
+
+
+def test_bidirectional_final_states_are_the_forward_at_its_length_and_the_reverse_after_t0():
+    """h_T[0] (forward) equals the forward direction run alone over x[:L]; h_T[1] (reverse)
+    equals the reverse direction run alone over x[:L] flipped: its state after reading t = 0."""
+    _, mine = _pair(nn.GRU, 1, seed=4, bidirectional=True)
+    x, lengths = torch.randn(5, 2, 3, dtype=F64), [3, 5]
+    y, h = mine(x, lengths=lengths)
+    fwd, rev = mine.directions
+    for b, L in enumerate(lengths):
+        xb = x[:L, b:b + 1]
+        yf, hf = fwd(xb)
+        yr, hr = rev(torch.flip(xb, [0]))
+        torch.testing.assert_close(h[0, b], hf[0, 0], rtol=0, atol=1e-12)
+        torch.testing.assert_close(h[1, b], hr[0, 0], rtol=0, atol=1e-12)
+        torch.testing.assert_close(y[:L, b], torch.cat([yf[:, 0], torch.flip(yr, [0])[:, 0]], -1), rtol=0, atol=1e-12)
+    assert y.shape == (5, 2, 8) and torch.equal(y[3:, 0], torch.zeros(2, 8, dtype=F64))
+
+
+def test_bidirectional_with_dropout_in_eval_mode_and_h0_equals_torch():
+    ref, mine = _pair(nn.LSTM, 2, seed=5, bidirectional=True)
+    ref.dropout = mine.dropout = 0.3
+    ref.eval(), mine.eval()
+    x = torch.randn(4, 3, 3, dtype=F64)
+    h0 = (torch.randn(4, 3, 4, dtype=F64), torch.randn(4, 3, 4, dtype=F64))
+    (ya, (ha, ca)), (yb, (hb, cb)) = ref(x, h0), mine(x, h0)
+    for a, b in ((ya, yb), (ha, hb), (ca, cb)):
+        torch.testing.assert_close(b, a, rtol=0, atol=1e-10)
+    with pytest.raises(ValueError, match=r"expected a tensor of shape \(4, 3, 4\)"):
+        mine(x, (h0[0][:2], h0[1][:2]))
+    with pytest.raises(ValueError, match="directions"):
+        mine.compiled(x.device, x.dtype)

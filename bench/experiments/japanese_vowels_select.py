@@ -41,16 +41,17 @@ def main() -> int:
     ap.add_argument("--hidden", nargs="+", default=["64", "128"])
     ap.add_argument("--lr", nargs="+", default=["3e-3", "1e-2"])
     ap.add_argument("--epochs", nargs="+", default=["60", "150"])
+    ap.add_argument("--bidirectional", action="store_true", help="pass --bidirectional to every run")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    trials = []
+    trials, bi = [], ["--bidirectional"] if args.bidirectional else []
     for hidden, lr, epochs in itertools.product(args.hidden, args.lr, args.epochs):
-        r = run(["--val", "0.2", "--seeds", "0", "1", "--hidden", hidden, "--lr", lr, "--epochs", epochs])
+        r = run(["--val", "0.2", "--seeds", "0", "1", "--hidden", hidden, "--lr", lr, "--epochs", epochs, *bi])
         trials.append(r)
         print(f"hidden {hidden:>4s} lr {lr:>5s} epochs {epochs:>4s}: validation {r['mean']:.4f} {r['accuracy']}", flush=True)
     best = max(trials, key=lambda r: (r["mean"], -r["epochs"], -r["hidden"]))
     final = run(["--seeds", "0", "1", "2", "--hidden", str(best["hidden"]), "--lr", str(best["lr"]),
-                 "--epochs", str(best["epochs"])])
+                 "--epochs", str(best["epochs"]), *bi])
     print(f"chosen hidden {best['hidden']} lr {best['lr']} epochs {best['epochs']}: test {final['accuracy']} "
           f"mean {final['mean']:.4f}", flush=True)
     with open(args.out, "w") as f:
