@@ -53,6 +53,9 @@ class RNN(nn.Module):
         cache_size: compiled (T, B) plans kept per device.
         options, tuning: an ``rg.ScheduleOptions`` and an ``rg.LoopTuning`` for every (T, B)
             (default: those of each B, with RNNGRAPH_LOOP's keys; see ``rg.compile_rnn``).
+        bidirectional: a reverse direction in every layer (nn.LSTM's): outputs (T, B, 2H),
+            states (2 * layers, B, H); ``directions`` holds one one-layer RNN per layer and
+            direction (rnngraph/torch_bidirectional.py).
 
     ``forward(x, h0=None, lengths=None) -> (y, h_T)``: x (T, B, I) (or (T, I) unbatched), or a
     ``PackedSequence``; h0 a tensor (layers, B, H) for a one-state cell, else a tuple of them

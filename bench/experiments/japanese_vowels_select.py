@@ -41,10 +41,10 @@ def main() -> int:
     ap.add_argument("--hidden", nargs="+", default=["64", "128"])
     ap.add_argument("--lr", nargs="+", default=["3e-3", "1e-2"])
     ap.add_argument("--epochs", nargs="+", default=["60", "150"])
-    ap.add_argument("--bidirectional", action="store_true", help="pass --bidirectional to every run")
+    ap.add_argument("--bidirectional", action="store_true", help="bidirectional LSTMs (default: one direction)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    trials, bi = [], ["--bidirectional"] if args.bidirectional else []
+    trials, bi = [], ["--bidirectional" if args.bidirectional else "--no-bidirectional"]
     for hidden, lr, epochs in itertools.product(args.hidden, args.lr, args.epochs):
         r = run(["--val", "0.2", "--seeds", "0", "1", "--hidden", hidden, "--lr", lr, "--epochs", epochs, *bi])
         trials.append(r)
