@@ -3,10 +3,11 @@
 # PARTS (default "tests bench vowels"):
 #   tests   the GPU tier (tests/test_gpu_lengths.py) and the CPU/simulator tests of lengths
 #   bench   bench/torch_lengths.py: fastrnns' variable-length LSTM against cuDNN on a PackedSequence,
-#           unidirectional and bidirectional
+#           unidirectional and bidirectional (the cost model's plan and the wavefront forced)
 #   vowels  bench/experiments/japanese_vowels_select.py: examples/japanese_vowels.py's settings
 #           chosen on a validation split, then 3 seeds on the test set, on the GPU (VOWELS_ARGS:
 #           more arguments, e.g. --bidirectional)
+#   example examples/japanese_vowels.py with its defaults (3 seeds on the test set)
 #
 #   device run: carry [".whl", ".cache/rg"], command:  bash bench/lengths_gpu.sh
 # Prepared here beforehand (both git-ignored): .whl/ (bash ../shared/gpu-wheels.sh: numpy 2.4.6)
@@ -28,7 +29,12 @@ for part in ${PARTS:-tests bench vowels}; do
       timeout 240 python3 bench/torch_lengths.py --out "$OUT/torch-lengths-varlen-lstm.json" 2>&1 \
         | tee "$OUT/torch-lengths.log"
       timeout 240 python3 bench/torch_lengths.py --bidirectional --out "$OUT/torch-lengths-varlen-bilstm.json" 2>&1 \
-        | tee "$OUT/torch-lengths-bi.log" ;;
+        | tee "$OUT/torch-lengths-bi.log"
+      timeout 240 python3 bench/torch_lengths.py --bidirectional --plan wavefront \
+        --out "$OUT/torch-lengths-varlen-bilstm-wavefront.json" 2>&1 | tee "$OUT/torch-lengths-bi-wavefront.log" ;;
+    example)
+      timeout 200 python3 examples/japanese_vowels.py --out "$OUT/japanese-vowels-example.json" 2>&1 \
+        | grep -v Warn | tee "$OUT/japanese-vowels-example.log" ;;
     vowels)
       timeout 400 python3 bench/experiments/japanese_vowels_select.py ${VOWELS_ARGS:-} --out "$OUT/japanese-vowels.json" \
         2>&1 | tee "$OUT/japanese-vowels.log" ;;

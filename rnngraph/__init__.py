@@ -10,6 +10,7 @@ from .codegen.tuning import LoopTuning
 from .errors import CycleError, DelayError, DtypeError, GraphError, OpError, ShapeError, StateError, UnusedWarning
 from .ir import Graph, Init, parse
 from .layer import CompiledRNN, compile_rnn
+from .bidirectional import Bidirectional
 from .network import MSE, Dropout, Embedding, SequenceClassifier, Sequential, SoftmaxCrossEntropy, stacked
 from .optim import SGD, Adam, AdamW, clip_grad_norm
 from .reference import Reference, init_params, reset_streams, zero_states
@@ -23,7 +24,7 @@ __version__ = "0.1.0"
 __all__ = [
     "cells", "ir", "ops", "Graph", "Init", "parse",
     "CycleError", "DelayError", "DtypeError", "GraphError", "OpError", "ShapeError", "StateError", "UnusedWarning",
-    "Dropout", "Embedding", "MSE", "SequenceClassifier", "Sequential", "SoftmaxCrossEntropy", "stacked",
+    "Bidirectional", "Dropout", "Embedding", "MSE", "SequenceClassifier", "Sequential", "SoftmaxCrossEntropy", "stacked",
     "Reference", "init_params", "reset_streams", "zero_states", "SGD", "Adam", "AdamW", "clip_grad_norm",
     "TrainingStep", "StepForward", "compile", "CompiledRNN", "compile_rnn", "ScheduleOptions", "LoopTuning",
     "State", "Value", "cell", "concat", "exp", "layer_norm", "linear", "param", "relu", "sigmoid", "slice",

@@ -14,6 +14,7 @@ from __future__ import annotations
 from functools import cached_property
 from numbers import Real
 
+from .bidirectional import Bidirectional
 from .errors import GraphError, positive_int
 from .heads import MSE, Head, SequenceClassifier, SoftmaxCrossEntropy
 from .ir import FLOAT, INDEX, Graph, Init
@@ -105,22 +106,29 @@ class Sequential:
                 raise GraphError(f"layer {k}: an Embedding must be the first layer")
             if isinstance(layer, Head) and k != len(layers) - 1:
                 raise GraphError(f"layer {k}: a {type(layer).__name__} head must be the last layer")
-            if not isinstance(layer, (Embedding, Head, Cell, Dropout)):
+            if not isinstance(layer, (Embedding, Head, Cell, Dropout, Bidirectional)):
                 hint = " (did you forget to call the cell, e.g. lstm(hidden=64)?)" if callable(layer) else ""
                 raise GraphError(f"layer {k}: {layer!r} is not a cell, rg.Embedding, rg.Dropout or a loss head "
                                  f"(rg.SoftmaxCrossEntropy, rg.MSE, rg.SequenceClassifier){hint}")
+        if any(isinstance(l, Bidirectional) for l in layers) and (
+                sum(isinstance(l, (Cell, Bidirectional)) for l in layers) > 1 or isinstance(layers[0], Embedding)):
+            raise GraphError("an rg.Bidirectional layer must be the network's only recurrent layer, on float inputs: "
+                             "its reverse direction's time order is reversed, so nothing before or after it in the "
+                             "graph lines up with it (stack bidirectional layers with rnngraph.torch.RNN("
+                             "bidirectional=True), one graph per layer)")
         if not isinstance(layers[0], Embedding):
             if input_size is None:
                 raise GraphError("rg.Sequential: the first layer is a cell, so give input_size=")
             input_size = positive_int(input_size, "rg.Sequential: input_size", GraphError)
         self.layers = layers
         self.input_size = input_size
-        self.name = name or "_".join(l.name for l in layers if isinstance(l, Cell)) or "net"
+        self.name = name or "_".join(l.name for l in layers if isinstance(l, (Cell, Bidirectional))) or "net"
 
     @property
     def cells(self) -> list[Cell]:
         """The recurrent layers, in order."""
-        return [l for l in self.layers if isinstance(l, Cell)]
+        return [l for l in self.layers if isinstance(l, Cell)] + [l.cell for l in self.layers
+                                                                   if isinstance(l, Bidirectional)]
 
     @property
     def has_loss(self) -> bool:
@@ -151,7 +159,8 @@ class Sequential:
             b.length_masks = {}
         first_is_embedding = isinstance(self.layers[0], Embedding)
         with tracing(b):
-            x = b.add("input", size=1 if first_is_embedding else self.input_size,
+            doubled = any(isinstance(l, Bidirectional) for l in self.layers)  # [x, x reversed]
+            x = b.add("input", size=1 if first_is_embedding else self.input_size * (1 + doubled),
                       dtype=INDEX if first_is_embedding else FLOAT, name="x")
             outputs, loss, k, j = [x], None, 0, 0
             for layer in self.layers:
@@ -159,6 +168,11 @@ class Sequential:
                     b.prefix = f"layer{k}."
                     k += 1
                     x = layer.trace(b, x)
+                    outputs = [x]
+                    continue
+                if isinstance(layer, Bidirectional):
+                    x = layer.trace(b, x, k)
+                    k += 1
                     outputs = [x]
                     continue
                 b.prefix, b.hidden = layer.prefix, None

@@ -26,7 +26,6 @@ from .errors import GraphError, positive_int
 from .passes import PLANS
 from .schedule_options import ScheduleOptions
 from .torch_function import CompiledFunction, from_backend, stack_states, to_backend, to_backend_dict
-from .torch_bidirectional import forward as bidirectional_forward
 from .torch_packed import PackedSequence, unpack
 
 _TORCH_DTYPES = {torch.float32: "float32", torch.float64: "float64"}
@@ -54,8 +53,8 @@ class RNN(nn.Module):
         options, tuning: an ``rg.ScheduleOptions`` and an ``rg.LoopTuning`` for every (T, B)
             (default: those of each B, with RNNGRAPH_LOOP's keys; see ``rg.compile_rnn``).
         bidirectional: a reverse direction in every layer (nn.LSTM's): outputs (T, B, 2H),
-            states (2 * layers, B, H); ``directions`` holds one one-layer RNN per layer and
-            direction (rnngraph/torch_bidirectional.py).
+            states (2 * layers, B, H); ``pairs`` holds one compiled RNN per layer running both
+            directions side by side (rnngraph/torch_bidirectional.py).
 
     ``forward(x, h0=None, lengths=None) -> (y, h_T)``: x (T, B, I) (or (T, I) unbatched), or a
     ``PackedSequence``; h0 a tensor (layers, B, H) for a one-state cell, else a tuple of them
@@ -104,20 +103,16 @@ class RNN(nn.Module):
         self.bidirectional = bool(bidirectional)
         self.hidden, self.layers, self.input_size = hidden, layers, input_size
         self.dropout, self.batch_first, self.plan, self.cache_size = float(dropout), batch_first, plan, cache_size
-        if self.bidirectional:  # one one-layer RNN per layer and direction (rnngraph/torch_bidirectional.py)
-            self.directions = nn.ModuleList(
-                RNN(cell, hidden, 1, input_size if k == 0 else 2 * hidden, plan=plan, cache_size=cache_size,
-                    options=options, tuning=tuning, **cell_kwargs) for k in range(layers) for _ in range(2))
-            self.cell_name, self.state_args = self.directions[0].cell_name, self.directions[0].state_args
+        if self.bidirectional:  # one compiled RNN a layer, both directions (rnngraph/torch_bidirectional.py)
+            from .torch_bidirectional import LayerPair
+            self.pairs = nn.ModuleList(
+                LayerPair(cell, hidden, 1, input_size if k == 0 else 2 * hidden, plan=plan, cache_size=cache_size,
+                          options=options, tuning=tuning, **cell_kwargs) for k in range(layers))
+            self.cell_name, self.state_args = self.pairs[0].cell_name, self.pairs[0].state_args
             self.net = self.graph = None
             return
         cells_ = [cell(hidden=hidden, **cell_kwargs) for _ in range(layers)]
-        body = []
-        for k, c in enumerate(cells_):
-            if k and dropout:
-                body.append(Dropout(dropout))
-            body.append(c)
-        self.net = Sequential(*body, input_size=input_size)
+        self.net = self._network(cells_, input_size, dropout)
         self.graph = self.net.graph
         self.cell_name = cells_[0].name
         self._param_attrs = [_param_attr(p.name) for p in self.graph.params]
@@ -125,11 +120,24 @@ class RNN(nn.Module):
         self._mask_nodes = [(n.name, float(n.attr["dropout"]), n.size) for n in self.graph.inputs
                             if "dropout" in n.attr]
         self.state_args = [(arg, ann.delay) for arg, ann in cells_[0].state_args]
-        self._state_groups = [[f"layer{k}.{arg}" for k in range(layers)] for arg, _ in self.state_args]
+        self._state_groups = self._groups()
         seed = int(torch.randint(0, 2 ** 31 - 1, ()).item())
         for name, value in init_params(self.graph, seed, "float32").items():
             self.register_parameter(_param_attr(name), nn.Parameter(torch.from_numpy(value)))
         self._compiled: dict = {}
+
+    def _network(self, cells_: list, input_size: int, dropout: float) -> Sequential:
+        """The stack as one rg.Sequential: the cells, rg.Dropout between them."""
+        body = []
+        for k, c in enumerate(cells_):
+            if k and dropout:
+                body.append(Dropout(dropout))
+            body.append(c)
+        return Sequential(*body, input_size=input_size)
+
+    def _groups(self) -> list[list[str]]:
+        """Per state argument of the cell, its graph states in h_T's row order (layer by layer)."""
+        return [[f"layer{k}.{arg}" for k in range(self.layers)] for arg, _ in self.state_args]
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -161,10 +169,10 @@ class RNN(nn.Module):
     def compiled(self, device: torch.device, dtype: torch.dtype):
         """The CompiledRNN that runs tensors of ``device`` and ``dtype`` (compiled on first use;
         again when the parameters' memory moved, e.g. after ``.to()``). ValueError for a
-        bidirectional RNN (each of its ``directions`` has its own)."""
+        bidirectional RNN (each of its ``pairs`` has its own)."""
         if self.bidirectional:
-            raise ValueError("a bidirectional RNN runs one compiled RNN per layer and direction: "
-                             "module.directions[2 * layer + (0 forward, 1 reverse)].compiled(...)")
+            raise ValueError("a bidirectional RNN runs one compiled RNN per layer (both directions): "
+                             "module.pairs[layer].compiled(...)")
         return self._compiled_for(device, dtype, self._parameter_list())
 
     def _compiled_for(self, device, dtype, plist: list):
@@ -212,21 +220,22 @@ class RNN(nn.Module):
         (PyTorch's gate order is the standard cells'). KeyError naming a missing entry,
         ValueError naming one of another shape (nothing is copied then). A bidirectional RNN
         takes the reverse direction's from the ``_reverse`` entries (``weight_ih_l0_reverse``)."""
-        pairs = self._torch_pairs(state, lambda k: f"l{k}")  # every key and shape checked before any copy
+        pairs = self._torch_pairs(state, lambda token: f"l{token[len('layer'):]}")  # all checked before any copy
         with torch.no_grad():
             for p, value in pairs:
                 p.copy_(value)
 
     def _torch_pairs(self, state: dict, suffix) -> list:
-        """(parameter, state dict value) pairs; ``suffix(k)``: layer k's key suffix (``l0``)."""
+        """(parameter, state dict value) pairs; ``suffix(token)``: the key suffix (``l0``,
+        ``l0_reverse``) of a graph parameter's layer token (``layer0``, ``layer0_reverse``)."""
         if self.bidirectional:
-            return [pair for j, child in enumerate(self.directions)
-                    for pair in child._torch_pairs(state, lambda k, j=j: f"l{j // 2}" + ("_reverse" if j % 2 else ""))]
+            return [pair for k, child in enumerate(self.pairs)
+                    for pair in child._torch_pairs(state, lambda token, k=k: f"l{k}{token[len('layer0'):]}")]
         names = {"W.weight": "weight_ih", "U.weight": "weight_hh", "W.bias": "bias_ih", "U.bias": "bias_hh"}
         pairs = []
         for name, p in self.graph_parameters().items():
             layer, local = name.split(".", 1)
-            key = f"{names.get(local, local)}_{suffix(int(layer[len('layer'):]))}"
+            key = f"{names.get(local, local)}_{suffix(layer)}"
             if key not in state:
                 raise KeyError(f"{key!r} (for {name!r}) is not in the state dict")
             if tuple(state[key].shape) != tuple(p.shape):
@@ -279,8 +288,8 @@ class RNN(nn.Module):
                 else:
                     raise ValueError(f"h0 state {arg!r} is {t.dtype} on {t.device}; x is {like.dtype} on {like.device}")
             checked.append(t)
-            for k in range(self.layers if not self.bidirectional else 0):
-                by_name[f"layer{k}.{arg}"] = t[k * depth:(k + 1) * depth]
+            for k, name in enumerate(self._state_groups[len(checked) - 1] if not self.bidirectional else []):
+                by_name[name] = t[k * depth:(k + 1) * depth]
         return checked if self.bidirectional else [by_name[s] for s in self._state_names]
 
     def _unbatched_states(self, h0):
@@ -341,6 +350,7 @@ class RNN(nn.Module):
         if states is not None:
             states = [s.contiguous() for s in states]
         if self.bidirectional:
+            from .torch_bidirectional import forward as bidirectional_forward
             y, stacked = bidirectional_forward(self, x, states, lengths)
         else:
             y, stacked = self._forward(x, states, lengths)

@@ -27,11 +27,12 @@ def _close(got, want, what, rel):
 
 def _ours(torch_name: str, bidirectional: bool) -> str:
     """nn.LSTM's parameter name (``weight_ih_l1``, ``weight_ih_l1_reverse``) -> rnngraph.torch.RNN's
-    (``layer1_W_weight``; bidirectional ``directions.3.layer0_W_weight``)."""
+    (``layer1_W_weight``; bidirectional ``pairs.1.layer0_reverse_W_weight``)."""
     names = {"weight_ih": "W_weight", "weight_hh": "U_weight", "bias_ih": "W_bias", "bias_hh": "U_bias"}
     base, layer = torch_name.removesuffix("_reverse").rsplit("_l", 1)
     if bidirectional:
-        return f"directions.{2 * int(layer) + torch_name.endswith('_reverse')}.layer0_{names[base]}"
+        direction = "_reverse" if torch_name.endswith("_reverse") else ""
+        return f"pairs.{layer}.layer0{direction}_{names[base]}"
     return f"layer{layer}_{names[base]}"
 
 

@@ -23,10 +23,11 @@ def _pair(kind, layers, seed=0, batch_first=False, bidirectional=False):
 
 def _ours(torch_name: str, bidirectional: bool) -> str:
     """nn.LSTM's parameter name -> ours: weight_ih_l1 -> layer1_W_weight; bidirectional
-    weight_hh_l1_reverse -> directions.3.layer0_U_weight."""
+    weight_hh_l1_reverse -> pairs.1.layer0_reverse_U_weight."""
     base, layer = torch_name.removesuffix("_reverse").rsplit("_l", 1)
     if bidirectional:
-        return f"directions.{2 * int(layer) + torch_name.endswith('_reverse')}.layer0_{TORCH_NAMES[base]}"
+        direction = "_reverse" if torch_name.endswith("_reverse") else ""
+        return f"pairs.{layer}.layer0{direction}_{TORCH_NAMES[base]}"
     return f"layer{layer}_{TORCH_NAMES[base]}"
 
 
@@ -141,7 +142,12 @@ def test_bidirectional_final_states_are_the_forward_at_its_length_and_the_revers
     _, mine = _pair(nn.GRU, 1, seed=4, bidirectional=True)
     x, lengths = torch.randn(5, 2, 3, dtype=F64), [3, 5]
     y, h = mine(x, lengths=lengths)
-    fwd, rev = mine.directions
+    fwd, rev = RNN("gru", 4, input_size=3).double(), RNN("gru", 4, input_size=3).double()
+    weights = dict(mine.pairs[0].named_parameters())
+    with torch.no_grad():
+        for name, p in fwd.named_parameters():
+            p.copy_(weights[name])
+            dict(rev.named_parameters())[name].copy_(weights[name.replace("layer0_", "layer0_reverse_")])
     for b, L in enumerate(lengths):
         xb = x[:L, b:b + 1]
         yf, hf = fwd(xb)
@@ -163,5 +169,5 @@ def test_bidirectional_with_dropout_in_eval_mode_and_h0_equals_torch():
         torch.testing.assert_close(b, a, rtol=0, atol=1e-10)
     with pytest.raises(ValueError, match=r"expected a tensor of shape \(4, 3, 4\)"):
         mine(x, (h0[0][:2], h0[1][:2]))
-    with pytest.raises(ValueError, match="directions"):
+    with pytest.raises(ValueError, match="pairs"):
         mine.compiled(x.device, x.dtype)

@@ -1,0 +1,48 @@
+"""``rg.Bidirectional(cell)``: a cell and its reverse direction as one layer of ``rg.Sequential``,
+two independent loop SCCs the schedule runs side by side.
+
+The layer's graph input holds each step's input twice, (T, S, 2I): ``[x[t], x_rev[t]]``, where
+``x_rev`` is each sequence reversed over its own length (x[L-1], ..., x[0], then the padding);
+the caller builds it (``rnngraph.torch.RNN(bidirectional=True)`` does, with torch ops). The
+forward direction ``layerK.`` reads the first half, the reverse direction ``layerK_reverse.`` (its
+own parameters and states, named as PyTorch's ``_reverse`` weights) the second, and the output
+is ``[y[t], y_rev[t]]`` (T, S, 2H): the reverse direction's outputs in reversed time, for the
+caller to put back in order. Reversal crosses timesteps, so a graph holds no more than this
+one recurrent layer; stacks of bidirectional layers are one graph per layer
+(rnngraph/torch_bidirectional.py).
+"""
+from __future__ import annotations
+
+from .errors import GraphError
+from .trace import Builder, Cell, Value
+
+__all__ = ["Bidirectional"]
+
+
+class Bidirectional:
+    """A cell in both directions (PyTorch's ``bidirectional=True`` for one layer): see the module
+    docstring for its input and output. ``cell``: a configured cell (``rg.cells.lstm(hidden=64)``).
+    Raises GraphError for anything else."""
+
+    def __init__(self, cell: Cell):
+        if not isinstance(cell, Cell):
+            raise GraphError(f"rg.Bidirectional takes a configured cell (e.g. rg.cells.lstm(hidden=64)), got {cell!r}")
+        self.cell = cell
+        self.name = f"bidirectional_{cell.name}"
+
+    def trace(self, b: Builder, x: Value, k: int) -> Value:
+        """Trace both directions as layer ``k`` on the doubled input ``x`` (2I,); returns the
+        concatenated output (2H,)."""
+        half = x.size // 2
+        outs = []
+        for prefix, start in ((f"layer{k}.", 0), (f"layer{k}_reverse.", half)):
+            b.prefix = prefix
+            part = b.add("slice", [x], attrs={"start": start, "stop": start + half}, name=f"{prefix}x")
+            outs.append(self.cell.trace(b, part))
+        b.prefix = f"layer{k}."
+        y = b.add("concat", outs, name=f"layer{k}.y_both")
+        b.name_layer({})
+        return y
+
+    def __repr__(self):
+        return f"Bidirectional({self.cell!r})"
