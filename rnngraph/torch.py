@@ -333,6 +333,10 @@ class RNN(nn.Module):
         if packed is not None:
             if lengths is not None:
                 raise ValueError("lengths: a PackedSequence carries its own lengths; give one or the other")
+            where = next(self.parameters()).device
+            if packed.data.device != where:
+                raise ValueError(f"the PackedSequence is on {packed.data.device} but the module's parameters are on "
+                                 f"{where}; move one with .to()")
             x, lengths, packing = unpack(packed)
         x = self._check(x)
         unbatched = x.dim() == 2

@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence  # noqa: E402
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence  # noqa: E402
 
 from rnngraph.torch import RNN  # noqa: E402
 from rnngraph.torch_bidirectional import reverse, reverse_index  # noqa: E402
@@ -86,6 +86,18 @@ def test_lengths_with_padded_input_equal_the_packed_call_and_pad_with_zeros():
     torch.testing.assert_close(y, y_ref, rtol=0, atol=1e-10)  # zeros past each length, as torch pads
     torch.testing.assert_close(h, hp, rtol=0, atol=1e-10)
     torch.testing.assert_close(c, cp, rtol=0, atol=1e-10)
+
+
+def test_bidirectional_packed_equals_padded_with_lengths():
+    _, mine = _pair(nn.LSTM, 2, seed=6, bidirectional=True)
+    x, lengths = torch.randn(5, 3, 3, dtype=F64), torch.tensor([2, 5, 4])
+    y, (h, c) = mine(x, lengths=lengths)
+    yp, (hp, cp) = mine(pack_padded_sequence(x, lengths, enforce_sorted=False))
+    y_unpacked, _ = pad_packed_sequence(yp)
+    torch.testing.assert_close(y_unpacked, y, rtol=0, atol=1e-12)
+    torch.testing.assert_close(hp, h, rtol=0, atol=1e-12)
+    torch.testing.assert_close(cp, c, rtol=0, atol=1e-12)
+    assert torch.equal(y[2:, 0], torch.zeros(3, 8, dtype=F64))
 
 
 def test_a_sequence_of_length_zero_keeps_its_state_outputs_zeros_and_no_nan():
@@ -171,3 +183,10 @@ def test_bidirectional_with_dropout_in_eval_mode_and_h0_equals_torch():
         mine(x, (h0[0][:2], h0[1][:2]))
     with pytest.raises(ValueError, match="pairs"):
         mine.compiled(x.device, x.dtype)
+
+
+def test_a_packed_sequence_on_another_device_is_named():
+    _, mine = _pair(nn.LSTM, 1)
+    elsewhere = PackedSequence(torch.empty(5, 3, dtype=F64, device="meta"), torch.tensor([3, 2]))
+    with pytest.raises(ValueError, match="the PackedSequence is on meta but the module's parameters are on cpu"):
+        mine(elsewhere)
