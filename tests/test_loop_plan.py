@@ -109,7 +109,7 @@ def test_argument_order_is_the_kernels_signature():
         assert plan.args[2:] == (("BAR",) if barrier else ()) + tuple(flags) + plan.buffers
         assert list(plan.buffers) == sorted(plan.buffers, key=lambda b: (b[0], int(b[1:])))
         assert not set(plan.buffers) & set(flags)
-        src, args = emit_loop_kernel(g, loop, plan, ko)
+        src, args = emit_loop_kernel(g, plan, ko)
         assert list(args) == list(plan.buffers)
         assert re.search(r"^def k\((.*)\):$", src, re.M).group(1) == ", ".join(plan.args)
         zeroed = plan.zeroed(lambda x: (7, 1, 16))

@@ -64,6 +64,8 @@ the window) to recompute mean and rstd, so the forward row statistics are never 
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from .. import ops
 from ..ir import Graph
 from ..schedule import Kernel, Loop
@@ -95,12 +97,13 @@ def persistent_supported(loop: Loop) -> bool:
     return all(k.kind in SUPPORTED or _layer_norm_kernel(k) for k in loop.kernels)
 
 
-def emit_loop_kernel(g: Graph, loop: Loop, plan: LoopKernelPlan, recompute: dict | None = None) -> tuple[str, list[str]]:
+def emit_loop_kernel(g: Graph, plan: LoopKernelPlan, recompute: dict | None = None) -> tuple[str, list[str]]:
     """(module text: imports, device functions and the persistent kernel ``plan.name``; its buffer
-    arguments in order) of ``loop`` as ``plan`` (:func:`~.loop_plan.plan_loop_kernel`) says. The
-    kernel's parameters are ``plan.args``: (T, S, [BAR], [flag buffers], *buffers)."""
+    arguments in order) of ``plan.loop`` as ``plan`` (:func:`~.loop_plan.plan_loop_kernel`) says;
+    ``recompute`` as given to the plan. The kernel's parameters are ``plan.args``: (T, S, [BAR],
+    [flag buffers], *buffers)."""
     recompute = recompute or {}
-    fns = imports(plan) + [device_function(g, loop, plan, item, recompute)
+    fns = imports(plan) + [device_function(g, plan.loop, plan, item, recompute)
                            for lv in plan.levels for st in lv.stages for item in st.items if not isinstance(item, GemmItem)]
     src = Source()
     src(decorator(plan))
@@ -121,9 +124,17 @@ def _time_loop(src: Source, g: Graph, plan: LoopKernelPlan) -> None:
         if p.shift:  # issued in the previous tick: the first tick's here
             emit_prefetch(src, p, "0")
 
+    @contextmanager
     def at_timestep(offset: int):
         src(f"t = {timestep(offset, plan.reverse)}")
-        return src.block("if t >= 0 and t < T:")
+        with src.block("if t >= 0 and t < T:"):
+            yield
+            if knocked:  # the body may be empty
+                src("pass")
+
+    knocked = plan.knockout & {"gemm", "pointwise", "ln-sums"}
+    row_sums = (lambda sums, uL: None) if "ln-sums" in plan.knockout else \
+        (lambda sums, uL: emit_row_sums(src, g, plan, sums, uL))
 
     with src.block(f"for tick in range(T + {plan.top}):"):
         for lv in plan.levels:
@@ -137,7 +148,7 @@ def _time_loop(src: Source, g: Graph, plan: LoopKernelPlan) -> None:
                 src("# reduction phase: layer norm row sums, then the level's reduction sync")
                 for sums in lv.reduction:
                     with at_timestep(sums.offset):
-                        emit_row_sums(src, g, plan, sums, uL)
+                        row_sums(sums, uL)
                 src(plan.grid_sync)
             for k in lv.prefetch:
                 p = prefetch[k]
@@ -148,17 +159,17 @@ def _time_loop(src: Source, g: Graph, plan: LoopKernelPlan) -> None:
                     for j, item in enumerate(stage.items):
                         if j:
                             src("cuda.syncthreads()")
-                        if isinstance(item, GemmItem):
+                        if isinstance(item, GemmItem) and "gemm" not in plan.knockout:
                             for rows in item.rows:
                                 src(rows.comment)
-                                emit_rows(src, rows, plan.coop, plan.tuning)
-                        else:
+                                emit_rows(src, rows, plan.coop, plan.tuning, "vector-loads" not in plan.knockout)
+                        elif not isinstance(item, GemmItem) and "pointwise" not in plan.knockout:
                             emit_pointwise(src, item, uL, plan.reverse)
             if lv.early:
                 src("cuda.syncthreads()", "# the next level's layer norm row sums, over the elements this block just wrote")
                 for sums in lv.early:
                     with at_timestep(sums.offset):
-                        emit_row_sums(src, g, plan, sums, uL)
+                        row_sums(sums, uL)
             src(plan.grid_sync if lv.sync else "cuda.syncthreads()  # no grid sync needed here")
 
 
@@ -198,4 +209,4 @@ class LoopEmitter:
         """(device functions + the persistent kernel, its buffer arguments in order). The kernel's
         arguments are (T, S, [BAR if ``self.barrier``], [the flag buffers of ``flag_buffers``],
         *buffers)."""
-        return emit_loop_kernel(self.g, self.loop, self.plan, self.recompute)
+        return emit_loop_kernel(self.g, self.plan, self.recompute)

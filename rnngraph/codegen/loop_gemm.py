@@ -27,11 +27,13 @@ from .tuning import LoopTuning
 from .warp_reduce import transpose_reduce, tree_reduce
 
 
-def emit_rows(src: Source, r: GemmRows, coop: bool, tuning: LoopTuning) -> None:
+def emit_rows(src: Source, r: GemmRows, coop: bool, tuning: LoopTuning, vector_loads: bool = True) -> None:
     """The row loop ``r``: its terms are (weight read with {r}, {rem}, {k}; vector read with {s},
     {k}; flag) and its store a statement with {r}, {s} and {acc}. A term whose flag is (F, row)
     reads its vector from flag buffer F: each trip first loads all its words, then polls until
-    every word carries the tag row + 1 (:func:`emit_poll`), and takes the values from them."""
+    every word carries the tag row + 1 (:func:`emit_poll`), and takes the values from them.
+    ``vector_loads`` False (a timing knock-out): an unflagged vector element is the first row's
+    weight of the same step instead, already in a register."""
     RB, SB, KS, kp, reps, uL, inner = r.rows, r.streams, r.ksplit, r.partials, r.reps, r.unit, r.inner
     start, step, kstep = ("warp", "nwarps", 32) if coop else ("tid", "bdim", 1)
     src(f"nrows = nj * {reps}", f"ngroups = (nrows + {RB - 1}) // {RB}")
@@ -65,8 +67,9 @@ def emit_rows(src: Source, r: GemmRows, coop: bool, tuning: LoopTuning) -> None:
                     k = kof(u)
                     for m, t in enumerate(r.terms):
                         src(*(f"w{m}_{a}_{u} = {t.weight.format(r=f'r{a}', rem=f'rem{a}', k=k)}" for a in range(RB)))
+                        vec = t.vector if vector_loads else f"w{m}_0_{u}"
                         for i in range(SB):
-                            src(f"v = {f'flag_value(fw{m}_{i}_{u})' if t.flag else t.vector.format(s=f's{i}', k=k)}",
+                            src(f"v = {f'flag_value(fw{m}_{i}_{u})' if t.flag else vec.format(s=f's{i}', k=k)}",
                                 *(f"acc{a}_{i} += w{m}_{a}_{u} * v" for a in range(RB)))
                 src(f"kk += {unroll * stride}")
         _reduce_and_store(src, r, coop, tuning)

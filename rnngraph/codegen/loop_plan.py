@@ -30,7 +30,7 @@ the ``loop_*.py`` modules it calls) only write what the plan says. What it decid
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..ir import Graph
 from ..passes.ownership import kernel_unit, level_unit
@@ -97,8 +97,13 @@ class LoopKernelPlan:
     """Everything :func:`plan_loop_kernel` decided about one persistent loop kernel (see the module
     docstring). ``barrier``: the inline barrier's variant (``tuning.barrier``), 0 for numba's grid
     sync; ``ln_shape``: the row sums' code shape (``lnsum``, 0 also when its arrays did not fit);
-    ``smem_left``: the bytes of the budget nothing took."""
+    ``smem_left``: the bytes of the budget nothing took; ``loop``: the schedule's loop it plans.
+    ``knockout`` (bench/loop_profile.py's timing variants only; empty for every real kernel): the
+    constructs the emitters leave out: "grid-sync" (the time loop's grid syncs become ``pass``),
+    "gemm", "pointwise", "ln-sums" (those sections of each stage body, then ``pass``),
+    "vector-loads" (a GEMM's vector load becomes a copy of a weight already in a register)."""
 
+    loop: Loop = field(repr=False, compare=False)
     name: str
     reverse: bool
     coop: bool
@@ -120,6 +125,7 @@ class LoopKernelPlan:
     levels: tuple
     transposed: frozenset
     buffers: tuple
+    knockout: frozenset = frozenset()
 
     @property
     def args(self) -> tuple:
@@ -136,6 +142,8 @@ class LoopKernelPlan:
     @property
     def grid_sync(self) -> str:
         """The statement of a grid sync between levels."""
+        if "grid-sync" in self.knockout:
+            return "pass"
         if not self.barrier:
             return "grid.sync()"
         return "grid_barrier(BAR, nblocks)" if self.barrier < 3 else "bphase = grid_barrier(BAR, nblocks, bphase)"
@@ -220,7 +228,7 @@ def plan_loop_kernel(g: Graph, loop: Loop, name: str, coop: bool = True, recompu
                                 planned, early, level in loop.sync_after))
     local = {z.array for z in ctx.local_grads}
     return LoopKernelPlan(
-        name=name, reverse=loop.reverse, coop=coop, streams=streams, nblocks=nblocks, virtual_blocks=vb,
+        loop=loop, name=name, reverse=loop.reverse, coop=coop, streams=streams, nblocks=nblocks, virtual_blocks=vb,
         tuning=tuning, top=max(o for o, _ in loop.stages),
         barrier=tuning.barrier if coop and tuning.barrier and not vb else 0,
         flag_buffers=tuple(flag_buffers.items()), ln_shape=ln_shape, ln_slots=ln_slots,

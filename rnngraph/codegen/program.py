@@ -441,7 +441,7 @@ class CudaProgram:
         virtual = SIM_BLOCKS if self.sim and SIM_BLOCKS > 1 else 0
         plan = plan_loop_kernel(self.g, loop, name, coop=not self.sim, recompute=self.kernel_of, streams=self.S,
                                 nblocks=nblocks, tuning=tuning, virtual_blocks=virtual)
-        src, _ = emit_loop_kernel(self.g, loop, plan, self.kernel_of)
+        src, _ = emit_loop_kernel(self.g, plan, self.kernel_of)
         self.sources.append(src)
         self.loop_plans[name] = plan
         for p in plan.transposed:
