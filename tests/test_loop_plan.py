@@ -91,6 +91,15 @@ def test_work_item_shapes_and_split():
         _rows(bplan := plan_loop_kernel(g, bwd, "k", True, ko, 64, 132, tuning))
     assert (f.rows, f.streams, f.items, f.ksplit) == (8, 4, 32, 1)
     assert (b.rows, b.streams, b.items, b.ksplit) == (4, 8, 8, 2)
+    # unrolled tuning.unroll times (8), at most inner // (32 x split), at least once
+    assert f.unroll == b.unroll == 8
+    assert f.butterfly and b.butterfly  # 32 accumulators: the transpose butterfly (xreduce)
+    g16, fwd16, _, ko16 = _loops("lstm", 16, 64)
+    (short,) = _rows(plan_loop_kernel(g16, fwd16, "k", True, ko16, 64, 4, tuning))
+    assert short.unroll == 1  # 16 columns: less than a warp's one stride
+    (tree,) = _rows(plan_loop_kernel(g, fwd, "k", True, ko, 64, 132, tuning.replace(xreduce=0)))
+    (sim,) = _rows(plan_loop_kernel(g, fwd, "k", False, ko, 64, 1, tuning))
+    assert not tree.butterfly and not sim.butterfly and sim.unroll == 8
     assert [(a.name, a.shape) for a in bplan.arrays("split partial sums")] == [("kp0", (16, 32))]
     g, fwd, bwd, ko = _loops("lstm", 512, 1)
     (b,) = _rows(plan_loop_kernel(g, bwd, "k", True, ko, 1, 132, rg.LoopTuning.defaults(1)))

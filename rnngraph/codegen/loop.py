@@ -1,4 +1,11 @@
-"""Emit one persistent cooperative kernel per loop of the schedule (forward or backward).
+"""Emit one persistent cooperative kernel per loop of the schedule (forward or backward): the driver.
+
+Two steps: :func:`~.loop_plan.plan_loop_kernel` decides everything (a ``LoopKernelPlan``:
+shared memory, work items, early loads, flag buffers, arguments), then :func:`emit_loop_kernel`
+writes it through one ``Source`` builder (codegen/source.py), calling the emitter of each
+construct: codegen/loop_prologue.py (start and end of the kernel), loop_gemm.py (GEMM rows),
+loop_pointwise.py (pointwise kernels), loop_layer_norm.py (row sums), loop_prefetch.py (early
+loads). This module holds the time loop. What the kernel does:
 
 The kernel runs the whole window: for each tick, for each level, every stage whose timestep
 t = tick - offset is inside the window runs its kernels, and the grid syncs at the end of the
@@ -21,7 +28,8 @@ buffer ``F<i>`` (codegen/flag_exchange.py; zeroed at kernel start, a forward loo
 rows flagged there, then one grid sync), and the GEMMs poll those words (codegen/loop_gemm.py).
 Recurrent weights are copied once per launch into shared memory where ``smem_kib`` allows (the
 block's own rows), else read from global memory, where they stay resident in the 50 MB L2.
-Code-shape knobs: ``LoopTuning`` (codegen/tuning.py), given to the emitter as a value.
+Code-shape knobs: ``LoopTuning`` (codegen/tuning.py), given to the plan as a value; the emitters
+read only the plan.
 
 Backward: the same structure in reverse time; a GEMM's VJP adds W^T g into the gradient of its
 input (``G[x] += ...``), each block for the input units it owns.
@@ -162,7 +170,7 @@ def _time_loop(src: Source, g: Graph, plan: LoopKernelPlan) -> None:
                         if isinstance(item, GemmItem) and "gemm" not in plan.knockout:
                             for rows in item.rows:
                                 src(rows.comment)
-                                emit_rows(src, rows, plan.coop, plan.tuning, "vector-loads" not in plan.knockout)
+                                emit_rows(src, rows, plan.coop, "vector-loads" not in plan.knockout)
                         elif not isinstance(item, GemmItem) and "pointwise" not in plan.knockout:
                             emit_pointwise(src, item, uL, plan.reverse)
             if lv.early:

@@ -5,7 +5,7 @@ A work item (a warp on the GPU, a thread in the simulator) computes RB rows x SB
 sum_m W_m[r, kk] * v_m[s, kk] over kk < inner, its lanes striding over kk; the partial sums are
 reduced across the warp by a tree a sum or the transpose butterfly (codegen/warp_reduce.py,
 ``xreduce``). Register blocking: a weight element is loaded once for SB streams and a vector
-element once for RB rows; the kk loop is unrolled ``tuning.unroll`` times (independent loads in
+element once for RB rows; the kk loop is unrolled ``GemmRows.unroll`` times (independent loads in
 flight), with a remainder loop. The column index is cast to uint64 (it is never negative):
 numba wraps a negative signed index (a sign test and an add per read, in 64 bits), and that wrap
 kept ptxas from folding the unrolled offsets kk + 32 * u (u < unroll) into the loads'
@@ -23,11 +23,10 @@ from __future__ import annotations
 from .loop_items import GemmRows
 from .loop_pointwise import owned_row
 from .source import Source
-from .tuning import LoopTuning
 from .warp_reduce import transpose_reduce, tree_reduce
 
 
-def emit_rows(src: Source, r: GemmRows, coop: bool, tuning: LoopTuning, vector_loads: bool = True) -> None:
+def emit_rows(src: Source, r: GemmRows, coop: bool, vector_loads: bool = True) -> None:
     """The row loop ``r``: its terms are (weight read with {r}, {rem}, {k}; vector read with {s},
     {k}; flag) and its store a statement with {r}, {s} and {acc}. A term whose flag is (F, row)
     reads its vector from flag buffer F: each trip first loads all its words, then polls until
@@ -55,8 +54,7 @@ def emit_rows(src: Source, r: GemmRows, coop: bool, tuning: LoopTuning, vector_l
         for m, (_, row) in flagged:
             src(f"ftag{m} = uint32({row}) + uint32(1)")
         src(f"kk = {'lane' if coop else '0'}" + (f" + (kw - item * {KS}) * {kstep}" if KS > 1 else ""))
-        stride = kstep * KS
-        U = max(1, min(tuning.unroll, inner // stride))
+        stride, U = kstep * KS, r.unroll
         loops = [(U, f"kk + {(U - 1) * stride} < {inner}")] + ([(1, f"kk < {inner}")] if U > 1 else [])
         for unroll, cond in loops:
             with src.block(f"while {cond}:"):
@@ -72,7 +70,7 @@ def emit_rows(src: Source, r: GemmRows, coop: bool, tuning: LoopTuning, vector_l
                             src(f"v = {f'flag_value(fw{m}_{i}_{u})' if t.flag else vec.format(s=f's{i}', k=k)}",
                                 *(f"acc{a}_{i} += w{m}_{a}_{u} * v" for a in range(RB)))
                 src(f"kk += {unroll * stride}")
-        _reduce_and_store(src, r, coop, tuning)
+        _reduce_and_store(src, r, coop)
         if KS == 1:
             src(f"item += {step}")
             return
@@ -87,12 +85,12 @@ def emit_rows(src: Source, r: GemmRows, coop: bool, tuning: LoopTuning, vector_l
         src("i += bdim")
 
 
-def _reduce_and_store(src: Source, r: GemmRows, coop: bool, tuning: LoopTuning) -> None:
+def _reduce_and_store(src: Source, r: GemmRows, coop: bool) -> None:
     """A work item's partial sums reduced across the warp, then stored (or, split, put into the
     item's row of ``kp<n>``)."""
     RB, SB, KS, kp = r.rows, r.streams, r.ksplit, r.partials
     accs = [(a, i) for a in range(RB) for i in range(SB)]
-    if coop and tuning.xreduce and len(accs) <= 32:
+    if r.butterfly:
         lines, index, leader = transpose_reduce([f"acc{a}_{i}" for a, i in accs])
         src(*lines, f"ix = {index}")
         if KS > 1:

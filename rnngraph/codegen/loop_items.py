@@ -27,7 +27,9 @@ class GemmRows:
     ``reps`` rows a unit of the level's ``unit``, ``inner`` the reduced dimension, ``store`` the
     statement with {r}, {s}, {acc}. Work items of ``rows`` rows x ``streams`` streams, ``items`` of
     them at most a block; ``ksplit`` workers an item (1: none), their partial sums in the shared
-    array ``partials``."""
+    array ``partials``; the inner loop unrolled ``unroll`` times; ``butterfly``: the item's partial
+    sums reduced across the warp by the transpose butterfly (else a tree a sum, or no shuffles in
+    the simulator)."""
 
     comment: str
     terms: tuple
@@ -40,6 +42,8 @@ class GemmRows:
     items: int
     ksplit: int
     partials: str
+    unroll: int
+    butterfly: bool
 
 
 @dataclass(frozen=True)

@@ -140,6 +140,16 @@ class LoopKernelPlan:
         return out | {f: (tuple(shape_of(x)), "uint64") for x, f in self.flag_buffers}
 
     @property
+    def jit_options(self) -> list[str]:
+        """The kernel's ``@cuda.jit`` options: ``fast`` (numba's fastmath, the device functions'
+        too); on the GPU also ``bounds`` (launch bounds of ``threads``: the compiler keeps the
+        registers within what that many threads may use) and ``carveout`` (the shared-memory
+        carveout)."""
+        t = self.tuning
+        return ((["fastmath=True"] if t.fast else []) + ([f"launch_bounds=({t.threads}, 1)"] if self.coop and t.bounds else [])
+                + ([f"shared_memory_carveout={t.carveout}"] if self.coop and t.carveout >= 0 else []))
+
+    @property
     def grid_sync(self) -> str:
         """The statement of a grid sync between levels."""
         if "grid-sync" in self.knockout:
@@ -363,7 +373,8 @@ class _Context:
         simulator) share an item by splitting its inner dimension when the block has fewer items
         than workers, no more than ``tuning.ksplit`` nor one chunk (32 on the GPU) a part, and 1
         when the partial sums' array (items x parts x rows x streams floats) does not fit in what
-        is left of the budget (or in simulated blocks)."""
+        is left of the budget (or in simulated blocks). The inner loop is unrolled ``tuning.unroll``
+        times, at most as often as a worker's stride fits in the inner dimension."""
         block_rows = -(-uL // max(1, self.vb or self.nblocks)) * reps
         SB, RB = self.item_shape(block_rows)
         kstep = 32 if self.coop else 1
@@ -375,5 +386,7 @@ class _Context:
         if KS > 1:
             self.nsplit += 1
             self.budget.arrays.append(SmemArray(kp, (items * KS, RB * SB), items * KS * RB * SB * 4, "split partial sums"))
-        return GemmRows(comment, terms, store, reps, uL, inner, SB, RB, items, KS, kp)
+        unroll = max(1, min(self.tuning.unroll, inner // (kstep * KS)))
+        butterfly = bool(self.coop and self.tuning.xreduce and RB * SB <= 32)
+        return GemmRows(comment, terms, store, reps, uL, inner, SB, RB, items, KS, kp, unroll, butterfly)
 

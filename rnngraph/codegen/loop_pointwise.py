@@ -46,7 +46,7 @@ def device_function(g: Graph, loop: Loop, plan, item, recompute: dict) -> str:
     """The device function(s) of pointwise ``item`` (a PointwiseItem of LoopKernelPlan ``plan``):
     ``{kernel}_fwd`` or ``_bwd``, and with early loads also its ``_load`` and ``_pre`` twins."""
     e = pointwise_emitter(g, loop, item.kernel, recompute, dict(plan.flag_buffers), item.local, item.deferred,
-                          item.prefetch.buffers if item.prefetch else (), fastmath=bool(plan.tuning.fast))
+                          item.prefetch.buffers if item.prefetch else (), fastmath="fastmath=True" in plan.jit_options)
     text = e.backward() if loop.reverse else e.forward()
     if item.prefetch:
         # the loads the plan's _load call passes buffers for (its kernel's, made the same way)

@@ -25,16 +25,8 @@ def imports(plan: LoopKernelPlan) -> list[str]:
 
 
 def decorator(plan: LoopKernelPlan) -> str:
-    """The kernel's ``@cuda.jit`` line with the tuning's compile options (``fast``; on the GPU also
-    ``bounds``: launch bounds of ``threads``, so that the compiler keeps the registers within what
-    that many threads may use, and ``carveout``, the shared-memory carveout)."""
-    tuning = plan.tuning
-    opts = ["fastmath=True"] if tuning.fast else []
-    if plan.coop and tuning.bounds:
-        opts.append(f"launch_bounds=({tuning.threads}, 1)")
-    if plan.coop and tuning.carveout >= 0:
-        opts.append(f"shared_memory_carveout={tuning.carveout}")
-    return f"@cuda.jit({', '.join(opts)})" if opts else "@cuda.jit"
+    """The kernel's ``@cuda.jit`` line with the plan's compile options (``jit_options``)."""
+    return f"@cuda.jit({', '.join(plan.jit_options)})" if plan.jit_options else "@cuda.jit"
 
 
 def emit_prologue(src: Source, g: Graph, plan: LoopKernelPlan) -> None:
