@@ -2,8 +2,11 @@
 """Where does a persistent loop kernel's time go? Knock-out timings of its generated source (GPU).
 
 For each configuration (cell, S; H=512, T=100, one layer) the script builds the CudaProgram, takes
-its persistent loop kernels (forward and backward) and times each one alone (CUDA events, median
-of --iters launches on the program's stream) in several *variants* of its generated source:
+its persistent loop kernels' plans (``program.loop_plans``, codegen/loop_plan.py; re-planned only
+for another --blocks) and times each kernel alone (CUDA events, median of --iters launches on the
+program's stream, its arrays passed in the plan's argument order) in several *variants*: the
+knock-outs and fastmath generated from the plan (``LoopKernelPlan.knockout``, ``tuning.fast``),
+the others edits of the generated text:
 
   full          the kernel as generated
   no-grid-sync  the grid.sync() at the end of each level removed (blocks race; timing only)
@@ -70,54 +73,13 @@ VARIANTS = ("full", "no-grid-sync", "sync-only", "no-gemm", "no-pointwise", "no-
             "uint64-indices", "constants", "fastmath", "lineinfo")
 
 
-def _stage_bodies(lines: list[str]):
-    """Yield (start, end) line ranges of each ``if t >= 0 and t < T:`` stage body."""
-    i = 0
-    while i < len(lines):
-        if lines[i].strip() == "if t >= 0 and t < T:":
-            ind = len(lines[i]) - len(lines[i].lstrip())
-            j = i + 1
-            while j < len(lines) and (not lines[j].strip() or len(lines[j]) - len(lines[j].lstrip()) > ind):
-                j += 1
-            yield i + 1, j
-            i = j
-        else:
-            i += 1
-
-
-def _drop_sections(src: str, kind: str | None) -> str:
-    """Remove the GEMM (kind "gemm"), pointwise ("pointwise"), layer-norm row-sum ("ln-sums") or
-    all (None) sections of every stage body; a section starts at its ``# k<n>:`` (or
-    ``# <layer norm>: layer norm row sums``) comment, and the ``cuda.syncthreads()`` between
-    sections stays. Row sums go with every kind but "ln-sums", which keeps all else."""
-    lines = src.split("\n")
-    out, last = [], 0
-    for a, b in _stage_bodies(lines):
-        out += lines[last:a]
-        ind = " " * (len(lines[a]) - len(lines[a].lstrip()))
-        body = lines[a:b]
-        header = lambda line: line.startswith(ind + "# k") or "layer norm row sums" in line  # noqa: E731
-        sections: list[list[str]] = []
-        for i, line in enumerate(body):
-            # a block barrier between two sections is a section of its own (kept); one inside a
-            # section (the shared-memory row sums have three) belongs to it
-            between = line == ind + "cuda.syncthreads()" and (i + 1 == len(body) or header(body[i + 1]))
-            if header(line) or between or not sections:
-                sections.append([line])
-            else:
-                sections[-1].append(line)
-        for sec in sections:
-            head = sec[0]
-            pointwise = "pointwise" in head
-            if kind == "ln-sums":
-                if "layer norm row sums" not in head:
-                    out += sec
-                continue
-            if head.strip() == "cuda.syncthreads()" or (kind == "gemm" and pointwise) or (kind == "pointwise" and not pointwise and head.startswith(ind + "# k")):
-                out += sec
-        out.append(ind + "pass")
-        last = b
-    return "\n".join(out + lines[last:])
+#: variant -> the constructs its kernel is generated without (LoopKernelPlan.knockout,
+#: codegen/loop.py): "grid-sync" the grid syncs of the time loop (each becomes ``pass``), "gemm",
+#: "pointwise" and "ln-sums" those sections of every stage body (block barriers between kernels
+#: stay; row sums go with every kind), "vector-loads" the GEMMs' vector loads
+KNOCKOUTS = {"no-grid-sync": {"grid-sync"}, "sync-only": {"gemm", "pointwise", "ln-sums"},
+             "no-gemm": {"gemm", "ln-sums"}, "no-pointwise": {"pointwise", "ln-sums"}, "no-ln-sums": {"ln-sums"},
+             "no-vector-loads": {"vector-loads"}}
 
 
 def _jit_option(src: str, option: str) -> str:
@@ -126,18 +88,6 @@ def _jit_option(src: str, option: str) -> str:
         opts = [o for o in (m.group(1) or "").split(", ") if o]
         return f"@cuda.jit({', '.join(opts + ([option] if option not in opts else []))})"
     return re.sub(r"^@cuda\.jit(?:\((?!device=)(.*)\))?$", add, src, flags=re.M)
-
-
-def _without_vector_loads(src: str) -> str:
-    """Each GEMM vector load ``v = X[t, s, kk...]`` (codegen/loop.py's inner products) replaced by
-    ``v = w<m>_0_<u>``, the first row's weight of the same unrolled step, loaded just before."""
-    out, last = [], None
-    for line in src.split("\n"):
-        w = re.match(r"\s+(w\d+_0_\d+) = ", line)
-        last = w.group(1) if w else last
-        v = re.match(r"(\s+)v = [A-Z]\d+\[.*\]$", line)
-        out.append(f"{v.group(1)}v = {last}" if v and last else line)
-    return "\n".join(out)
 
 
 def _unsigned_indices(src: str) -> str:
@@ -150,27 +100,26 @@ def _unsigned_indices(src: str) -> str:
     return re.sub(r"\b([A-Za-z_]\w*)\[([^\[\]]+)\]", wrap, src)
 
 
-def variant_source(src: str, name: str, T: int, S: int, nblocks: int) -> str:
-    """``src`` (a loop kernel's generated module text) transformed into variant ``name``."""
-    if name == "full":
+def variant_source(g, plan, recompute: dict, name: str, T: int, S: int) -> str:
+    """The generated module of ``plan`` (a LoopKernelPlan of graph ``g``; ``recompute``: the
+    program's ``kernel_of``) as variant ``name``: the knock-outs and fastmath generated from the
+    plan, the other variants edits of the generated text."""
+    from dataclasses import replace
+
+    from rnngraph.codegen.loop import emit_loop_kernel
+    if name in KNOCKOUTS:
+        plan = replace(plan, knockout=frozenset(KNOCKOUTS[name]))
+    elif name == "fastmath":
+        plan = replace(plan, tuning=plan.tuning.replace(fast=1))
+    src, _ = emit_loop_kernel(g, plan, recompute)
+    if name in ("full", "fastmath") or name in KNOCKOUTS:
         return src
-    if name == "no-grid-sync":
-        return re.sub(r"\n        (grid\.sync\(\)|grid_barrier\(BAR, nblocks\))", "\n        pass", src)
-    if name == "sync-only":
-        return _drop_sections(src, None)
-    if name in ("no-gemm", "no-pointwise", "no-ln-sums"):
-        return _drop_sections(src, name[3:])
-    if name == "no-vector-loads":
-        return _without_vector_loads(src)
     if name == "uint64-indices":
         return _unsigned_indices(src)
     if name == "constants":
-        src = src.replace("    nblocks = cuda.gridDim.x", f"    nblocks = {nblocks}")
+        src = src.replace("    nblocks = cuda.gridDim.x", f"    nblocks = {plan.nblocks}")
         return src.replace("    grid = cuda.cg.this_grid()\n",
                            f"    grid = cuda.cg.this_grid()\n    T = {T}\n    S = {S}\n", 1)
-    if name == "fastmath":
-        return _jit_option(src.replace("@cuda.jit(device=True, inline=True)",
-                                       "@cuda.jit(device=True, inline=True, fastmath=True)"), "fastmath=True")
     if name == "lineinfo":  # for ncu's source view: the kernel as generated, with line numbers
         return _jit_option(src, "lineinfo=True")
     raise ValueError(f"unknown variant {name!r} (known: {', '.join(VARIANTS)})")
@@ -178,15 +127,17 @@ def variant_source(src: str, name: str, T: int, S: int, nblocks: int) -> str:
 
 def profile(cell: str, S: int, variants, iters: int, T: int = 100, H: int = 512, steps: bool = False,
             loops=("fwd", "bwd"), files=(), blocks: int = 0) -> list[dict]:
+    from dataclasses import replace
+
     from numba import cuda
 
     from rnngraph.bench import Config, gpu_program
     from rnngraph.codegen import module
-    from rnngraph.codegen.loop import LoopEmitter
+    from rnngraph.codegen.loop_plan import plan_loop_kernel
     from rnngraph.codegen.pointwise import PRELUDE
 
     prog, _, fwdbwd = gpu_program(Config(cell=cell, layers=1, T=T, S=S, H=H, I=H))
-    s, g, b = prog.s, prog.g, prog.buf
+    g, b = prog.g, prog.buf
     # the benchmark's forward+backward once: every buffer then holds real values, the gradients
     # too (a backward timed on zero gradients runs faster: shared-memory float atomics retry only
     # when the value changes: bench/kernel_trace.py --modes)
@@ -195,19 +146,20 @@ def profile(cell: str, S: int, variants, iters: int, T: int = 100, H: int = 512,
     records = [_whole_forward(prog, cell, S, T, H, iters)] + (_step_times(prog, fwdbwd, cell, S, T, H, iters) if steps else [])
     for r in records:
         print(json.dumps(r), flush=True)
-    for loop in [st for st in s.forward + s.backward if getattr(st, "mode", None) == "persistent"]:
-        name = f"prof_{'bwd' if loop.reverse else 'fwd'}"
+    for plan in list(prog.loop_plans.values()):  # the program's persistent loop kernels, forward first
+        name = f"prof_{'bwd' if plan.reverse else 'fwd'}"
         if name[5:] not in loops:
             continue
-        e = LoopEmitter(g, loop, name, coop=True, recompute=prog.kernel_of, streams=S, nblocks=nblocks,
-                        tuning=prog.tuning)
-        src, args = e.source()
-        counters = [cuda.to_device(np.zeros(1, np.uint32))] if e.barrier else []  # the inline grid barrier's
-        # and the flag words (codegen/flag_exchange.py; the kernel zeroes them): left out of the diffs too
-        counters += [cuda.to_device(np.zeros(b.lookup(x).shape, np.uint64)) for x in e.flag_buffers]
-        arrays = counters + [b.lookup(a) for a in args]
+        plan = (replace(plan, name=name) if nblocks == plan.nblocks else
+                plan_loop_kernel(g, plan.loop, name, True, prog.kernel_of, S, nblocks, prog.tuning))
+        # the inline grid barrier's counter and the flag words (codegen/flag_exchange.py; the kernel
+        # zeroes them): before the buffers in the kernel's arguments, left out of the diffs
+        zeroed = {a: cuda.to_device(np.zeros(shape, dtype))
+                  for a, (shape, dtype) in plan.zeroed(lambda x: b.lookup(x).shape).items()}
+        arrays = [zeroed[a] if a in zeroed else b.lookup(a) for a in plan.args[2:]]
+        counters = list(zeroed.values())
         threads = max(prog.loop_threads.values())
-        texts = [(v, PRELUDE + "\n\n" + variant_source(src, v, T, S, nblocks)) for v in variants]
+        texts = [(v, PRELUDE + "\n\n" + variant_source(g, plan, prog.kernel_of, v, T, S)) for v in variants]
         texts += [(f"file:{Path(f).stem}", PRELUDE + "\n\n" + Path(f).read_text()) for f in files
                   if f"def {name}(" in Path(f).read_text()]
         saved = [a.copy_to_host() for a in arrays]  # each variant starts from these values

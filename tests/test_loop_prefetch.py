@@ -10,6 +10,7 @@ import pytest
 import rnngraph as rg
 from loop_sim import assert_same_results, check_loops
 from rnngraph.codegen.loop import LoopEmitter
+from rnngraph.codegen.loop_prefetch import kernel_writes
 from rnngraph.codegen.tuning import LoopTuning
 from rnngraph.passes import schedule
 from rnngraph.schedule import Loop
@@ -23,7 +24,8 @@ def _loop_source(cell, reverse, layers=1, plan=None, **knobs):
     e = LoopEmitter(net.graph, loop, "k", coop=True, recompute=kernel_of, streams=1, nblocks=4,
                     tuning=LoopTuning(threads=256, rows=2, **knobs))
     src, _ = e.source()
-    gemm_writes = set().union(*(e._kernel_writes(k) for k in loop.kernels if k.kind == "gemm"))
+    gemm_writes = set().union(*(kernel_writes(net.graph, loop, k, kernel_of, e.flag_buffers)
+                                for k in loop.kernels if k.kind == "gemm"))
     return src, gemm_writes
 
 

@@ -124,7 +124,7 @@ PRE_BOUNDS_SHAPE = {"hidden": 64, "tuning": {"rows": 4, "cols": 8, "unroll": 4, 
 def test_in_loop_product_index_arithmetic_is_folded(tmp_path):
     """numba wrapped each signed column index of the in-loop products (a sign test and
     an add in 64 bits per read), which also kept ptxas from folding the unrolled offsets into the
-    loads. With the uint64 column index (codegen/loop.py ``_rows``):
+    loads. With the uint64 column index (codegen/loop_gemm.py ``emit_rows``):
 
     - the code shape before the launch bounds (``PRE_BOUNDS_SHAPE``), H=64 S=64, the four cells: 13-56 other PTX
       instructions to 32-64 FMAs in the inner loop (at most 1.31 a FMA); signed 62-141 (at least

@@ -191,7 +191,7 @@ def test_compile_options_reach_the_gpu_kernel_only():
 
 
 def test_gemm_work_items_take_at_most_the_blocks_rows():
-    """rows and cols are upper bounds (LoopEmitter._item_shape). Regression (H200):
+    """rows and cols are upper bounds (codegen/loop_plan.py, the item shape). Regression (H200):
     rows=8,cols=4 applied to every GEMM slowed the LSTM S=64 backward, whose blocks own 4 rows
     (fwd+bwd 6.33 vs 5.60 ms). Hidden 8 on 4 blocks, S=64, rows=8: the forward's blocks own 2
     units x 4 gates = 8 rows -> 8 rows x 4 streams (32 accumulators); the backward's own 2 rows

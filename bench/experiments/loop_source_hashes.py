@@ -27,7 +27,9 @@ and ``LoopEmitter`` with RNNGRAPH_LOOP unset; in the code before it, through RNN
 read by the passes and by ``codegen.tuning.loop_tuning``.
 
 Made for the change that turned the options into values: its result,
-bench/results/cpu-20261202-options-as-values-source-identity.json.
+bench/results/cpu-20261202-options-as-values-source-identity.json; then for the loop kernels'
+plan-then-emit split (codegen/loop_plan.py; ``LoopEmitter`` is its plan+emit wrapper):
+bench/results/cpu-20261202-loop-plan-source-identity.json.
 
 Usage:
   python bench/experiments/loop_source_hashes.py --out hashes.json [--program]

@@ -113,8 +113,10 @@ class PointwiseEmitter:
     """
 
     def __init__(self, g: Graph, name: str, kops, writes, recompute=None, local_param_grads: bool = False,
-                 deferred=frozenset(), prefetch=frozenset(), flagged=None):
+                 deferred=frozenset(), prefetch=frozenset(), flagged=None, fastmath: bool = False):
         self.g, self.name, self.ops = g, name, tuple(kops)
+        # the device functions' decorator: numba's fastmath for them too (``fast``, codegen/tuning.py)
+        self.decorator = f"@cuda.jit(device=True, inline=True{', fastmath=True' if fastmath else ''})"
         # value buffer -> its flag buffer (persistent loops, passes/flag_exchange.py): each store
         # to the value is also stored with its tag (codegen/flag_exchange.py's ``flag_store``)
         self.flagged = dict(flagged or {})
@@ -371,7 +373,7 @@ class PointwiseEmitter:
         return self._function(f"{self.name}_bwd")
 
     def _function(self, fn: str) -> str:
-        head = ["@cuda.jit(device=True, inline=True)", self.signature(fn)]
+        head = [self.decorator, self.signature(fn)]
         return "\n".join(head + (self.lines or ["    pass"])) + "\n"
 
     def early_buffers(self) -> list[str]:
@@ -388,9 +390,9 @@ class PointwiseEmitter:
             return ""
         names = ", ".join(self.early.values()) + ","
         rest = [line for line in self.lines if line not in self.early]
-        load = ["@cuda.jit(device=True, inline=True)",
+        load = [self.decorator,
                 f"def {fn}_load(t, s, j, {', '.join(self.early_buffers())}):", *self.early, f"    return ({names})"]
-        pre = ["@cuda.jit(device=True, inline=True)", self.signature(f"{fn}_pre").replace("(t, s, j, ", "(t, s, j, pf, "),
+        pre = [self.decorator, self.signature(f"{fn}_pre").replace("(t, s, j, ", "(t, s, j, pf, "),
                f"    {names.rstrip(',')} = pf" if len(self.early) > 1 else f"    {names[:-1]}, = pf", *rest]
         return "\n".join(load) + "\n\n\n" + "\n".join(pre) + "\n"
 

@@ -28,7 +28,8 @@ from . import library, losses, module
 from .device import in_simulator
 from .graphs import Replay
 from .ln_param_grads import ln_param_grad_grid, ln_param_grad_kernel
-from .loop import SIM_THREADS, LoopEmitter, persistent_supported
+from .loop import SIM_THREADS, emit_loop_kernel, persistent_supported
+from .loop_plan import LoopKernelPlan, plan_loop_kernel
 from .pointwise import PRELUDE, Names, PointwiseEmitter, phase_kernel, step_kernel
 from .tuning import LoopTuning
 
@@ -166,6 +167,7 @@ class CudaProgram:
         self.buf = buffers if buffers is not None else Buffers(self.g, self.T, self.S, self.stream, params)
         self.sources: list[str] = [PRELUDE]
         self.loop_threads: dict[str, int] = {}  # persistent kernel -> threads per block it launches with
+        self.loop_plans: dict[str, LoopKernelPlan] = {}  # persistent kernel -> its plan (codegen/loop_plan.py)
         self.segment_of = self._forward_segments()
         # node -> ops of the whole forward kernel computing it: what a persistent backward kernel
         # recomputes (layer norms included: their statistics come from the forward's row sums)
@@ -437,23 +439,23 @@ class CudaProgram:
         tuning = self.tuning
         nblocks = 1 if self.sim else cuda.get_current_device().MULTIPROCESSOR_COUNT
         virtual = SIM_BLOCKS if self.sim and SIM_BLOCKS > 1 else 0
-        emitter = LoopEmitter(self.g, loop, name, coop=not self.sim, recompute=self.kernel_of, streams=self.S,
-                              nblocks=nblocks, tuning=tuning, virtual_blocks=virtual)
-        src, args = emitter.source()
+        plan = plan_loop_kernel(self.g, loop, name, coop=not self.sim, recompute=self.kernel_of, streams=self.S,
+                                nblocks=nblocks, tuning=tuning, virtual_blocks=virtual)
+        src, _ = emit_loop_kernel(self.g, plan, self.kernel_of)
         self.sources.append(src)
-        for p in emitter.transposed:
+        self.loop_plans[name] = plan
+        for p in plan.transposed:
             self.buf.add_transposed(p, self.stream)
 
-        # the inline grid barrier's counter (codegen/grid_barrier.py), one per loop kernel
-        counter = [cuda.to_device(np.zeros(1, np.uint32), stream=self.stream)] if emitter.barrier else []
-        # the flag words of the values it hands between blocks (codegen/flag_exchange.py), zeroed
-        # by the kernel itself at its start
-        counter += [cuda.to_device(np.zeros(self.buf.lookup(x).shape, np.uint64), stream=self.stream)
-                    for x in emitter.flag_buffers]
+        # the inline grid barrier's counter (codegen/grid_barrier.py) and the flag words of the
+        # values the kernel hands between blocks (codegen/flag_exchange.py, zeroed by the kernel
+        # itself at its start), one set per loop kernel
+        zeroed = {a: cuda.to_device(np.zeros(shape, dtype), stream=self.stream)
+                  for a, (shape, dtype) in plan.zeroed(lambda x: self.buf.lookup(x).shape).items()}
 
         def make():
             kern = getattr(self.module, name)
-            arrays = counter + [self.buf.lookup(a) for a in args]
+            arrays = [zeroed[a] if a in zeroed else self.buf.lookup(a) for a in plan.args[2:]]
             threads = SIM_THREADS * max(1, virtual) if self.sim else tuning.threads
             # one block per multiprocessor must be co-resident: halve the block until its registers fit
             while not self.sim and self._cooperative_blocks(kern, threads, arrays) < nblocks:

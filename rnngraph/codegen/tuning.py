@@ -65,7 +65,7 @@ ksplit    at most this many warps of a block share one GEMM work item when the b
           meeting in a small shared array; 1: off. 8: S=1 LSTM 0.986 vs 1.106 with 1
           (h200-20261201-ksplit-sweep-ksplit.json); at S=64 a block has as many items as warps.
 prefetch  1: a persistent loop's pointwise kernels issue the loads that nothing between can
-          change a level early, into registers (codegen/loop.py ``_prefetch_plans``; only kernels
+          change a level early, into registers (codegen/loop_prefetch.py ``prefetch_plans``; only kernels
           whose loads left in place are GEMM outputs, none with a layer norm of its own).
           1 / 0: S=1 LSTM 0.945 vs 0.984, GRU 0.932 vs 0.993 (h200-20261201-prefetch-sweep-defaults.json);
           S=64 LSTM 4.71 vs 4.15 (h200-20261201-prefetch-sweep-lstm64.json).

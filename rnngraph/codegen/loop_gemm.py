@@ -1,0 +1,128 @@
+"""A persistent loop kernel's GEMM rows: the loop over a block's owned rows in work items, and the
+polls of flagged vectors (codegen/flag_exchange.py).
+
+A work item (a warp on the GPU, a thread in the simulator) computes RB rows x SB streams of
+sum_m W_m[r, kk] * v_m[s, kk] over kk < inner, its lanes striding over kk; the partial sums are
+reduced across the warp by a tree a sum or the transpose butterfly (codegen/warp_reduce.py,
+``xreduce``). Register blocking: a weight element is loaded once for SB streams and a vector
+element once for RB rows; the kk loop is unrolled ``GemmRows.unroll`` times (independent loads in
+flight), with a remainder loop. The column index is cast to uint64 (it is never negative):
+numba wraps a negative signed index (a sign test and an add per read, in 64 bits), and that wrap
+kept ptxas from folding the unrolled offsets kk + 32 * u (u < unroll) into the loads'
+immediates; the cast took the S=64 LSTM's inner loop from 417 to 250 SASS instructions a trip
+(128 of them FFMA; bench/results/cpu-20261201-u64-sass-inner-loop.txt).
+
+Split inner dimension (``GemmRows.ksplit`` = KS > 1, e.g. the S=1 LSTM backward: 4 rows a block,
+2 work items for 8 warps): worker kw takes part kw % KS of item kw // KS, i.e. the inner chunks
+part, part + KS, ...; its reduced partial sums go to the shared array ``kp<n>`` (one per row
+loop: stages of a level run without a block barrier between them), and after a block barrier
+thread (item, row, stream) adds the item's KS partial sums and stores the output.
+"""
+from __future__ import annotations
+
+from .loop_items import GemmRows
+from .loop_pointwise import owned_row
+from .source import Source
+from .warp_reduce import transpose_reduce, tree_reduce
+
+
+def emit_rows(src: Source, r: GemmRows, coop: bool, vector_loads: bool = True) -> None:
+    """The row loop ``r``: its terms are (weight read with {r}, {rem}, {k}; vector read with {s},
+    {k}; flag) and its store a statement with {r}, {s} and {acc}. A term whose flag is (F, row)
+    reads its vector from flag buffer F: each trip first loads all its words, then polls until
+    every word carries the tag row + 1 (:func:`emit_poll`), and takes the values from them.
+    ``vector_loads`` False (a timing knock-out): an unflagged vector element is the first row's
+    weight of the same step instead, already in a register."""
+    RB, SB, KS, kp, reps, uL, inner = r.rows, r.streams, r.ksplit, r.partials, r.reps, r.unit, r.inner
+    start, step, kstep = ("warp", "nwarps", 32) if coop else ("tid", "bdim", 1)
+    src(f"nrows = nj * {reps}", f"ngroups = (nrows + {RB - 1}) // {RB}")
+    if KS > 1:
+        src(f"kw = {start}")
+        header = f"while kw < ((S + {SB - 1}) // {SB}) * ngroups * {KS}:"
+    else:
+        src(f"item = {start}")
+        header = f"while item < ((S + {SB - 1}) // {SB}) * ngroups:"
+    with src.block(header):
+        if KS > 1:
+            src(f"item = kw // {KS}")
+        src("sb = item // ngroups", f"g0 = (item - sb * ngroups) * {RB}")
+        for a in range(RB):
+            src(f"rem{a} = min(g0 + {a}, nrows - 1)", *owned_row(f"rem{a}", f"r{a}", reps, uL))
+        for i in range(SB):
+            src(f"s{i} = min(sb * {SB} + {i}, S - 1)", *(f"acc{a}_{i} = float32(0.0)" for a in range(RB)))
+        flagged = [(m, t.flag) for m, t in enumerate(r.terms) if t.flag]
+        for m, (_, row) in flagged:
+            src(f"ftag{m} = uint32({row}) + uint32(1)")
+        src(f"kk = {'lane' if coop else '0'}" + (f" + (kw - item * {KS}) * {kstep}" if KS > 1 else ""))
+        stride, U = kstep * KS, r.unroll
+        loops = [(U, f"kk + {(U - 1) * stride} < {inner}")] + ([(1, f"kk < {inner}")] if U > 1 else [])
+        for unroll, cond in loops:
+            with src.block(f"while {cond}:"):
+                kof = lambda u: f"uint64(kk + {u * stride})" if u else "uint64(kk)"  # noqa: E731
+                if flagged:
+                    emit_poll(src, flagged, unroll, SB, kof)
+                for u in range(unroll):
+                    k = kof(u)
+                    for m, t in enumerate(r.terms):
+                        src(*(f"w{m}_{a}_{u} = {t.weight.format(r=f'r{a}', rem=f'rem{a}', k=k)}" for a in range(RB)))
+                        vec = t.vector if vector_loads else f"w{m}_0_{u}"
+                        for i in range(SB):
+                            src(f"v = {f'flag_value(fw{m}_{i}_{u})' if t.flag else vec.format(s=f's{i}', k=k)}",
+                                *(f"acc{a}_{i} += w{m}_{a}_{u} * v" for a in range(RB)))
+                src(f"kk += {unroll * stride}")
+        _reduce_and_store(src, r, coop)
+        if KS == 1:
+            src(f"item += {step}")
+            return
+        src(f"kw += {step}")
+    src("cuda.syncthreads()", "# the items' split partial sums: a thread per (item, row, stream)", "i = tid")
+    with src.block(f"while i < ((S + {SB - 1}) // {SB}) * ngroups * {RB * SB}:"):
+        src(f"item = i // {RB * SB}", f"c = i - item * {RB * SB}", f"aa = c // {SB}", "sb = item // ngroups",
+            f"rem = (item - sb * ngroups) * {RB} + aa", f"ss = sb * {SB} + c - aa * {SB}")
+        with src.block("if rem < nrows and ss < S:"):
+            src(*owned_row("rem", "rr", reps, uL), f"acc = {' + '.join(f'{kp}[item * {KS} + {p}, c]' for p in range(KS))}",
+                r.store.format(r="rr", s="ss", acc="acc"))
+        src("i += bdim")
+
+
+def _reduce_and_store(src: Source, r: GemmRows, coop: bool) -> None:
+    """A work item's partial sums reduced across the warp, then stored (or, split, put into the
+    item's row of ``kp<n>``)."""
+    RB, SB, KS, kp = r.rows, r.streams, r.ksplit, r.partials
+    accs = [(a, i) for a in range(RB) for i in range(SB)]
+    if r.butterfly:
+        lines, index, leader = transpose_reduce([f"acc{a}_{i}" for a, i in accs])
+        src(*lines, f"ix = {index}")
+        if KS > 1:
+            with src.block(f"if {leader} and ix < {len(accs)}:"):
+                src(f"{kp}[kw, ix] = red")
+            return
+        src(f"aa = ix // {SB}", f"ii = ix - aa * {SB}", "rsel = r0", "ssel = s0",
+            *(f"rsel = r{a} if aa == {a} else rsel" for a in range(1, RB)),
+            *(f"ssel = s{i} if ii == {i} else ssel" for i in range(1, SB)))
+        with src.block(f"if {leader} and ix < {len(accs)} and g0 + aa < nrows and sb * {SB} + ii < S:"):
+            src(r.store.format(r="rsel", s="ssel", acc="red"))
+        return
+    if coop:
+        for a, i in accs:
+            src(*tree_reduce([f"acc{a}_{i}"]))
+    for a, i in accs:
+        if KS > 1:
+            put = f"{kp}[kw, {a * SB + i}] = acc{a}_{i}"
+            src(f"if lane == 0: {put}" if coop else put)
+            continue
+        with src.block(f"{'if lane == 0 and ' if coop else 'if '}g0 + {a} < nrows and sb * {SB} + {i} < S:"):
+            src(r.store.format(r=f"r{a}", s=f"s{i}", acc=f"acc{a}_{i}"))
+
+
+def emit_poll(src: Source, flagged, unroll: int, SB: int, kof) -> None:
+    """A trip's loads of its flagged vector words ``fw<m>_<i>_<u>`` (term m, stream i, unroll
+    step u at column ``kof(u)``), repeated until every tag is ``ftag<m>``; a reader polling for
+    too long traps (codegen/flag_exchange.py)."""
+    words = [(m, F, row, i, u) for m, (F, row) in flagged for i in range(SB) for u in range(unroll)]
+    src("fspin = 0")
+    with src.block("while True:"):
+        src(*(f"fw{m}_{i}_{u} = flag_load({F}, {row}, s{i}, {kof(u)})" for m, F, row, i, u in words))
+        with src.block(f"if ({' | '.join(f'(flag_tag(fw{m}_{i}_{u}) ^ ftag{m})' for m, F, row, i, u in words)}) == 0:"):
+            src("break")
+        src("fspin = flag_wait(fspin)")

@@ -1,0 +1,103 @@
+"""The work items of a LoopKernelPlan (codegen/loop_plan.py): a level's stages and the kernels in
+them -- GEMM row loops with their item shape and K-split, pointwise kernels with their device
+function's flavour, layer-norm row sums -- as data the emitters read.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..schedule import Kernel
+from .loop_prefetch import Prefetch
+
+
+@dataclass(frozen=True)
+class GemmTerm:
+    """One product of a GEMM row loop: ``weight`` the read of W at {r} (global) or {rem} (shared
+    copy) and {k}; ``vector`` the read of the vector at {s}, {k}; ``flag`` (flag buffer, row) where
+    the vector is polled from flag words (passes/flag_exchange.py), else None."""
+
+    weight: str
+    vector: str
+    flag: tuple | None
+
+
+@dataclass(frozen=True)
+class GemmRows:
+    """One loop over a block's owned GEMM rows (codegen/loop_gemm.py), after the line ``comment``:
+    ``reps`` rows a unit of the level's ``unit``, ``inner`` the reduced dimension, ``store`` the
+    statement with {r}, {s}, {acc}. Work items of ``rows`` rows x ``streams`` streams, ``items`` of
+    them at most a block; ``ksplit`` workers an item (1: none), their partial sums in the shared
+    array ``partials``; the inner loop unrolled ``unroll`` times; ``butterfly``: the item's partial
+    sums reduced across the warp by the transpose butterfly (else a tree a sum, or no shuffles in
+    the simulator)."""
+
+    comment: str
+    terms: tuple
+    store: str
+    reps: int
+    unit: int
+    inner: int
+    streams: int
+    rows: int
+    items: int
+    ksplit: int
+    partials: str
+    unroll: int
+    butterfly: bool
+
+
+@dataclass(frozen=True)
+class GemmItem:
+    """A GEMM kernel of a stage: its row loops (forward: one per merged member; backward: one)."""
+
+    kernel: Kernel
+    rows: tuple
+
+
+@dataclass(frozen=True)
+class PointwiseItem:
+    """A pointwise kernel of a stage: ``local`` (its layer norms' gain and bias gradients go to
+    shared-memory sums), ``deferred`` (layer norms whose gradients a kernel after the loop sums),
+    ``prefetch`` (its early loads, or None), its unit ``unit``, ``reps`` units of it a unit of the
+    level, and ``args`` its device function's buffer arguments."""
+
+    kernel: Kernel
+    local: bool
+    deferred: tuple
+    prefetch: Prefetch | None
+    unit: int
+    reps: int
+    args: tuple
+
+
+@dataclass(frozen=True)
+class RowSums:
+    """Layer norm ``node``'s row sums for the stage at ``offset``, added into buffer ``out``."""
+
+    offset: int
+    node: str
+    out: str
+
+
+@dataclass(frozen=True)
+class StagePlan:
+    """The kernels (``items``, GemmItem or PointwiseItem) a stage at ``offset`` runs in a level."""
+
+    offset: int
+    label: str
+    items: tuple
+
+
+@dataclass(frozen=True)
+class LevelPlan:
+    """Level ``level``: its unit (0: no kernels), the row sums of its reduction phase (then a
+    reduction sync), the kernels whose early loads start here (``prefetch``), its stages, the next
+    level's row sums taken at its end (``early``), and whether a grid sync ends it."""
+
+    level: int
+    unit: int
+    reduction: tuple
+    prefetch: tuple
+    stages: tuple
+    early: tuple
+    sync: bool

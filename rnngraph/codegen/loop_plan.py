@@ -1,0 +1,392 @@
+"""LoopKernelPlan: every decision about one persistent loop kernel, as data, before any text.
+
+:func:`plan_loop_kernel` computes it from the schedule's loop and the ``LoopTuning``, in one
+pass over the loop's work in the order the kernel runs it; the emitters (codegen/loop.py and
+the ``loop_*.py`` modules it calls) only write what the plan says. What it decides:
+
+- **shared memory** (``smem``, :class:`SmemArray`): what gets an array out of the
+  ``tuning.smem_kib`` budget, in this fixed priority:
+
+  1. the layer norms' row-sum arrays (``lnsum=1``: ``lnv`` and ``lns``, 5 floats a stream;
+     ``lnsum=2``: ``lnp``, 2 floats a thread slot) -- all or nothing: a GPU kernel whose budget
+     cannot hold them keeps the warp shape (``ln_shape`` 0);
+  2. then, in the order the kernel runs its work (level, stage, kernel), what each kernel asks
+     for while something is left: a GEMM's weight rows (``sw<i>``, the block's owned rows, per
+     member in order; a weight two GEMMs read the same way is copied once), then the split
+     partial sums of each of its row loops (``kp<i>``), and a backward layer-norm kernel's gain
+     and bias gradient sums (``Z<i>``, :class:`LocalGradSum`).
+
+  What does not fit is read from global memory (weights), not split (K-split) or summed with
+  global atomics (gradients). In the simulator (``coop=False``) the layer-norm arrays and the
+  gradient sums are not charged; with simulated blocks (``virtual_blocks``) the budget is 0.
+- **work items** (:class:`GemmRows`): each GEMM row loop's item shape (rows x streams), its
+  K-split and its weight reads; (:class:`PointwiseItem`) each pointwise kernel's device-function
+  flavour (shared-memory gradient sums, deferred gain and bias gradients, early loads);
+- **early loads** (``prefetch``, codegen/loop_prefetch.py), **flag buffers** (``flag_buffers``),
+  the **grid sync** statement, the layer-norm sums zeroed at kernel start (``ln_zero``), the
+  weights read transposed (``transposed``);
+- **the kernel's arguments** (``args``): (T, S, [BAR], [flag buffers], *buffers), the order
+  ``CudaProgram`` and the benchmark tools pass arrays in.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir import Graph
+from ..passes.ownership import kernel_unit, level_unit
+from ..schedule import Kernel, Loop
+from .loop_items import GemmItem, GemmRows, GemmTerm, LevelPlan, PointwiseItem, RowSums, StagePlan
+from .loop_pointwise import made, pointwise_emitter
+from .loop_prefetch import prefetch_plans
+from .pointwise import Names, buffer_key, local_grad
+from .tuning import LoopTuning
+
+#: partial sums a lane of a GEMM work item holds at most (rows x streams; the transpose butterfly
+#: of codegen/warp_reduce.py reduces up to 32 at once)
+GEMM_ACCUMULATORS = 32
+#: per-column shared-memory values of ``lnsum=1``: 3 (shift, or the moments mu, m, rs) + 2 sums
+LN_SMEM_FLOATS = 5
+#: threads a simulated block runs with (codegen/program.py launches the simulator's loop kernels so)
+SIM_THREADS = 8
+#: knob ``barrier`` (codegen/tuning.py) -> the function of codegen/grid_barrier.py (GPU only) a
+#: generated module imports as ``grid_barrier``
+BARRIER_FUNCTIONS = {1: "grid_barrier", 2: "grid_barrier_backoff", 3: "grid_barrier_red"}
+
+
+@dataclass(frozen=True)
+class SmemArray:
+    """One shared-memory array of the kernel: its variable ``name``, ``shape`` (float32), the
+    bytes ``charged`` to the ``smem_kib`` budget (0 where the simulator does not count it) and
+    ``use``: "layer-norm sums", "weight rows", "split partial sums" or "layer-norm gradients"."""
+
+    name: str
+    shape: tuple
+    charged: int
+    use: str
+
+
+@dataclass(frozen=True)
+class WeightCopy:
+    """Weight ``weight``'s rows owned by a block (``reps`` rows a unit of the level's ``unit``,
+    ``inner`` columns) copied into the shared array ``array`` of ``rows`` rows at kernel start."""
+
+    array: str
+    weight: str
+    reps: int
+    unit: int
+    inner: int
+    rows: int
+
+
+@dataclass(frozen=True)
+class LocalGradSum:
+    """A layer norm's gain or bias gradient ``grad`` (Q<i>) summed over the window in the block's
+    shared array ``array`` (Z<i>; ``lnsum=1|2``): ``unit`` the level's unit, ``reps`` its rows a
+    unit, ``kernel_unit`` and ``chunks`` the pointwise kernel's."""
+
+    array: str
+    grad: str
+    unit: int
+    reps: int
+    kernel_unit: int
+    chunks: int
+
+
+@dataclass(frozen=True)
+class LoopKernelPlan:
+    """Everything :func:`plan_loop_kernel` decided about one persistent loop kernel (see the module
+    docstring). ``barrier``: the inline barrier's variant (``tuning.barrier``), 0 for numba's grid
+    sync; ``ln_shape``: the row sums' code shape (``lnsum``, 0 also when its arrays did not fit);
+    ``smem_left``: the bytes of the budget nothing took; ``loop``: the schedule's loop it plans.
+    ``knockout`` (bench/loop_profile.py's timing variants only; empty for every real kernel): the
+    constructs the emitters leave out: "grid-sync" (the time loop's grid syncs become ``pass``),
+    "gemm", "pointwise", "ln-sums" (those sections of each stage body, then ``pass``),
+    "vector-loads" (a GEMM's vector load becomes a copy of a weight already in a register)."""
+
+    loop: Loop = field(repr=False, compare=False)
+    name: str
+    reverse: bool
+    coop: bool
+    streams: int
+    nblocks: int
+    virtual_blocks: int
+    tuning: LoopTuning
+    top: int
+    barrier: int
+    flag_buffers: tuple
+    ln_shape: int
+    ln_slots: int
+    ln_zero: tuple
+    smem: tuple
+    smem_left: int
+    weight_copies: tuple
+    local_grads: tuple
+    prefetch: tuple
+    levels: tuple
+    transposed: frozenset
+    buffers: tuple
+    knockout: frozenset = frozenset()
+
+    @property
+    def args(self) -> tuple:
+        """The kernel's parameters in order: T, S, [BAR], [the flag buffers], *buffers."""
+        return ("T", "S") + (("BAR",) if self.barrier else ()) + tuple(f for _, f in self.flag_buffers) + self.buffers
+
+    def zeroed(self, shape_of) -> dict[str, tuple]:
+        """The arguments the caller passes zeroed, name -> (shape, dtype): BAR, the inline barrier's
+        counter, (1,) uint32; each flag buffer, uint64 words of its value buffer's shape
+        (``shape_of(value buffer)``). They come first in ``args``, after T and S."""
+        out = {"BAR": ((1,), "uint32")} if self.barrier else {}
+        return out | {f: (tuple(shape_of(x)), "uint64") for x, f in self.flag_buffers}
+
+    @property
+    def jit_options(self) -> list[str]:
+        """The kernel's ``@cuda.jit`` options: ``fast`` (numba's fastmath, the device functions'
+        too); on the GPU also ``bounds`` (launch bounds of ``threads``: the compiler keeps the
+        registers within what that many threads may use) and ``carveout`` (the shared-memory
+        carveout)."""
+        t = self.tuning
+        return ((["fastmath=True"] if t.fast else []) + ([f"launch_bounds=({t.threads}, 1)"] if self.coop and t.bounds else [])
+                + ([f"shared_memory_carveout={t.carveout}"] if self.coop and t.carveout >= 0 else []))
+
+    @property
+    def grid_sync(self) -> str:
+        """The statement of a grid sync between levels."""
+        if "grid-sync" in self.knockout:
+            return "pass"
+        if not self.barrier:
+            return "grid.sync()"
+        return "grid_barrier(BAR, nblocks)" if self.barrier < 3 else "bphase = grid_barrier(BAR, nblocks, bphase)"
+
+    def arrays(self, use: str) -> list[SmemArray]:
+        """The shared arrays of one ``use`` (see :class:`SmemArray`), in the order they were taken."""
+        return [a for a in self.smem if a.use == use]
+
+
+class _Budget:
+    """What is left of ``smem_kib``, and the arrays taken from it in order."""
+
+    def __init__(self, nbytes: int):
+        self.left, self.arrays = nbytes, []
+
+    def take(self, nbytes: int) -> bool:
+        if nbytes > self.left:
+            return False
+        self.left -= nbytes
+        return True
+
+
+def _walk(loop: Loop):
+    """(level, kernels of the level, stages [(offset, label, kernels)]) in the kernel's order."""
+    for level in range(1, loop.levels + 1):
+        yield level, [k for k in loop.kernels if k.level == level], [(o, lab, loop.at(level, o)) for o, lab in loop.stages]
+
+
+def plan_loop_kernel(g: Graph, loop: Loop, name: str, coop: bool = True, recompute: dict | None = None,
+                     streams: int = 1, nblocks: int = 1, tuning: LoopTuning | None = None,
+                     virtual_blocks: int = 0) -> LoopKernelPlan:
+    """The plan of the persistent kernel ``name`` for ``loop`` (``loop.reverse``: backward).
+
+    ``coop``: warp-cooperative GEMM rows with shuffles (the GPU); False for the simulator.
+    ``recompute``: node -> ops of the forward kernel computing it (backward pointwise kernels
+    recompute it). ``streams``: the S the kernel is launched for. ``nblocks``: the grid (one block
+    a multiprocessor; it sizes the shared arrays). ``virtual_blocks`` (simulator tests): one
+    block's threads split into this many "blocks". Raises NotImplementedError for a backward GEMM
+    whose merged members differ in size."""
+    tuning, recompute, vb = tuning or LoopTuning(), recompute or {}, virtual_blocks
+    names = Names(g)
+    budget = _Budget(0 if vb else tuning.smem_kib * 1024)
+    buffers: set[str] = set()
+    flagged = [names.grad(v[2:]) if v.startswith("d.") else names.value(v) for v in loop.flagged]
+    flag_buffers = {b: "F" + b[1:] for b in flagged}
+    ctx = _Context(g, loop, names, recompute, flag_buffers, tuning, coop, streams, nblocks, vb, budget, buffers)
+
+    # 1. the layer norms' row-sum arrays
+    ln_slots = max(tuning.threads, streams)
+    ln_shape = 0
+    if tuning.lnsum and any(g.by_name[m].op == "layer_norm" for k in loop.kernels for m in k.ops):
+        vshape = (vb,) if vb else ()
+        shapes = ([("lnv", (streams, LN_SMEM_FLOATS - 2)), ("lns", (streams, 2))] if tuning.lnsum == 1
+                  else [("lnp", (ln_slots, 2))])
+        size = max(1, vb) * 4 * sum(a * b for _, (a, b) in shapes)
+        free = bool(vb or not coop)  # the simulator: no budget
+        if free or budget.take(size):
+            ln_shape = tuning.lnsum
+            budget.arrays += [SmemArray(n, vshape + s, 0 if free else max(1, vb) * 4 * s[0] * s[1], "layer-norm sums")
+                              for n, s in shapes]
+
+    # 2. the work, in the kernel's order
+    ctx.ln_shape = ln_shape
+    prefetch = prefetch_plans(g, loop, recompute, flag_buffers, tuning)
+    for p in prefetch.values():
+        buffers.update(p.args)
+    levels, ln_zero = [], []
+    for level, ks_level, stages in _walk(loop):
+        if not ks_level:
+            levels.append(LevelPlan(level, 0, (), (), (), (), level in loop.sync_after))
+            continue
+        uL = level_unit(g, ks_level, loop.reverse, recompute)
+        reduction = tuple(ctx.row_sums(o, m) for o, _, ks in stages for k in ks for m in k.ops
+                          if g.by_name[m].op == "layer_norm" and m not in loop.early_sums)
+        planned = tuple(StagePlan(o, label, tuple(ctx.gemm(k, uL) if k.kind == "gemm" else ctx.pointwise(k, uL, prefetch)
+                                                  for k in ks))
+                        for o, label, ks in stages if ks)
+        early = tuple(ctx.row_sums(o, m) for o, _ in loop.stages for k in loop.at(level + 1, o)
+                      for m in k.ops if m in loop.early_sums)
+        ln_zero += [r.out for r in reduction + early]
+        levels.append(LevelPlan(level, uL, reduction, tuple(k for k, p in prefetch.items() if p.level == level),
+                                planned, early, level in loop.sync_after))
+    local = {z.array for z in ctx.local_grads}
+    return LoopKernelPlan(
+        loop=loop, name=name, reverse=loop.reverse, coop=coop, streams=streams, nblocks=nblocks, virtual_blocks=vb,
+        tuning=tuning, top=max(o for o, _ in loop.stages),
+        barrier=tuning.barrier if coop and tuning.barrier and not vb else 0,
+        flag_buffers=tuple(flag_buffers.items()), ln_shape=ln_shape, ln_slots=ln_slots,
+        ln_zero=tuple(dict.fromkeys(ln_zero)), smem=tuple(budget.arrays), smem_left=budget.left,
+        weight_copies=tuple(ctx.copies.values()), local_grads=tuple(ctx.local_grads), prefetch=tuple(prefetch.items()),
+        levels=tuple(levels), transposed=frozenset(ctx.transposed),
+        buffers=tuple(sorted(buffers - local - set(flag_buffers.values()), key=buffer_key)))
+
+
+class _Context:
+    """The state :func:`plan_loop_kernel` carries through the loop's work."""
+
+    def __init__(self, g, loop, names, recompute, flag_buffers, tuning, coop, streams, nblocks, vb, budget, buffers):
+        self.g, self.loop, self.names, self.recompute, self.flag_buffers = g, loop, names, recompute, flag_buffers
+        self.tuning, self.coop, self.streams, self.nblocks, self.vb = tuning, coop, streams, nblocks, vb
+        self.budget, self.buffers = budget, buffers
+        self.copies: dict[tuple, WeightCopy] = {}  # (weight, reps, unit, inner) -> its shared copy
+        self.local_grads: list[LocalGradSum] = []
+        self.transposed: set[str] = set()
+        self.nsplit = 0  # split partial-sum arrays so far
+        self.ln_shape = 0  # the layer norms' row-sum shape, once their arrays are decided
+
+    def row_sums(self, offset: int, name: str) -> RowSums:
+        n, names = self.g.by_name[name], self.names
+        self.buffers.add(names.value(n.args[0].node))
+        if self.loop.reverse:
+            out = names.ln_grad_sums(name)
+            self.buffers.update((names.param(n.params[0]), names.grad(name), names.ln_sums(name)))
+        else:
+            out = names.ln_sums(name)
+        self.buffers.add(out)
+        return RowSums(offset, name, out)
+
+    def pointwise(self, k: Kernel, uL: int, prefetch: dict) -> PointwiseItem:
+        g, loop = self.g, self.loop
+        norms = [g.by_name[m] for m in k.ops if g.by_name[m].op == "layer_norm"]
+        # gain and bias gradients summed after the loop (``Loop.post_sums``, passes/param_grad_sums.py)
+        deferred = tuple(n.name for n in norms if n.name in loop.post_sums)
+        norms = [n for n in norms if n.name not in deferred]
+        grads = [self.names.param_grad(p) for n in norms for p in n.params]
+        taken = {z.array for z in self.local_grads}
+        # shared-memory gradient sums: not in simulated blocks (they share one block's memory), not
+        # for a parameter two layer norms share, only while the budget holds them
+        local = bool(loop.reverse and norms and self.ln_shape and not self.vb
+                     and not any(local_grad(q) in taken for q in grads) and len(set(grads)) == len(grads))
+        if local:
+            u = kernel_unit(g, self.recompute.get(k.ops[0]) or k.ops)
+            size = sum(-(-uL // self.nblocks) * (u // uL) * (n.size // u) * 4 * len(n.params) for n in norms)
+            local = not self.coop or self.budget.take(size)
+        plan = prefetch.get(k.name)
+        e = made(pointwise_emitter(g, loop, k, self.recompute, self.flag_buffers, local, deferred,
+                                   plan.buffers if plan else ()), loop.reverse)
+        reps = e.u // uL
+        if local:
+            for n in norms:
+                for p in n.params:
+                    q = self.names.param_grad(p)
+                    z = LocalGradSum(local_grad(q), q, uL, reps, e.u, e.chunks(n.name))
+                    self.local_grads.append(z)
+                    size = -(-uL // self.nblocks) * reps * z.chunks
+                    self.budget.arrays.append(SmemArray(z.array, (size,), size * 4 if self.coop else 0,
+                                                        "layer-norm gradients"))
+                    self.buffers.add(q)
+        self.buffers.update(e.buffers)
+        return PointwiseItem(k, local, deferred, plan, e.u, reps, tuple(sorted(e.buffers, key=buffer_key)))
+
+    def gemm(self, k: Kernel, uL: int) -> GemmItem:
+        """forward y[r] = W[r,:] . x (+ b[r]) per member; backward dx[c] += sum_m W_m[:,c] . g_m,
+        reading the transposed weights ``T<k>`` (kept in sync by the runtime: lanes read
+        consecutive addresses)."""
+        names, g = self.names, self.g
+        nodes = [g.by_name[m] for m in k.ops]
+        ref = nodes[0].args[0]
+        x = ref.node
+        K = g.by_name[x].size
+        xrow = f"{names.depth(x) - ref.delay} + t"
+        if not self.loop.reverse:
+            rows = []
+            for n in nodes:
+                w = names.param(n.params[0])
+                b = names.param(n.params[1]) if len(n.params) == 2 else None
+                out, X = names.value(n.name), names.value(x)
+                self.buffers.update({w, out, X} | ({b} if b else set()))
+                reps = n.size // uL
+                comment = f"# {k.name}: {n.name} = {n.params[0]} @ {ref}{' + bias' if b else ''}"
+                terms = (GemmTerm(self._weight(w, reps, uL, K), f"{X}[{xrow}, {{s}}, {{k}}]", self._flag(X, xrow)),)
+                store = f"{out}[{names.depth(n.name)} + t, {{s}}, {{r}}] = {{acc}}" + (f" + {b}[{{r}}]" if b else "")
+                rows.append(self._rows(comment, reps, uL, K, terms, store))
+            return GemmItem(k, tuple(rows))
+        GX, terms = names.grad(x), []
+        self.buffers.add(GX)
+        R = nodes[0].size
+        if any(n.size != R for n in nodes):
+            raise NotImplementedError("merged GEMM members of different sizes in a backward loop")
+        for n in nodes:
+            wt = "T" + names.param(n.params[0])[1:]
+            gy = names.grad(n.name)
+            self.buffers.update((wt, gy))
+            self.transposed.add(n.params[0])
+            row = f"{names.depth(n.name)} + t"
+            terms.append(GemmTerm(self._weight(wt, K // uL, uL, R), f"{gy}[{row}, {{s}}, {{k}}]", self._flag(gy, row)))
+        comment = f"# {k.name}: d.{ref} += sum W^T d.({', '.join(k.ops)})"
+        return GemmItem(k, (self._rows(comment, K // uL, uL, R, tuple(terms), f"{GX}[{xrow}, {{s}}, {{r}}] += {{acc}}"),))
+
+    def _flag(self, buf: str, row: str) -> tuple | None:
+        return (self.flag_buffers[buf], row) if buf in self.flag_buffers else None
+
+    def _weight(self, w: str, reps: int, uL: int, inner: int) -> str:
+        """The read of weight ``w`` at (owned row {r} / its place {rem}, column {k}): from a shared
+        copy of the block's rows while the budget holds it, else from global memory."""
+        key = (w, reps, uL, inner)
+        if key not in self.copies:
+            rows = -(-uL // self.nblocks) * reps
+            if not self.budget.take(rows * inner * 4):
+                return f"{w}[{{r}}, {{k}}]"
+            sw = f"sw{len(self.copies)}"
+            self.copies[key] = WeightCopy(sw, w, reps, uL, inner, rows)
+            self.budget.arrays.append(SmemArray(sw, (rows, inner), rows * inner * 4, "weight rows"))
+        return f"{self.copies[key].array}[{{rem}}, {{k}}]"
+
+    def item_shape(self, block_rows: int) -> tuple[int, int]:
+        """(streams, rows) of a GEMM work item when a block owns at most ``block_rows`` rows: up to
+        ``tuning.rows`` rows (no more than the block has), then up to ``tuning.cols`` streams (no
+        more than S) within GEMM_ACCUMULATORS partial sums a lane. E.g. the H=512 LSTM on 132
+        blocks at S=64 with rows=8, cols=8: forward 16 rows a block -> 8 rows x 4 streams,
+        backward 4 rows -> 4 x 8; with the defaults from S=2 (rows=8, cols=4) 8 x 4 and 4 x 4."""
+        RB = max(1, min(self.tuning.rows, block_rows))
+        return max(1, min(max(1, min(self.streams, self.tuning.cols)), GEMM_ACCUMULATORS // RB)), RB
+
+    def _rows(self, comment: str, reps: int, uL: int, inner: int, terms: tuple, store: str) -> GemmRows:
+        """A row loop's work items and K-split: ``ksplit`` workers (warps; threads in the
+        simulator) share an item by splitting its inner dimension when the block has fewer items
+        than workers, no more than ``tuning.ksplit`` nor one chunk (32 on the GPU) a part, and 1
+        when the partial sums' array (items x parts x rows x streams floats) does not fit in what
+        is left of the budget (or in simulated blocks). The inner loop is unrolled ``tuning.unroll``
+        times, at most as often as a worker's stride fits in the inner dimension."""
+        block_rows = -(-uL // max(1, self.vb or self.nblocks)) * reps
+        SB, RB = self.item_shape(block_rows)
+        kstep = 32 if self.coop else 1
+        items = -(-self.streams // SB) * -(-block_rows // RB)
+        workers = self.tuning.threads // 32 if self.coop else SIM_THREADS
+        parts = max(1, min(self.tuning.ksplit, max(1, inner // kstep), workers // max(1, items)))
+        kp = f"kp{self.nsplit}"
+        KS = parts if parts > 1 and not self.vb and self.budget.take(items * parts * RB * SB * 4) else 1
+        if KS > 1:
+            self.nsplit += 1
+            self.budget.arrays.append(SmemArray(kp, (items * KS, RB * SB), items * KS * RB * SB * 4, "split partial sums"))
+        unroll = max(1, min(self.tuning.unroll, inner // (kstep * KS)))
+        butterfly = bool(self.coop and self.tuning.xreduce and RB * SB <= 32)
+        return GemmRows(comment, terms, store, reps, uL, inner, SB, RB, items, KS, kp, unroll, butterfly)
+

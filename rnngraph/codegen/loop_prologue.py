@@ -1,0 +1,116 @@
+"""A persistent loop kernel's start and end: the generated module's imports, the ``@cuda.jit``
+line and signature, the thread and block ids, what is zeroed or filled before the time loop
+(layer-norm sums, shared arrays, weight rows, flag words) and the block's gradient sums added
+into global memory at the end -- all as the LoopKernelPlan says.
+"""
+from __future__ import annotations
+
+from ..ir import Graph
+from .loop_plan import BARRIER_FUNCTIONS, LoopKernelPlan
+from .pointwise import Names
+from .source import Source
+
+
+def imports(plan: LoopKernelPlan) -> list[str]:
+    """The module-level imports the kernel needs: the inline grid barrier's function (GPU,
+    ``barrier``) and the flag words' device functions (codegen/flag_exchange.py)."""
+    out = []
+    if plan.barrier:
+        out.append(f"from rnngraph.codegen.grid_barrier import {BARRIER_FUNCTIONS[plan.barrier]} as grid_barrier"
+                   + (", barrier_phase" if plan.barrier == 3 else ""))
+    if plan.flag_buffers:
+        out.append("from numba import uint32\n"
+                   "from rnngraph.codegen.flag_exchange import flag_load, flag_store, flag_tag, flag_value, flag_wait")
+    return out
+
+
+def decorator(plan: LoopKernelPlan) -> str:
+    """The kernel's ``@cuda.jit`` line with the plan's compile options (``jit_options``)."""
+    return f"@cuda.jit({', '.join(plan.jit_options)})" if plan.jit_options else "@cuda.jit"
+
+
+def emit_prologue(src: Source, g: Graph, plan: LoopKernelPlan) -> None:
+    """Everything before the time loop, at the kernel body's depth: ids, the zeroed layer-norm sums
+    (then a grid sync), the shared arrays, the weight rows copied in, the flag words (then a grid
+    sync), the barrier's phase."""
+    vb = plan.virtual_blocks
+    src("grid = cuda.cg.this_grid()")
+    if vb:
+        src(f"bdim = cuda.blockDim.x // {vb}", "tid = cuda.threadIdx.x % bdim", "bid = cuda.threadIdx.x // bdim",
+            f"nblocks = {vb}")
+    else:
+        src("tid = cuda.threadIdx.x", "bdim = cuda.blockDim.x", "bid = cuda.blockIdx.x", "nblocks = cuda.gridDim.x")
+    if plan.coop:
+        src("lane = tid % 32", "warp = tid // 32", "nwarps = bdim // 32")
+    if plan.ln_zero:
+        src("# zero the layer-norm row sums (indexed by t: no zeroing inside the time loop)", "i = bid * bdim + tid")
+        with src.block("while i < T * S * 2:"):
+            src("tz = i // (S * 2)", "sz = (i // 2) % S", *(f"{b}[tz, sz, i % 2] = float32(0.0)" for b in plan.ln_zero),
+                "i += nblocks * bdim")
+        src("grid.sync()")
+    for a in plan.arrays("layer-norm sums"):
+        what = {"lnp": "per thread: a column's partial sums", "lnv": "per column: shift or moments",
+                "lns": "per column: the block's two partial sums"}[a.name]
+        src(f"{a.name} = cuda.shared.array(({', '.join(map(str, a.shape))}), float32)  # {what}")
+    for a in plan.arrays("split partial sums"):
+        src(f"{a.name} = cuda.shared.array(({a.shape[0]}, {a.shape[1]}), float32)  # split GEMM partial sums")
+    for z in plan.arrays("layer-norm gradients"):
+        size = z.shape[0]
+        src(f"{z.name} = cuda.shared.array({size}, float32)  # the block's layer-norm parameter gradient sums",
+            "i = tid")
+        with src.block(f"while i < {size}:"):
+            src(f"{z.name}[i] = float32(0.0)", "i += bdim")
+    for c in plan.weight_copies:
+        _weight_copy(src, c)
+    if plan.weight_copies or plan.local_grads:
+        src("cuda.syncthreads()")
+    if plan.flag_buffers:
+        _flag_start(src, g, plan)
+    elif plan.barrier and not plan.ln_zero:  # numba launches cooperatively (co-resident blocks)
+        src("grid.sync()")  # only kernels that call grid.sync(): codegen/grid_barrier.py
+    if plan.barrier == 3:
+        src("bphase = barrier_phase(BAR)  # the counter's top bit before the first barrier")
+
+
+def _weight_copy(src: Source, c) -> None:
+    """The block's owned rows of weight ``c.weight`` into its shared array (a WeightCopy)."""
+    src(f"# {c.weight}: the block's {c.reps} x {c.rows // c.reps} owned rows into shared memory",
+        f"{c.array} = cuda.shared.array(({c.rows}, {c.inner}), float32)",
+        f"j0 = (bid * {c.unit}) // nblocks", f"nj = ((bid + 1) * {c.unit}) // nblocks - j0", "i = tid")
+    with src.block(f"while i < nj * {c.reps} * {c.inner}:"):
+        src(f"lr = i // {c.inner}", f"kk = i - lr * {c.inner}", f"jj = lr // {c.reps}",
+            f"{c.array}[lr, kk] = {c.weight}[j0 + jj + (lr - jj * {c.reps}) * {c.unit}, kk]", "i += bdim")
+
+
+def _flag_start(src: Source, g: Graph, plan: LoopKernelPlan) -> None:
+    """The flag buffers at kernel start: every word zeroed (no tag: not written yet), but a forward
+    loop's rows before the window (the initial state) flagged from the value buffer; then a grid
+    sync (no block stores a word of this launch before every block has zeroed)."""
+    names = Names(g)
+    for X, F in plan.flag_buffers:
+        node = g.nodes[int(X[1:])]
+        D, n = (0 if plan.reverse else names.depth(node.name)), node.size
+        src(f"# {F}: the flag words of {X}" + (f", its {D} rows before the window flagged" if D else ""),
+            "i = bid * bdim + tid")
+        with src.block(f"while i < {F}.shape[0] * S * {n}:"):
+            src(f"fr = i // (S * {n})", f"fs = (i // {n}) % S", f"fk = i % {n}")
+            if D:
+                src.branch(f"fr < {D}", [f"flag_store({F}, fr, fs, fk, {X}[fr, fs, fk])"], [f"{F}[fr, fs, fk] = uint64(0)"])
+            else:
+                src(f"{F}[fr, fs, fk] = uint64(0)")
+            src("i += nblocks * bdim")
+    src("grid.sync()")
+
+
+def emit_epilogue(src: Source, plan: LoopKernelPlan) -> None:
+    """After the time loop: the block's shared-memory gradient sums (over the window and its
+    streams) added into the global gradient buffers, one atomic add per owned element."""
+    if not plan.local_grads:
+        return
+    src("cuda.syncthreads()", "# the layer norms' gain and bias gradients of the window: the block's sums")
+    for z in plan.local_grads:
+        src(f"j0 = (bid * {z.unit}) // nblocks", f"nj = ((bid + 1) * {z.unit}) // nblocks - j0", "i = tid")
+        with src.block(f"while i < nj * {z.reps * z.chunks}:"):
+            src(f"rem = i // {z.chunks}", f"jj = rem // {z.reps}",
+                f"j = j0 + jj + (rem - jj * {z.reps}) * {z.unit} + (i - rem * {z.chunks}) * {z.kernel_unit}",
+                f"cuda.atomic.add({z.grad}, j, {z.array}[i])", "i += bdim")
