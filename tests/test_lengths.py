@@ -2,12 +2,14 @@
 each stream run alone over its own length (float64), the masked graph's loop kernels in the
 simulator, and bad lengths."""
 import os
+from types import SimpleNamespace
 import warnings
 
 import numpy as np
 import pytest
 
 import rnngraph as rg
+from loop_sim import check_loops
 from backends import assert_backward_close
 
 
@@ -144,3 +146,19 @@ def test_cuda_backend_with_lengths_equals_the_numpy_backend(plan):
     dh = {k: rng.standard_normal(v.shape).astype(np.float32) for k, v in h1.items()}
     assert_backward_close(cpu.backward(dy, dh), gpu.backward(dy, dh), atol=2e-5)
     assert gpu.cached_plans == [(3, 2, True, "lengths")]
+
+
+@SIM
+@pytest.mark.parametrize("plan, S", [("scc-sequential", 1), ("wavefront", 2)])
+def test_masked_loop_kernels_alone_equal_the_numpy_backend(plan, S):
+    """The masked graph's loop kernels, launched alone against the NumPy backend
+    (tests/loop_sim.py) with random masks: select's m > 0 taken both ways at every element, in
+    any order over time (not only the prefix a length gives)."""
+    net = _net((rg.cells.lstm, rg.cells.lstm), hidden=2)
+    cpu = rg.compile_rnn(net, device="cpu")
+    gpu = rg.compile_rnn(net, device="cuda", plan=plan, parameters=cpu.parameters)
+    dp = gpu._plan(2, S, backward=True, masked=True)
+    dp.buf.refresh_transposed(dp.stream)  # what a forward call does first: the backward loops read them
+    step = SimpleNamespace(schedule=dp.schedule, _cuda=SimpleNamespace(program=dp.program), parameters=cpu.parameters)
+    result = check_loops(step)
+    assert any(name.startswith("d.layer0") for name in result[next(k for k in result if "backward" in k)])
