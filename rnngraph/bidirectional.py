@@ -20,9 +20,16 @@ __all__ = ["Bidirectional"]
 
 
 class Bidirectional:
-    """A cell in both directions (PyTorch's ``bidirectional=True`` for one layer): see the module
-    docstring for its input and output. ``cell``: a configured cell (``rg.cells.lstm(hidden=64)``).
-    Raises GraphError for anything else."""
+    """A cell in both directions (PyTorch's ``bidirectional=True`` for one layer).
+
+    ``rg.Sequential(rg.Bidirectional(cell), input_size=I)``: the network's only recurrent layer,
+    without a loss head. Its input x is (T, S, 2I): ``x[t] = [x_fwd[t], x_rev[t]]``, x_rev each
+    sequence reversed over its own length L (x_fwd[L-1], ..., x_fwd[0], then the padding);
+    ``input_size`` is I, each direction's width. Its output y (T, S, 2H) is ``[y_fwd[t],
+    y_rev[t]]`` with y_rev in reversed time, and the second half of dx likewise: the caller
+    reverses them back (``rnngraph.torch.RNN(bidirectional=True)`` does all of this). States and
+    parameters: ``layer0.*`` forward, ``layer0_reverse.*`` reverse. ``cell``: a configured cell
+    (``rg.cells.lstm(hidden=64)``); GraphError for anything else."""
 
     def __init__(self, cell: Cell):
         if not isinstance(cell, Cell):

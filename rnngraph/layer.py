@@ -19,6 +19,7 @@ from collections import OrderedDict
 import numpy as np
 
 from .arrays import array_kind, shape_of
+from .bidirectional import Bidirectional
 from .codegen.tuning import LoopTuning
 from .errors import GraphError, ShapeError, positive_int
 from .executor import ScheduleExecutor
@@ -204,8 +205,10 @@ class CompiledRNN:
             if len(shape) != 2:
                 raise ShapeError(f"x: token ids must have shape (T, S), got {shape}")
         elif len(shape) != 3 or shape[2] != self.input.size:
-            raise ShapeError(f"x: expected shape (T, S, {self.input.size}) (window, streams, input size), "
-                             f"got {shape}")
+            doubled = any(isinstance(layer, Bidirectional) for layer in self.net.layers)
+            what = (f"input size doubled for rg.Bidirectional: [x, x reversed over each length], 2 x "
+                    f"{self.input.size // 2}" if doubled else "input size")
+            raise ShapeError(f"x: expected shape (T, S, {self.input.size}) (window, streams, {what}), got {shape}")
         if shape[0] < 1 or shape[1] < 1:
             raise ShapeError(f"x: a window needs T >= 1 and S >= 1, got shape {shape}")
         return shape[0], shape[1]

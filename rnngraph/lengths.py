@@ -77,11 +77,13 @@ def length_inputs(g: Graph) -> dict[str, int]:
 def check_lengths(lengths, T: int, S: int, what: str = "lengths") -> np.ndarray:
     """``lengths`` as an int64 array (S,), checked: a sequence of S integers in [0, T], any order
     (no sorting needed). Accepts lists, NumPy arrays and CPU tensors (anything np.asarray
-    takes). Raises ShapeError for a wrong shape, TypeError for non-integers, ValueError naming
+    takes); unlike pack_padded_sequence, float lengths are refused, not truncated. Raises ShapeError for a wrong shape, TypeError for non-integers, ValueError naming
     the first stream out of range, TypeError for device arrays (CUDA tensors included)."""
-    if array_kind(lengths) != "host":
+    if array_kind(lengths) != "host" or getattr(getattr(lengths, "device", None), "type", "cpu") != "cpu":
         raise TypeError(f"{what} must be host data (a list, a NumPy array or a CPU tensor), as PyTorch's "
-                        f"pack_padded_sequence takes them; got a device array")
+                        f"pack_padded_sequence takes them; got an array on {getattr(lengths, 'device', 'a device')}")
+    if isinstance(lengths, (str, bytes)):
+        raise TypeError(f"{what}: expected integer lengths, got {type(lengths).__name__}")
     a = np.asarray(lengths)
     if a.ndim != 1 or a.shape[0] != S:
         raise ShapeError(f"{what}: expected one length per stream, shape ({S},), got shape {a.shape}")

@@ -83,8 +83,9 @@ class Dropout:
 class Sequential:
     """A stack of layers traced into one :class:`rnngraph.ir.Graph` (``.graph``).
 
-    layers: optional Embedding first, then cells (``rg.cells.lstm(hidden=512)`` ...), then
-    optionally a loss head last (rg.SoftmaxCrossEntropy, rg.MSE, rg.SequenceClassifier);
+    layers: optional Embedding first, then cells (``rg.cells.lstm(hidden=512)`` ...) or one
+    ``rg.Bidirectional(cell)`` (the only recurrent layer, no head: its graph input is (T, S,
+    2 * input_size), see rnngraph/bidirectional.py), then optionally a loss head last (rg.SoftmaxCrossEntropy, rg.MSE, rg.SequenceClassifier);
     ``rg.Dropout(p)`` anywhere after the first layer and before the head. input_size is
     required when the first layer is a cell (float inputs of shape (T, S, input_size)).
     Raises GraphError for a misplaced layer, a missing input_size or one that is not a positive
@@ -116,6 +117,11 @@ class Sequential:
                              "its reverse direction's time order is reversed, so nothing before or after it in the "
                              "graph lines up with it (stack bidirectional layers with rnngraph.torch.RNN("
                              "bidirectional=True), one graph per layer)")
+        if any(isinstance(l, Bidirectional) for l in layers) and isinstance(layers[-1], Head):
+            raise GraphError("a loss head cannot follow rg.Bidirectional: the second half of its output is in reversed "
+                             "time, and rg.compile's training step carries states into the next window, which a "
+                             "reverse direction has no use for; compile it with rg.compile_rnn (or use rnngraph.torch.RNN("
+                             "bidirectional=True)) and apply the loss yourself")
         if not isinstance(layers[0], Embedding):
             if input_size is None:
                 raise GraphError("rg.Sequential: the first layer is a cell, so give input_size=")

@@ -13,6 +13,8 @@ an LSTM), a single tensor for a one-state cell (GRU, Elman).
 """
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import nn
 
@@ -57,16 +59,20 @@ class RNN(nn.Module):
             directions side by side (rnngraph/torch_bidirectional.py).
 
     ``forward(x, h0=None, lengths=None) -> (y, h_T)``: x (T, B, I) (or (T, I) unbatched), or a
-    ``PackedSequence``; h0 a tensor (layers, B, H) for a one-state cell, else a tuple of them
-    in the cell's state order, or None (zeros); y (T, B, H) (a PackedSequence for one); h_T
-    like h0. Variable lengths as ``nn.LSTM`` runs a PackedSequence: ``lengths`` (B,) (host
-    data, any order) or the PackedSequence's; each sequence's state stops after its own last
-    step (h_T at its length), y is zero past it. A state read more than one timestep back (``rg.State
-    (delay=d)``) is (layers * d, B, H), each layer's d rows oldest first.
+    ``PackedSequence``; h0 a tensor (D * layers, B, H) for a one-state cell, else a tuple of
+    them in the cell's state order, or None (zeros); y (T, B, D * H) (a PackedSequence for
+    one); h_T like h0; D = 2 if bidirectional else 1 (rows: layer 0 forward, layer 0 reverse,
+    layer 1 forward, ...). Variable lengths as ``nn.LSTM`` runs a PackedSequence: ``lengths``
+    (B,) (host data, any order) or the PackedSequence's; each sequence's state stops after its
+    own last step (h_T at its length, h0 for a length of 0), y is zero past it. A state read
+    more than one timestep back (``rg.State(delay=d)``) is (layers * d, B, H), each layer's d
+    rows oldest first.
 
     Parameters are named after the graph's (``layer0.W.weight`` -> ``layer0_W_weight``; for the
-    standard cells ``W.weight`` is nn.LSTM's ``weight_ih``, ``U.weight`` its ``weight_hh``) and
-    initialised by the cells' initialisers from a seed drawn from torch's generator.
+    standard cells ``W.weight`` is nn.LSTM's ``weight_ih``, ``U.weight`` its ``weight_hh``;
+    bidirectional: ``pairs.K.layer0_W_weight`` and ``pairs.K.layer0_reverse_W_weight`` for
+    layer K, nn.LSTM's ``weight_ih_lK`` and ``weight_ih_lK_reverse``) and initialised by the
+    cells' initialisers from a seed drawn from torch's generator.
 
     Precision: CPU tensors run in the module's dtype (float32 or float64), CUDA tensors in
     float32 (the generated kernels). Under ``torch.autocast`` the inputs are cast to the
@@ -101,6 +107,9 @@ class RNN(nn.Module):
         check(options, tuning)
         self.options, self.tuning = options, tuning
         self.bidirectional = bool(bidirectional)
+        if dropout and layers == 1:  # nn.LSTM's warning
+            warnings.warn(f"dropout={dropout} has no effect with layers=1: it drops the outputs of every layer but "
+                          f"the last", UserWarning, stacklevel=2)
         self.hidden, self.layers, self.input_size = hidden, layers, input_size
         self.dropout, self.batch_first, self.plan, self.cache_size = float(dropout), batch_first, plan, cache_size
         if self.bidirectional:  # one compiled RNN a layer, both directions (rnngraph/torch_bidirectional.py)
@@ -324,10 +333,11 @@ class RNN(nn.Module):
     def forward(self, x, h0=None, lengths=None):
         """(y, h_T): x (T, B, I) ((B, T, I) with batch_first, (T, I) unbatched) or a
         PackedSequence, float32 (float64 on the CPU after ``.double()``); h0 None, a tensor
-        (layers, B, H) or a tuple of them in the cell's state order; lengths None or (B,)
-        integers in [0, T], host data (PyTorch's pack_padded_sequence convention); y (T, B, H) of
-        the last layer (a PackedSequence laid out as x for one; zero past each length), h_T
-        like h0 (each sequence's state at its own length). Raises ValueError / TypeError naming
+        (D * layers, B, H) or a tuple of them in the cell's state order (D = 2 if bidirectional
+        else 1); lengths None or (B,) integers in [0, T], host data (PyTorch's
+        pack_padded_sequence convention; floats are refused); y (T, B, D * H) of the last layer
+        (a PackedSequence laid out as x for one; zero past each length), h_T like h0 (each
+        sequence's state at its own length, h0 for a length of 0). Raises ValueError / TypeError naming
         x, lengths or the state for a wrong shape, dtype or device."""
         packed = x if isinstance(x, PackedSequence) else None
         if packed is not None:
