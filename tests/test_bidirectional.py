@@ -37,6 +37,7 @@ def test_each_direction_reads_its_half_of_the_input():
 @pytest.mark.parametrize("layers, match", [
     ((rg.Bidirectional(rg.cells.lstm(hidden=2)), rg.cells.lstm(hidden=2)), "only recurrent layer"),
     ((rg.Embedding(5, 3), rg.Bidirectional(rg.cells.lstm(hidden=2))), "only recurrent layer, on float inputs"),
+    ((rg.Bidirectional(rg.cells.lstm(hidden=2)), rg.MSE()), "a loss head cannot follow rg.Bidirectional"),
 ])
 def test_a_bidirectional_layer_must_be_the_only_recurrent_layer(layers, match):
     with pytest.raises(rg.GraphError, match=match):
@@ -46,3 +47,9 @@ def test_a_bidirectional_layer_must_be_the_only_recurrent_layer(layers, match):
 def test_bidirectional_takes_a_configured_cell():
     with pytest.raises(rg.GraphError, match="configured cell"):
         rg.Bidirectional(rg.cells.lstm)
+
+
+def test_an_undoubled_input_is_named():
+    rnn = rg.compile_rnn(rg.Sequential(rg.Bidirectional(rg.cells.lstm(hidden=4)), input_size=3), device="cpu")
+    with pytest.raises(rg.ShapeError, match=r"\(T, S, 6\) .*doubled for rg.Bidirectional: \[x, x reversed"):
+        rnn.forward(np.zeros((5, 2, 3), np.float32))
