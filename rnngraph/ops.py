@@ -83,8 +83,8 @@ def get(name: str, where: str = "") -> Op:
 
 
 def is_row_reduction(name: str) -> bool:
-    """Whether op ``name`` has kind ``row_reduction`` (layer norm); KeyError for an unknown op."""
-    return REGISTRY[name].kind == "row_reduction"
+    """Whether op ``name`` has kind ``row_reduction`` (layer norm); False for an unknown op."""
+    return name in REGISTRY and REGISTRY[name].kind == "row_reduction"
 
 
 # ---------------------------------------------------------------------------- shape helpers

@@ -189,3 +189,16 @@ def test_row_reductions_are_named_only_in_the_registry_and_their_code_table():
             literals[rel] = [line for line, _ in found]
     assert tests == {}, f"op-name tests of a row reduction (file: lines): {tests}; use its kind or row_code"
     assert literals == {}, f"a row reduction's name written outside its registry entry: {literals}"
+
+
+def test_row_reductions_are_known_by_kind_and_reach_their_cuda_pieces():
+    """ops.is_row_reduction: layer norm is one, a pointwise op and an op not in the registry (a
+    hand-made kernel's) are not; codegen/row_reductions.py's row_code finds layer norm's pieces
+    and refuses an op without them."""
+    from rnngraph import ops
+    from rnngraph.codegen.row_reductions import ROW_REDUCTIONS, row_code
+    assert ops.is_row_reduction("layer_norm") and not ops.is_row_reduction("tanh")
+    assert not ops.is_row_reduction("matmul")
+    assert row_code("layer_norm") is ROW_REDUCTIONS[ops.REGISTRY["layer_norm"].cuda_row]
+    with pytest.raises(NotImplementedError, match="'tanh' has no CUDA row-reduction code"):
+        row_code("tanh")
