@@ -18,7 +18,9 @@ An :class:`Op` entry:
   how many ids it may hold and the id that marks a column left out of the loss (None: none);
   the backends check fed ids against it and a loss's mean divides by the columns not ignored;
 - ``cuda_loss``: loss ops only, the names of the (forward, backward) launchers in
-  :mod:`rnngraph.codegen.losses` that run it on the GPU.
+  :mod:`rnngraph.codegen.losses` that run it on the GPU;
+- ``cuda_row``: row reductions only, the key of its CUDA pieces in :mod:`rnngraph.codegen.row_reductions`
+  (nothing else tests its name: an RMSNorm would be one entry here and one there).
 
 A loss op's per-column value is what one column adds to the window's loss; the training loss
 is the sum over the window's columns divided by the columns that count (every column, less
@@ -51,6 +53,7 @@ class Op:
     cuda: tuple[str, tuple[str, ...]] | None = None  # pointwise ops: (forward, per-argument VJP) templates
     ids: Callable | None = None  # (graph, node) -> {token-id argument position: (limit, ignored id or None)}
     cuda_loss: tuple[str, str] | None = None  # loss ops: (forward, backward) launchers in codegen/losses.py
+    cuda_row: str | None = None  # row reductions: the key of their CUDA pieces in codegen/row_reductions.py
 
     def arg_grads(self, g, y, xs, ps, attrs) -> list:
         """Gradients of the arguments only (a GEMM's weight gradient is left to a later kernel)."""
@@ -77,6 +80,11 @@ def get(name: str, where: str = "") -> Op:
     except KeyError:
         known = ", ".join(sorted(REGISTRY))
         raise GraphError(f"{where}unknown op {name!r} (known: {known})") from None
+
+
+def is_row_reduction(name: str) -> bool:
+    """Whether op ``name`` has kind ``row_reduction`` (layer norm); False for an unknown op."""
+    return name in REGISTRY and REGISTRY[name].kind == "row_reduction"
 
 
 # ---------------------------------------------------------------------------- shape helpers
@@ -291,7 +299,7 @@ def _layer_norm_vjp(g, y, xs, ps, at):
 
 # PyTorch nn.LayerNorm over the vector of one column: (x - mean) / sqrt(var + 1e-5) * gain + bias
 register(Op("layer_norm", "row_reduction", _layer_norm_shape, _layer_norm_forward,
-            _layer_norm_vjp, (2, 2)))
+            _layer_norm_vjp, (2, 2), cuda_row="layer_norm"))
 
 
 # ---------------------------------------------------------------------------- embedding

@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .ir import Graph
+from .ops import is_row_reduction
 from .schedule_options import ScheduleOptions
 
 
@@ -98,7 +99,7 @@ class Loop:
         if self.mode != "persistent":
             return 0
         return len({k.level for k in self.kernels for m, op in zip(k.ops, k.op_names)
-                    if op == "layer_norm" and m not in self.early_sums})
+                    if is_row_reduction(op) and m not in self.early_sums})
 
     def at(self, level: int, stage: int) -> list[Kernel]:
         """The kernels of one level of one stage, in order."""

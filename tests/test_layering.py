@@ -136,3 +136,69 @@ def test_nothing_outside_trace_uses_its_private_names():
         if found:
             bad[str(path.relative_to(PACKAGE.parent))] = sorted(found)
     assert len(SOURCES) > 100 and bad == {}, f"{bad}: use trace.py's public Builder and tracing"
+
+
+#: where a row reduction's op name may be written: its registry entry (ops.py), the table of its
+#: CUDA pieces (codegen/row_reductions.py), and the user API that builds its nodes (trace.py's
+#: function, exported by __init__.py)
+ROW_NAME_HOMES = ("ops.py", "codegen/row_reductions.py", "trace.py", "__init__.py")
+
+
+def row_reduction_names() -> set[str]:
+    from rnngraph import ops
+    return {name for name, op in ops.REGISTRY.items() if op.kind == "row_reduction"}
+
+
+def name_literals(source: str, names) -> list[tuple[int, bool]]:
+    """(line, in a comparison) of each string literal of ``source`` equal to one of ``names``; in
+    a comparison: an operand of ``==``, ``!=``, ``in``, ``not in`` (alone or in a literal tuple,
+    list or set)."""
+    compared = set()
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            for operand in [node.left, *node.comparators]:
+                items = operand.elts if isinstance(operand, (ast.Tuple, ast.List, ast.Set)) else [operand]
+                compared.update(id(x) for x in items)
+    return [(node.lineno, id(node) in compared) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and node.value in names]
+
+
+def test_the_checker_sees_op_name_literals():
+    names = {"layer_norm"}
+    assert name_literals('if n.op == "layer_norm":\n    pass\n', names) == [(1, True)]
+    assert name_literals('ok = op in ("pointwise", "layer_norm")\n', names) == [(1, True)]
+    assert name_literals('segs.append(("layer_norm", m))\n', names) == [(1, False)]
+    assert name_literals('"""about layer_norm"""\nx = f"{op}: not a layer_norm"\n', names) == []
+
+
+def test_row_reductions_are_named_only_in_the_registry_and_their_code_table():
+    """No module of rnngraph/ tests an op's name against a row reduction's (layer norm): the
+    passes ask for the op's kind (``ops.is_row_reduction``), the code generator for its CUDA
+    pieces (codegen/row_reductions.py's ``row_code``); outside ``ROW_NAME_HOMES`` the name is not
+    written at all."""
+    names = row_reduction_names()
+    assert "layer_norm" in names
+    tests, literals = {}, {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        found = name_literals(path.read_text(encoding="utf-8"), names)
+        if rel not in ("ops.py", "codegen/row_reductions.py") and any(c for _, c in found):
+            tests[rel] = [line for line, c in found if c]
+        if rel not in ROW_NAME_HOMES and found:
+            literals[rel] = [line for line, _ in found]
+    assert tests == {}, f"op-name tests of a row reduction (file: lines): {tests}; use its kind or row_code"
+    assert literals == {}, f"a row reduction's name written outside its registry entry: {literals}"
+
+
+def test_row_reductions_are_known_by_kind_and_reach_their_cuda_pieces():
+    """ops.is_row_reduction: layer norm is one, a pointwise op and an op not in the registry (a
+    hand-made kernel's) are not; codegen/row_reductions.py's row_code finds layer norm's pieces
+    and refuses an op without them."""
+    from rnngraph import ops
+    from rnngraph.codegen.row_reductions import ROW_REDUCTIONS, row_code
+    assert ops.is_row_reduction("layer_norm") and not ops.is_row_reduction("tanh")
+    assert not ops.is_row_reduction("matmul")
+    assert row_code("layer_norm") is ROW_REDUCTIONS[ops.REGISTRY["layer_norm"].cuda_row]
+    with pytest.raises(NotImplementedError, match="'tanh' has no CUDA row-reduction code"):
+        row_code("tanh")

@@ -222,7 +222,7 @@ def test_deferred_gain_and_bias_gradients_need_the_whole_gradient_in_memory():
     src, args = ln_param_grad_kernel(g, ln.name, "post")
     assert src.startswith("@cuda.jit\ndef post(T, S, rows_per_chunk, ") and f"# {ln.name}: gain and bias" in src
     assert sum(a.startswith("Q") for a in args) == 2 and any(a.startswith("N") for a in args)
-    with pytest.raises(ValueError, match=f"{re.escape(consumer.name)} is a {consumer.op}, not a layer_norm"):
+    with pytest.raises(ValueError, match=f"{re.escape(consumer.name)} is a {consumer.op}, not a row reduction"):
         ln_param_grad_kernel(g, consumer.name, "post")
     with pytest.raises(ValueError, match="ScheduleOptions.post_loop_sums must be True or False, got 2"):
         ScheduleOptions(post_loop_sums=2)

@@ -29,7 +29,9 @@ read by the passes and by ``codegen.tuning.loop_tuning``.
 Made for the change that turned the options into values: its result,
 bench/results/cpu-20261202-options-as-values-source-identity.json; then for the loop kernels'
 plan-then-emit split (codegen/loop_plan.py; ``LoopEmitter`` is its plan+emit wrapper):
-bench/results/cpu-20261202-loop-plan-source-identity.json.
+bench/results/cpu-20261202-loop-plan-source-identity.json; then for layer norm through the op
+registry's row-reduction kind (codegen/row_reductions.py):
+bench/results/cpu-20261202-row-registry-source-identity.json.
 
 Usage:
   python bench/experiments/loop_source_hashes.py --out hashes.json [--program]

@@ -9,7 +9,7 @@ the kernel emitted here, over the whole window: threads over the n columns, a gr
 whose second dimension splits the T*S rows into chunks, one global atomic per column per chunk
 (the grid of reductions.layer_norm_backward's column kernel, reductions.column_grid). xhat is
 recomputed from the loop's inputs exactly as the loop does it: the forward row sums N (T, S, 2)
-of the shifted one-pass moments (pointwise.ln_moments; mean, rstd per row) and the layer norm's
+of the shifted one-pass moments (layer_norm_fused.ln_moments; mean, rstd per row) and the layer norm's
 input x. A block first turns a tile of ROW_TILE rows' sums into moments in shared memory (a
 thread a row), then its column threads walk the tile: the first form of this kernel, which recomputed
 each row's moments (a division, a square root and a reciprocal) in every column thread, took
@@ -24,9 +24,11 @@ output gradient (bench/kernel_trace.py --modes).
 """
 from __future__ import annotations
 
+from .. import ops
 from ..ir import Graph
 from .device import blocks
-from .pointwise import Names, buffer_key, ln_moments, ln_row
+from .layer_norm_fused import ln_moments, ln_row
+from .pointwise import Names, buffer_key
 from .reductions import column_grid
 
 KERNEL_INDENT = "        "
@@ -39,11 +41,11 @@ def ln_param_grad_kernel(g: Graph, node: str, fn: str) -> tuple[str, list[str]]:
     """(source of the global kernel ``fn``, its buffer arguments in order) summing layer norm
     ``node``'s gain and bias gradients over the window into its parameter-gradient buffers
     (``+=``, atomics). The kernel's arguments are (T, S, rows_per_chunk, *buffers); launch it
-    with :func:`ln_param_grad_grid`. Raises KeyError for a node not in ``g``, ValueError for a
-    node that is not a layer norm."""
+    with :func:`ln_param_grad_grid`. The layer norm entry of codegen/row_reductions.py names it.
+    Raises KeyError for a node not in ``g``, ValueError for a node that is not a row reduction."""
     n = g.by_name[node]
-    if n.op != "layer_norm":
-        raise ValueError(f"ln_param_grad_kernel: {node} is a {n.op}, not a layer_norm")
+    if not ops.is_row_reduction(n.op):
+        raise ValueError(f"ln_param_grad_kernel: {node} is a {n.op}, not a row reduction (layer norm)")
     names, ref = Names(g), n.args[0]
     X, G = names.value(ref.node), names.grad(node)
     qg, qb = (names.param_grad(p) for p in n.params)

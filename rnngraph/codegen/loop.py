@@ -47,7 +47,7 @@ Indexing the sums by t means one zeroing per launch (a grid-strided loop at kern
 grid sync), none inside the time loop; the backward reads the forward's sums (kept to the end of
 the window) to recompute mean and rstd, so the forward row statistics are never recomputed.
 - forward sums: sum(x - K) and sum((x - K)^2) with the shift K = x[t-1, s, 0] (0 at t = 0,
-  pointwise.ln_shift), which every block can read before row t is complete. One pass instead
+  layer_norm_fused.ln_shift), which every block can read before row t is complete. One pass instead
   of the two-pass mean-then-variance (which would need a second sync per layer norm): the shift
   keeps var = E[(x-K)^2] - E[x-K]^2 from cancelling catastrophically when |mean| >> std (the
   plain sum-of-squares failure mode), as long as consecutive rows are alike.
@@ -78,12 +78,12 @@ from .. import ops
 from ..ir import Graph
 from ..schedule import Kernel, Loop
 from .loop_gemm import emit_rows
-from .loop_layer_norm import emit_row_sums
 from .loop_items import GemmItem
 from .loop_plan import BARRIER_FUNCTIONS, SIM_THREADS, LoopKernelPlan, plan_loop_kernel
 from .loop_pointwise import device_function, emit_pointwise, timestep
 from .loop_prefetch import emit_prefetch
 from .loop_prologue import decorator, emit_epilogue, emit_prologue, imports
+from .row_reductions import row_code
 from .source import Source
 from .tuning import LoopTuning
 
@@ -92,9 +92,10 @@ __all__ = ["BARRIER_FUNCTIONS", "SIM_THREADS", "LoopEmitter", "emit_loop_kernel"
 SUPPORTED = ("gemm", "pointwise")
 
 
-def _layer_norm_kernel(k: Kernel) -> bool:
-    """A fused kernel of pointwise ops and layer norms (no other row reduction)."""
-    return k.kind == "reduction" and all(op == "layer_norm" or ops.REGISTRY[op].kind == "pointwise"
+def _row_reduction_kernel(k: Kernel) -> bool:
+    """A fused kernel of pointwise ops and row reductions with CUDA code (``cuda_row``: layer norm)."""
+    return k.kind == "reduction" and all(ops.REGISTRY[op].kind == "pointwise" or
+                                         (ops.is_row_reduction(op) and ops.REGISTRY[op].cuda_row is not None)
                                          for op in k.op_names)
 
 
@@ -102,7 +103,7 @@ def persistent_supported(loop: Loop) -> bool:
     """Whether every kernel of the loop is a GEMM, a fused pointwise kernel or a fused kernel with
     layer norms (the persistent emitter's scope; the pipeline pass marks loops with layer norms
     persistent when the schedule's ``options.persistent_layer_norms`` allows it: by default up to S=64)."""
-    return all(k.kind in SUPPORTED or _layer_norm_kernel(k) for k in loop.kernels)
+    return all(k.kind in SUPPORTED or _row_reduction_kernel(k) for k in loop.kernels)
 
 
 def emit_loop_kernel(g: Graph, plan: LoopKernelPlan, recompute: dict | None = None) -> tuple[str, list[str]]:
@@ -142,7 +143,7 @@ def _time_loop(src: Source, g: Graph, plan: LoopKernelPlan) -> None:
 
     knocked = plan.knockout & {"gemm", "pointwise", "ln-sums"}
     row_sums = (lambda sums, uL: None) if "ln-sums" in plan.knockout else \
-        (lambda sums, uL: emit_row_sums(src, g, plan, sums, uL))
+        (lambda sums, uL: row_code(g.by_name[sums.node].op).loop_sums(src, g, plan, sums, uL))
 
     with src.block(f"for tick in range(T + {plan.top}):"):
         for lv in plan.levels:

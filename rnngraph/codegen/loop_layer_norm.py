@@ -17,7 +17,8 @@ from ..ir import Graph
 from .loop_items import RowSums
 from .loop_plan import LoopKernelPlan
 from .loop_pointwise import owned_row
-from .pointwise import Names, ln_moments, ln_row, ln_shift
+from .layer_norm_fused import ln_moments, ln_row, ln_shift
+from .pointwise import Names
 from .source import Source
 from .warp_reduce import tree_reduce
 

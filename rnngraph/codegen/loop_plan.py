@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ir import Graph
+from ..ops import is_row_reduction
 from ..passes.ownership import kernel_unit, level_unit
 from ..schedule import Kernel, Loop
 from .loop_items import GemmItem, GemmRows, GemmTerm, LevelPlan, PointwiseItem, RowSums, StagePlan
@@ -204,7 +205,7 @@ def plan_loop_kernel(g: Graph, loop: Loop, name: str, coop: bool = True, recompu
     # 1. the layer norms' row-sum arrays
     ln_slots = max(tuning.threads, streams)
     ln_shape = 0
-    if tuning.lnsum and any(g.by_name[m].op == "layer_norm" for k in loop.kernels for m in k.ops):
+    if tuning.lnsum and any(is_row_reduction(g.by_name[m].op) for k in loop.kernels for m in k.ops):
         vshape = (vb,) if vb else ()
         shapes = ([("lnv", (streams, LN_SMEM_FLOATS - 2)), ("lns", (streams, 2))] if tuning.lnsum == 1
                   else [("lnp", (ln_slots, 2))])
@@ -227,7 +228,7 @@ def plan_loop_kernel(g: Graph, loop: Loop, name: str, coop: bool = True, recompu
             continue
         uL = level_unit(g, ks_level, loop.reverse, recompute)
         reduction = tuple(ctx.row_sums(o, m) for o, _, ks in stages for k in ks for m in k.ops
-                          if g.by_name[m].op == "layer_norm" and m not in loop.early_sums)
+                          if is_row_reduction(g.by_name[m].op) and m not in loop.early_sums)
         planned = tuple(StagePlan(o, label, tuple(ctx.gemm(k, uL) if k.kind == "gemm" else ctx.pointwise(k, uL, prefetch)
                                                   for k in ks))
                         for o, label, ks in stages if ks)
@@ -274,7 +275,7 @@ class _Context:
 
     def pointwise(self, k: Kernel, uL: int, prefetch: dict) -> PointwiseItem:
         g, loop = self.g, self.loop
-        norms = [g.by_name[m] for m in k.ops if g.by_name[m].op == "layer_norm"]
+        norms = [g.by_name[m] for m in k.ops if is_row_reduction(g.by_name[m].op)]
         # gain and bias gradients summed after the loop (``Loop.post_sums``, passes/param_grad_sums.py)
         deferred = tuple(n.name for n in norms if n.name in loop.post_sums)
         norms = [n for n in norms if n.name not in deferred]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir import Graph
+from ..ops import is_row_reduction
 from ..passes.ownership import level_unit
 from ..schedule import Kernel, Loop
 from .loop_pointwise import made, owned_row, pointwise_emitter, timestep
@@ -98,7 +99,7 @@ def prefetch_plans(g: Graph, loop: Loop, recompute: dict, flagged: dict, tuning:
                 if where == lv or before not in loop.sync_after and loop.sync_after:
                     continue
                 shift, between = int(where > lv), [x for _, x in at_level[where]]
-            if any(g.by_name[m].op == "layer_norm" for m in k.ops):
+            if any(is_row_reduction(g.by_name[m].op) for m in k.ops):
                 continue  # its row moments' loads stay where they are (layernorm_lstm S=1 slower)
             stored = set().union(*(written(x) for x in between))
             products = set().union(*(written(x) for x in between if x.kind == "gemm"))

@@ -7,7 +7,8 @@ the kernel touches, so slices and concats only rename locals, and values stay in
 only the schedule's ``writes`` go to memory. The backward kernel recomputes the forward from
 the kernel's inputs, then sweeps the ops in reverse, adding each VJP (the op registry's CUDA
 templates) into local gradients; gradients of values from outside the kernel are added to
-their global gradient buffers once, at the end.
+their global gradient buffers once, at the end. A row reduction's code (layer norm, inside
+persistent loops only) comes from its entry in codegen/row_reductions.py.
 
 Buffers: ``V<k>`` holds node k's values, ``G<k>`` its gradients, both (D + T, S, n) float32
 where D is the node's state depth (rows 0..D-1 hold the history, so a read at t - d is row
@@ -60,7 +61,7 @@ class Names:
 
     def ln_sums(self, node: str) -> str:
         """Forward row sums of a layer norm inside a persistent loop, (T, S, 2): sum(x - K) and
-        sum((x - K)^2) per column, K of :func:`ln_shift`."""
+        sum((x - K)^2) per column, K of codegen/layer_norm_fused.py's ``ln_shift``."""
         return f"N{self.idx(node)}"
 
     def ln_grad_sums(self, node: str) -> str:
@@ -73,36 +74,16 @@ class Names:
         return s.depth if s else 0
 
 
+def _row_code(op: str):
+    """The CUDA pieces of row reduction ``op`` (codegen/row_reductions.py; imported when first
+    used: those pieces build on this module)."""
+    from .row_reductions import row_code
+    return row_code(op)
+
+
 def local_grad(param_grad: str) -> str:
     """The name of a persistent loop kernel's shared-memory sums of gradient buffer ``Q<i>``."""
     return "Z" + param_grad[1:]
-
-
-def ln_row(names: Names, ref) -> str:
-    """The history row offset of a layer norm's argument ``ref`` (read at ``{row} + t``)."""
-    return str(names.depth(ref.node) - ref.delay)
-
-
-def ln_shift(names: Names, ref) -> str:
-    """The shift K of the one-pass moments of a layer norm over ``ref`` at column (t, s): the
-    first element of the row one timestep earlier, x[t-1, s, 0] (0 at t = 0). Every block knows
-    it before the row at t is complete, so the row sums can be taken where x is written
-    (passes/row_sums.py); the sums are of x - K, and var = E[(x-K)^2] - E[x-K]^2 cancels only as
-    much as K is away from the row's mean: about a standard deviation when consecutive rows
-    are alike (at t = 0, by the mean itself)."""
-    X = names.value(ref.node)
-    return f"({X}[{ln_row(names, ref)} + t - 1, s, 0] if t > 0 else float32(0.0))"
-
-
-def ln_moments(names: Names, node: Node, emit, tag: str) -> None:
-    """Emit ``mu{tag}`` (the shift K of :func:`ln_shift`), ``m{tag}`` (mean - K) and ``rs{tag}``
-    (1 / sqrt(var + eps)) of layer norm ``node`` at column (t, s) from its forward row sums
-    (shifted one-pass moments, see codegen/loop.py)."""
-    N, n = names.ln_sums(node.name), f32(node.size)
-    emit(f"mu{tag} = {ln_shift(names, node.args[0])}")
-    emit(f"m{tag} = {N}[t, s, 0] / {n}")
-    emit(f"v{tag} = max({N}[t, s, 1] / {n} - m{tag} * m{tag}, float32(0.0))")
-    emit(f"rs{tag} = float32(1.0) / math.sqrt(v{tag} + {f32(ops.LAYER_NORM_EPS)})")
 
 
 class PointwiseEmitter:
@@ -215,8 +196,8 @@ class PointwiseEmitter:
         for name in self.recompute:
             n = self.g.by_name[name]
             alias = self._alias(n)
-            if n.op == "layer_norm":
-                self._layer_norm_forward(n, loaded)
+            if ops.is_row_reduction(n.op):  # its code: codegen/row_reductions.py
+                _row_code(n.op).forward(self, n, loaded)
                 continue
             for i in range(self.chunks(name)):
                 if alias:
@@ -230,67 +211,6 @@ class PointwiseEmitter:
                 self.emit(f"{self.local(name, i)} = {expr}  # {name}[{i}]" if i == 0 else
                           f"{self.local(name, i)} = {expr}")
         return loaded
-
-    # ------------------------------------------------------------------ layer norm (persistent loops)
-    def _ln_inputs(self, n: Node, loaded: dict) -> tuple[str, str]:
-        """Emit the column's moments (once per kernel); returns (tag, gain buffer). The argument
-        must come from memory: a layer norm starts a new level (levels.py), so its input was
-        computed by another kernel, and its other elements by other blocks."""
-        ref = n.args[0]
-        if ref.node in self.computed and ref.delay == 0:
-            raise NotImplementedError(f"layer norm {n.name}: its input {ref.node} is computed in the same kernel")
-        tag = str(self.names.idx(n.name))
-        if ("ln", n.name) not in loaded:
-            ln_moments(self.names, n, self.emit, tag)
-            self.buffers |= {self.names.value(ref.node), self.names.ln_sums(n.name)}
-            loaded[("ln", n.name)] = tag
-        gain, bias = (self.names.param(p) for p in n.params)
-        self.buffers |= {gain, bias}
-        return tag, gain
-
-    def _xhat(self, n: Node, i: int, loaded: dict, tag: str) -> str:
-        key = ("xhat", n.name, i)
-        if key not in loaded:
-            x = self.operand(n.args[0], i, loaded)
-            var = loaded[key] = f"xh{tag}_{i}"
-            self.emit(f"{var} = (({x} - mu{tag}) - m{tag}) * rs{tag}")
-        return loaded[key]
-
-    def _layer_norm_forward(self, n: Node, loaded: dict) -> None:
-        """y = xhat * gain + bias of the unit's elements, from the column's moments."""
-        tag, gain = self._ln_inputs(n, loaded)
-        bias = self.names.param(n.params[1])
-        for i in range(self.chunks(n.name)):
-            e = f"j + {i * self.u}"
-            self.emit(f"{self.local(n.name, i)} = {self._xhat(n, i, loaded, tag)} * {gain}[{e}] + {bias}[{e}]")
-
-    def _layer_norm_backward(self, n: Node, loaded: dict, target) -> None:
-        """dx += rstd * (g*gain - mean(g*gain) - xhat * mean(g*gain*xhat)), the means from the
-        column's backward row sums (added by every block before a grid sync: at the end of the
-        previous level or in a reduction phase, codegen/loop.py); the gain and bias gradients
-        (sums over t, s) are added with global atomics, or into the block's shared-memory sums
-        ``Z<i>`` at place ``rem`` (``local_param_grads``), or left to a kernel after the loop
-        (``deferred``)."""
-        tag, gain = self._ln_inputs(n, loaded)
-        M, size = self.names.ln_grad_sums(n.name), f32(n.size)
-        qg, qb = (self.names.param_grad(p) for p in n.params)
-        if self.local_param_grads:
-            qg, qb = local_grad(qg), local_grad(qb)
-        deferred = n.name in self.deferred
-        self.buffers |= {M} if deferred else {M, qg, qb}
-        if ("lnb", n.name) not in loaded:
-            self.emit(f"a{tag} = {M}[t, s, 0] / {size}")
-            self.emit(f"b{tag} = {M}[t, s, 1] / {size}")
-            loaded[("lnb", n.name)] = True
-        for i in range(self.chunks(n.name)):
-            g, e, xh = f"g{self.local(n.name, i)}", f"j + {i * self.u}", self._xhat(n, i, loaded, tag)
-            tgt = target(n.args[0], i)
-            self.emit(f"{tgt} = {tgt} + rs{tag} * ({g} * {gain}[{e}] - a{tag} - {xh} * b{tag})")
-            if deferred:
-                continue
-            at = f"rem * {self.chunks(n.name)} + {i}" if self.local_param_grads else e
-            self.emit(f"cuda.atomic.add({qg}, {at}, {g} * {xh})")
-            self.emit(f"cuda.atomic.add({qb}, {at}, {g})")
 
     def signature(self, fn: str) -> str:
         rem = "rem, " if self.local_param_grads else ""
@@ -331,8 +251,8 @@ class PointwiseEmitter:
         for name in reversed(self.ops):
             n = self.g.by_name[name]
             alias = self._alias(n)
-            if n.op == "layer_norm":
-                self._layer_norm_backward(n, loaded, target)
+            if ops.is_row_reduction(n.op):
+                _row_code(n.op).backward(self, n, loaded, target)
                 continue
             for i in range(self.chunks(name)):
                 g = f"g{self.local(name, i)}"

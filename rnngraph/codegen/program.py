@@ -23,14 +23,15 @@ from numba import cuda
 
 from .. import ops
 from ..ir import INDEX, Graph
+from ..ops import is_row_reduction
 from ..schedule import Kernel, Loop, Phase, Schedule, gradient_inputs
 from . import library, losses, module
 from .device import in_simulator
 from .graphs import Replay
-from .ln_param_grads import ln_param_grad_grid, ln_param_grad_kernel
 from .loop import SIM_THREADS, emit_loop_kernel, persistent_supported
 from .loop_plan import LoopKernelPlan, plan_loop_kernel
 from .pointwise import PRELUDE, Names, PointwiseEmitter, phase_kernel, step_kernel
+from .row_reductions import row_code
 from .tuning import LoopTuning
 
 THREADS = 256
@@ -282,14 +283,14 @@ class CudaProgram:
         return list(dict.fromkeys(out))
 
     def _segments(self, k: Kernel) -> list[tuple]:
-        """Split a kernel's ops at layer norms: [("pointwise", ops), ("layer_norm", (node,)), ...]."""
+        """Split a kernel's ops at row reductions (layer norms): [("pointwise", ops), ("row", (node,)), ...]."""
         segs, cur = [], []
         for m in k.ops:
-            if self.g.by_name[m].op == "layer_norm":
+            if is_row_reduction(self.g.by_name[m].op):
                 if cur:
                     segs.append(("pointwise", tuple(cur)))
                     cur = []
-                segs.append(("layer_norm", (m,)))
+                segs.append(("row", (m,)))
             else:
                 cur.append(m)
         if cur:
@@ -308,7 +309,7 @@ class CudaProgram:
                 if kind == "pointwise":
                     makes.append(self._pointwise(k, ops, backward, per_step=False))
                 else:
-                    makes.append(self._layer_norm(ops[0], backward, None))
+                    makes.append(self._row_reduction(ops[0], backward, None))
             return makes
         if k.kind == "gemm":
             return [lambda n=n: self._gemm_window_launcher(n, backward) for n in nodes]
@@ -320,22 +321,23 @@ class CudaProgram:
         if k.kind == "loss":
             n = nodes[0]
             return [lambda n=n: (lambda: self._loss(n, backward))]
-        if k.kind == "reduce" and nodes[0].op == "layer_norm":  # a loop's post_sums layer norm
-            return [self._ln_param_sums(k)]
+        if k.kind == "reduce" and is_row_reduction(nodes[0].op):  # a loop's post_sums layer norm
+            return [self._row_param_sums(k)]
         if k.kind == "reduce":
             n = nodes[0]
             return [lambda n=n: (lambda: library.column_sum(b.window(n.name, grad=True), b.PG[n.params[0]],
                                                            accumulate=True, stream=self.stream))]
         raise NotImplementedError(f"kernel {k.name}: kind {k.kind!r} has no GPU emitter")
 
-    def _ln_param_sums(self, k: Kernel):
-        """A layer norm's gain and bias gradients over the window, after its backward loop
-        (codegen/ln_param_grads.py); returns the factory of its launcher."""
+    def _row_param_sums(self, k: Kernel):
+        """A row reduction's parameter gradients over the window, after its backward loop (a
+        layer norm's gain and bias: codegen/ln_param_grads.py); returns the factory of its launcher."""
         node = k.ops[0]
+        code = row_code(self.g.by_name[node].op)
         fn = f"{k.name}_ln_param_sums"
-        src, args = ln_param_grad_kernel(self.g, node, fn)
+        src, args = code.param_grad_kernel(self.g, node, fn)
         self.sources.append(src)
-        grid, threads, per_chunk = ln_param_grad_grid(self.g.by_name[node].size, self.T * self.S)
+        grid, threads, per_chunk = code.param_grad_grid(self.g.by_name[node].size, self.T * self.S)
 
         def make():
             kern, arrays = getattr(self.module, fn), [self.buf.lookup(a) for a in args]
@@ -412,23 +414,24 @@ class CudaProgram:
         else:
             fwd(args, view(n.name).reshape(-1), n.attr, self.stream)
 
-    def _layer_norm(self, name: str, backward: bool, t: int | None):
+    def _row_reduction(self, name: str, backward: bool, t: int | None):
+        """The factory of a row reduction's launcher over the window (t None) or at timestep t:
+        its registry entry's library kernels (codegen/row_reductions.py)."""
         n = self.g.by_name[name]
-        r = n.args[0]
+        r, code = n.args[0], row_code(n.op)
 
         def make():
             b = self.buf
-            gain, bias = b.P[n.params[0]], b.P[n.params[1]]
+            params = [b.P[p] for p in n.params]
 
             def run(t=t):
                 view = self._views(t)
                 if backward:
-                    library.layer_norm_backward(view(r.node, delay=r.delay), gain, view(name, grad=True),
-                                                view(r.node, grad=True, delay=r.delay), b.PG[n.params[0]],
-                                                b.PG[n.params[1]], stream=self.stream)
+                    code.library_backward(view(r.node, delay=r.delay), params, view(name, grad=True),
+                                          view(r.node, grad=True, delay=r.delay), [b.PG[p] for p in n.params],
+                                          self.stream)
                 else:
-                    library.layer_norm_forward(view(r.node, delay=r.delay), gain, bias, view(name),
-                                               stream=self.stream)
+                    code.library_forward(view(r.node, delay=r.delay), params, view(name), self.stream)
             return run
 
         return make
@@ -493,7 +496,7 @@ class CudaProgram:
                     if kind == "pointwise":
                         makes.append(self._pointwise(k, ops, backward, per_step=True))
                     else:
-                        makes.append(self._ln_step(ops[0], backward))
+                        makes.append(self._row_step(ops[0], backward))
                 per_kernel[k.name] = makes
         top = max(o for o, _ in loop.stages)
         T = self.T
@@ -515,13 +518,13 @@ class CudaProgram:
 
         return [make]
 
-    def _ln_step(self, name: str, backward: bool):
+    def _row_step(self, name: str, backward: bool):
         def make():
             runs = {}
 
             def launch(t):
                 if t not in runs:
-                    runs[t] = self._layer_norm(name, backward, t)()
+                    runs[t] = self._row_reduction(name, backward, t)()
                 runs[t]()
             return launch
         return make

@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir import Graph, Node
+from ..ops import is_row_reduction
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ def node_flops(g: Graph, n: Node) -> int:
         return 2 * w[0] * w[1] + (w[0] if len(n.params) == 2 else 0)
     if n.op in ("input", "param", "slice", "concat", "identity", "embedding"):
         return 0
-    if n.op == "layer_norm":
+    if is_row_reduction(n.op):  # layer norm: the moments, then normalise and scale
         return 8 * n.size
     if n.op == "softmax_xent":
         return 4 * g.by_name[n.args[0].node].size

@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ir import Graph
+from ..ops import is_row_reduction
 from ..schedule import Loop
 from ..schedule_options import ScheduleOptions
 from .grid_syncs import grid_syncs, value_ref as _ref
@@ -40,7 +41,7 @@ from .grid_syncs import grid_syncs, value_ref as _ref
 def flag_candidates(loop: Loop) -> tuple[str, ...]:
     """The GEMM inputs of ``loop`` that may be flagged (see the module docstring), in kernel order."""
     if loop.mode != "persistent" or len(loop.stages) != 1 or any(
-            op == "layer_norm" for k in loop.kernels for op in k.op_names):
+            is_row_reduction(op) for k in loop.kernels for op in k.op_names):
         return ()
     reads = [(k, *_ref(r)) for k in loop.kernels if k.kind == "gemm" for r in k.reads]
     out = []

@@ -16,7 +16,7 @@ write, write after read, or write after write, of the same value at the same tim
 (passes/ownership.py): pointwise kernels, layer norms and GEMM outputs touch the block's own
 elements, the same elements in every level with the same unit; a GEMM reads its whole input
 vector. A layer norm's row sums read the summed row at the block's own elements and, forward,
-the shift x[t-1, s, 0] of every row (a whole-vector read, codegen/pointwise.py's ``ln_shift``),
+the shift x[t-1, s, 0] of every row (a whole-vector read, codegen/layer_norm_fused.py's ``ln_shift``),
 and every block adds into the sums (``sums:<layer norm>``, a whole-vector write). They are
 taken either at the end of the level before the layer norm's (``Loop.early_sums``,
 passes/row_sums.py: accesses of that level, with its unit; the layer norm then reads the
@@ -46,6 +46,7 @@ import re
 from dataclasses import dataclass
 
 from ..ir import Graph
+from ..ops import is_row_reduction
 from ..schedule import Loop
 from .ownership import level_unit
 from .row_sums import summed_row
@@ -99,7 +100,7 @@ def level_accesses(g: Graph, loop: Loop, recompute: dict | None = None, flagged=
         u, (phase, body) = units[k.level], out[k.level - 1]
         gemm = k.kind == "gemm"
         for m, op in zip(k.ops, k.op_names):
-            if op == "layer_norm":
+            if is_row_reduction(op):
                 early = m in loop.early_sums
                 where, unit = (out[k.level - 2][1], units[k.level - 1]) if early else (phase, u)
                 where += _row_sum_accesses(g, m, k.stage, loop.reverse, unit)
@@ -114,7 +115,7 @@ def level_accesses(g: Graph, loop: Loop, recompute: dict | None = None, flagged=
 def _row_sum_accesses(g: Graph, name: str, stage: int, reverse: bool, unit: int) -> list[Access]:
     """What the row sums of layer norm ``name`` touch, taken by blocks split by ``unit``: the
     summed row at the block's own elements; forward, the shift x[t-1, s, 0] of every row (a
-    whole-vector read, codegen/pointwise.py's ``ln_shift``); and the sums themselves, added by
+    whole-vector read, codegen/layer_norm_fused.py's ``ln_shift``); and the sums themselves, added by
     every block (``sums:<name>``, a whole-vector write)."""
     row = summed_row(g, name, reverse)
     acc = [_access(row, stage, reverse, False, False, unit),

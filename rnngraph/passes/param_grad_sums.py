@@ -21,6 +21,7 @@ S=64's backward loop at 4.35 ms with real gradients and 3.45 ms with an all-zero
 from __future__ import annotations
 
 from ..ir import Graph
+from ..ops import is_row_reduction
 from ..schedule import Loop, gradient_inputs
 from ..schedule_options import ScheduleOptions
 
@@ -40,4 +41,4 @@ def post_loop_sums(g: Graph, loop: Loop, options: ScheduleOptions) -> tuple[str,
     if not loop.reverse or loop.mode != "persistent" or not options.post_loop_sums:
         return ()
     return tuple(m for k in loop.kernels for m, op in zip(k.ops, k.op_names)
-                 if op == "layer_norm" and grad_in_memory(g, k.ops, gradient_inputs(k), m))
+                 if is_row_reduction(op) and grad_in_memory(g, k.ops, gradient_inputs(k), m))

@@ -128,14 +128,14 @@ def _fits(plan: Plan, names) -> bool:
     ``plan.options.persistent_layer_norms`` allows them (a layer norm then costs an extra grid
     sync per timestep; without it a layer norm inside the recurrence runs per timestep, graph mode)."""
     ln_ok = _layer_norms(plan, names) > 0 and plan.options.persistent_layer_norms
-    ops_ok = all(plan.kind(m) in ("gemm", "pointwise") or (ln_ok and plan.graph.by_name[m].op == "layer_norm")
+    ops_ok = all(plan.kind(m) in ("gemm", "pointwise") or (ln_ok and plan.kind(m) == "row_reduction")
                  for m in names)
     return ops_ok and _weight_bytes(plan, names) <= DEFAULT.on_chip_bytes
 
 
 def _layer_norms(plan: Plan, names) -> int:
     """Layer norms among ``names``: each costs a persistent loop one extra grid sync a timestep."""
-    return sum(plan.graph.by_name[m].op == "layer_norm" for m in names)
+    return sum(plan.kind(m) == "row_reduction" for m in names)
 
 
 def _loop_tick_us(plan: Plan, names, levels: int) -> float:

@@ -12,7 +12,7 @@ wrote itself, so nothing else has to be visible yet: in the forward the row is w
 in the backward the level's writes are read-modify-writes (codegen/pointwise.py, loop.py) that
 already hold every earlier contribution, as the layer norm's level would need them anyway.
 
-The forward sums are shifted by K = x[t-1, s, 0] (0 at t = 0; codegen/pointwise.py's
+The forward sums are shifted by K = x[t-1, s, 0] (0 at t = 0; codegen/layer_norm_fused.py's
 ``ln_shift``), known to every block before the level ends, where x[t, s, 0] of the one-pass
 moments' usual shift is not yet. Example, layernorm_lstm (forward levels: 1 the GEMM U h,
 2 LN_h and the gates, 3 LN_c): LN_h's sums are taken at the end of level 1 from the GEMM rows
@@ -25,6 +25,7 @@ critical path counts reduction syncs as levels, so it drops by more than the syn
 from __future__ import annotations
 
 from ..ir import Graph
+from ..ops import is_row_reduction
 from ..schedule import Loop
 
 
@@ -43,7 +44,7 @@ def early_row_sums(g: Graph, loop: Loop) -> tuple[str, ...]:
     early = []
     for k in loop.kernels:
         for m, op in zip(k.ops, k.op_names):
-            if op != "layer_norm" or k.level < 2:
+            if not is_row_reduction(op) or k.level < 2:
                 continue
             row = summed_row(g, m, loop.reverse)
             if any(p.level == k.level - 1 and p.stage == k.stage and row in p.writes for p in loop.kernels):
