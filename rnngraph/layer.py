@@ -182,7 +182,7 @@ class CompiledRNN:
         the plan of (``window``, ``streams``), compiled on first use and kept in the plan cache,
         its parameter buffers this RNN's parameters: for benchmarks and profilers that enqueue
         its ``run_forward`` / ``run_backward`` on its ``stream`` themselves, without the copies
-        and stream events of :meth:`forward` / :meth:`backward` (rnngraph/bench.py). Raises
+        and stream events of :meth:`forward` / :meth:`backward` (rnngraph/bench/). Raises
         RuntimeError on the CPU backend, ValueError unless window and streams are positive
         integers."""
         if not self._device:

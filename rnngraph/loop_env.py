@@ -4,7 +4,7 @@
 options (keys ``ln``, ``flags``, ``lngrad``: rnngraph/schedule_options.py) and of the loop
 kernels' code shape (the knobs of rnngraph/codegen/tuning.py), for tuning runs
 (bench/loop_sweep.py). ``rg.compile``, ``rg.compile_rnn`` (and so ``rnngraph.torch.RNN``), the
-CLI and rnngraph/bench.py call :func:`from_environment` once, when they are created, and
+CLI and rnngraph/bench/ call :func:`from_environment` once, when they are created, and
 :func:`resolve` for each S they compile; nothing below them reads the variable.
 """
 from __future__ import annotations

@@ -17,6 +17,8 @@ from numba import cuda  # noqa: E402
 
 import rnngraph as rg  # noqa: E402
 from rnngraph import cli, optim  # noqa: E402
+from rnngraph.cli.train import _Trainer  # noqa: E402
+from rnngraph.cli.train_config import _config_from_args  # noqa: E402
 from rnngraph.codegen import device, library  # noqa: E402
 from rnngraph.lm import load_checkpoint, make_optimizer  # noqa: E402
 
@@ -208,13 +210,13 @@ def test_cli_trains_adamw_and_resumes_with_its_weight_decay(capsys, tmp_path, te
 
 def test_cli_adamw_defaults_to_torch_weight_decay(text_file):
     args = cli.build_parser().parse_args(["train", "--corpus", str(text_file), "--optimizer", "adamw"])
-    assert cli._config_from_args(args).optimizer["weight_decay"] == 0.01
+    assert _config_from_args(args).optimizer["weight_decay"] == 0.01
     args = cli.build_parser().parse_args(["train", "--corpus", str(text_file)])
-    assert "weight_decay" not in cli._config_from_args(args).optimizer  # adam, as before
+    assert "weight_decay" not in _config_from_args(args).optimizer  # adam, as before
     # the optimizer the trainer compiles with is the configured one
     args = cli.build_parser().parse_args(["train", "--corpus", str(text_file), *TINY, "--optimizer", "adamw",
                                           "--weight-decay", "0.3"])
-    opt = cli._Trainer(args).step.optimizer
+    opt = _Trainer(args).step.optimizer
     assert type(opt) is optim.AdamW and opt.weight_decay == 0.3 and opt.lr == 0.01
 
 

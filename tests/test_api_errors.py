@@ -118,6 +118,6 @@ def test_complex_float_inputs_are_refused_not_cast(device):
 
 def test_a_long_parameter_mismatch_says_how_many_more():
     """A checkpoint of another cell listed four parameter names and dropped the rest silently."""
-    from rnngraph.lm import _few
+    from rnngraph.lm.checkpoint import _few
     assert _few(["a", "b", "c", "d", "e", "f"]) == "['a', 'b', 'c', 'd'] and 2 more"
     assert _few(["a"]) == "['a']"

@@ -13,6 +13,7 @@ import pytest
 
 import rnngraph as rg
 from rnngraph import bench as B
+from rnngraph.bench import implementations
 from rnngraph import cli
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,7 +70,7 @@ def test_failures_become_records(monkeypatch):
 
     def boom(*a, **k):
         raise RuntimeError("cuDNN exploded")
-    monkeypatch.setattr(B, "_cudnn", boom)
+    monkeypatch.setattr(implementations, "_cudnn", boom)  # what run() calls
     jobs = [(B.Config("lstm", 1, 2, 1, 2, 2), "cudnn-fp32"), (B.Config("lstm", 1, 4, 2, 8, 4, vocab=6), "rnngraph-cpu")]
     lines = []
     res = B.run_jobs(jobs, B.Protocol(1, 2), gpu=False, log=lines.append)

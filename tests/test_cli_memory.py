@@ -4,6 +4,7 @@ import pytest
 import rnngraph.runtime as runtime
 from cli_helpers import TINY, assert_one_line_error, run, train
 from rnngraph import cli
+from rnngraph.cli import step_setup  # where the memory check and the device choice look these up
 from rnngraph.data import Corpus
 from rnngraph.lm import build_vocab
 from rnngraph.memory import format_bytes
@@ -28,7 +29,7 @@ def checkpoint(tmp_path_factory, text_file):
 
 def test_hidden_200000_fails_at_once_in_one_line(capsys, monkeypatch, text_file, no_allocation):
     """Before: a NumPy MemoryError traceback from the parameter initialisation."""
-    monkeypatch.setattr(cli, "available_host_bytes", lambda: 23 * GiB)
+    monkeypatch.setattr(step_setup, "available_host_bytes", lambda: 23 * GiB)
     code, out, err = run(capsys, "train", "--corpus", text_file, "--hidden", 200000, "--device", "cpu",
                          "--no-progress")
     assert_one_line_error(code, err, "this machine has 23 GiB available: lower --hidden, --layers, --window or "
@@ -45,23 +46,23 @@ def test_hidden_200000_fails_at_once_in_one_line(capsys, monkeypatch, text_file,
 
 
 def test_the_gpu_check_names_its_free_memory(capsys, monkeypatch, text_file, no_allocation):
-    monkeypatch.setattr(cli, "available_host_bytes", lambda: 2**50)
-    monkeypatch.setattr(cli, "available_device_bytes", lambda: GiB)
-    monkeypatch.setattr(cli, "resolve_device", lambda choice: "cuda")  # as on a machine with a GPU
+    monkeypatch.setattr(step_setup, "available_host_bytes", lambda: 2**50)
+    monkeypatch.setattr(step_setup, "available_device_bytes", lambda: GiB)
+    monkeypatch.setattr(step_setup, "resolve_device", lambda choice: "cuda")  # as on a machine with a GPU
     code, _, err = run(capsys, "train", "--corpus", text_file, "--hidden", 20000, "--device", "cuda",
                        "--no-progress")
     assert_one_line_error(code, err, "--hidden 20000", "of GPU memory", "the GPU has 1.0 GiB free: lower --hidden")
 
 
 def test_word_level_names_max_words_too(capsys, monkeypatch, text_file, no_allocation):
-    monkeypatch.setattr(cli, "available_host_bytes", lambda: 2**20)
+    monkeypatch.setattr(step_setup, "available_host_bytes", lambda: 2**20)
     code, _, err = run(capsys, "train", "--corpus", text_file, *TINY, "--level", "word", "--hidden", 2000)
     assert_one_line_error(code, err, "this machine has 1.0 MiB available: lower --hidden, --layers, --max-words, "
                                      "--window or --streams")
 
 
 def test_sample_and_eval_check_before_compiling(capsys, monkeypatch, checkpoint, no_allocation):
-    monkeypatch.setattr(cli, "available_host_bytes", lambda: 1024)
+    monkeypatch.setattr(step_setup, "available_host_bytes", lambda: 1024)
     code, out, err = run(capsys, "sample", "--checkpoint", checkpoint)
     assert_one_line_error(code, err, f"sampling from {checkpoint} (lstm x1, hidden 8, embed 4) needs about",
                           "this machine has 1.0 KiB available: sample on a machine with more memory")
@@ -74,7 +75,7 @@ def test_sample_and_eval_check_before_compiling(capsys, monkeypatch, checkpoint,
 def test_resuming_cannot_shrink_so_it_says_so(capsys, monkeypatch, tmp_path, text_file):
     ckpt = tmp_path / "ck"
     assert train(capsys, text_file, ckpt, steps=1)[0] == 0
-    monkeypatch.setattr(cli, "available_host_bytes", lambda: 1024)
+    monkeypatch.setattr(step_setup, "available_host_bytes", lambda: 1024)
     code, _, err = run(capsys, "train", "--checkpoint", ckpt, "--resume", "--steps", 2, "--no-progress")
     assert_one_line_error(code, err, f"{ckpt} (--hidden 8 --layers 1 --window 8 --streams 4) needs about",
                           "resume it on a machine with more memory")

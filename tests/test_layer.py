@@ -184,7 +184,7 @@ def test_cuda_backend_refuses_a_backward_whose_activations_an_inference_call_ove
 
 @pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1", reason="simulator test")
 def test_program_is_the_cached_plans_generated_program_on_the_rnns_parameters():
-    """What rnngraph/bench.py times: the plan's CudaProgram, not a second one of its own."""
+    """What rnngraph/bench/ times: the plan's CudaProgram, not a second one of its own."""
     gpu = rg.compile_rnn(_net(layers=1), device="cuda")
     prog = gpu.program(2, 3)
     assert prog is gpu.program(2, 3) and gpu.cached_plans == [(2, 3, True)] and prog.has_backward

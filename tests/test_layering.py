@@ -8,8 +8,9 @@
   where ``RNNGRAPH_LOOP`` is read (``rnngraph/loop_env.py``);
 - ``rnngraph/codegen/`` imports nothing from the network API or the modules above it (dropout
   masks come from ``rnngraph/masks.py``);
-- no module but ``rnngraph/trace.py`` uses a private name (a leading underscore) of it, imported
-  or as an attribute: the layers trace through its public ``Builder`` and ``tracing``.
+- no module outside the package ``rnngraph/trace/`` uses a private name (a leading underscore)
+  of it or of one of its modules, imported or as an attribute: the layers trace through its
+  public ``Builder`` and ``tracing``; its own modules share those names.
 """
 import ast
 from pathlib import Path
@@ -26,9 +27,11 @@ ABOVE_PASSES = ("rnngraph.codegen", "rnngraph.executor", "rnngraph.reference", "
 ABOVE_CODEGEN = ("rnngraph.network", "rnngraph.runtime", "rnngraph.layer", "rnngraph.torch", "rnngraph.cli",
                  "rnngraph.lm")
 TRACE = "rnngraph.trace"
-#: every Python file of the repository but trace.py itself
+#: the trace package and its modules, by their absolute names
+TRACE_MODULES = {TRACE} | {f"{TRACE}.{p.stem}" for p in (PACKAGE / "trace").glob("*.py") if p.stem != "__init__"}
+#: every Python file of the repository but the trace package's own
 SOURCES = sorted(p for top in ("rnngraph", "tests", "bench", "examples", "scripts")
-                 for p in (PACKAGE.parent / top).rglob("*.py") if p != PACKAGE / "trace.py")
+                 for p in (PACKAGE.parent / top).rglob("*.py") if not p.is_relative_to(PACKAGE / "trace"))
 
 
 def module_name(path: Path) -> str:
@@ -56,26 +59,33 @@ def imports(source: str, module: str, is_package: bool = False) -> set[str]:
     return out
 
 
+def is_private_trace_name(name: str) -> bool:
+    """Whether ``name`` (absolute, dotted) is in the trace package and has a private part."""
+    return under(name, (TRACE,)) and any(part.startswith("_") for part in name[len(TRACE) + 1:].split("."))
+
+
 def private_trace_uses(source: str, module: str, is_package: bool = False) -> set[str]:
-    """The private names of rnngraph.trace that ``source`` uses: imported from it (``from .trace
-    import _Builder``) or read as an attribute of it (``trace._ACTIVE``, ``rnngraph.trace._ACTIVE``,
-    an alias of the module included), as ``rnngraph.trace._NAME``."""
-    found = {m for m in imports(source, module, is_package) if m.startswith(TRACE + "._")}
+    """The private names of the rnngraph.trace package or of its modules that ``source`` uses:
+    imported (``from .trace import _Builder``, ``from .trace.active import _ACTIVE``) or read as an
+    attribute of one of those modules (``trace._ACTIVE``, ``rnngraph.trace.active._ACTIVE``, an
+    alias of the module included), as absolute names (``rnngraph.trace.active._ACTIVE``)."""
+    found = {m for m in imports(source, module, is_package) if is_private_trace_name(m)}
     package = module if is_package else module.rpartition(".")[0]
     tree = ast.parse(source)
-    aliases = {TRACE}  # expressions that name the module
+    aliases = {m: m for m in TRACE_MODULES}  # expression -> the module it names
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            aliases.update(a.asname for a in node.names if a.name == TRACE and a.asname)
+            aliases.update((a.asname, a.name) for a in node.names if a.name in TRACE_MODULES and a.asname)
         elif isinstance(node, ast.ImportFrom):
             base = node.module
             if node.level:
                 parts = package.split(".")
                 base = ".".join(parts[:len(parts) - (node.level - 1)] + ([node.module] if node.module else []))
-            aliases.update(a.asname or a.name for a in node.names if f"{base}.{a.name}" == TRACE)
+            aliases.update((a.asname or a.name, f"{base}.{a.name}") for a in node.names
+                           if f"{base}.{a.name}" in TRACE_MODULES)
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr.startswith("_") and ast.unparse(node.value) in aliases:
-            found.add(f"{TRACE}.{node.attr}")
+            found.add(f"{aliases[ast.unparse(node.value)]}.{node.attr}")
     return found
 
 
@@ -126,6 +136,15 @@ def test_the_checker_sees_private_trace_names_imported_and_read():
     assert private_trace_uses("import rnngraph.trace\nrnngraph.trace._ACTIVE.pop()\n", "test_x") == {
         "rnngraph.trace._ACTIVE"}
     assert private_trace_uses("from rnngraph.trace import Builder, tracing\nx._ACTIVE\n", "test_x") == set()
+    # the package's modules
+    assert private_trace_uses("from .trace.active import _ACTIVE\n", "rnngraph.network") == {
+        "rnngraph.trace.active._ACTIVE"}
+    assert private_trace_uses("from .trace import builder\nbuilder._Pending\n", "rnngraph.heads") == {
+        "rnngraph.trace.builder._Pending"}
+    assert private_trace_uses("import rnngraph.trace.value as v\nv._value(x, 'f')\n", "test_x") == {
+        "rnngraph.trace.value._value"}
+    assert private_trace_uses("rnngraph.trace.active._ACTIVE.pop()\n", "test_x") == {"rnngraph.trace.active._ACTIVE"}
+    assert private_trace_uses("from rnngraph.trace.builder import Builder\nBuilder._x\n", "test_x") == set()
 
 
 def test_nothing_outside_trace_uses_its_private_names():
@@ -135,13 +154,13 @@ def test_nothing_outside_trace_uses_its_private_names():
         found = private_trace_uses(path.read_text(encoding="utf-8"), module, path.name == "__init__.py")
         if found:
             bad[str(path.relative_to(PACKAGE.parent))] = sorted(found)
-    assert len(SOURCES) > 100 and bad == {}, f"{bad}: use trace.py's public Builder and tracing"
+    assert len(SOURCES) > 100 and bad == {}, f"{bad}: use rnngraph.trace's public Builder and tracing"
 
 
 #: where a row reduction's op name may be written: its registry entry (ops.py), the table of its
-#: CUDA pieces (codegen/row_reductions.py), and the user API that builds its nodes (trace.py's
-#: function, exported by __init__.py)
-ROW_NAME_HOMES = ("ops.py", "codegen/row_reductions.py", "trace.py", "__init__.py")
+#: CUDA pieces (codegen/row_reductions.py), and the user API that builds its nodes (the function in
+#: trace/functions.py, exported by trace/__init__.py and __init__.py)
+ROW_NAME_HOMES = ("ops.py", "codegen/row_reductions.py", "trace/functions.py", "trace/__init__.py", "__init__.py")
 
 
 def row_reduction_names() -> set[str]:

@@ -6,6 +6,7 @@ import pytest
 
 import rnngraph as rg
 from rnngraph import lm
+from rnngraph.lm import checkpoint
 from rnngraph.data import CharVocab
 
 TEXT = "it is a truth universally acknowledged, that a single man in possession of a good fortune\n" * 3
@@ -78,10 +79,10 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        lm._atomic_write(target, write)
+        checkpoint._atomic_write(target, write)
     assert target.read_bytes() == b"old"
     assert os.listdir(tmp_path) == ["params.npz"]
-    lm._atomic_write(target, lambda f: f.write(b"new"))
+    checkpoint._atomic_write(target, lambda f: f.write(b"new"))
     assert target.read_bytes() == b"new" and os.listdir(tmp_path) == ["params.npz"]
 
 

@@ -1,0 +1,126 @@
+"""The ``rnngraph`` command line: ``train``, ``sample``, ``eval``, ``schedule`` (``python -m rnngraph`` too).
+
+Each subcommand is a :class:`Command` in :data:`COMMANDS`: a name, a help line, a function
+adding its arguments to an argparse parser, and a function running it (returning the exit
+code). To add one, append a Command (``schedule``, in schedule_command.py, is a small example).
+
+Errors a user can cause (a missing, empty or non-UTF-8 file, a corpus too short for one
+window, a bad checkpoint, a broken cell, a model too large for the machine's memory, a
+training loss that is not finite) print one line, ``rnngraph: error: ...``, on stderr, in the
+command line's words (its flags, not the Python API's arguments), and exit 1; bad flags exit 2;
+Ctrl-C exits 130. NumPy's floating-point warnings are off (a non-finite loss is such an error).
+``RNNGRAPH_DEBUG=1`` re-raises instead, for a traceback.
+
+Before ``train``, ``eval`` and ``sample`` compile anything, they estimate the memory their steps
+need (:mod:`rnngraph.memory`) and stop with that one line when it is more than the host has
+available (or the GPU has free).
+
+The package's modules: ``arguments.py`` (argparse pieces, :class:`Command`, :class:`CLIError`),
+``step_setup.py`` (what train, eval and sample share), ``train_config.py`` and ``train.py``
+(``train``), ``checkpoint_commands.py`` (``sample``, ``eval``), ``schedule_command.py`` and
+``bench_command.py``; this one lists the commands and runs them (:func:`main`).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+from .. import __version__
+from ..cellfile import CellFileError
+from ..data import CorpusError
+from ..errors import GraphError
+from ..lm import CheckpointError
+from ..memory import NotEnoughMemory
+from .arguments import PROG, CLIError, Command, _Parser
+from .bench_command import _bench_arguments, run_bench
+from .checkpoint_commands import _eval_arguments, _sample_arguments, run_eval, run_sample
+from .schedule_command import _schedule_arguments, run_schedule
+from .train import run_train
+from .train_config import _train_arguments
+
+
+COMMANDS: list[Command] = [
+    Command("train", "train a language model (truncated BPTT over parallel streams)", _train_arguments,
+            run_train, "lower --hidden, --layers, --window or --streams"),
+    Command("sample", "generate text from a checkpoint", _sample_arguments, run_sample,
+            "sample on a machine with more memory"),
+    Command("eval", "bits/char (or word perplexity) of a checkpoint on a split", _eval_arguments, run_eval,
+            "lower --window or --streams"),
+    Command("schedule", "print the parallel schedule the compiler chooses for a cell stack", _schedule_arguments,
+            run_schedule),
+    Command("bench", "time rnngraph against cuDNN (LSTM H=512 T=100 S=1, 64; without a GPU: the CPU backend)",
+            _bench_arguments, run_bench),
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description="rnngraph: a graph compiler for LSTM-like recurrent networks.")
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for cmd in COMMANDS:
+        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        cmd.add_arguments(p)
+        p.set_defaults(run=cmd.run)
+    return parser
+
+
+def _command(name: str) -> Command:
+    return next(c for c in COMMANDS if c.name == name)
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.filename is not None:
+        text = f"{exc.filename}: {exc.strerror or exc}"
+    else:
+        text = str(exc) or type(exc).__name__
+    return " | ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
+def _silence_stdout() -> None:
+    """Point stdout at the null device, so that flushing it at exit cannot fail again."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):  # not a file (tests), or already closed
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit code (0 ok, 1 error, 2 bad flags, 130 Ctrl-C,
+    141 when the reader of its output went away)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or a usage error already printed
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    if getattr(args, "run", None) is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        with np.errstate(all="ignore"):  # a non-finite loss is reported in flags below, not as NumPy warnings
+            return int(args.run(args) or 0)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # the reader of stdout went away (``rnngraph train | head``): stop quietly
+        _silence_stdout()
+        return 141  # 128 + SIGPIPE, what a shell reports for a command its pipe ended
+    except MemoryError as exc:  # NotEnoughMemory: the estimate before allocating; else an allocation failed
+        if os.environ.get("RNNGRAPH_DEBUG", "0") not in ("", "0"):
+            raise
+        text = _one_line(exc) if isinstance(exc, NotEnoughMemory) else \
+            f"out of memory ({_one_line(exc)}): {_command(args.command).shrink}"
+        print(f"{PROG}: error: {text}", file=sys.stderr)
+        return 1
+    except (CLIError, GraphError, CorpusError, CheckpointError, CellFileError, ValueError, OSError,
+            ImportError, FloatingPointError) as exc:  # ImportError: an optional dependency (rdata for the
+        # Austen corpus); FloatingPointError: a window whose loss or gradients were not finite
+        if os.environ.get("RNNGRAPH_DEBUG", "0") not in ("", "0"):
+            raise
+        print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
+        return 1

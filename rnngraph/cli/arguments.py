@@ -1,0 +1,55 @@
+"""The command line's argparse pieces: the parser whose usage errors are one line, the types of
+numeric flags, :class:`Command` (a subcommand) and :class:`CLIError` (a user error it finds)."""
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+
+PROG = "rnngraph"
+
+
+class CLIError(Exception):
+    """A user error found by the CLI itself; its message is printed as one line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line: ``rnngraph: error: ...``."""
+
+    def error(self, message):
+        self.exit(2, f"{PROG}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def _number(convert, ok, what: str):
+    """An argparse type: ``convert(text)`` that must satisfy ``ok``, else '<what>, got ...'."""
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}")
+        return value
+    return parse
+
+
+positive_int = _number(int, lambda v: v >= 1, "a positive integer")
+nonnegative_int = _number(int, lambda v: v >= 0, "an integer >= 0")
+positive_float = _number(float, lambda v: v > 0 and math.isfinite(v), "a positive number")
+nonnegative_float = _number(float, lambda v: v >= 0 and math.isfinite(v), "a number >= 0")
+probability = _number(float, lambda v: 0 <= v < 1, "a number in [0, 1)")
+fraction = _number(float, lambda v: 0 <= v <= 1, "a number in [0, 1]")
+
+
+@dataclass(frozen=True)
+class Command:
+    """A subcommand: ``add_arguments(parser)`` declares its flags, ``run(args) -> exit code``;
+    ``shrink``: what to do when an allocation fails (the flags that make it smaller)."""
+
+    name: str
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+    shrink: str = "free some memory"

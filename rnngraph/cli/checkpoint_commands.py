@@ -1,0 +1,88 @@
+"""``rnngraph sample`` and ``rnngraph eval``: the commands that run a checkpoint."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..data import CorpusError
+from ..lm import (Evaluator, LMConfig, build_network, canonical_corpus, describe_loss, generate, load_checkpoint,
+                  load_corpus, unit)
+from .arguments import nonnegative_int, positive_float, positive_int
+from .step_setup import _apply, _check_memory, _checkpoint_config, _compile, _device, _footprint, _model
+
+
+CELL_OVERRIDE = ("run this cell instead of the one stored in the checkpoint: file.py (the checkpoint's function "
+                 "name), file.py:function or a standard cell's name; its parameters must fit the checkpoint's "
+                 "(default: the cell source the checkpoint stores, or for an older checkpoint the file it names)")
+
+
+def _sample_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--checkpoint", metavar="DIR", required=True)
+    p.add_argument("--cell", metavar="FILE.py[:FUNCTION]", help=CELL_OVERRIDE)
+    p.add_argument("--prime", metavar="TEXT", default="",
+                   help="text fed to the network before sampling (default: none)")
+    p.add_argument("--length", metavar="N", type=nonnegative_int, default=200, help="tokens to draw (default 200)")
+    p.add_argument("--temperature", metavar="TAU", type=positive_float, default=1.0,
+                   help="divide the logits by this before the softmax (default 1.0)")
+    p.add_argument("--seed", metavar="SEED", type=int, default=0, help="sampling seed (default 0)")
+
+
+def run_sample(args) -> int:
+    """Print --prime, then each token as it is drawn (flushed: the text appears as it comes)."""
+    ck = load_checkpoint(args.checkpoint)
+    cfg = _checkpoint_config(ck, args.cell)
+    net = build_network(cfg, len(ck.vocab), dropout=0.0)  # sampling never drops
+    _check_memory(_footprint(net, 1, 1, cfg.dtype, "cpu", False), f"sampling from {args.checkpoint} ({_model(cfg)})",
+                  "sample on a machine with more memory")
+    step = _compile(net, LMConfig(**{**cfg.to_json(), "window": 1, "streams": 1}), "cpu")
+    _apply(ck, step, args.cell)
+    pieces = generate(step, ck.vocab, args.prime, args.length, args.temperature, args.seed)
+    joiner = " " if cfg.level == "word" and args.prime else ""  # between the prime and the first word
+    out = sys.stdout
+    out.write(args.prime)
+    for k, piece in enumerate(pieces):
+        out.write((joiner if k == 0 else "") + piece)
+        out.flush()
+    out.write("\n")
+    out.flush()
+    return 0
+
+
+def _eval_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--checkpoint", metavar="DIR", required=True)
+    p.add_argument("--cell", metavar="FILE.py[:FUNCTION]", help=CELL_OVERRIDE)
+    p.add_argument("--split", choices=("valid", "test", "train"), default="test", help="(default test)")
+    p.add_argument("--corpus", "--text", dest="corpus", metavar="austen|FILE",
+                   help="evaluate on this corpus's split instead of the checkpoint's corpus (--text: the same)")
+    p.add_argument("--streams", metavar="S", type=positive_int, default=16,
+                   help="parallel streams over the split, states carried through each (default 16)")
+    p.add_argument("--window", metavar="T", type=positive_int,
+                   help="timesteps per forward call (default: the checkpoint's)")
+    p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto", help="(default auto)")
+
+
+def run_eval(args) -> int:
+    ck = load_checkpoint(args.checkpoint)
+    cfg = _checkpoint_config(ck, args.cell)
+    net = build_network(cfg, len(ck.vocab), dropout=0.0)  # evaluation never drops
+    corpus = load_corpus(canonical_corpus(args.corpus) if args.corpus else cfg.corpus)
+    ids = ck.vocab.encode(getattr(corpus, args.split))
+    if len(ids) < 2:
+        raise CorpusError(f"{corpus.name}: the {args.split} split has {len(ids)} {unit(cfg.level)}(s); "
+                          f"need at least 2")
+    device = _device(args.device, cfg.dtype, f"and {args.checkpoint} is a {cfg.dtype} checkpoint: use --device cpu")
+    evaluator = Evaluator(net, args.window or cfg.window, args.streams, cfg.dtype, device=device)
+    T, S = evaluator.shape(len(ids))
+    _check_memory(_footprint(net, 1, 1, cfg.dtype, "cpu", False) + _footprint(net, T, S, cfg.dtype, device, False),
+                  f"evaluating {args.checkpoint} ({_model(cfg)}) with --window {T} --streams {S}",
+                  "lower --window or --streams")
+    step = _compile(net, LMConfig(**{**cfg.to_json(), "window": 1, "streams": 1}), "cpu")
+    _apply(ck, step, args.cell)
+    unknown = float((ids == 0).mean())  # id 0 is <unk>
+    if cfg.level == "char" and unknown > 0.01:  # another text than the checkpoint's
+        print(f"note: {unknown:.1%} of the {args.split} split's characters are not in the checkpoint's "
+              f"vocabulary: they are scored as <unk>", file=sys.stderr)
+    nats, count = evaluator(step.parameters, ids)
+    print(f"{args.split} {describe_loss(nats, cfg.level)}  ({nats:.4f} nats/{unit(cfg.level)}, "
+          f"{count:,} {unit(cfg.level)}s of {corpus.name}, checkpoint step {ck.step:,})")
+    return 0

@@ -1,0 +1,61 @@
+"""``rnngraph schedule``: print (or write) the schedule of a stacked network of a cell."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..cellfile import resolve_cell
+from .arguments import CLIError, positive_int, probability
+
+
+FORMATS = ("text", "json", "dot", "gantt")
+
+
+def _schedule_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("cell", metavar="CELL", help="a standard cell name or file.py:function")
+    p.add_argument("--layers", type=positive_int, default=1, help="stacked cells (default 1)")
+    p.add_argument("--hidden", type=positive_int, default=512, help="hidden size H (default 512)")
+    p.add_argument("--window", type=positive_int, default=100, help="timesteps T per window (default 100)")
+    p.add_argument("--streams", type=positive_int, default=1, help="parallel streams S (default 1)")
+    p.add_argument("--input-size", type=positive_int, default=None, help="float inputs of this size (default: hidden)")
+    p.add_argument("--vocab", type=positive_int, default=None,
+                   help="a language model: Embedding(vocab) first and a softmax head last")
+    p.add_argument("--dropout", metavar="P", type=probability, default=0.0,
+                   help="rg.stacked(..., dropout=P): Dropout layers between cells (and, with --vocab, after "
+                        "the embedding and before the head) (default 0: none)")
+    p.add_argument("--plan", choices=("wavefront", "scc-sequential", "naive"), default=None,
+                   help="force a plan (default: the cost model chooses; naive: one kernel per op per timestep)")
+    p.add_argument("--dtype", choices=("float32", "float64"), default="float32", help="(default float32)")
+    p.add_argument("--format", choices=FORMATS, default="text", help="(default text)")
+    p.add_argument("--out", default=None, help="write here instead of stdout (required for gantt: a PNG)")
+
+
+def run_schedule(args) -> int:
+    """Print (or write) the schedule of a stacked network of CELL."""
+    import json
+
+    from ..loop_env import from_environment, resolve
+    from ..network import stacked
+    from ..passes import schedule
+    from ..schedule_export import gantt, to_dot, to_json
+
+    factory = resolve_cell(args.cell, flag="CELL")
+    net = stacked(factory, args.layers, args.hidden, input_size=args.input_size, vocab=args.vocab,
+                  dropout=args.dropout)
+    options, _ = resolve(args.streams, overrides=from_environment())  # RNNGRAPH_LOOP's schedule keys
+    s = schedule(net.graph, args.window, args.streams, args.dtype, args.plan, options)
+    if args.format == "gantt":
+        if not args.out:
+            raise CLIError("--format gantt writes a PNG: give --out FILE.png")
+        gantt(s, args.out)
+        print(f"wrote {args.out}")
+        return 0
+    text = {"text": lambda: str(s), "json": lambda: json.dumps(to_json(s), indent=1) + "\n",
+            "dot": lambda: to_dot(s)}[args.format]()
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as f:
+            f.write(text)
+        print(f"wrote {args.out}")
+    else:
+        sys.stdout.write(text)
+    return 0

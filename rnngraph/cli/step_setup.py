@@ -1,0 +1,75 @@
+"""What ``train``, ``eval`` and ``sample`` share: the device a run takes, the memory check before
+anything is allocated, the compiled step, and a checkpoint's config and parameters."""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import sys
+
+from ..cellfile import checkpoint_cell
+from ..lm import CheckpointError, LMConfig
+from ..memory import available_device_bytes, available_host_bytes, check_fits, estimate
+from ..passes import schedule as build_schedule
+from ..runtime import compile as rg_compile
+from ..runtime import resolve_device
+from .arguments import CLIError
+
+
+def _flag_words(message: str) -> str:
+    """An API message in the command line's words (``device='cpu'`` -> ``--device cpu``)."""
+    return re.sub(r"device='(\w+)'", r"--device \1", message)
+
+
+def _device(choice: str, dtype: str, float64: str) -> str:
+    """``"cpu"`` or ``"cuda"`` for ``--device choice`` and a model of ``dtype``: auto takes the
+    GPU where numba finds one, unless the dtype is float64 (the GPU backend runs float32).
+    CLIError for --device cuda without a GPU, or with float64 (``float64``: the rest of that
+    message, e.g. ``not --dtype float64: use --device cpu or --dtype float32``)."""
+    if dtype != "float32":
+        if choice == "cuda":
+            raise CLIError(f"--device cuda runs float32 only, {float64}")
+        return "cpu"
+    try:
+        return resolve_device(choice)
+    except RuntimeError as exc:  # --device cuda where numba finds no GPU
+        raise CLIError(_flag_words(str(exc))) from None
+
+
+def _compile(net, cfg: LMConfig, device: str, **kw):
+    return rg_compile(net, window=cfg.window, streams=cfg.streams, device=device, dtype=cfg.dtype, **kw)
+
+
+def _footprint(net, window: int, streams: int, dtype: str, device: str, training: bool, slots: int = 2):
+    """What a step of ``net`` compiled for (window, streams) will need (rnngraph.memory)."""
+    return estimate(build_schedule(net.graph, window, streams, dtype, None), device, training, slots)
+
+
+def _check_memory(need, what: str, advice: str) -> None:
+    """NotEnoughMemory (one line naming ``what`` and ``advice``) when ``need`` (a Footprint) is
+    more than this machine's available memory or the GPU's free memory."""
+    check_fits(need, what, advice, available_host_bytes(), available_device_bytes() if need.gpu.total else None)
+
+
+def _apply(ck, step, override: str | None) -> None:
+    """The checkpoint's parameters into ``step``; with a ``--cell`` ``override`` a misfit names it."""
+    try:
+        ck.apply(step, optimizer=False, state=False)
+    except CheckpointError as exc:
+        if override is None:
+            raise
+        raise CheckpointError(f"--cell {override}: this cell's parameters are not the checkpoint's ({exc})") from None
+
+
+def _model(cfg: LMConfig) -> str:
+    """The checkpoint's sizes in words, for messages."""
+    return f"{os.path.basename(cfg.cell)} x{cfg.layers}, hidden {cfg.hidden}, embed {cfg.embed}"
+
+
+def _checkpoint_config(ck, override: str | None) -> LMConfig:
+    """The loaded checkpoint's config with the cell it runs (``--cell`` ``override``, else the stored
+    source, else the file; rnngraph.cellfile.checkpoint_cell), printing its note, if any, on stderr."""
+    cell, source, note = checkpoint_cell(ck.config.cell, ck.config.cell_source, override, ck.directory)
+    if note:
+        print(note, file=sys.stderr, flush=True)
+    return dataclasses.replace(ck.config, cell=cell, cell_source=source)

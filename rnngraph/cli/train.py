@@ -1,0 +1,278 @@
+"""``rnngraph train``: one run (:class:`_Trainer`): config, data, compiled step, the training loop,
+validation, checkpoints, and Ctrl-C deferred to the end of a step (:class:`_SigintGuard`)."""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import signal
+import sys
+import threading
+import time
+
+from ..cellfile import read_cell_source
+from ..data import CorpusError, batches
+from ..lm import (LN2, CheckpointError, Evaluator, LMConfig, build_network, build_vocab, has_checkpoint,
+                  load_checkpoint, load_corpus, save_checkpoint, scheduled_lr, unit)
+from ..memory import optimizer_slots
+from ..optim import from_config
+from .arguments import PROG, CLIError
+from .step_setup import _check_memory, _checkpoint_config, _compile, _device, _footprint
+from .train_config import DEFAULT_STEPS, _config_from_args, _resumed_config
+
+
+def run_train(args) -> int:
+    return _Trainer(args).run()
+
+
+class _Trainer:
+    """One ``rnngraph train`` run: config, data, compiled step, and the loop's bookkeeping.
+
+    The data position is the index of the next training window (:mod:`rnngraph.data.batching`);
+    with the parameters, optimizer slots and states it is all a checkpoint needs to continue
+    exactly. At each epoch start every stream jumps back to its offset, so states are reset.
+    """
+
+    def __init__(self, args):
+        self.args, self.ckdir, ck = args, args.checkpoint, None
+        if args.checkpoint_every is not None and not self.ckdir:
+            raise CLIError("--checkpoint-every needs --checkpoint DIR (where to write the checkpoints)")
+        if args.resume:
+            if not self.ckdir:
+                raise CLIError("--resume needs --checkpoint DIR")
+            ck = load_checkpoint(self.ckdir)
+            _checkpoint_config(ck, None)  # the note when its cell file has changed; the error when it is gone
+            cfg = _resumed_config(args, ck.config, self.ckdir)
+            if cfg.cell_source is None:  # an older checkpoint: its next ones store the file's text
+                cfg.cell_source = read_cell_source(cfg.cell)
+        else:
+            if self.ckdir and has_checkpoint(self.ckdir):
+                raise CLIError(f"{self.ckdir} already holds a checkpoint: add --resume to continue it, or "
+                               f"choose another --checkpoint directory")
+            cfg = _config_from_args(args)
+        self._resolve_steps(cfg, ck)
+        self.cfg = cfg
+        self.corpus = corpus = load_corpus(cfg.corpus)
+        self.vocab = build_vocab(cfg.level, corpus.train, cfg.max_words)
+        if ck is not None and self.vocab != ck.vocab:
+            raise CheckpointError(f"{self.ckdir}: the corpus {cfg.corpus} has changed since the checkpoint "
+                                  f"(its vocabulary differs)")
+        self.net = build_network(cfg, len(self.vocab))
+        self.train_ids = self.vocab.encode(corpus.train)
+        need, what = cfg.window * cfg.streams + 1, unit(cfg.level)
+        if len(self.train_ids) < need:
+            raise CorpusError(f"{corpus.name}: the training split has {len(self.train_ids):,} {what}s, "
+                              f"shorter than one window per stream (--window {cfg.window} x --streams "
+                              f"{cfg.streams} needs {need:,})")
+        self.valid_ids = self.vocab.encode(corpus.valid)
+        if args.eval_tokens:
+            self.valid_ids = self.valid_ids[: args.eval_tokens + 1]
+        if len(self.valid_ids) < 2:
+            raise CorpusError(f"{corpus.name}: the validation split has {len(self.valid_ids)} {what}(s); "
+                              f"need at least 2")
+        device = _device(args.device, cfg.dtype, f"and {self.ckdir} is a {cfg.dtype} checkpoint: use --device cpu"
+                         if ck is not None else f"not --dtype {cfg.dtype}: use --device cpu or --dtype float32")
+        eval_net = build_network(cfg, len(self.vocab), dropout=0.0) if cfg.dropout else self.net  # no dropout
+        self.evaluator = Evaluator(eval_net, cfg.window, args.eval_streams, cfg.dtype, device=device)
+        self._check_fits(ck, device, eval_net)
+        self.step = _compile(self.net, cfg, device, optimizer=from_config(cfg.optimizer),
+                             clip_norm=cfg.clip, seed=cfg.seed)
+        self.done = self.index = 0
+        if ck is not None:
+            ck.apply(self.step)
+            self.done, self.index = ck.step, ck.data_index
+            ck = dataclasses.replace(ck, params={}, optim={}, state={})  # its arrays are in the step now
+        self.saved_step = ck.step if ck is not None else None
+        self.data = batches(self.train_ids, cfg.window, cfg.streams, start=self.index)
+        if self.ckdir:  # fail now, not at the first checkpoint
+            if os.path.exists(self.ckdir) and not os.path.isdir(self.ckdir):
+                raise CLIError(f"--checkpoint {self.ckdir}: exists and is not a directory")
+            os.makedirs(self.ckdir, exist_ok=True)
+        self.resumed = ck
+        self.recent: list[float] = []  # the last losses, for the progress bar
+        self.train_time = 0.0
+        self.lr = cfg.optimizer["lr"]  # the lr of the last step (train_one sets it: --lr-schedule)
+
+    def _check_fits(self, ck, device: str, eval_net) -> None:
+        """NotEnoughMemory, before anything is allocated, when the training step and the validation
+        step will not fit (rnngraph.memory's estimate)."""
+        cfg = self.cfg
+        need = (_footprint(self.net, cfg.window, cfg.streams, cfg.dtype, device, True, optimizer_slots(cfg.optimizer))
+                + _footprint(eval_net, *self.evaluator.shape(len(self.valid_ids)), cfg.dtype, device, False))
+        sizes = f"--hidden {cfg.hidden} --layers {cfg.layers} --window {cfg.window} --streams {cfg.streams}"
+        if ck is not None:
+            _check_memory(need, f"{self.ckdir} ({sizes})", "resume it on a machine with more memory (a resumed "
+                                                            "run keeps the checkpoint's sizes)")
+            return
+        words = ", --max-words" if cfg.level == "word" else ""
+        _check_memory(need, sizes, f"lower --hidden, --layers{words}, --window or --streams")
+
+    def _resolve_steps(self, cfg: LMConfig, ck) -> None:
+        """``args.steps`` when not given (a resumed cosine run: where its curve ends), and the
+        cosine schedule's end step in ``cfg`` (saved with the checkpoints)."""
+        args, ends = self.args, cfg.lr_schedule.get("steps")
+        if args.steps is None:
+            args.steps = ends if ck is not None and ends is not None else DEFAULT_STEPS
+        if cfg.lr_schedule["name"] == "cosine":
+            if ck is not None and ends is not None and ends != args.steps:
+                print(f"note: the cosine lr schedule now ends at step {args.steps:,} (the checkpoint's ended at "
+                      f"{ends:,}): the lr jumps to where the new curve is at step {ck.step:,}", flush=True)
+            cfg.lr_schedule = {**cfg.lr_schedule, "steps": args.steps}
+
+    # ------------------------------------------------------------------ pieces
+    def banner(self) -> None:
+        cfg, args = self.cfg, self.args
+        print(f"train {os.path.basename(cfg.cell)} x{cfg.layers}, hidden {cfg.hidden}, embed {cfg.embed} on "
+              f"{self.corpus.name} ({cfg.level} level, vocab {len(self.vocab):,}, {len(self.train_ids):,} "
+              f"training {unit(cfg.level)}s, {self.data.windows_per_epoch:,} windows an epoch)\n"
+              f"window {cfg.window} x {cfg.streams} streams, {cfg.optimizer['name']} lr "
+              f"{cfg.optimizer['lr']:g}"
+              + (f" (cosine to {cfg.optimizer['lr'] * cfg.lr_schedule['lr_final']:g} at step {args.steps:,})"
+                 if cfg.lr_schedule["name"] == "cosine" else "")
+              + (f", weight decay {cfg.optimizer['weight_decay']:g}" if "weight_decay" in cfg.optimizer else "")
+              + f", clip {cfg.clip}"
+              + (f", dropout {cfg.dropout:g}" if cfg.dropout else "") + f", {self.step.device} {cfg.dtype}",
+              flush=True)
+        if args.show_schedule:
+            schedule = getattr(self.step, "schedule", None)
+            print(schedule if schedule is not None else
+                  f"(no schedule in this build; the network graph:)\n{self.net.graph}", flush=True)
+        if self.resumed is not None:
+            print(f"resumed {self.ckdir} at step {self.done:,}", flush=True)
+
+    def metric(self, nats: float) -> str:
+        return f"{nats / LN2:.3f}" if self.cfg.level == "char" else f"{math.exp(min(nats, 700.0)):.1f}"
+
+    def rate(self) -> float:
+        """Training tokens per second of compute time in this run."""
+        steps_here = self.done - (self.resumed.step if self.resumed is not None else 0)
+        return self.cfg.window * self.cfg.streams * steps_here / max(self.train_time, 1e-9)
+
+    def train_one(self) -> float:
+        """One window: reset states at an epoch start, set the step's lr, train, advance the position."""
+        if self.data.index % self.data.windows_per_epoch == 0 and self.data.index > 0:
+            self.step.reset_state()  # a new epoch: every stream jumps back to its start
+        x, y = next(self.data)
+        self.lr = scheduled_lr(self.cfg, self.done)
+        self.step.optimizer.lr = self.lr  # both backends read it at every update
+        t0 = time.perf_counter()
+        try:
+            loss = self.step.train(x, y)
+        except FloatingPointError:  # nothing changed; said in flags (the API's message names rg.compile options)
+            raise CLIError(self._not_finite("its loss or gradients", self.step.last_grad_norm)) from None
+        self.train_time += time.perf_counter() - t0
+        self.done, self.index = self.done + 1, self.data.index
+        return loss
+
+    def _not_finite(self, what: str, norm: float | None) -> str:
+        """The message for a training window whose loss or gradients are not finite."""
+        return (f"training step {self.done + 1:,}: {what} are not finite (gradient norm {norm}): lower --lr or set "
+                f"--clip (a NaN or inf in the text or the cell can do it too); the parameters are those of step "
+                f"{self.done:,}")
+
+    def validate(self, started: float) -> str:
+        nats, count = self.evaluator(self.step.parameters, self.valid_ids)
+        key = "bits/char" if self.cfg.level == "char" else "perplexity"
+        avg = sum(self.recent) / len(self.recent)
+        lr = f"  lr {self.lr:.3g}" if self.cfg.lr_schedule["name"] != "constant" else ""
+        return (f"step {self.done:>6,}  train {key} {self.metric(avg)}  valid {key} {self.metric(nats)}  "
+                f"({count:,} {unit(self.cfg.level)}s)  {self.rate():,.0f} tok/s  "
+                f"{time.perf_counter() - started:.0f} s{lr}")
+
+    def checkpoint(self) -> None:
+        if self.ckdir:
+            save_checkpoint(self.ckdir, self.cfg, self.vocab, self.step, self.done, self.index)
+            self.saved_step = self.done
+
+    # ------------------------------------------------------------------ the loop
+    def run(self) -> int:
+        from tqdm import tqdm
+
+        args = self.args
+        self.banner()
+        if self.done >= args.steps:
+            where = f"the checkpoint is at step {self.done:,}" if self.resumed is not None else "nothing trained yet"
+            print(f"nothing to do: {where} and --steps is {args.steps:,}")
+            return 0
+        ckpt_every = args.eval_every if args.checkpoint_every is None else args.checkpoint_every
+        bar = tqdm(total=args.steps, initial=self.done, unit="step", dynamic_ncols=True,
+                   disable=True if args.no_progress else None, leave=False, mininterval=0.5)  # None: off when not a TTY
+        started = t_shown = time.perf_counter()
+        updating = False
+        with _SigintGuard() as guard:
+            try:
+                while self.done < args.steps:
+                    updating = guard.critical = True  # until train() returns, params may be half-updated
+                    loss = self.train_one()
+                    updating = guard.critical = False
+                    guard.check()  # a Ctrl-C during the step lands here, between steps
+                    if not math.isfinite(loss):  # train() raises first; this holds should it not
+                        raise CLIError(self._not_finite(f"the loss {loss}", None))
+                    self.recent = (self.recent + [loss])[-50:]
+                    out_of_time = bool(args.time_limit) and time.perf_counter() - started > args.time_limit
+                    last = self.done == args.steps or out_of_time
+                    if time.perf_counter() - t_shown > 0.5 or last:
+                        avg = sum(self.recent) / len(self.recent)
+                        key = "bpc" if self.cfg.level == "char" else "ppl"
+                        lr = f"  lr {self.lr:.2e}" if self.cfg.lr_schedule["name"] != "constant" else ""
+                        bar.set_postfix_str(f"loss {avg:.3f}  {key} {self.metric(avg)}  {self.rate():,.0f} tok/s"
+                                            f"{lr}", refresh=False)
+                        t_shown = time.perf_counter()
+                    bar.update(1)
+                    if (args.eval_every and self.done % args.eval_every == 0) or last:
+                        bar.write(self.validate(started), file=sys.stdout)
+                        sys.stdout.flush()
+                    if (ckpt_every and self.done % ckpt_every == 0) or last:
+                        self.checkpoint()
+                    if out_of_time:
+                        bar.write(f"stopped at step {self.done:,}: --time-limit {args.time_limit:g} s reached",
+                                  file=sys.stdout)
+                        break
+            except KeyboardInterrupt:
+                bar.close()
+                if self.ckdir and not updating and self.saved_step != self.done:
+                    try:
+                        self.checkpoint()
+                    except KeyboardInterrupt:  # a second Ctrl-C: the previous checkpoint stays
+                        pass
+                where = (f"; {self.ckdir} holds step {self.saved_step:,}" if self.saved_step is not None else
+                         "; no checkpoint was written" if self.ckdir else "")
+                print(f"{PROG}: interrupted at step {self.done:,}{where}", file=sys.stderr)
+                return 130
+        bar.close()
+        if self.ckdir:
+            print(f"checkpoint: {self.ckdir} (step {self.done:,})")
+        return 0
+
+
+class _SigintGuard:
+    """Defers Ctrl-C out of a training step: while ``critical`` is set, a first SIGINT only sets
+    ``pending`` and :meth:`check` raises KeyboardInterrupt once the step is over (so the
+    parameters are whole and can be saved); a second SIGINT, or one outside a step, raises at
+    once. Installed only in the main thread and where SIGINT has Python's default handler."""
+
+    def __init__(self):
+        self.critical = self.pending = False
+        self._previous = None
+
+    def __enter__(self):
+        if (threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+
+    def _handle(self, signum, frame):
+        if self.critical and not self.pending:
+            self.pending = True
+            return
+        raise KeyboardInterrupt
+
+    def check(self):
+        if self.pending:
+            self.pending = False
+            raise KeyboardInterrupt

@@ -1,0 +1,196 @@
+"""Language models on text: build the network, checkpoints, evaluation and sampling.
+
+The plumbing behind ``rnngraph train | eval | sample`` (see :mod:`rnngraph.cli`), usable from
+Python too::
+
+    cfg = LMConfig(cell="lstm", layers=1, hidden=128, embed=32, window=64, streams=32)
+    corpus = load_corpus("austen")
+    vocab = build_vocab(cfg.level, corpus.train)
+    net = build_network(cfg, len(vocab))
+
+A **checkpoint** is a directory with two files, each written atomically (a temporary file in
+the same directory, then ``os.replace``), so an interrupted write leaves the previous one:
+
+- ``config.json``: the :class:`LMConfig` fields (a file cell's source text among them), the
+  vocabulary and a format version;
+- ``params.npz``: ``param/NAME`` (parameters), ``optim/KEY`` (optimizer slots and step
+  count), ``state/NAME`` (the training streams' recurrent states), ``step`` (training steps
+  done) and ``data_index`` (the index of the next training window, see
+  :mod:`rnngraph.data.batching`). Together they make resuming exact.
+
+The package's modules: ``config.py`` (:class:`LMConfig`, the optimizer and lr schedule),
+``checkpoint.py`` (saving and loading checkpoints); this one builds the network and the
+vocabulary, evaluates and samples, and exports the names of both.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+
+from ..cellfile import CellFileError, resolve_cell
+from ..data import CharVocab, Corpus, WordVocab, batches
+from ..errors import GraphError
+from ..network import Sequential, stacked
+from ..runtime import TrainingStep, compile
+from .checkpoint import CONFIG_FILE, FORMAT, PARAMS_FILE, Checkpoint, has_checkpoint, load_checkpoint, save_checkpoint
+from .config import (DEFAULT_LR_FINAL, LN2, LR_SCHEDULES, CheckpointError, LMConfig, make_lr_schedule, make_optimizer,
+                     scheduled_lr)
+
+
+def build_network(cfg: LMConfig, vocab_size: int, dropout: float | None = None) -> Sequential:
+    """Embedding(V, embed) -> ``layers`` x cell(hidden=hidden) -> SoftmaxCrossEntropy(V), with
+    ``rg.Dropout(p)`` after the embedding, between the cells and before the head when p > 0
+    (``rg.stacked(..., vocab=V, dropout=p)``: Zaremba et al. 2014's placement), traced and
+    validated (GraphError from the cell is raised here, prefixed with its name). A file cell
+    runs ``cfg.cell_source`` where it is set, else the file at its path.
+
+    dropout: p, default ``cfg.dropout``. Evaluation and sampling pass 0: the same parameters
+    (Dropout has none) in a graph without masks, which computes what ``forward`` computes with
+    masks of ones."""
+    factory = resolve_cell(cfg.cell, source=cfg.cell_source)
+    p = cfg.dropout if dropout is None else dropout
+    net = stacked(factory, cfg.layers, cfg.hidden, vocab=vocab_size, embed=cfg.embed, dropout=p)
+    try:
+        net.graph  # trace and validate now, so errors surface before any data work
+    except GraphError as exc:
+        raise type(exc)(f"cell {cfg.cell}: {exc}") from None
+    return net
+
+
+def load_corpus(spec: str) -> Corpus:
+    """``"austen"`` -> :meth:`Corpus.austen`; anything else is a UTF-8 text file (90/5/5 split)."""
+    return Corpus.austen() if spec == "austen" else Corpus.from_file(spec)
+
+
+def canonical_corpus(spec: str) -> str:
+    return spec if spec == "austen" else os.path.abspath(spec)
+
+
+def build_vocab(level: str, train_text: str, max_words: int = 10_000):
+    """CharVocab or WordVocab (top ``max_words``) of the training text."""
+    if level == "char":
+        return CharVocab.build(train_text)
+    if level == "word":
+        return WordVocab.build(train_text, max_words)
+    raise ValueError(f"--level must be char or word, got {level!r}")
+
+
+def unit(level: str) -> str:
+    return "char" if level == "char" else "word"
+
+
+def describe_loss(nats: float, level: str) -> str:
+    """``2.345 bits/char`` at char level, ``123.4 perplexity`` at word level."""
+    if level == "char":
+        return f"{nats / LN2:.3f} bits/char"
+    return f"{math.exp(min(nats, 700.0)):.1f} perplexity"
+
+
+class Evaluator:
+    """Mean loss of a network over a whole token array, forward only, with its own streams and
+    states: S streams over contiguous chunks, states carried through each chunk from zero.
+    Compiled steps are cached per (window, streams); parameters are copied in at each call."""
+
+    def __init__(self, net: Sequential, window: int, streams: int, dtype: str = "float32",
+                 device: str = "cpu"):
+        self.net, self.window, self.streams, self.dtype, self.device = net, window, streams, dtype, device
+        self._steps: dict[tuple[int, int], TrainingStep] = {}
+
+    def _step(self, window: int, streams: int, params: dict) -> TrainingStep:
+        key = (window, streams)
+        if key not in self._steps:
+            self._steps[key] = compile(self.net, window=window, streams=streams, device=self.device,
+                                       dtype=self.dtype)
+        step = self._steps[key]
+        step.set_parameters(params)
+        step.reset_state()
+        return step
+
+    def shape(self, tokens: int) -> tuple[int, int]:
+        """(window, streams) of the main step over ``tokens`` tokens: the window, shortened to
+        the predictions there are, and as many of the streams as get a whole window each (at
+        least 1). ValueError for fewer than 2 tokens."""
+        n = tokens - 1
+        if n < 1:
+            raise ValueError(f"cannot evaluate on {tokens} token(s): need at least 2")
+        T = min(self.window, n)
+        return T, max(1, min(self.streams, n // T))
+
+    def __call__(self, params: dict, ids) -> tuple[float, int]:
+        """(mean loss in nats per token, tokens scored) over ``ids``: every next-token
+        prediction except fewer than ``streams`` at the end. ValueError for < 2 tokens."""
+        ids = np.asarray(ids)
+        n = len(ids) - 1
+        T, S = self.shape(len(ids))
+        L = n // S
+        full, rest = divmod(L, T)
+        total, count = 0.0, 0
+        step = self._step(T, S, params)
+        for x, y in batches(ids, T, S, epochs=1):
+            total += step.forward(x, y).loss * x.size
+            count += x.size
+        if rest:
+            offsets = np.arange(S, dtype=np.int64) * n // S
+            idx = offsets[None, :] + full * T + np.arange(rest + 1)[:, None]
+            block = ids[idx]
+            tail = self._step(rest, S, params)
+            tail.state = step.state
+            total += tail.forward(block[:-1], block[1:]).loss * block[:-1].size
+            count += block[:-1].size
+        return total / count, count
+
+
+def generate(step: TrainingStep, vocab, prime: str, length: int, temperature: float = 1.0, seed: int = 0):
+    """Feed ``prime`` token by token to ``step`` (compiled for window 1, streams 1, its
+    parameters set), then draw ``length`` tokens from softmax(logits / temperature), yielding
+    each one's text as soon as it is drawn (``vocab.piece``: a character, or a word with the
+    space before it); the pieces joined are ``vocab.decode`` of the drawn ids. An empty prime
+    starts from a newline. Char level never draws ``<unk>``. The step's states carry on.
+
+    Raises ValueError (naming --temperature / --length) here, before the first token, for a
+    temperature that is not a positive finite number or a negative length.
+    """
+    if not temperature > 0 or not math.isfinite(temperature):
+        raise ValueError(f"--temperature must be a positive number, got {temperature}")
+    if length < 0:
+        raise ValueError(f"--length must be >= 0, got {length}")
+    return _draw(step, vocab, prime, length, temperature, seed)
+
+
+def _draw(step: TrainingStep, vocab, prime: str, length: int, temperature: float, seed: int):
+    out_name = step.graph.outputs[0]
+    ids = list(vocab.encode(prime)) or list(vocab.encode("\n")) or [0]
+    rng = np.random.default_rng(seed)
+    logits = None
+    for tok in ids:
+        logits = step.forward(np.array([[tok]])).values[out_name][0, 0]
+    previous = None
+    for k in range(length):
+        z = logits.astype(np.float64) / temperature
+        if isinstance(vocab, CharVocab):
+            z[0] = -np.inf
+        p = np.exp(z - z.max())
+        p /= p.sum()
+        token = int(rng.choice(len(p), p=p))
+        yield vocab.piece(previous, token)
+        previous = token
+        if k + 1 < length:
+            logits = step.forward(np.array([[token]])).values[out_name][0, 0]
+
+
+def sample(net: Sequential, params: dict, vocab, prime: str, length: int, temperature: float = 1.0,
+           seed: int = 0, dtype: str = "float32") -> str:
+    """:func:`generate` on a step of ``net`` (window 1, streams 1, on the CPU) with ``params``;
+    returns the generated text only (without the prime), all at once."""
+    step = compile(net, window=1, streams=1, device="cpu", dtype=dtype)
+    step.set_parameters(params)
+    return "".join(generate(step, vocab, prime, length, temperature, seed))
+
+
+__all__ = ["CheckpointError", "CellFileError", "LMConfig", "Checkpoint", "Evaluator", "build_network",
+           "build_vocab", "load_corpus", "load_checkpoint", "save_checkpoint", "has_checkpoint",
+           "resolve_cell", "sample", "generate", "describe_loss", "make_optimizer", "make_lr_schedule", "scheduled_lr",
+           # and the constants, and the helpers of the command line
+           "CONFIG_FILE", "DEFAULT_LR_FINAL", "FORMAT", "LN2", "LR_SCHEDULES", "PARAMS_FILE", "canonical_corpus", "unit"]

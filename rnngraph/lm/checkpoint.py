@@ -1,0 +1,162 @@
+"""Checkpoints: :func:`save_checkpoint` writes a directory's two files atomically,
+:func:`load_checkpoint` reads them into a :class:`Checkpoint`, which loads into a step."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..data import vocab_from_json
+from ..runtime import TrainingStep
+from .config import CheckpointError, LMConfig
+
+
+FORMAT = 1
+CONFIG_FILE = "config.json"
+PARAMS_FILE = "params.npz"
+
+
+
+def _atomic_write(path: Path, write) -> None:
+    """Call ``write(file)`` on a temporary file next to ``path``, fsync it, then rename it over
+    ``path``; on any exception (KeyboardInterrupt too) remove the temporary file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it 0600; give it a normal file's mode
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def has_checkpoint(directory) -> bool:
+    d = Path(directory)
+    return (d / CONFIG_FILE).exists() or (d / PARAMS_FILE).exists()
+
+
+def save_checkpoint(directory, cfg: LMConfig, vocab, step: TrainingStep, steps_done: int,
+                    data_index: int) -> None:
+    """Write config.json (when its content changed) and params.npz, each atomically."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    config = {"format": FORMAT, **cfg.to_json(), "vocab": json.loads(vocab.to_json())}
+    text = (json.dumps(config, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+    cpath = d / CONFIG_FILE
+    if not cpath.exists() or cpath.read_bytes() != text:
+        _atomic_write(cpath, lambda f: f.write(text))
+    arrays = {f"param/{k}": v for k, v in step.parameters.items()}
+    arrays.update({f"optim/{k}": np.asarray(v) for k, v in step.optimizer.state_dict().items()})
+    arrays.update({f"state/{k}": v for k, v in step.state.items()})
+    arrays["step"] = np.array(steps_done, np.int64)
+    arrays["data_index"] = np.array(data_index, np.int64)
+    _atomic_write(d / PARAMS_FILE, lambda f: np.savez(f, **arrays))
+
+
+@dataclass
+class Checkpoint:
+    """A loaded checkpoint: config, vocabulary and arrays split by kind."""
+
+    directory: str
+    config: LMConfig
+    vocab: object
+    params: dict
+    optim: dict
+    state: dict
+    step: int
+    data_index: int
+
+    def apply(self, step: TrainingStep, *, optimizer: bool = True, state: bool = True) -> None:
+        """Load parameters (and optimizer slots, training states) into ``step``.
+
+        Raises:
+            CheckpointError: a parameter or state of another name or shape (a checkpoint of
+                another cell or shape than its config.json says).
+        """
+        c = self.config
+        what = (f"{self.directory}: {PARAMS_FILE} does not fit its {CONFIG_FILE} ({os.path.basename(c.cell)} "
+                f"x{c.layers}, hidden {c.hidden}, embed {c.embed}, vocab {len(self.vocab)})")
+        have, want = set(self.params), set(step.parameters)
+        if have != want:
+            extra, lacking = sorted(have - want), sorted(want - have)
+            raise CheckpointError(f"{what}: unexpected parameters {_few(extra)}, missing {_few(lacking)}")
+        try:
+            step.set_parameters(self.params)
+        except (KeyError, ValueError) as exc:
+            raise CheckpointError(f"{what}: {exc.args[0] if exc.args else exc}") from None
+        if optimizer:
+            step.optimizer.load_state_dict(self.optim)
+        if state:
+            if set(self.state) != set(step.state) or any(
+                    self.state[k].shape != step.state[k].shape for k in step.state):
+                raise CheckpointError(f"{what}: its recurrent states do not fit {step.streams} streams")
+            step.state = {k: np.array(v, dtype=step.state[k].dtype) for k, v in self.state.items()}
+
+
+def load_checkpoint(directory) -> Checkpoint:
+    """Read a checkpoint directory.
+
+    Raises:
+        CheckpointError: the directory or a file is missing, config.json is not valid JSON or
+            lacks fields, params.npz is truncated or corrupt or lacks entries.
+    """
+    d = Path(directory)
+    if d.is_file():
+        raise CheckpointError(f"{d} is a file: a checkpoint is the directory `rnngraph train --checkpoint DIR` "
+                              f"wrote ({CONFIG_FILE}, {PARAMS_FILE}, ...)")
+    if not d.is_dir():
+        raise CheckpointError(f"{d}: no such checkpoint directory")
+    cpath, ppath = d / CONFIG_FILE, d / PARAMS_FILE
+    for p in (cpath, ppath):
+        if not p.is_file():
+            raise CheckpointError(f"{p}: missing: {d} is not a complete checkpoint")
+    try:
+        raw = json.loads(cpath.read_text(encoding="utf-8"))
+        if not isinstance(raw, dict):
+            raise ValueError("not a JSON object")
+        if raw.get("format") != FORMAT:
+            raise ValueError(f"format {raw.get('format')!r}, expected {FORMAT}")
+        cfg = LMConfig.from_json(raw)
+        vocab = vocab_from_json(json.dumps(raw["vocab"]))
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"{cpath}: unreadable or corrupt config ({exc})") from None
+    try:
+        with np.load(ppath, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError) as exc:
+        raise CheckpointError(f"{ppath}: truncated or corrupt ({exc})") from None
+    except Exception as exc:  # zlib.error and friends from a damaged archive
+        raise CheckpointError(f"{ppath}: truncated or corrupt ({type(exc).__name__}: {exc})") from None
+    for key in ("step", "data_index", "optim/steps"):
+        if key not in arrays:
+            raise CheckpointError(f"{ppath}: corrupt: no {key!r} entry")
+
+    def part(prefix):
+        return {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
+
+    return Checkpoint(str(d), cfg, vocab, part("param/"), part("optim/"), part("state/"),
+                      int(arrays["step"]), int(arrays["data_index"]))
+
+
+
+def _few(names: list, shown: int = 4) -> str:
+    """The first ``shown`` names, and how many more there are."""
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return f"{names[:shown]}{more}"
