@@ -6,115 +6,25 @@ shape (N, 1)). Parameters are arrays of their declared shape. Gradient (VJP) rul
 JAX's habit of writing a derivative next to its primitive and, for sigmoid and tanh, in terms
 of the output.
 
-An :class:`Op` entry:
-- ``shape(node, args, params) -> (size, dtype)``: the output size and dtype, or ShapeError /
-  DtypeError naming the node, the op and the offending shapes;
-- ``forward(xs, ps, attrs) -> y``: ``xs`` list of (N, n_i) arrays, ``ps`` list of param arrays;
-- ``vjp(g, y, xs, ps, attrs) -> (gxs, gps)``: given dL/dy of shape (N, size), the gradients of
-  every argument (None for token-id arguments) and every parameter;
-- ``kind``: what the passes see — ``input``, ``param``, ``gemm``, ``pointwise``,
-  ``row_reduction`` (needs the whole vector of a column: layer norm), ``gather``, ``loss``;
-- ``ids(graph, node) -> {argument position: (limit, ignored)}``: for each token-id argument,
-  how many ids it may hold and the id that marks a column left out of the loss (None: none);
-  the backends check fed ids against it and a loss's mean divides by the columns not ignored;
-- ``cuda_loss``: loss ops only, the names of the (forward, backward) launchers in
-  :mod:`rnngraph.codegen.losses` that run it on the GPU;
-- ``cuda_row``: row reductions only, the key of its CUDA pieces in :mod:`rnngraph.codegen.row_reductions`
-  (nothing else tests its name: an RMSNorm would be one entry here and one there).
-
-A loss op's per-column value is what one column adds to the window's loss; the training loss
-is the sum over the window's columns divided by the columns that count (every column, less
-those whose target is an ignored id): PyTorch's reduction="mean".
+The registry's machinery (the :class:`Op` entry and its fields, ``register``, ``get``,
+``is_row_reduction``, ``infer``) is in :mod:`rnngraph.ops_registry`, the loss ops (and
+``IGNORE_INDEX_MIN``) in :mod:`rnngraph.ops_losses`; both are re-exported here, and importing this
+module fills the registry.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
 from .errors import DtypeError, GraphError, ShapeError
-from .ir import FLOAT, INDEX, Node, Param
+from .ir import FLOAT, INDEX
+from .ops_losses import IGNORE_INDEX_MIN
+from .ops_registry import REGISTRY, Op, floats, get, infer, is_row_reduction, n_args, node_label, register, same_size
+
+__all__ = ["IGNORE_INDEX_MIN", "LAYER_NORM_EPS", "REGISTRY", "Op", "get", "infer", "is_row_reduction", "register"]
 
 LAYER_NORM_EPS = 1e-5  # PyTorch nn.LayerNorm's default
-
-
-@dataclass(frozen=True)
-class Op:
-    """One registry entry (see the module docstring for the signatures)."""
-
-    name: str
-    kind: str
-    shape: Callable
-    forward: Callable
-    vjp: Callable
-    n_params: tuple[int, int] = (0, 0)  # (least, most) parameters the op takes
-    vjp_args: Callable | None = None  # argument gradients only (skips parameter gradients)
-    cuda: tuple[str, tuple[str, ...]] | None = None  # pointwise ops: (forward, per-argument VJP) templates
-    ids: Callable | None = None  # (graph, node) -> {token-id argument position: (limit, ignored id or None)}
-    cuda_loss: tuple[str, str] | None = None  # loss ops: (forward, backward) launchers in codegen/losses.py
-    cuda_row: str | None = None  # row reductions: the key of their CUDA pieces in codegen/row_reductions.py
-
-    def arg_grads(self, g, y, xs, ps, attrs) -> list:
-        """Gradients of the arguments only (a GEMM's weight gradient is left to a later kernel)."""
-        if self.vjp_args is not None:
-            return self.vjp_args(g, y, xs, ps, attrs)
-        return self.vjp(g, y, xs, ps, attrs)[0]
-
-
-REGISTRY: dict[str, Op] = {}
-
-
-def register(op: Op) -> Op:
-    """Add ``op`` to the registry (its name must be new)."""
-    if op.name in REGISTRY:
-        raise ValueError(f"op {op.name!r} is registered twice")
-    REGISTRY[op.name] = op
-    return op
-
-
-def get(name: str, where: str = "") -> Op:
-    """The registry entry of op ``name``; GraphError naming ``where`` when there is none."""
-    try:
-        return REGISTRY[name]
-    except KeyError:
-        known = ", ".join(sorted(REGISTRY))
-        raise GraphError(f"{where}unknown op {name!r} (known: {known})") from None
-
-
-def is_row_reduction(name: str) -> bool:
-    """Whether op ``name`` has kind ``row_reduction`` (layer norm); False for an unknown op."""
-    return name in REGISTRY and REGISTRY[name].kind == "row_reduction"
-
-
-# ---------------------------------------------------------------------------- shape helpers
-def _where(node: Node) -> str:
-    return f"node {node.name!r} (op {node.op})"
-
-
-def _floats(node: Node, args: list[Node]) -> None:
-    for a in args:
-        if a.dtype != FLOAT:
-            raise DtypeError(f"{_where(node)}: argument {a.name!r} holds {a.dtype} values (token ids), "
-                             f"but the op needs floats; embed token ids first")
-
-
-def _same_size(node: Node, args: list[Node], params: list[Param]):
-    _floats(node, args)
-    sizes = [a.size for a in args]
-    if len(set(sizes)) != 1:
-        shapes = " and ".join(f"{a.name!r} [{a.size}]" for a in args)
-        raise ShapeError(f"{_where(node)}: sizes differ: {shapes}")
-    return sizes[0], FLOAT
-
-
-def _unary(node: Node, args: list[Node], params: list[Param]):
-    return _same_size(node, args, params)
-
-
-def _n_args(node: Node, args: list, n: int) -> None:
-    if len(args) != n:
-        raise GraphError(f"{_where(node)}: takes {n} argument(s), got {len(args)}")
 
 
 # ---------------------------------------------------------------------------- pointwise
@@ -131,8 +41,8 @@ def _pointwise(name: str, arity: int, fwd: Callable, grads: Callable, cuda: tupl
     gradient) and ``{value}`` (the scalar attribute, emitted as a float32 constant)."""
 
     def shape(node, args, params):
-        _n_args(node, args, arity)
-        return _same_size(node, args, params)
+        n_args(node, args, arity)
+        return same_size(node, args, params)
 
     return register(Op(name, "pointwise", shape, lambda xs, ps, at: fwd(*xs, **at),
                        lambda g, y, xs, ps, at: (grads(g, y, xs, at), []), cuda=cuda))
@@ -173,11 +83,11 @@ _pointwise("select", 3, lambda m, a, b: np.where(m > 0, a, b), _select_grads,
 
 # ---------------------------------------------------------------------------- slicing
 def _slice_shape(node, args, params):
-    _n_args(node, args, 1)
-    _floats(node, args)
+    n_args(node, args, 1)
+    floats(node, args)
     start, stop = node.attr.get("start"), node.attr.get("stop")
     if not (isinstance(start, int) and isinstance(stop, int) and 0 <= start < stop <= args[0].size):
-        raise ShapeError(f"{_where(node)}: slice {start}:{stop} is outside {args[0].name!r} [{args[0].size}]")
+        raise ShapeError(f"{node_label(node)}: slice {start}:{stop} is outside {args[0].name!r} [{args[0].size}]")
     return stop - start, FLOAT
 
 
@@ -193,8 +103,8 @@ register(Op("slice", "pointwise", _slice_shape,
 
 def _concat_shape(node, args, params):
     if not args:
-        raise GraphError(f"{_where(node)}: needs at least one argument")
-    _floats(node, args)
+        raise GraphError(f"{node_label(node)}: needs at least one argument")
+    floats(node, args)
     return sum(a.size for a in args), FLOAT
 
 
@@ -209,10 +119,10 @@ register(Op("concat", "pointwise", _concat_shape,
 
 # ---------------------------------------------------------------------------- parameters
 def _param_shape(node, args, params):
-    _n_args(node, args, 0)
+    n_args(node, args, 0)
     (p,) = params
     if len(p.shape) != 1:
-        raise ShapeError(f"{_where(node)}: parameter {p.name!r} of shape {list(p.shape)} is not a vector; "
+        raise ShapeError(f"{node_label(node)}: parameter {p.name!r} of shape {list(p.shape)} is not a vector; "
                          f"only vectors can be used as per-column values")
     return p.shape[0], FLOAT
 
@@ -223,11 +133,11 @@ register(Op("param", "param", _param_shape,
 
 
 def _input_shape(node, args, params):
-    _n_args(node, args, 0)
+    n_args(node, args, 0)
     if node.dtype not in (FLOAT, INDEX):
-        raise DtypeError(f"{_where(node)}: input dtype {node.dtype!r} is neither {FLOAT!r} nor {INDEX!r}")
+        raise DtypeError(f"{node_label(node)}: input dtype {node.dtype!r} is neither {FLOAT!r} nor {INDEX!r}")
     if node.dtype == INDEX and node.size != 1:
-        raise ShapeError(f"{_where(node)}: token-id inputs hold one id per column, not {node.size}")
+        raise ShapeError(f"{node_label(node)}: token-id inputs hold one id per column, not {node.size}")
     return node.size, node.dtype
 
 
@@ -240,15 +150,15 @@ register(Op("input", "input", _input_shape, _no_compute, _no_compute))
 
 # ---------------------------------------------------------------------------- linear
 def _linear_shape(node, args, params):
-    _n_args(node, args, 1)
-    _floats(node, args)
+    n_args(node, args, 1)
+    floats(node, args)
     (x,) = args
     w = params[0]
     if len(w.shape) != 2 or w.shape[1] != x.size:
-        raise ShapeError(f"{_where(node)}: weight {w.name!r} has shape {list(w.shape)} but the input "
+        raise ShapeError(f"{node_label(node)}: weight {w.name!r} has shape {list(w.shape)} but the input "
                          f"{x.name!r} has size {x.size}; expected [{w.shape[0] if w.shape else '?'}, {x.size}]")
     if len(params) == 2 and params[1].shape != (w.shape[0],):
-        raise ShapeError(f"{_where(node)}: bias {params[1].name!r} has shape {list(params[1].shape)}, "
+        raise ShapeError(f"{node_label(node)}: bias {params[1].name!r} has shape {list(params[1].shape)}, "
                          f"expected [{w.shape[0]}]")
     return w.shape[0], FLOAT
 
@@ -269,12 +179,12 @@ register(Op("linear", "gemm", _linear_shape, _linear_forward, _linear_vjp, (1, 2
 
 # ---------------------------------------------------------------------------- layer norm
 def _layer_norm_shape(node, args, params):
-    _n_args(node, args, 1)
-    _floats(node, args)
+    n_args(node, args, 1)
+    floats(node, args)
     n = args[0].size
     for p in params:
         if p.shape != (n,):
-            raise ShapeError(f"{_where(node)}: {p.name!r} has shape {list(p.shape)}, expected [{n}]")
+            raise ShapeError(f"{node_label(node)}: {p.name!r} has shape {list(p.shape)}, expected [{n}]")
     return n, FLOAT
 
 
@@ -304,13 +214,13 @@ register(Op("layer_norm", "row_reduction", _layer_norm_shape, _layer_norm_forwar
 
 # ---------------------------------------------------------------------------- embedding
 def _embedding_shape(node, args, params):
-    _n_args(node, args, 1)
+    n_args(node, args, 1)
     (ids,) = args
     if ids.dtype != INDEX:
-        raise DtypeError(f"{_where(node)}: argument {ids.name!r} holds floats; embedding needs token ids")
+        raise DtypeError(f"{node_label(node)}: argument {ids.name!r} holds floats; embedding needs token ids")
     e = params[0]
     if len(e.shape) != 2:
-        raise ShapeError(f"{_where(node)}: table {e.name!r} has shape {list(e.shape)}, expected [vocab, dim]")
+        raise ShapeError(f"{node_label(node)}: table {e.name!r} has shape {list(e.shape)}, expected [vocab, dim]")
     return e.shape[1], FLOAT
 
 
@@ -322,99 +232,3 @@ def _embedding_vjp(g, y, xs, ps, at):
 
 register(Op("embedding", "gather", _embedding_shape, lambda xs, ps, at: ps[0][xs[0][:, 0]],
             _embedding_vjp, (1, 1), ids=lambda g, n: {0: (g.param_by_name[n.params[0]].shape[0], None)}))
-
-
-
-
-# ---------------------------------------------------------------------------- losses
-#: The smallest ignore_index a softmax_xent takes: the GPU holds token ids as int32.
-IGNORE_INDEX_MIN = -2 ** 31
-
-
-def _xent_shape(node, args, params):
-    _n_args(node, args, 2)
-    logits, target = args
-    _floats(node, [logits])
-    if target.dtype != INDEX:
-        raise DtypeError(f"{_where(node)}: target {target.name!r} holds floats; it must hold class ids")
-    ignore = node.attr.get("ignore_index")
-    if ignore is not None and (isinstance(ignore, bool) or not isinstance(ignore, int)
-                               or not IGNORE_INDEX_MIN <= ignore < logits.size):
-        raise ShapeError(f"{_where(node)}: ignore_index {ignore!r} must be an integer in "
-                         f"[{IGNORE_INDEX_MIN}, {logits.size}) (a class id or a negative marker such as -100)")
-    return 1, FLOAT
-
-
-def _log_softmax(z):
-    m = z.max(axis=1, keepdims=True)
-    s = z - m
-    return s - np.log(np.exp(s).sum(axis=1, keepdims=True))
-
-
-def _kept(ids, at):
-    """(N, 1) bool: the columns whose target is not ``at["ignore_index"]`` (all without one)."""
-    ignore = at.get("ignore_index")
-    return np.ones(ids.shape, bool) if ignore is None else ids != ignore
-
-
-def _xent_forward(xs, ps, at):
-    keep = _kept(xs[1], at)
-    ids = np.where(keep, xs[1], 0)  # an ignored id may be negative: read any class, then zero it
-    loss = -np.take_along_axis(_log_softmax(xs[0]), ids, axis=1)
-    return np.where(keep, loss, 0).astype(xs[0].dtype, copy=False)
-
-
-def _xent_vjp(g, y, xs, ps, at):
-    keep = _kept(xs[1], at)
-    ids = np.where(keep, xs[1], 0)
-    p = np.exp(_log_softmax(xs[0]))
-    np.put_along_axis(p, ids, np.take_along_axis(p, ids, axis=1) - 1, axis=1)
-    return [g * p * keep, None], []
-
-
-def _xent_ids(g, n):
-    return {1: (g.by_name[n.args[0].node].size, n.attr.get("ignore_index"))}
-
-
-# Per-column cross-entropy -log softmax(z)[y], natural log (PyTorch's CrossEntropyLoss,
-# reduction="none"); with attribute ignore_index, a column whose target equals it gives 0 and
-# no gradient, and the window's mean leaves it out (CrossEntropyLoss(ignore_index=...)).
-register(Op("softmax_xent", "loss", _xent_shape, _xent_forward, _xent_vjp, ids=_xent_ids,
-            cuda_loss=("run_softmax_xent", "run_softmax_xent_grad")))
-
-
-def _mse_shape(node, args, params):
-    _n_args(node, args, 2)
-    _floats(node, args)
-    prediction, target = args
-    if prediction.size != target.size:
-        raise ShapeError(f"{_where(node)}: the prediction {prediction.name!r} [{prediction.size}] and the target "
-                         f"{target.name!r} [{target.size}] differ in size")
-    return 1, FLOAT
-
-
-def _mse_forward(xs, ps, at):
-    d = xs[0] - xs[1]
-    return (d * d).mean(axis=1, keepdims=True)
-
-
-def _mse_vjp(g, y, xs, ps, at):
-    d = xs[0] - xs[1]
-    gx = g * d * d.dtype.type(2.0 / d.shape[1])
-    return [gx, -gx], []
-
-
-# Per-column mean squared error mean_j (x_j - y_j)^2 over the n elements of a column; the
-# window's mean over its T*S columns is then the mean over all T*S*n elements: PyTorch's
-# nn.MSELoss(reduction="mean").
-register(Op("mse", "loss", _mse_shape, _mse_forward, _mse_vjp, cuda_loss=("run_mse", "run_mse_grad")))
-
-
-def infer(node: Node, args: list[Node], params: list[Param]) -> tuple[int, str]:
-    """Run ``node.op``'s shape rule; returns (size, dtype) or raises an error naming the node."""
-    op = get(node.op, f"node {node.name!r}: ")
-    lo, hi = op.n_params
-    if not lo <= len(params) <= hi:
-        want = str(lo) if lo == hi else f"{lo} to {hi}"
-        raise GraphError(f"{_where(node)}: takes {want} parameter(s), got {len(params)}")
-    return op.shape(node, args, params)

@@ -1,4 +1,4 @@
-"""The GPU side of the loss ops (``kind == "loss"`` in rnngraph.ops): the mean-squared-error
+"""The GPU side of the loss ops (``kind == "loss"`` in rnngraph.ops_losses): the mean-squared-error
 kernels, and the launchers the op registry names in each loss op's ``cuda_loss``.
 
 A launcher pair has the signatures ``forward(args, loss, attrs, stream)`` and
@@ -80,7 +80,7 @@ KERNELS = [
 ]
 
 
-# ---------------------------------------------------------------------------- launchers named by ops.py
+# ---------------------------------------------------------------------------- launchers named by ops_losses.py
 def run_softmax_xent(args, loss, attrs, stream) -> None:
     """``softmax_xent(logits, ids)``: per-column cross-entropy, 0 where ids == attrs["ignore_index"]."""
     logits, ids = args

@@ -1,0 +1,106 @@
+"""The device buffers of one compiled schedule (codegen/program.py's ``CudaProgram``).
+
+Buffers (float32): ``V[node]`` and ``G[node]`` of shape (D + T, S, n), rows 0..D-1 holding the
+state history (so a read at t - d is row D + t - d); token ids (T, S) int32; params ``P`` and
+their gradients ``PG`` in their declared shapes; ``PT`` the transposed copies of the weights a
+persistent loop kernel reads; ``LN`` a layer norm's row sums inside a persistent loop. The
+gradients live in one arena and the parameter gradients in another, so that one launch zeroes
+each. ``lookup`` maps a generated-code buffer name (``V<k>``, ``G<k>``, ...) to its array.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from ..ir import INDEX, Graph
+from .device import blocks
+from .pointwise import Names
+
+
+def _arena(views: dict, shapes: dict, stream):
+    """One float32 device allocation holding every array of ``shapes``; fills ``views`` with
+    reshaped slices of it and returns the flat arena."""
+    sizes = {k: int(np.prod(v)) for k, v in shapes.items()}
+    arena = cuda.device_array(max(1, sum(sizes.values())), np.float32, stream=stream)
+    off = 0
+    for k, shape in shapes.items():
+        views[k] = arena[off:off + sizes[k]].reshape(shape)
+        off += sizes[k]
+    return arena
+
+
+@cuda.jit
+def _transpose(src, dst):
+    i, j = cuda.grid(2)
+    if i < src.shape[0] and j < src.shape[1]:
+        dst[j, i] = src[i, j]
+
+
+class Buffers:
+    """Device arrays of one compiled schedule (see the module docstring). ``params`` (name ->
+    float32 device array of the parameter's shape) makes several programs share one set of
+    parameters (programs for other (T, S), rnngraph/layer.py); by default each allocates its own."""
+
+    def __init__(self, g: Graph, T: int, S: int, stream, params: dict | None = None):
+        self.g, self.T, self.S, self.names = g, T, S, Names(g)
+        self.V, self.G, self.P, self.PG, self.PT = {}, {}, {}, {}, {}
+        floats = [n for n in g.nodes if n.dtype != INDEX]
+        shapes = {n.name: (self.names.depth(n.name) + T, S, n.size) for n in floats}
+        for n in g.nodes:
+            if n.dtype == INDEX:
+                self.V[n.name] = cuda.device_array((T, S), np.int32, stream=stream)
+            else:
+                self.V[n.name] = cuda.device_array(shapes[n.name], np.float32, stream=stream)
+        # gradients live in one arena (and parameter gradients in another), zeroed by one launch each
+        self.grad_arena = _arena(self.G, shapes, stream)
+        self.param_grad_arena = _arena(self.PG, {p.name: p.shape for p in g.params}, stream)
+        for p in g.params:
+            self.P[p.name] = cuda.device_array(p.shape, np.float32, stream=stream) if params is None else params[p.name]
+        self.stream = stream
+        self.LN: dict[str, tuple] = {}  # layer norm in a persistent loop -> (forward, backward) row sums
+
+    def ln_sums(self, node: str) -> tuple:
+        """The (T, S, 2) row-sum buffers of a layer norm inside a persistent loop (forward sums,
+        backward sums; zeroed by the loop kernels themselves), allocated on first use."""
+        if node not in self.LN:
+            self.LN[node] = tuple(cuda.device_array((self.T, self.S, 2), np.float32, stream=self.stream)
+                                  for _ in range(2))
+        return self.LN[node]
+
+    def add_transposed(self, param: str, stream) -> None:
+        """Keep a transposed copy ``PT[param]`` (refresh it with :meth:`refresh_transposed`)."""
+        if param not in self.PT:
+            rows, cols = self.P[param].shape
+            self.PT[param] = cuda.device_array((cols, rows), np.float32, stream=stream)
+
+    def refresh_transposed(self, stream) -> None:
+        """Copy every weight into its transposed buffer (after each update of the weights)."""
+        for name, dst in self.PT.items():
+            src = self.P[name]
+            _transpose[(blocks(src.shape[0], 16), blocks(src.shape[1], 16)), (16, 16), stream](src, dst)
+
+    def lookup(self, name: str):
+        """The array behind a generated-code buffer name (V<k>, G<k>, P<k>; T<k> a transposed
+        weight, Q<k> a parameter gradient, N<k>/M<k> a layer norm's forward/backward row sums)."""
+        kind, k = name[0], int(name[1:])
+        if kind == "P":
+            return self.P[self.g.params[k].name]
+        if kind == "T":
+            return self.PT[self.g.params[k].name]
+        if kind == "Q":
+            return self.PG[self.g.params[k].name]
+        if kind in "NM":
+            return self.ln_sums(self.g.nodes[k].name)[kind == "M"]
+        node = self.g.nodes[k].name
+        return self.V[node] if kind == "V" else self.G[node]
+
+    def window(self, node: str, delay: int = 0, grad: bool = False):
+        """(T*S, n) view of a node over the window, read with ``delay``."""
+        buf = (self.G if grad else self.V)[node]
+        D = self.names.depth(node)
+        return buf[D - delay:D - delay + self.T].reshape(self.T * self.S, buf.shape[2])
+
+    def at(self, node: str, t: int, delay: int = 0, grad: bool = False):
+        """(S, n) view of a node at timestep t - delay."""
+        buf = (self.G if grad else self.V)[node]
+        return buf[self.names.depth(node) + t - delay]

@@ -1,0 +1,120 @@
+"""The launches of a schedule's loops (codegen/program.py's ``CudaProgram``, whose mixin this is).
+
+A loop the persistent emitter takes (and the schedule runs ``persistent``) becomes one persistent
+cooperative kernel per window: planned (codegen/loop_plan.py), emitted (codegen/loop.py) into the
+program's module, and launched with one block per multiprocessor, its block halved until the
+grid can be co-resident. Any other loop runs per timestep (graph mode): each of its kernels
+launched in tick / level / stage order, pointwise segments as generated step kernels, GEMMs,
+embeddings, losses and row reductions from the library (codegen/library_launches.py).
+
+The mixin uses the program's ``g``, ``T``, ``S``, ``buf``, ``stream``, ``sim``, ``tuning``,
+``virtual_blocks``, ``kernel_of``, ``lib``, ``sources``, ``loop_plans``, ``loop_threads`` and,
+once loaded, ``module``; graph mode also its pointwise generator (``_pointwise``, ``_segments``).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from ..schedule import Loop
+from .loop import SIM_THREADS, emit_loop_kernel
+from .loop_plan import plan_loop_kernel
+
+
+class LoopLaunches:
+    """Mixin of ``CudaProgram``: the launch factories of its persistent and per-timestep loops."""
+
+    def _persistent(self, loop: Loop):
+        """Plan and emit ``loop``'s persistent kernel into the program's sources; returns the
+        factory of its launch (one cooperative grid of one block per multiprocessor)."""
+        name = f"{loop.name.split(' ')[0]}_{'bwd' if loop.reverse else 'fwd'}_{len(self.sources)}"
+        tuning = self.tuning
+        nblocks = 1 if self.sim else cuda.get_current_device().MULTIPROCESSOR_COUNT
+        virtual = self.virtual_blocks
+        plan = plan_loop_kernel(self.g, loop, name, coop=not self.sim, recompute=self.kernel_of, streams=self.S,
+                                nblocks=nblocks, tuning=tuning, virtual_blocks=virtual)
+        src, _ = emit_loop_kernel(self.g, plan, self.kernel_of)
+        self.sources.append(src)
+        self.loop_plans[name] = plan
+        for p in plan.transposed:
+            self.buf.add_transposed(p, self.stream)
+
+        # the inline grid barrier's counter (codegen/grid_barrier.py) and the flag words of the
+        # values the kernel hands between blocks (codegen/flag_exchange.py, zeroed by the kernel
+        # itself at its start), one set per loop kernel
+        zeroed = {a: cuda.to_device(np.zeros(shape, dtype), stream=self.stream)
+                  for a, (shape, dtype) in plan.zeroed(lambda x: self.buf.lookup(x).shape).items()}
+
+        def make():
+            kern = getattr(self.module, name)
+            arrays = [zeroed[a] if a in zeroed else self.buf.lookup(a) for a in plan.args[2:]]
+            threads = SIM_THREADS * max(1, virtual) if self.sim else tuning.threads
+            # one block per multiprocessor must be co-resident: halve the block until its registers fit
+            while not self.sim and self._cooperative_blocks(kern, threads, arrays) < nblocks:
+                if threads <= 64:
+                    raise RuntimeError(f"{name}: a cooperative grid of {nblocks} blocks (one per multiprocessor) "
+                                       f"does not fit even with {threads} threads a block")
+                threads //= 2
+            self.loop_threads[name] = threads
+            return lambda: kern[nblocks, threads, self.stream](self.T, self.S, *arrays)
+
+        return make
+
+    def _cooperative_blocks(self, kern, threads: int, arrays) -> int:
+        """As many blocks as can be co-resident (a cooperative launch needs all of them at once),
+        from numba's ``max_cooperative_grid_blocks`` of the compiled kernel."""
+        argtypes = tuple(kern.typeof_pyval(a) for a in [self.T, self.S, *arrays])
+        compiled = kern.compile(argtypes)
+        return max(1, compiled.max_cooperative_grid_blocks(threads))
+
+    def _graph_mode(self, loop: Loop, backward: bool) -> list:
+        """Per-timestep launches of every kernel in tick / level / stage order."""
+        per_kernel = {}
+        for k in loop.kernels:
+            if k.kind == "gemm":
+                per_kernel[k.name] = [lambda n=self.g.by_name[m]: (lambda t, n=n: self.lib.gemm(n, backward, t))
+                                      for m in k.ops]
+            elif k.kind in ("gather", "scatter", "loss"):
+                run = self.lib.loss if k.kind == "loss" else self.lib.embedding
+                per_kernel[k.name] = [lambda n=self.g.by_name[k.ops[0]], run=run:
+                                      (lambda t, n=n, run=run: run(n, backward, t))]
+            else:
+                makes = []
+                segs = self._segments(k)
+                for kind, ops in (segs[::-1] if backward else segs):
+                    if kind == "pointwise":
+                        makes.append(self._pointwise(k, ops, backward, per_step=True))
+                    else:
+                        makes.append(self._row_step(ops[0], backward))
+                per_kernel[k.name] = makes
+        top = max(o for o, _ in loop.stages)
+        T = self.T
+
+        def make():
+            launches = {name: [m() for m in makes] for name, makes in per_kernel.items()}
+
+            def run():
+                for tick in range(T + top):
+                    for level in range(1, loop.levels + 1):
+                        for offset, _ in loop.stages:
+                            t = tick - offset
+                            if 0 <= t < T:
+                                tt = T - 1 - t if loop.reverse else t
+                                for k in loop.at(level, offset):
+                                    for launch in launches[k.name]:
+                                        launch(tt)
+            return run
+
+        return [make]
+
+    def _row_step(self, name: str, backward: bool):
+        """The factory of a row reduction's launch(t) at each timestep (its launcher made once a timestep)."""
+        def make():
+            runs = {}
+
+            def launch(t):
+                if t not in runs:
+                    runs[t] = self.lib.row_reduction(name, backward, t)()
+                runs[t]()
+            return launch
+        return make
