@@ -14,12 +14,7 @@
 # and JapaneseVowels in .cache/rg/uea (RNNGRAPH_CACHE=$PWD/.cache/rg python3 -c "from rnngraph.data
 # import japanese_vowels; japanese_vowels()": the machine has no network).
 set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 RNNGRAPH_CACHE=$PWD/.cache/rg
-nvidia-smi -L
+source "$(dirname "$0")/gpu_env.sh"
 for part in ${PARTS:-tests bench vowels}; do
   echo "=== $part ($(date +%T))"
   case $part in

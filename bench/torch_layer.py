@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from rnngraph.bench import Protocol, TorchEventTimer, WallTimer, device_name, measure, versions, write_results  # noqa: E402
+from rnngraph.bench import Protocol, add_protocol_arguments, device_name, measure, protocol_of, versions, write_results  # noqa: E402
 from rnngraph.torch import RNN  # noqa: E402
 
 TARGETS = {  # (cell, B) -> the largest ratio to the faster nn.LSTM that counts as a success
@@ -97,19 +97,13 @@ def main(argv=None) -> int:
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--window", type=int, default=100)
     ap.add_argument("--head", type=int, default=16, help="the linear head's outputs (OUT)")
-    ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--iters", type=int, default=50)
-    ap.add_argument("--max-seconds", type=float, default=3.0)
-    ap.add_argument("--device", default="cuda")
     ap.add_argument("--plan", choices=["wavefront", "scc-sequential"],
                     help="force rnngraph's plan (default: the cost model's choice)")
     ap.add_argument("--no-anchor", action="store_true", help="skip nn.LSTM (smoke runs)")
-    ap.add_argument("--out")
+    add_protocol_arguments(ap)
     args = ap.parse_args(argv)
     dev = torch.device(args.device)
-    gpu = dev.type == "cuda"
-    timer = TorchEventTimer() if gpu else WallTimer()
-    proto = Protocol(warmup=args.warmup, iters=args.iters, max_seconds=args.max_seconds, min_iters=5)
+    proto, timer, gpu = protocol_of(args)
     H, L, T = args.hidden, args.layers, args.window
     result = {"benchmark": "torch_layer", "device": device_name(gpu), "versions": versions(),
               "date": datetime.date.today().isoformat(), "settings": vars(args), "records": [], "overhead": []}

@@ -16,13 +16,8 @@
 # and the corpus in .cache/rg (RNNGRAPH_CACHE=$PWD/.cache/rg python3 -c "from rnngraph.data import
 # load_austen; load_austen()").
 set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 RNNGRAPH_CACHE=$PWD/.cache/rg
+source "$(dirname "$0")/gpu_env.sh"
 DATE=$(date +%Y%m%d)
-nvidia-smi -L
 for part in ${PARTS:-tests overhead bench}; do
   echo "=== $part ($(date +%T))"
   case $part in

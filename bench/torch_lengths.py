@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import torch  # noqa: E402
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence  # noqa: E402
 
-from rnngraph.bench import Protocol, TorchEventTimer, WallTimer, device_name, measure, versions, write_results  # noqa: E402
+from rnngraph.bench import add_protocol_arguments, device_name, measure, protocol_of, versions, write_results  # noqa: E402
 from rnngraph.torch import RNN  # noqa: E402
 
 
@@ -67,16 +67,10 @@ def main(argv=None) -> int:
                     help="force rnngraph's plan (default: the cost model's choice)")
     ap.add_argument("--min-length", type=int, default=30)
     ap.add_argument("--max-length", type=int, default=100, help="lengths < this; the padded window")
-    ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--iters", type=int, default=50)
-    ap.add_argument("--max-seconds", type=float, default=3.0)
-    ap.add_argument("--device", default="cuda")
-    ap.add_argument("--out")
+    add_protocol_arguments(ap)
     args = ap.parse_args(argv)
     dev = torch.device(args.device)
-    gpu = dev.type == "cuda"
-    timer = TorchEventTimer() if gpu else WallTimer()
-    proto = Protocol(warmup=args.warmup, iters=args.iters, max_seconds=args.max_seconds, min_iters=5)
+    proto, timer, gpu = protocol_of(args)
     B, H, L, T = args.batch, args.hidden, args.layers, args.max_length
     gen = torch.Generator().manual_seed(0)
     lengths = torch.randint(args.min_length, args.max_length, (B,), generator=gen)

@@ -39,12 +39,12 @@ from .configs import (COMPILE_ESTIMATE_S, CUDNN_CELLS, FORCED_PLANS, GATES, IMPL
                       Config, applicable, flops_forward, tflops)
 from .implementations import gpu_available, gpu_program, run, torch_cells
 from .results import _print, anchor, describe, device_name, run_jobs, speedup, versions, write_results
-from .timers import NumbaEventTimer, Protocol, TorchEventTimer, WallTimer, measure
+from .timers import NumbaEventTimer, Protocol, TorchEventTimer, WallTimer, add_protocol_arguments, measure, protocol_of
 
 __all__ = ["COMPILE_ESTIMATE_S", "CUDNN_CELLS", "FORCED_PLANS", "GATES", "IMPLS", "PROTOCOL", "QUICK_CPU", "QUICK_GPU",
            "TORCH_CELLS", "TORCH_MODES", "Config", "NumbaEventTimer", "Protocol", "TorchEventTimer", "WallTimer",
-           "anchor", "applicable", "cli_bench", "describe", "device_name", "flops_forward", "gpu_available",
-           "gpu_program", "measure", "run", "run_jobs", "speedup", "tflops", "torch_cells", "versions",
+           "add_protocol_arguments", "anchor", "applicable", "cli_bench", "describe", "device_name", "flops_forward", "gpu_available",
+           "gpu_program", "measure", "protocol_of", "run", "run_jobs", "speedup", "tflops", "torch_cells", "versions",
            "write_results"]
 
 

@@ -95,3 +95,21 @@ def _timed(fwd, fwdbwd, timer, proto: Protocol) -> dict:
     return {"fwd_ms": f and f["ms"], "fwdbwd_ms": b and b["ms"],
             "iters": {"fwd": f and f["iters"], "fwdbwd": b and b["iters"]},
             "warmup": {"fwd": f and f["warmup"], "fwdbwd": b and b["warmup"]}}
+
+
+def add_protocol_arguments(ap, warmup: int = 5, iters: int = 50, max_seconds: float = 3.0) -> None:
+    """The options every benchmark script of bench/ shares: --warmup, --iters, --max-seconds
+    (the :class:`Protocol`), --device (cuda or cpu) and --out (the results JSON)."""
+    ap.add_argument("--warmup", type=int, default=warmup, help="untimed calls first")
+    ap.add_argument("--iters", type=int, default=iters, help="timed calls (the median is reported)")
+    ap.add_argument("--max-seconds", type=float, default=max_seconds, help="stop timing one case after about this long")
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--out", help="write the results as JSON here")
+
+
+def protocol_of(args) -> tuple[Protocol, object, bool]:
+    """(Protocol, timer, on the GPU) from the options of :func:`add_protocol_arguments`: CUDA
+    events on torch's stream for a CUDA device, else a wall clock."""
+    gpu = args.device.startswith("cuda")
+    timer = TorchEventTimer() if gpu else WallTimer()
+    return Protocol(warmup=args.warmup, iters=args.iters, max_seconds=args.max_seconds, min_iters=5), timer, gpu
