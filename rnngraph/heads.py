@@ -25,8 +25,14 @@ import numpy as np
 
 from .errors import GraphError, ShapeError
 from .ir import FLOAT, INDEX
+from .lengths import zero_past_lengths
 from .ops import IGNORE_INDEX_MIN
 from .trace import Builder, Value, linear
+
+#: The ignored target id of a SoftmaxCrossEntropy without ``ignore_index`` in the network's
+#: variable-length graph (``Sequential.masked_graph``): the training step feeds it at padded
+#: steps (rnngraph/step_lengths.py); never a class id.
+PADDED_TARGET = IGNORE_INDEX_MIN
 
 #: The target id SequenceClassifier feeds at the timesteps that carry no label (the loss's
 #: ignore_index): every column but each stream's last adds nothing to the loss.
@@ -110,7 +116,10 @@ class SoftmaxCrossEntropy(Head):
         logits = linear(h, self.vocab, name="W")
         b.names[logits.id] = "head.logits"
         y = b.add("input", size=1, dtype=INDEX, name="y")
-        attrs = None if self.ignore_index is None else {"ignore_index": self.ignore_index}
+        ignore = self.ignore_index
+        if ignore is None and b.length_masks is not None:  # a masked graph: the padded steps' target
+            ignore = PADDED_TARGET
+        attrs = None if ignore is None else {"ignore_index": ignore}
         loss = b.add("softmax_xent", [logits, y], attrs=attrs, name="head.loss")
         return logits, loss
 
@@ -154,6 +163,9 @@ class MSE(Head):
         if self.out_features is not None:
             x = linear(x, self.out_features, name="W")
             b.names[x.id] = "head.out"
+            if b.length_masks is not None:  # a masked graph: 0 past each length, as the cells' outputs
+                b.names[x.id] = "head.out_unmasked"
+                x = zero_past_lengths(b, x, name="head.out")
         y = b.add("input", size=x.size, dtype=FLOAT, attrs={"target": True}, name="y")
         return x, b.add("mse", [x, y], name="head.loss")
 
