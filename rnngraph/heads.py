@@ -146,7 +146,9 @@ class MSE(Head):
     output fed straight to ``nn.MSELoss``); ``rg.MSE(out_features)`` first projects it with a
     linear layer ``head.W`` (nn.Linear's init; output ``head.out``, n = out_features), like a
     Keras ``Dense(n)`` before ``loss="mse"``. Targets: floats of shape (T, S, n), fed as the
-    graph input ``y`` (float, attribute ``target``: no gradient flows into it).
+    graph input ``y`` (float, attribute ``target``: no gradient flows into it). In the
+    network's variable-length graph ``head.out`` is zero past each stream's length, as the
+    cells' outputs are (rnngraph/step_lengths.py).
     Raises GraphError for an out_features that is not a positive integer.
     """
 
@@ -191,10 +193,11 @@ class SequenceClassifier(Head):
     Targets: integer labels of shape (S,), each in [0, classes). They are fed as ``y`` of shape
     (T, S) holding the label at t = T-1 and :data:`NO_LABEL` (the loss's ignore_index)
     elsewhere, so the other timesteps add nothing; :meth:`feed`'s ``last`` (per-stream last
-    timesteps) is where variable-length sequences will put it. The logits (``head.logits``, (T,
-    S, classes)) are computed at every timestep; the prediction is ``logits[T-1]``. States carry
-    from one ``train`` call to the next like any network's: call ``step.reset_state()`` between
-    batches of independent sequences. Raises GraphError for classes < 2.
+    timesteps) puts it at each stream's last valid step for ``train(..., lengths=)``
+    (rnngraph/step_lengths.py). The logits (``head.logits``, (T, S, classes)) are computed at
+    every timestep; the prediction is ``logits[T-1]`` (with lengths: ``logits[lengths[s] - 1,
+    s]``). States carry from one ``train`` call to the next like any network's: call
+    ``step.reset_state()`` between batches of independent sequences. Raises GraphError for classes < 2.
     """
 
     targets_doc = "class labels of shape (S,), one per stream"
