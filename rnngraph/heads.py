@@ -25,8 +25,14 @@ import numpy as np
 
 from .errors import GraphError, ShapeError
 from .ir import FLOAT, INDEX
+from .lengths import zero_past_lengths
 from .ops import IGNORE_INDEX_MIN
 from .trace import Builder, Value, linear
+
+#: The ignored target id of a SoftmaxCrossEntropy without ``ignore_index`` in the network's
+#: variable-length graph (``Sequential.masked_graph``): the training step feeds it at padded
+#: steps (rnngraph/step_lengths.py); never a class id.
+PADDED_TARGET = IGNORE_INDEX_MIN
 
 #: The target id SequenceClassifier feeds at the timesteps that carry no label (the loss's
 #: ignore_index): every column but each stream's last adds nothing to the loss.
@@ -110,7 +116,10 @@ class SoftmaxCrossEntropy(Head):
         logits = linear(h, self.vocab, name="W")
         b.names[logits.id] = "head.logits"
         y = b.add("input", size=1, dtype=INDEX, name="y")
-        attrs = None if self.ignore_index is None else {"ignore_index": self.ignore_index}
+        ignore = self.ignore_index
+        if ignore is None and b.length_masks is not None:  # a masked graph: the padded steps' target
+            ignore = PADDED_TARGET
+        attrs = None if ignore is None else {"ignore_index": ignore}
         loss = b.add("softmax_xent", [logits, y], attrs=attrs, name="head.loss")
         return logits, loss
 
@@ -137,7 +146,9 @@ class MSE(Head):
     output fed straight to ``nn.MSELoss``); ``rg.MSE(out_features)`` first projects it with a
     linear layer ``head.W`` (nn.Linear's init; output ``head.out``, n = out_features), like a
     Keras ``Dense(n)`` before ``loss="mse"``. Targets: floats of shape (T, S, n), fed as the
-    graph input ``y`` (float, attribute ``target``: no gradient flows into it).
+    graph input ``y`` (float, attribute ``target``: no gradient flows into it). In the
+    network's variable-length graph ``head.out`` is zero past each stream's length, as the
+    cells' outputs are (rnngraph/step_lengths.py).
     Raises GraphError for an out_features that is not a positive integer.
     """
 
@@ -154,6 +165,9 @@ class MSE(Head):
         if self.out_features is not None:
             x = linear(x, self.out_features, name="W")
             b.names[x.id] = "head.out"
+            if b.length_masks is not None:  # a masked graph: 0 past each length, as the cells' outputs
+                b.names[x.id] = "head.out_unmasked"
+                x = zero_past_lengths(b, x, name="head.out")
         y = b.add("input", size=x.size, dtype=FLOAT, attrs={"target": True}, name="y")
         return x, b.add("mse", [x, y], name="head.loss")
 
@@ -179,10 +193,11 @@ class SequenceClassifier(Head):
     Targets: integer labels of shape (S,), each in [0, classes). They are fed as ``y`` of shape
     (T, S) holding the label at t = T-1 and :data:`NO_LABEL` (the loss's ignore_index)
     elsewhere, so the other timesteps add nothing; :meth:`feed`'s ``last`` (per-stream last
-    timesteps) is where variable-length sequences will put it. The logits (``head.logits``, (T,
-    S, classes)) are computed at every timestep; the prediction is ``logits[T-1]``. States carry
-    from one ``train`` call to the next like any network's: call ``step.reset_state()`` between
-    batches of independent sequences. Raises GraphError for classes < 2.
+    timesteps) puts it at each stream's last valid step for ``train(..., lengths=)``
+    (rnngraph/step_lengths.py). The logits (``head.logits``, (T, S, classes)) are computed at
+    every timestep; the prediction is ``logits[T-1]`` (with lengths: ``logits[lengths[s] - 1,
+    s]``). States carry from one ``train`` call to the next like any network's: call
+    ``step.reset_state()`` between batches of independent sequences. Raises GraphError for classes < 2.
     """
 
     targets_doc = "class labels of shape (S,), one per stream"

@@ -60,7 +60,15 @@ def hold_padded_steps(b, cell_name: str, placeholders: dict, nexts: dict, out):
     for arg, nv in list(nexts.items()):
         if arg in placeholders and getattr(nv, "size", None) == placeholders[arg].size:  # else: _bind_states names it
             nexts[arg] = b.add("select", [_mask(b, nv.size), nv, placeholders[arg]], hint=f"{arg}_held")
-    return b.add("select", [_mask(b, out.size), out, _mask(b, out.size)], hint="y_masked")
+    return zero_past_lengths(b, out, hint="y_masked")
+
+
+def zero_past_lengths(b, value, name: str | None = None, hint: str | None = None):
+    """``select(m, value, m)``: ``value`` where a stream is within its length, 0 past it (m the
+    mask ``lengths.mask<size>`` of the value's size), for the rnngraph.trace.Builder ``b``
+    tracing a masked graph (``b.length_masks`` not None). Named ``name`` (else by ``hint``)."""
+    m = _mask(b, value.size)
+    return b.add("select", [m, value, m], name=name, hint=hint)
 
 
 def _mask(b, size: int):

@@ -26,7 +26,8 @@ from .heads import host_array
 from .reference import (DTYPES, check_ids, check_real, id_limits, init_params, loss_columns, mean_loss, reset_streams,
                         zero_states)
 from .schedule import Schedule
-from .step_forward import StepForward, step_forward, value_names
+from .step_forward import StepForward, value_names
+from .step_lengths import host_loss, lengths_feed, padded, step_result
 from .schedule_options import ScheduleOptions
 
 
@@ -119,35 +120,40 @@ class TrainingStep:
             self._executor = ScheduleExecutor(self.schedule, dtype)
         # (T, S) -> (schedule, CUDA backend or NumPy executor): the shapes compiled so far, most
         # recently used last; the first backend's parameters and optimizer slots are everyone's
+        # a plan of the variable-length graph is keyed (T, S, "lengths") (rnngraph/step_lengths.py)
         self._plans = OrderedDict({(self.window, self.streams): (self.schedule, self._cuda or self._executor)})
+        self._masked, self._columns = False, None  # the latest call's: lengths?, its loss's column count
         self._first_cuda = self._cuda
         self._states_by_streams: dict[int, dict] = {}  # S -> the states of the last call with S streams
 
-    def _use(self, T: int, S: int) -> None:
+    def _use(self, T: int, S: int, masked: bool = False) -> None:
         """Make (T, S) the current shape, compiling it on first use (an LRU cache of
         ``cache_size`` shapes). The states carry when S stays; another S continues from the states
         its last call left (zeros the first time: they are other sequences), so evaluating a batch
-        of another size between training windows loses nothing."""
-        if (T, S) == (self.window, self.streams):
+        of another size between training windows loses nothing. ``masked``: the plan of the
+        network's variable-length graph, kept apart from the plain one of (T, S)."""
+        key = (T, S, "lengths") if masked else (T, S)
+        if (T, S, masked) == (self.window, self.streams, self._masked):
             return
         self._states_by_streams[self.streams] = self.state  # back when this S returns
         state = self._states_by_streams.pop(S, None)
-        if (T, S) in self._plans:
-            self._plans.move_to_end((T, S))
-            sched, backend = self._plans[(T, S)]
+        if key in self._plans:
+            self._plans.move_to_end(key)
+            sched, backend = self._plans[key]
         else:
             options, tuning = resolve(S, *self._given, self._loop_env)
-            sched = build_schedule(self.graph, T, S, self.dtype, self.plan, options)
+            graph = self.net.masked_graph if masked else self.graph
+            sched = build_schedule(graph, T, S, self.dtype, self.plan, options)
             if self._cuda:
                 from .codegen.step import CudaBackend
                 backend = CudaBackend(sched, None, self.optimizer, self.clip_norm, dropout_seed=self.seed,
                                       share=self._first_cuda, tuning=tuning)
             else:
                 backend = ScheduleExecutor(sched, self.dtype)
-            self._plans[(T, S)] = (sched, backend)
+            self._plans[key] = (sched, backend)
             while len(self._plans) > self.cache_size:
                 self._plans.popitem(last=False)
-        self.window, self.streams, self.schedule, self._ones = T, S, sched, None
+        self.window, self.streams, self.schedule, self._ones, self._masked = T, S, sched, None, masked
         if self._cuda:
             self._cuda = backend
             backend.buf.refresh_transposed(backend.stream)  # the weights may have changed since it last ran
@@ -236,34 +242,42 @@ class TrainingStep:
         return {m: draw_mask(p, shape(m), mask_seed(self.seed, step, k), self.dtype)
                 for k, (m, p) in enumerate(self.dropout.items())}
 
-    def _feed(self, inputs, targets) -> dict:
+    def _feed(self, inputs, targets, lengths=None) -> dict:
         shape = shape_of(inputs)
         if len(shape) < 2 or shape[0] < 1 or shape[1] < 1:
             raise ValueError(f"inputs: expected (T, S) token ids or (T, S, n) floats with T, S >= 1, "
                              f"got shape {shape}")
         T, S = shape[:2]
-        feed = {"x": inputs}
-        head = self.net.head
-        if head is not None:  # the targets are checked before the step switches to their (T, S)
-            width = self.graph.by_name["y"].size
-            feed["y"] = head.blank(T, S, width) if targets is None else head.feed(targets, T, S, width)
+        lengths, graph, self._columns = padded(lengths, T, S), self.graph, None
+        if lengths is not None:  # the variable-length graph (rnngraph/step_lengths.py)
+            graph, masked = self.net.masked_graph, lengths_feed(self.net, lengths, inputs, targets, self.dtype)
+            feed, self._columns = masked.feed, masked.columns
+        elif self.net.head is not None:  # the targets are checked before the step switches to their (T, S)
+            width, head = self.graph.by_name["y"].size, self.net.head
+            feed = {"x": inputs, "y": head.blank(T, S, width) if targets is None else head.feed(targets, T, S, width)}
+        else:
+            feed = {"x": inputs}
         if self._cuda is None:
             feed = {k: np.asarray(v) for k, v in feed.items()}
         else:  # the NumPy backend checks inside; host arrays bound for the GPU are checked here
-            for name, (limit, ignore) in id_limits(self.graph).items():
+            for name, (limit, ignore) in id_limits(graph).items():
                 if name in feed and not hasattr(feed[name], "__cuda_array_interface__"):
                     check_ids(name, np.asarray(feed[name]), limit, ignore)
-            for n in self.graph.inputs:
+            for n in graph.inputs:
                 if n.name in feed and n.dtype != INDEX and not hasattr(feed[n.name], "__cuda_array_interface__"):
                     check_real(n.name, np.asarray(feed[n.name]))
-        self._use(T, S)
+        self._use(T, S, lengths is not None)
         return feed
 
     def _loss_columns(self, feed: dict) -> int:
-        """The columns the window's mean loss divides by (all T*S, less ignored targets)."""
+        """The columns the window's mean loss divides by (all T*S, less ignored targets; with
+        lengths, less the padded steps)."""
+        if self._columns is not None:
+            return self._columns
         return loss_columns(self.graph, lambda name: host_array(feed[name]), self.window * self.streams)
 
-    def forward(self, inputs, targets=None, carry: bool = True, all_values: bool = False) -> StepForward:
+    def forward(self, inputs, targets=None, carry: bool = True, all_values: bool = False,
+                lengths=None) -> StepForward:
         """Run one window without training and without dropout (masks of ones). Returns a
         :class:`rnngraph.StepForward`, the same fields, keys, shapes and dtypes on both backends:
         ``outputs`` (name -> (T, S, n)), ``values`` (the outputs, and the loss node's per-column
@@ -274,33 +288,44 @@ class TrainingStep:
         ``all_values=True`` on CUDA runs a second program whose kernels also store the values the
         usual ones keep in registers (compiled on first use per (T, S), like the step's own
         program; each call then writes every node's (T, S, n) and copies it to the host). Targets as for
-        :meth:`train`; ShapeError naming ``targets`` or the input for a wrong shape or dtype."""
-        feed = self._feed(inputs, targets)
+        :meth:`train`; ShapeError naming ``targets`` or the input for a wrong shape or dtype.
+        lengths: as for :meth:`train` (outputs past a length: zero for the cells', the head's
+        of a zero input; ``all_values`` then names the variable-length graph's nodes:
+        rnngraph/step_lengths.py)."""
+        feed = self._feed(inputs, targets, lengths)
         with_loss = self.graph.loss is not None and targets is not None
-        names = value_names(self.graph, all_values, with_loss)
+        names = value_names(self.net.masked_graph if self._masked else self.graph, all_values, with_loss)
         if self._cuda:
             if self.dropout:
                 self._cuda.ones_masks()
             values, states, final = self._cuda.forward(feed, names, carry, every_value=all_values)
             loss = mean_loss(values[self.graph.loss], self._loss_columns(feed)) if with_loss else None
-            return step_forward(self.graph, values, loss, states, final)
+            return step_result(self.net, self._masked, values, loss, states, final, all_values)
         if self.dropout:
             feed.update(self.dropout_masks(train=False))
         fwd = self._executor.forward(self._params, feed, self._state)
         if carry:
             self._state = fwd.final_states
         final = {k: v.copy() for k, v in fwd.final_states.items()}  # the step's own stay apart
-        return step_forward(self.graph, {name: fwd.values[name] for name in names}, fwd.loss if with_loss else None,
-                            fwd.states, final)
+        loss = host_loss(self._executor, fwd, self._columns)[0] if with_loss else None
+        return step_result(self.net, self._masked, {name: fwd.values[name] for name in names}, loss, fwd.states,
+                           final, all_values)
 
-    def train(self, inputs, targets) -> float:
+    def train(self, inputs, targets, lengths=None) -> float:
         """Forward, BPTT through the window, clip, optimizer update; states carry. Returns the
         window's mean loss (see the head: nats per target for the softmax heads, the mean squared
         error for MSE), with dropout applied where the network has ``rg.Dropout`` layers.
 
         targets: what the head takes (rnngraph.heads): class ids (T, S) for
         SoftmaxCrossEntropy, floats (T, S, n) for MSE, labels (S,) for SequenceClassifier.
-        Raises GraphError when the network has no loss head, ValueError when targets are None,
+        lengths: None, or the valid steps of each stream, (S,) integers in [0, T] (host data, any
+        order): each stream's state stops at its last valid step (the state carried into the
+        next window is the state at its length), and the padded steps add nothing to the loss
+        or the gradient: a SequenceClassifier's label sits at each stream's last valid step (a
+        stream of length 0 is not counted), the softmax heads' mean is over the valid columns,
+        MSE's over the valid elements (rnngraph/step_lengths.py); lengths all equal to T run
+        the plain graph. ShapeError / TypeError / ValueError naming ``lengths`` for a wrong
+        shape, dtype or value. Raises GraphError when the network has no loss head, ValueError when targets are None,
         ShapeError naming ``targets`` (or the input) for a wrong shape, dtype or id."""
         head = self.net.head
         if head is None:
@@ -308,7 +333,7 @@ class TrainingStep:
                              "or rg.SequenceClassifier(classes)")
         if targets is None:
             raise ValueError(f"train needs targets: {head.targets_doc}")
-        feed = self._feed(inputs, targets)
+        feed = self._feed(inputs, targets, lengths)
         if self._cuda:
             if self.dropout:
                 self._cuda.train_masks(self.optimizer.steps)
@@ -318,7 +343,8 @@ class TrainingStep:
         if self.dropout:
             feed.update(self.dropout_masks(train=True))
         fwd = self._executor.forward(self._params, feed, self._state)
-        grads = self._executor.backward(fwd).params
+        fwd.loss, scale = host_loss(self._executor, fwd, self._columns)
+        grads = self._executor.backward(fwd, loss_scale=scale).params
         with np.errstate(over="ignore", invalid="ignore"):  # a non-finite norm is the answer, not a warning
             squares = sum(float(np.sum(np.square(g, dtype=np.float64))) for g in grads.values())
         self.last_grad_norm = float(np.sqrt(squares))

@@ -1,0 +1,45 @@
+"""Variable-length windows in rg.compile's training step on the CUDA backend against the NumPy
+backend (tiny shapes: T=3, S=2, hidden 3): two training calls with lengths (a stream of length 0
+included) and a forward give the CPU backend's losses, parameters and carried states to 1e-5,
+the length masks fed as the program's inputs. In numba's simulator on machines without a GPU;
+in the GPU tier (``pytest -m gpu``) on the GPU."""
+import os
+
+import numpy as np
+import pytest
+
+import rnngraph as rg
+
+pytestmark = [] if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" else [pytest.mark.gpu]
+
+T, S, I, H, C = 3, 2, 2, 3, 3
+HEADS = {"sequence_classifier": lambda: rg.SequenceClassifier(C), "xent": lambda: rg.SoftmaxCrossEntropy(C),
+         "mse_projected": lambda: rg.MSE(2)}
+
+
+def _targets(kind, rng):
+    if kind == "sequence_classifier":
+        return rng.integers(0, C, size=S)
+    if kind == "xent":
+        return rng.integers(0, C, size=(T, S))
+    return rng.normal(size=(T, S, 2)).astype(np.float32)
+
+
+@pytest.mark.parametrize("kind", sorted(HEADS))
+def test_training_with_lengths_matches_numpy_backend(kind):
+    net = rg.Sequential(rg.cells.lstm(hidden=H), HEADS[kind](), input_size=I)
+    cpu, gpu = (rg.compile(net, window=T, streams=S, device=d, optimizer=rg.Adam(lr=1e-2), clip_norm=0.5, seed=1)
+                for d in ("cpu", "cuda"))
+    rng = np.random.default_rng(0)
+    for lengths in ([3, 1], [0, 2]):
+        x, y = rng.normal(size=(T, S, I)).astype(np.float32), _targets(kind, rng)
+        assert gpu.train(x, y, lengths=lengths) == pytest.approx(cpu.train(x, y, lengths=lengths), abs=1e-5)
+        for ours, theirs in ((gpu.parameters, cpu.parameters), (gpu.state, cpu.state)):
+            for name in theirs:
+                np.testing.assert_allclose(ours[name], theirs[name], atol=1e-5, err_msg=name)
+    x, y = rng.normal(size=(T, S, I)).astype(np.float32), _targets(kind, rng)
+    ours, theirs = gpu.forward(x, y, lengths=[1, 3]), cpu.forward(x, y, lengths=[1, 3])
+    assert ours.loss == pytest.approx(theirs.loss, abs=1e-5)
+    for name in theirs.outputs:
+        np.testing.assert_allclose(ours.outputs[name], theirs.outputs[name], atol=1e-5, err_msg=name)
+    assert gpu.schedule.graph is net.masked_graph
