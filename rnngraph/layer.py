@@ -383,6 +383,6 @@ def compile_rnn(net: Sequential, device: str = "auto", dtype: str = "float32", s
     rg.Sequential, TypeError for options / tuning of another type, ValueError for bad options
     (a bad RNNGRAPH_LOOP included, naming it), RuntimeError when CUDA is asked for but absent.
     """
-    from .runtime import resolve_device
+    from .devices import resolve_device
     device = resolve_device(device)
     return CompiledRNN(net, device, dtype, seed, plan, cache_size, parameters, options, tuning)

@@ -7,7 +7,6 @@ when a GPU and the code generator are available, else the CPU.
 """
 from __future__ import annotations
 
-import os
 from collections import OrderedDict
 
 import numpy as np
@@ -29,20 +28,7 @@ from .schedule import Schedule
 from .step_forward import StepForward, value_names
 from .step_lengths import host_loss, lengths_feed, padded, step_result
 from .schedule_options import ScheduleOptions
-
-
-def cuda_available(simulator_ok: bool = False) -> bool:
-    """Whether numba finds a CUDA GPU (False when numba-cuda or the driver is missing); with
-    ``simulator_ok`` numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1) counts too."""
-    if simulator_ok and os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
-        return True
-    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
-        return False
-    try:
-        from numba import cuda
-        return bool(cuda.is_available())
-    except Exception:  # pragma: no cover - depends on the machine
-        return False
+from .devices import resolve_device
 
 
 class TrainingStep:
@@ -399,17 +385,3 @@ def compile(net: Sequential, window: int, streams: int, device: str = "auto", dt
         raise TypeError(f"rg.compile expects an rg.Sequential, got {type(net).__name__}")
     return TrainingStep(net, window, streams, resolve_device(device), dtype, optimizer, clip_norm, seed, plan,
                         cache_size, nonfinite, options, tuning)
-
-
-def resolve_device(device: str) -> str:
-    """``"cpu"`` or ``"cuda"`` for a ``device`` option: ``"auto"`` picks CUDA when numba finds a
-    GPU. ValueError for another value; RuntimeError for ``"cuda"`` without a GPU (numba's
-    simulator counts)."""
-    if device not in ("auto", "cpu", "cuda"):
-        raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
-    if device == "auto":
-        return "cuda" if cuda_available() else "cpu"
-    if device == "cuda" and not cuda_available(simulator_ok=True):
-        raise RuntimeError("device='cuda' but numba finds no CUDA GPU (install rnngraph[cuda] on a GPU "
-                           "machine, or set NUMBA_ENABLE_CUDASIM=1 for the simulator); use device='cpu'")
-    return device

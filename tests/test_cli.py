@@ -457,8 +457,8 @@ def test_a_closed_pipe_ends_the_command_quietly(monkeypatch, capsys):
 
 
 def test_errors_speak_in_flags_and_name_a_file_given_as_checkpoint(capsys, tmp_path, text_file, monkeypatch):
-    import rnngraph.runtime as runtime
-    monkeypatch.setattr(runtime, "cuda_available", lambda simulator_ok=False: False)
+    import rnngraph.devices as devices
+    monkeypatch.setattr(devices, "cuda_available", lambda simulator_ok=False: False)
     flags = [f if f != "cpu" else "cuda" for f in TINY]  # --device cuda
     code, _, err = run(capsys, "train", "--corpus", text_file, *flags, "--steps", "1", "--checkpoint", tmp_path / "ck")
     assert code == 1 and "--device cuda but numba finds no CUDA GPU" in err and "use --device cpu" in err

@@ -1,6 +1,6 @@
 """Errors of the command line speak its flags (``--device cpu``), not the Python API's arguments
 (``device='cpu'``, ``rg.compile(nonfinite=...)``), in one line without NumPy's warnings."""
-import rnngraph.runtime as runtime
+import rnngraph.devices as devices
 from cli_helpers import TINY, assert_one_line_error, run, train
 
 OVERFLOW = ("import rnngraph as rg\n\n@rg.cell\n"
@@ -34,7 +34,7 @@ def test_float64_on_the_gpu_names_the_flags(capsys, tmp_path, text_file):
 
 
 def test_auto_runs_float64_on_the_cpu_where_there_is_a_gpu(capsys, monkeypatch, tmp_path, text_file):
-    monkeypatch.setattr(runtime, "cuda_available", lambda simulator_ok=False: True)
+    monkeypatch.setattr(devices, "cuda_available", lambda simulator_ok=False: True)
     flags = [f if f != "cpu" else "auto" for f in TINY]  # --device auto
     code, out, err = run(capsys, "train", "--corpus", text_file, *flags, "--dtype", "float64", "--steps", 1)
     assert code == 0, err

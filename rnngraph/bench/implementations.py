@@ -18,7 +18,7 @@ from .timers import NumbaEventTimer, Protocol, TorchEventTimer, WallTimer, _time
 
 def gpu_available() -> bool:
     """Whether numba finds a real CUDA GPU (not the simulator)."""
-    from ..runtime import cuda_available
+    from ..devices import cuda_available
     return cuda_available(simulator_ok=False)
 
 

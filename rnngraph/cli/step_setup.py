@@ -12,7 +12,7 @@ from ..lm import CheckpointError, LMConfig
 from ..memory import available_device_bytes, available_host_bytes, check_fits, estimate
 from ..passes import schedule as build_schedule
 from ..runtime import compile as rg_compile
-from ..runtime import resolve_device
+from ..devices import resolve_device
 from .arguments import CLIError
 
 
