@@ -5,7 +5,8 @@ state history (so a read at t - d is row D + t - d); token ids (T, S) int32; par
 their gradients ``PG`` in their declared shapes; ``PT`` the transposed copies of the weights a
 persistent loop kernel reads; ``LN`` a layer norm's row sums inside a persistent loop. The
 gradients live in one arena and the parameter gradients in another, so that one launch zeroes
-each. ``lookup`` maps a generated-code buffer name (``V<k>``, ``G<k>``, ...) to its array.
+each; parameters the buffers allocate themselves live in a third (``param_arena``), laid out
+as the parameter gradients' arena, so that one launch updates them all (codegen/step.py). ``lookup`` maps a generated-code buffer name (``V<k>``, ``G<k>``, ...) to its array.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from .device import blocks
 from .pointwise import Names
 
 
-def _arena(views: dict, shapes: dict, stream):
+def arena(views: dict, shapes: dict, stream):
     """One float32 device allocation holding every array of ``shapes``; fills ``views`` with
     reshaped slices of it and returns the flat arena."""
     sizes = {k: int(np.prod(v)) for k, v in shapes.items()}
@@ -52,10 +53,13 @@ class Buffers:
             else:
                 self.V[n.name] = cuda.device_array(shapes[n.name], np.float32, stream=stream)
         # gradients live in one arena (and parameter gradients in another), zeroed by one launch each
-        self.grad_arena = _arena(self.G, shapes, stream)
-        self.param_grad_arena = _arena(self.PG, {p.name: p.shape for p in g.params}, stream)
-        for p in g.params:
-            self.P[p.name] = cuda.device_array(p.shape, np.float32, stream=stream) if params is None else params[p.name]
+        self.grad_arena = arena(self.G, shapes, stream)
+        self.param_grad_arena = arena(self.PG, {p.name: p.shape for p in g.params}, stream)
+        if params is None:  # element i of param_arena is element i of param_grad_arena
+            self.param_arena = arena(self.P, {p.name: p.shape for p in g.params}, stream)
+        else:  # another program's (or the caller's) arrays: not one allocation of ours
+            self.param_arena = None
+            self.P.update({p.name: params[p.name] for p in g.params})
         self.stream = stream
         self.LN: dict[str, tuple] = {}  # layer norm in a persistent loop -> (forward, backward) row sums
 

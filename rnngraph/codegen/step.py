@@ -25,6 +25,7 @@ from ..masks import draw_mask, mask_inputs, mask_seed
 from ..schedule import Schedule
 from ..reference import mean_loss
 from . import library
+from .buffers import arena
 from .device import as_device, have_cupy, stream_handle
 from .program import CudaProgram, every_value_written
 from .tuning import LoopTuning
@@ -69,11 +70,19 @@ class CudaBackend:
         self.buf = self.program.buf
         self.optimizer, self.clip_norm = optimizer, clip_norm
         if share is not None:  # another (T, S) of the same step: its parameters and optimizer slots
-            self.slots = share.slots
+            self.slots, self.param_arena, self.slot_arenas = share.slots, share.param_arena, share.slot_arenas
             self.buf.refresh_transposed(self.stream)
         else:
-            self.slots = {name: [cuda.to_device(np.zeros(p.shape, np.float32), stream=self.stream)
-                                 for _ in range(2)] for name, p in self.buf.P.items()}
+            # parameters, their gradients and the two optimizer slots in four arenas of one layout:
+            # the update and the clip are one launch each over all parameters (as PyTorch's foreach
+            # optimizers), element for element the same arithmetic as a launch per parameter
+            self.param_arena = self.buf.param_arena
+            shapes = {name: p.shape for name, p in self.buf.P.items()}
+            views = [{}, {}]
+            self.slot_arenas = [arena(v, shapes, self.stream) for v in views]
+            for a in self.slot_arenas:
+                library.fill(a, 0.0, stream=self.stream)
+            self.slots = {name: [views[0][name], views[1][name]] for name in shapes}
             self.set_parameters(params)
         self.reset_state()
         self._sums = cuda.device_array(2, np.float32, stream=self.stream)  # gradients', losses' squares
@@ -282,9 +291,8 @@ class CudaBackend:
         library.sum_squares(b.param_grad_arena, self._sums[0:1], stream=self.stream)
         library.sum_squares(b.window(g.loss).reshape(self.T * self.S), self._sums[1:2], stream=self.stream)
         library.all_finite(self._sums, self._ok, stream=self.stream)
-        if self.clip_norm is not None:  # torch's clip_grad_norm_ from the summed squares
-            for name in b.P:
-                library.scale_by_clip(b.PG[name], self._sums[0:1], self.clip_norm, stream=self.stream)
+        if self.clip_norm is not None:  # torch's clip_grad_norm_ from the summed squares, one launch
+            library.scale_by_clip(b.param_grad_arena, self._sums[0:1], self.clip_norm, stream=self.stream)
         self._update()
         self.buf.refresh_transposed(self.stream)
         loss = self._loss(columns)
@@ -302,13 +310,9 @@ class CudaBackend:
         opt = self.optimizer
         opt.steps += 1
         decay = opt.decay_factor() if isinstance(opt, AdamW) else 1.0  # AdamW: p *= 1 - lr*wd first
-        for name, p in self.buf.P.items():
-            m, v = self.slots[name]
-            gr = self.buf.PG[name]
-            if isinstance(opt, Adam):  # Adam and AdamW (m, v slots)
-                library.adam_update(p.reshape(-1), gr.reshape(-1), m.reshape(-1), v.reshape(-1), opt.lr,
-                                    opt.betas[0], opt.betas[1], opt.eps, opt.steps, decay=decay,
-                                    ok=self._ok, stream=self.stream)
-            else:
-                library.sgd_update(p.reshape(-1), gr.reshape(-1), m.reshape(-1), opt.lr, opt.momentum,
-                                   opt.steps == 1, ok=self._ok, stream=self.stream)
+        p, gr, (m, v) = self.param_arena, self.buf.param_grad_arena, self.slot_arenas  # every parameter at once
+        if isinstance(opt, Adam):  # Adam and AdamW (m, v slots)
+            library.adam_update(p, gr, m, v, opt.lr, opt.betas[0], opt.betas[1], opt.eps, opt.steps, decay=decay,
+                                ok=self._ok, stream=self.stream)
+        else:
+            library.sgd_update(p, gr, m, opt.lr, opt.momentum, opt.steps == 1, ok=self._ok, stream=self.stream)
