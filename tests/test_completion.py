@@ -1,0 +1,176 @@
+"""Sentence completion: the MSR-format reader, the scorer on a tiny word model, ``rnngraph complete``.
+
+The model is a word-level LSTM trained for 60 steps on two lines repeated (``she was not at home
+to her sister .`` and ``he had a letter from his father .``): after them it has seen only one
+word in each place, so the right candidate is certain.
+"""
+import numpy as np
+import pytest
+
+import rnngraph as rg
+from rnngraph import cli
+from rnngraph.completion import QuestionsError, complete, read_answers, read_questions, score_sentences
+from rnngraph.lm import build_network, load_checkpoint
+
+LINES = "she was not at home to her sister .\nhe had a letter from his father .\n"
+#: Two questions in the machine form; the answers are a (home) and c (letter).
+MACHINE = """\
+1a) she was not at [home] to her sister .
+1b) she was not at [letter] to her sister .
+1c) she was not at [father] to her sister .
+1d) she was not at [sister] to her sister .
+1e) she was not at [she] to her sister .
+2a) he had a [home] from his father .
+2b) he had a [father] from his father .
+2c) he had a [letter] from his father .
+2d) he had a [sister] from his father .
+2e) he had a [she] from his father .
+"""
+#: The same two questions in the blank form.
+BLANK = """\
+1) she was not at _____ to her sister .
+    a) home
+    b) letter
+    c) father
+    d) sister
+    e) she
+
+2) he had a _____ from his father .
+    a) home
+    b) father
+    c) letter
+    d) sister
+    e) she
+"""
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """A tiny word-level LSTM trained on LINES repeated (hidden 16, 60 steps, seeded)."""
+    d = tmp_path_factory.mktemp("completion")
+    corpus = d / "lines.txt"
+    corpus.write_text(LINES * 60, encoding="utf-8")
+    code = cli.main(["train", "--corpus", str(corpus), "--level", "word", "--hidden", "16", "--embed", "8",
+                     "--window", "8", "--streams", "4", "--lr", "0.05", "--device", "cpu", "--no-progress",
+                     "--eval-streams", "4", "--steps", "60", "--eval-every", "60", "--checkpoint", str(d / "ck")])
+    assert code == 0
+    return d / "ck"
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def step_of(ck, window=4, streams=3):
+    net = build_network(ck.config, len(ck.vocab), dropout=0.0)
+    step = rg.compile(net, window=window, streams=streams, device="cpu", dtype=ck.config.dtype)
+    step.set_parameters(ck.params)
+    return step
+
+
+# ---- the reader -----------------------------------------------------------------------------
+@pytest.mark.parametrize("text", [MACHINE, BLANK], ids=["machine", "blank"])
+def test_reader_reads_both_forms_alike(tmp_path, text):
+    qs = read_questions(write(tmp_path, "q.txt", text))
+    assert [q.number for q in qs] == [1, 2]
+    assert qs[0].candidates == ("home", "letter", "father", "sister", "she")
+    assert qs[0].sentences[0] == "she was not at home to her sister ."
+    assert qs[1].sentences[2] == "he had a letter from his father ."
+    assert qs[1].line == (6 if text is MACHINE else 8)
+
+
+@pytest.mark.parametrize("text", ["1d) he could [swear] to it .\n2b) ...[x]\n", "1) [d] swear\n2) b\n", "1 d\n2 b\n"],
+                         ids=["machine", "bracketed-letter", "bare-letter"])
+def test_answers_forms(tmp_path, text):
+    assert read_answers(write(tmp_path, "a.txt", text)) == {1: 3, 2: 1}
+
+
+def bad(text, old, new, count=1):
+    assert old in text
+    return text.replace(old, new, count)
+
+
+@pytest.mark.parametrize("text, line, needle", [
+    (bad(MACHINE, "[father] to", "father to"), 3, "one pair of brackets, '[word]', found 0"),
+    (bad(MACHINE, "[home] to her", "[home] to [her]"), 1, "found 2"),
+    (bad(MACHINE, "1e) she was not at [she] to her sister .\n", ""), 1, "question 1 has 4 candidate(s), expected 5"),
+    (bad(MACHINE, "2e)", "2f)"), 6, "lettered a, b, c, d, f"),
+    (bad(MACHINE, "2b) he had", "oops he had"), 7, "expected '1a) ... [word] ...'"),
+    (MACHINE + MACHINE[:MACHINE.index("2a)")], 11, "question 1 again (first at line 1)"),
+    (bad(BLANK, "2) he had a _____ from", "2) he had a from"), 8, "one blank ('_____') in question 2, found 0"),
+    (bad(BLANK, "    e) she\n\n2)", "\n2)"), 1, "question 1 has 4 candidate(s)"),
+    (bad(BLANK, "    c) letter", "    c) letter\n    f) extra"), 8, "question 2 has 6 candidate(s)"),
+    (bad(BLANK, "    a) home", "    home", 2), 2, "expected '1) ... _____ ...' or a candidate 'a) word'"),
+    ("just some text\n", 1, "expected a question"),
+], ids=["no-bracket", "two-brackets", "four-candidates", "letter-f", "stray-line", "repeated-question",
+        "no-blank", "blank-four", "blank-six", "blank-stray", "neither-form"])
+def test_reader_errors_name_file_and_line(tmp_path, text, line, needle):
+    path = write(tmp_path, "q.txt", text)
+    with pytest.raises(QuestionsError) as info:
+        read_questions(path)
+    msg = str(info.value)
+    assert msg.startswith(f"{path}, line {line}: ") and needle in msg and "\n" not in msg, msg
+
+
+def test_reader_empty_and_non_utf8(tmp_path):
+    with pytest.raises(QuestionsError, match="empty: no questions"):
+        read_questions(write(tmp_path, "q.txt", "\n  \n"))
+    path = tmp_path / "latin1.txt"
+    path.write_bytes("1a) caf\xe9 [x]\n".encode("latin-1"))
+    with pytest.raises(QuestionsError, match="not UTF-8"):
+        read_questions(path)
+
+
+@pytest.mark.parametrize("text, line, needle", [
+    ("1 c\nno answer here\n", 2, "expected a question number and a letter"),
+    ("1 c\n2) [g] word\n", 2, "answer 'g' to question 2: expected a letter a-e"),
+    ("1 c\n1 d\n", 2, "question 1 answered again (first at line 1)"),
+], ids=["no-letter", "letter-g", "twice"])
+def test_answers_errors_name_file_and_line(tmp_path, text, line, needle):
+    path = write(tmp_path, "a.txt", text)
+    with pytest.raises(QuestionsError) as info:
+        read_answers(path)
+    assert str(info.value).startswith(f"{path}, line {line}: ") and needle in str(info.value)
+
+
+# ---- the scorer -----------------------------------------------------------------------------
+def test_scores_are_sums_of_next_token_log_probabilities(checkpoint):
+    """Any (window, streams) gives what one token at a time does (float32: to 1e-4 nats)."""
+    ck = load_checkpoint(checkpoint)
+    sentences = ["she was not", "he", "he had a letter from his father . she was not at home to her sister ."]
+    start = ck.vocab.index["\n"]
+    one = step_of(ck, 1, 1)
+    name = one.graph.outputs[0]
+    want = []
+    for s in sentences:
+        one.reset_state()
+        total, previous = 0.0, start
+        for t in ck.vocab.encode(s):
+            z = one.forward(np.array([[previous]])).values[name][0, 0].astype(np.float64)
+            total += z[t] - z.max() - np.log(np.exp(z - z.max()).sum())
+            previous = t
+        want.append(total)
+    for window, streams in [(4, 2), (16, 5), (1, 1)]:
+        got = score_sentences(step_of(ck, window, streams), ck.vocab, sentences)
+        np.testing.assert_allclose(got.log_prob, want, rtol=0, atol=1e-4)
+        assert got.tokens.tolist() == [3, 1, 17] and got.unknown.tolist() == [0, 0, 0]
+
+
+def test_scorer_picks_the_only_continuation_seen(tmp_path, checkpoint):
+    ck = load_checkpoint(checkpoint)
+    qs = read_questions(write(tmp_path, "q.txt", MACHINE))
+    done = complete(step_of(ck), ck.vocab, qs)
+    assert [c.choice for c in done] == [0, 2]
+    for c in done:  # by a wide margin: every impostor is at least 5 nats less likely
+        assert np.sort(c.log_prob)[-2] < c.log_prob[c.choice] - 5
+
+
+def test_words_outside_the_vocabulary_are_unk_and_counted(checkpoint):
+    ck = load_checkpoint(checkpoint)
+    got = score_sentences(step_of(ck), ck.vocab, ["she was not at zebra to her aunt .", "Zebra. zebra ."])
+    assert got.tokens.tolist() == [9, 4] and got.unknown.tolist() == [2, 2]
+    assert np.all(np.isfinite(got.log_prob))
+    with pytest.raises(ValueError, match="sentence 1 has no tokens"):
+        score_sentences(step_of(ck), ck.vocab, ["she", "  "])
