@@ -4,10 +4,13 @@ The model is a word-level LSTM trained for 60 steps on two lines repeated (``she
 to her sister .`` and ``he had a letter from his father .``): after them it has seen only one
 word in each place, so the right candidate is certain.
 """
+import re
+
 import numpy as np
 import pytest
 
 import rnngraph as rg
+from cli_helpers import assert_one_line_error, run
 from rnngraph import cli
 from rnngraph.completion import QuestionsError, complete, read_answers, read_questions, score_sentences
 from rnngraph.lm import build_network, load_checkpoint
@@ -174,3 +177,40 @@ def test_words_outside_the_vocabulary_are_unk_and_counted(checkpoint):
     assert np.all(np.isfinite(got.log_prob))
     with pytest.raises(ValueError, match="sentence 1 has no tokens"):
         score_sentences(step_of(ck), ck.vocab, ["she", "  "])
+
+
+# ---- rnngraph complete ----------------------------------------------------------------------
+def test_cli_prints_choices_accuracy_and_unknown_words(capsys, tmp_path, checkpoint):
+    questions = write(tmp_path, "q.txt", MACHINE.replace("[she] to her sister", "[zebra] to her sister"))
+    answers = write(tmp_path, "a.txt", "1a) she was not at [home] to her sister .\n2) [b] father\n")
+    code, out, err = run(capsys, "complete", "--checkpoint", checkpoint, "--questions", questions,
+                         "--answers", answers, "--streams", 3, "--window", 4)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert re.fullmatch(r"1\) a home  \(-\d+\.\d{3} nats; right\)", lines[0]), lines[0]
+    assert re.fullmatch(r"2\) c letter  \(-\d+\.\d{3} nats; wrong, answer b\)", lines[1]), lines[1]
+    assert lines[2] == "accuracy 1/2 = 50.0% (chance 20.0%)"
+    # 5 sentences of 9 words and 5 of 8; one word (zebra) is not in the vocabulary
+    assert lines[3] == "outside the vocabulary: 1 of the 85 words scored (1.2%), scored as <unk>"
+    assert len(lines) == 4
+
+
+def test_cli_without_answers_and_in_the_blank_form(capsys, tmp_path, checkpoint):
+    code, out, err = run(capsys, "complete", "--checkpoint", checkpoint, "--questions", write(tmp_path, "q", BLANK))
+    assert code == 0, err
+    assert [line.split("  ")[0] for line in out.splitlines()[:2]] == ["1) a home", "2) c letter"]
+    assert "accuracy" not in out and out.splitlines()[2].startswith("outside the vocabulary: 0 of the 85 words")
+
+
+@pytest.mark.parametrize("questions, answers, needles", [
+    (bad(MACHINE, "[letter] to", "letter to"), None, ["q.txt, line 2: ", "found 0"]),
+    (MACHINE, "1 a\n", ["a.txt: no answer to question 2", "q.txt, line 6"]),
+    (MACHINE, "1 a\n2 c\n3 b\n", ["a.txt: an answer to question 3, which", "does not have"]),
+    (MACHINE, "1 a\n2 x\n", ["a.txt, line 2: answer 'x' to question 2"]),
+], ids=["questions", "missing-answer", "extra-answer", "bad-letter"])
+def test_cli_bad_files_are_one_line_errors(capsys, tmp_path, checkpoint, questions, answers, needles):
+    argv = ["complete", "--checkpoint", checkpoint, "--questions", write(tmp_path, "q.txt", questions)]
+    if answers is not None:
+        argv += ["--answers", write(tmp_path, "a.txt", answers)]
+    code, out, err = run(capsys, *argv)
+    assert_one_line_error(code, err, *needles, exit_code=1)

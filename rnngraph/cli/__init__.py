@@ -1,4 +1,5 @@
-"""The ``rnngraph`` command line: ``train``, ``sample``, ``eval``, ``schedule`` (``python -m rnngraph`` too).
+"""The ``rnngraph`` command line: ``train``, ``sample``, ``eval``, ``complete``, ``schedule``, ``bench``
+(``python -m rnngraph`` too).
 
 Each subcommand is a :class:`Command` in :data:`COMMANDS`: a name, a help line, a function
 adding its arguments to an argparse parser, and a function running it (returning the exit
@@ -11,14 +12,15 @@ command line's words (its flags, not the Python API's arguments), and exit 1; ba
 Ctrl-C exits 130. NumPy's floating-point warnings are off (a non-finite loss is such an error).
 ``RNNGRAPH_DEBUG=1`` re-raises instead, for a traceback.
 
-Before ``train``, ``eval`` and ``sample`` compile anything, they estimate the memory their steps
-need (:mod:`rnngraph.memory`) and stop with that one line when it is more than the host has
-available (or the GPU has free).
+Before ``train``, ``eval``, ``sample`` and ``complete`` compile anything, they estimate the
+memory their steps need (:mod:`rnngraph.memory`) and stop with that one line when it is more
+than the host has available (or the GPU has free).
 
 The package's modules: ``arguments.py`` (argparse pieces, :class:`Command`, :class:`CLIError`),
 ``step_setup.py`` (what train, eval and sample share), ``train_config.py`` and ``train.py``
-(``train``), ``checkpoint_commands.py`` (``sample``, ``eval``), ``schedule_command.py`` and
-``bench_command.py``; this one lists the commands and runs them (:func:`main`).
+(``train``), ``checkpoint_commands.py`` (``sample``, ``eval``), ``complete_command.py``
+(``complete``), ``schedule_command.py`` and ``bench_command.py``; this one lists the commands
+and runs them (:func:`main`).
 """
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ from ..memory import NotEnoughMemory
 from .arguments import PROG, CLIError, Command, _Parser
 from .bench_command import _bench_arguments, run_bench
 from .checkpoint_commands import _eval_arguments, _sample_arguments, run_eval, run_sample
+from .complete_command import _complete_arguments, run_complete
 from .schedule_command import _schedule_arguments, run_schedule
 from .train import run_train
 from .train_config import _train_arguments
@@ -49,6 +52,8 @@ COMMANDS: list[Command] = [
             "sample on a machine with more memory"),
     Command("eval", "bits/char (or word perplexity) of a checkpoint on a split", _eval_arguments, run_eval,
             "lower --window or --streams"),
+    Command("complete", "choose sentence-completion candidates by their log-probability under a checkpoint",
+            _complete_arguments, run_complete, "lower --window or --streams"),
     Command("schedule", "print the parallel schedule the compiler chooses for a cell stack", _schedule_arguments,
             run_schedule),
     Command("bench", "time rnngraph against cuDNN (LSTM H=512 T=100 S=1, 64; without a GPU: the CPU backend)",
