@@ -15,6 +15,7 @@ rnngraph/data/austen.py) and written to ``--out-dir`` when given. Chance is 1/5.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -36,6 +37,7 @@ def main(argv=None) -> int:
     p.add_argument("--n", type=int, default=1040, help="questions to make (default 1040)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out-dir", help="write the made questions.txt and answers.txt here")
+    p.add_argument("--out", help="write the result as JSON here")
     a = p.parse_args(argv)
     if a.train:
         train_text = load_text_file(a.train)
@@ -74,6 +76,13 @@ def main(argv=None) -> int:
         scores = [model.logprob(s) for s in five]
         right += scores.index(max(scores)) == answer
     print(f"KN trigram accuracy: {right}/{len(items)} = {right / max(len(items), 1):.3f}; chance 0.200")
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump({"command": "python bench/experiments/completion_baseline.py " + " ".join(sys.argv[1:] if argv is None
+                                                                                                else argv),
+                       "model": "interpolated Kneser-Ney trigram, discount 0.75", "train_sentences": len(train),
+                       "vocab": len(model.vocab), "questions": len(items), "right": right,
+                       "accuracy": right / max(len(items), 1), "chance": 0.2}, f, indent=1)
     return 0
 
 
