@@ -85,8 +85,9 @@ def length_inputs(g: Graph) -> dict[str, int]:
 def check_lengths(lengths, T: int, S: int, what: str = "lengths") -> np.ndarray:
     """``lengths`` as an int64 array (S,), checked: a sequence of S integers in [0, T], any order
     (no sorting needed). Accepts lists, NumPy arrays and CPU tensors (anything np.asarray
-    takes); unlike pack_padded_sequence, float lengths are refused, not truncated. Raises ShapeError for a wrong shape, TypeError for non-integers, ValueError naming
-    the first stream out of range, TypeError for device arrays (CUDA tensors included)."""
+    takes); unlike pack_padded_sequence, float lengths are refused, not truncated. Raises
+    ShapeError for a wrong shape, TypeError for non-integers and for device arrays (CUDA tensors
+    included), ValueError naming the first stream out of range."""
     if array_kind(lengths) != "host" or getattr(getattr(lengths, "device", None), "type", "cpu") != "cpu":
         raise TypeError(f"{what} must be host data (a list, a NumPy array or a CPU tensor), as PyTorch's "
                         f"pack_padded_sequence takes them; got an array on {getattr(lengths, 'device', 'a device')}")
@@ -108,7 +109,7 @@ def valid_steps(lengths: np.ndarray, T: int, like, dtype="float32"):
     """(T, S) of ``dtype``: 1 where t < lengths[s], else 0, for checked ``lengths`` (S,): a torch
     tensor on ``like``'s device when ``like`` is a CUDA tensor (the lengths moved there through
     pinned memory, without waiting for the device), else a NumPy array."""
-    if _is_cuda_tensor(like):
+    if is_cuda_tensor(like):
         import torch
         dev = torch.as_tensor(np.asarray(lengths)).pin_memory().to(like.device, non_blocking=True)
         return (torch.arange(T, device=like.device)[:, None] < dev[None, :]).to(like.dtype)
@@ -140,5 +141,6 @@ def zero_padded_steps(x, valid):
     return np.where((valid > 0).reshape(valid.shape + (1,) * (x.ndim - 2)), x, x.dtype.type(0))
 
 
-def _is_cuda_tensor(a) -> bool:
+def is_cuda_tensor(a) -> bool:
+    """Whether ``a`` is a torch tensor on a CUDA device."""
     return type(a).__module__.startswith("torch") and bool(getattr(a, "is_cuda", False))

@@ -31,7 +31,7 @@ import numpy as np
 from .arrays import shape_of
 from .errors import ShapeError
 from .heads import MSE, NO_LABEL, PADDED_TARGET, SequenceClassifier, SoftmaxCrossEntropy, host_array
-from .lengths import check_lengths, length_masks, valid_steps, zero_padded_steps
+from .lengths import check_lengths, is_cuda_tensor, length_masks, valid_steps, zero_padded_steps
 from .network import Sequential
 from .reference import loss_columns, mean_loss
 from .step_forward import StepForward, step_forward
@@ -67,8 +67,9 @@ def lengths_feed(net: Sequential, lengths: np.ndarray, inputs, targets, dtype: s
     or (at a valid step) a class id outside [0, classes)."""
     g = net.masked_graph
     T, S = shape_of(inputs)[0], len(lengths)
-    valid = valid_steps(lengths, T, None, dtype)  # (T, S) NumPy
-    x = zero_padded_steps(inputs, valid_steps(lengths, T, inputs, dtype))  # a CUDA tensor's on its device
+    valid = valid_steps(lengths, T, None, dtype)  # (T, S) NumPy: the masks are fed from the host
+    on_device = valid_steps(lengths, T, inputs, dtype) if is_cuda_tensor(inputs) else valid
+    x = zero_padded_steps(inputs, on_device)  # a CUDA tensor on its own device
     feed = {"x": x, **length_masks(g, valid)}
     head, columns = net.head, None
     if head is not None:

@@ -1,4 +1,5 @@
-"""Comparing two backends' results in tests: CompiledRNN.backward's (dx, dh0, dparams)."""
+"""Comparing two backends' results in tests: CompiledRNN.backward's (dx, dh0, dparams), and two
+training steps' parameters and carried states."""
 import numpy as np
 
 
@@ -11,3 +12,11 @@ def assert_backward_close(want: tuple, got: tuple, atol: float) -> None:
         np.testing.assert_allclose(dh2[k], dh1[k], atol=atol, err_msg=k)
     for k in dp1:
         np.testing.assert_allclose(dp2[k], dp1[k], atol=atol, err_msg=k)
+
+
+def assert_steps_close(ours, theirs, atol: float) -> None:
+    """Two TrainingSteps hold the same parameters and carried states within ``atol``, naming the
+    one that differs."""
+    for got, want in ((ours.parameters, theirs.parameters), (ours.state, theirs.state)):
+        for name in want:
+            np.testing.assert_allclose(got[name], want[name], atol=atol, err_msg=name)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import rnngraph as rg
+from backends import assert_steps_close
 
 pytestmark = [] if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" else [pytest.mark.gpu]
 
@@ -40,9 +41,7 @@ def test_training_steps_match_numpy_backend(kind):
     for _ in range(2):
         x, y = rng.normal(size=(T, S, I)).astype(np.float32), _targets(kind, rng)
         assert gpu.train(x, y) == pytest.approx(cpu.train(x, y), abs=1e-5)
-    for ours, theirs in ((gpu.parameters, cpu.parameters), (gpu.state, cpu.state)):
-        for name in theirs:
-            np.testing.assert_allclose(ours[name], theirs[name], atol=1e-5, err_msg=name)
+    assert_steps_close(gpu, cpu, atol=1e-5)
     x, y = rng.normal(size=(T, S, I)).astype(np.float32), _targets(kind, rng)
     assert gpu.forward(x, y).loss == pytest.approx(cpu.forward(x, y).loss, abs=1e-5)
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import rnngraph as rg
+from backends import assert_steps_close
 
 pytestmark = [] if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" else [pytest.mark.gpu]
 
@@ -34,9 +35,7 @@ def test_training_with_lengths_matches_numpy_backend(kind):
     for lengths in ([3, 1], [0, 2]):
         x, y = rng.normal(size=(T, S, I)).astype(np.float32), _targets(kind, rng)
         assert gpu.train(x, y, lengths=lengths) == pytest.approx(cpu.train(x, y, lengths=lengths), abs=1e-5)
-        for ours, theirs in ((gpu.parameters, cpu.parameters), (gpu.state, cpu.state)):
-            for name in theirs:
-                np.testing.assert_allclose(ours[name], theirs[name], atol=1e-5, err_msg=name)
+        assert_steps_close(gpu, cpu, atol=1e-5)
     x, y = rng.normal(size=(T, S, I)).astype(np.float32), _targets(kind, rng)
     ours, theirs = gpu.forward(x, y, lengths=[1, 3]), cpu.forward(x, y, lengths=[1, 3])
     assert ours.loss == pytest.approx(theirs.loss, abs=1e-5)
