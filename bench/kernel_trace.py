@@ -23,7 +23,12 @@ when the values change), moved after the loop (``lngrad``, rnngraph/schedule_opt
 step 6.97 ms. loop_profile's standalone timings had missed it: they run the backward with zero
 gradients.
 
+``--modes lm-step`` traces a whole training step of a char LM instead (:func:`lm_step`) and
+reports the GPU's busy time against the step's wall time (bench/results/
+h200-20261202-lm-step-trace-before-step-graph.json: 1 x 512 at S = 1, busy 0.91 of 2.77 ms).
+
 Usage (GPU):  python bench/kernel_trace.py --configs layernorm_lstm:64 lstm:64 lstm:1 --out $OUT/trace.json
+              python bench/kernel_trace.py --configs lstm:1 lstm:64 --modes lm-step --out $OUT/lm-step.json
 """
 from __future__ import annotations
 
@@ -96,7 +101,7 @@ def summarize(iteration: list[dict]) -> dict:
             "kernels": dict(per)}
 
 
-MODES = ("fwdbwd", "zero-dy", "no-zeroing", "backward-only")
+MODES = ("fwdbwd", "zero-dy", "no-zeroing", "backward-only", "lm-step")
 
 
 def sequences(prog, fwdbwd) -> dict:
@@ -104,7 +109,7 @@ def sequences(prog, fwdbwd) -> dict:
     ``zero-dy`` the same with an all-zero output gradient; ``no-zeroing`` forward, then backward
     with the gradient arenas left as they are (accumulating); ``backward-only`` the backward
     alone, repeated (as bench/loop_profile.py times it). Timing experiments: does the backward's
-    time depend on its data or on what ran before it?"""
+    time depend on its data or on what ran before it? (``lm-step``: see :func:`lm_step`.)"""
     from rnngraph.codegen import library
     b = prog.buf
 
@@ -119,24 +124,47 @@ def sequences(prog, fwdbwd) -> dict:
             "backward-only": prog.run_backward}
 
 
+def lm_step(cell: str, S: int, T: int, H: int):
+    """``lm-step`` mode: a whole training step of a char LM through the public API (Embedding 96 ->
+    128, one ``cell`` layer of H, softmax; Adam, clip 1.0): ``float(step.train(x, y))``, the loss
+    read (so the step ends synchronised). Returns (run, synchronize)."""
+    import numpy as np
+
+    import rnngraph as rg
+    net = rg.stacked(getattr(rg.cells, cell), 1, H, vocab=96, embed=128)
+    step = rg.compile(net, window=T, streams=S, device="cuda", optimizer=rg.Adam(lr=2e-3), clip_norm=1.0, seed=0)
+    rng = np.random.default_rng(0)
+    x, y = rng.integers(0, 96, (T, S)), rng.integers(0, 96, (T, S))
+    return (lambda: float(step.train(x, y))), (lambda: None)
+
+
 def trace(cell: str, S: int, iters: int, T: int = 100, H: int = 512, mode: str = "fwdbwd") -> dict:
-    """One configuration's GPU timeline under ``mode`` (see :func:`sequences`)."""
+    """One configuration's GPU timeline under ``mode`` (see :func:`sequences`); ``wall_ms`` is the
+    host's time per iteration (synchronised at its end), ``busy_fraction`` busy / wall."""
+    import time
+
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     from rnngraph.bench import Config, gpu_program
-    cfg = Config(cell=cell, layers=1, T=T, S=S, H=H, I=H)
-    prog, _, fwdbwd = gpu_program(cfg)
-    run = sequences(prog, fwdbwd)[mode]
-    fwdbwd()
+    if mode == "lm-step":
+        run, sync = lm_step(cell, S, T, H)
+    else:
+        cfg = Config(cell=cell, layers=1, T=T, S=S, H=H, I=H)
+        prog, _, fwdbwd = gpu_program(cfg)
+        run, sync = sequences(prog, fwdbwd)[mode], prog.stream.synchronize
+        fwdbwd()
     for _ in range(3):
         run()
-    prog.stream.synchronize()
+    sync()
     torch.cuda.synchronize()
+    walls = []
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(iters):
+            t = time.perf_counter()
             run()
-            prog.stream.synchronize()
+            sync()
+            walls.append((time.perf_counter() - t) * 1e3)
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         path = f.name
     prof.export_chrome_trace(path)
@@ -151,7 +179,9 @@ def trace(cell: str, S: int, iters: int, T: int = 100, H: int = 512, mode: str =
     kernels = {n: statistics.median(it["kernels"].get(n, 0.0) for it in its) for n in names}
     rec = {"cell": cell, "S": S, "T": T, "H": H, "iters": iters, "mode": mode,
            **{k: statistics.median(it[k] for it in its) for k in ("span_ms", "busy_ms", "idle_ms")},
+           "wall_ms": statistics.median(walls),
            "kernels_ms": dict(sorted(kernels.items(), key=lambda kv: -kv[1])), "timeline": timeline}
+    rec["busy_fraction"] = rec["busy_ms"] / rec["wall_ms"]
     return rec
 
 
@@ -169,7 +199,8 @@ def main() -> int:
         cell, S = c.split(":")
         rec = trace(cell, int(S), a.iters, mode=mode)
         records.append(rec)
-        print(f"{cell} S={S} {mode}: span {rec['span_ms']:.3f} ms, busy {rec['busy_ms']:.3f}, idle {rec['idle_ms']:.3f}")
+        print(f"{cell} S={S} {mode}: span {rec['span_ms']:.3f} ms, busy {rec['busy_ms']:.3f}, idle {rec['idle_ms']:.3f}, "
+              f"wall {rec['wall_ms']:.3f} (busy {rec['busy_fraction']:.0%} of it)")
         for name, ms in rec["kernels_ms"].items():
             print(f"    {ms:8.4f}  {name}")
         print("  timeline of one iteration (start ms, duration ms):")

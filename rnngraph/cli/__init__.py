@@ -10,7 +10,8 @@ window, a bad checkpoint, a broken cell, a model too large for the machine's mem
 training loss that is not finite) print one line, ``rnngraph: error: ...``, on stderr, in the
 command line's words (its flags, not the Python API's arguments), and exit 1; bad flags exit 2;
 Ctrl-C exits 130. NumPy's floating-point warnings are off (a non-finite loss is such an error).
-``RNNGRAPH_DEBUG=1`` re-raises instead, for a traceback.
+``RNNGRAPH_DEBUG=1`` re-raises instead, for a traceback, and prints each GPU kernel's compile
+(or cache load) time on stderr (the ``rnngraph.compile`` logger, rnngraph/codegen/kernel_cache.py).
 
 Before ``train``, ``eval``, ``sample`` and ``complete`` compile anything, they estimate the
 memory their steps need (:mod:`rnngraph.memory`) and stop with that one line when it is more
@@ -95,6 +96,17 @@ def _silence_stdout() -> None:
     os.close(devnull)
 
 
+def _log_compiles() -> None:
+    """Each kernel's compile or cache-load time on stderr (``rnngraph.compile`` logger)."""
+    import logging
+    log = logging.getLogger("rnngraph.compile")
+    if not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        log.addHandler(handler)
+    log.setLevel(logging.INFO)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code (0 ok, 1 error, 2 bad flags, 130 Ctrl-C,
     141 when the reader of its output went away)."""
@@ -106,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "run", None) is None:
         parser.print_help(sys.stderr)
         return 2
+    if os.environ.get("RNNGRAPH_DEBUG", "0") not in ("", "0"):
+        _log_compiles()
     try:
         with np.errstate(all="ignore"):  # a non-finite loss is reported in flags below, not as NumPy warnings
             return int(args.run(args) or 0)

@@ -15,6 +15,7 @@ from numba import cuda
 
 from ..ir import INDEX, Graph
 from .device import blocks
+from .kernel_cache import cached
 from .pointwise import Names
 
 
@@ -30,11 +31,13 @@ def arena(views: dict, shapes: dict, stream):
     return arena
 
 
-@cuda.jit
-def _transpose(src, dst):
+def _transpose_kernel(src, dst):
     i, j = cuda.grid(2)
     if i < src.shape[0] and j < src.shape[1]:
         dst[j, i] = src[i, j]
+
+
+_transpose = cached(cuda.jit(_transpose_kernel))
 
 
 class Buffers:

@@ -14,6 +14,7 @@ from numba import cuda, float32
 from .optim_kernels import fill
 from .device import (as_device, blocks, check, column_chunk, elementwise_threads, have_cupy, in_simulator,
                      launch_stream, stream_handle)
+from .kernel_cache import cached
 
 TILE = 16  # the numba GEMM's tile: TILE x TILE threads a block, one output each
 _TILE_PAD = TILE + 1  # shared rows padded by one word against bank conflicts
@@ -89,9 +90,9 @@ def _column_sum_kernel(g, out, rows_per_block, accumulate, atomic):
         out[j] = s
 
 
-gemm_kernel = cuda.jit(_gemm_kernel)
-add_bias_kernel = cuda.jit(_add_bias_kernel)
-column_sum_kernel = cuda.jit(_column_sum_kernel)
+gemm_kernel = cached(cuda.jit(_gemm_kernel))
+add_bias_kernel = cached(cuda.jit(_add_bias_kernel))
+column_sum_kernel = cached(cuda.jit(_column_sum_kernel))
 
 KERNELS = [
     (_gemm_kernel, "void(float32[:, ::1], float32[:, ::1], float32[:, ::1], int32, int32, float32, float32)"),

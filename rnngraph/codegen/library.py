@@ -14,9 +14,11 @@ them synchronises with the host, and none allocates unless its docstring says so
 - losses (:mod:`.losses`): :func:`mse_forward`, :func:`mse_backward`;
 - embedding gather and scatter-add (here): :func:`embedding_forward`, :func:`embedding_backward`;
 - dropout masks (here): :func:`dropout_threshold` (uniforms -> an inverted-dropout mask, in place);
-- optimizers and clipping (:mod:`.optim_kernels`): :func:`sgd_update`, :func:`adam_update`,
-  :func:`sum_squares`, :func:`scale_by_clip`, :func:`clip_grad_norm`, :func:`fill` and
-  :func:`add_into` (``x += y``), :func:`all_finite` (a flag the updates read).
+- optimizers and clipping (:mod:`.optim_kernels`): :func:`sgd_update`, :func:`adam_update` (their
+  step scalars from :func:`sgd_hyper`, :func:`adam_hyper`, in a device array),
+  :func:`sum_squares`, :func:`scale_by_clip`, :func:`clip_grad_norm`, :func:`fill`,
+  :func:`fill_from` (the value read from a device array), :func:`add_into` (``x += y``),
+  :func:`all_finite` (a flag the updates read), :func:`copy_if` (a copy only when that flag is set).
 
 :data:`KERNELS` lists every kernel as (Python function, numba signature string), for
 ``cuda.compile_ptx(fn, sig, cc=(9, 0))`` checks (no ``.f64`` in a float32 kernel);
@@ -37,9 +39,10 @@ from . import reductions as _red_mod
 from .device import (INDEX_DTYPES, as_device, blocks, check, elementwise_threads, have_cupy,
                      in_simulator, launch_stream)
 from .gemm import add_bias, column_sum, gemm, gemm_launcher
+from .kernel_cache import cached
 from .losses import mse_backward, mse_forward
-from .optim_kernels import (adam_update, add_into, all_finite, clip_grad_norm, fill, scale_by_clip, sgd_update,
-                            sum_squares)
+from .optim_kernels import (adam_hyper, adam_update, add_into, all_finite, clip_grad_norm, copy_if, fill, fill_from,
+                            scale_by_clip, sgd_hyper, sgd_update, sum_squares)
 from .reductions import (layer_norm_backward, layer_norm_forward, softmax_xent_backward,
                          softmax_xent_forward)
 
@@ -68,8 +71,8 @@ def _embedding_backward_kernel(ids, gout, gtable):
             cuda.atomic.add(gtable, (t, e), gout[i, e])
 
 
-embedding_forward_kernel = cuda.jit(_embedding_forward_kernel)
-embedding_backward_kernel = cuda.jit(_embedding_backward_kernel)
+embedding_forward_kernel = cached(cuda.jit(_embedding_forward_kernel))
+embedding_backward_kernel = cached(cuda.jit(_embedding_backward_kernel))
 
 
 def _embedding_launch(kernel, ids, n_cols, stream, *args):
@@ -119,7 +122,7 @@ def _dropout_threshold_kernel(u, p, scale):
         u[i] = scale if u[i] > p else float32(0.0)
 
 
-dropout_threshold_kernel = cuda.jit(_dropout_threshold_kernel)
+dropout_threshold_kernel = cached(cuda.jit(_dropout_threshold_kernel))
 
 
 def dropout_threshold(u, p: float, *, stream=None):
@@ -186,8 +189,9 @@ def _device_functions_for_cc(cc):
 
 
 __all__ = [
-    "KERNELS", "add_bias", "adam_update", "add_into", "all_finite", "as_device", "clip_grad_norm", "column_sum",
-    "dropout_threshold", "embedding_backward", "embedding_forward", "fill", "gemm", "gemm_launcher", "have_cupy", "in_simulator",
-    "layer_norm_backward", "layer_norm_forward", "mse_backward", "mse_forward", "ptx_f64_report", "scale_by_clip",
-    "sgd_update", "softmax_xent_backward", "softmax_xent_forward", "sum_squares",
+    "KERNELS", "add_bias", "adam_hyper", "adam_update", "add_into", "all_finite", "as_device", "clip_grad_norm",
+    "column_sum", "copy_if", "dropout_threshold", "embedding_backward", "embedding_forward", "fill", "fill_from", "gemm",
+    "gemm_launcher", "have_cupy", "in_simulator", "layer_norm_backward", "layer_norm_forward", "mse_backward",
+    "mse_forward", "ptx_f64_report", "scale_by_clip", "sgd_hyper", "sgd_update", "softmax_xent_backward",
+    "softmax_xent_forward", "sum_squares",
 ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 from numba import cuda, float32
 
 from .device import as_device, check, launch_stream, row_threads
+from .kernel_cache import cached
 from .reductions import SMEM, block_sum, softmax_xent_backward, softmax_xent_forward
 
 
@@ -41,8 +42,8 @@ def _mse_backward_kernel(x, y, gloss, gx):
         gx[r, j] += (x[r, j] - y[r, j]) * g
 
 
-mse_forward_kernel = cuda.jit(_mse_forward_kernel)
-mse_backward_kernel = cuda.jit(_mse_backward_kernel)
+mse_forward_kernel = cached(cuda.jit(_mse_forward_kernel))
+mse_backward_kernel = cached(cuda.jit(_mse_backward_kernel))
 
 
 def _mse_args(name, x, y, *more):

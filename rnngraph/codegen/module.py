@@ -1,9 +1,11 @@
 """Generated source -> an importable module, written to a content-hashed file.
 
-numba's ``cache=True`` needs kernels to live in a real source file, and users read generated
+numba's disk cache needs kernels to live in a real source file, and users read generated
 code through ``step.kernels``: each module is written once to
 ``$RNNGRAPH_CACHE/kernels/rg_<sha256 prefix>.py`` (default ``~/.cache/rnngraph``), atomically
-(temporary file, then rename), and imported from there.
+(temporary file, then rename), and imported from there. Its kernels (not its device functions)
+keep their compiled signatures in that folder's ``__pycache__`` (codegen/kernel_cache.py), so a
+second process that generates the same text loads them instead of compiling.
 """
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+
+from .kernel_cache import cached
 
 _LOADED: dict[str, object] = {}
 
@@ -41,5 +45,8 @@ def load(source: str):
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)
+    for value in vars(module).values():
+        if getattr(value, "py_func", None) is not None and not getattr(value, "targetoptions", {}).get("device"):
+            cached(value)
     _LOADED[digest] = module
     return module

@@ -3,9 +3,11 @@
 operation by operation).
 
 Every array is a C-contiguous float32 device array, taken flat (any shape; the slots ``v``,
-``m`` have the parameter's size). Step-dependent scalars (Adam's bias corrections) are computed
-on the host in float64 and passed as float32, as NumPy does when ``rnngraph.optim`` updates
-float32 arrays.
+``m`` have the parameter's size). Step-dependent scalars (Adam's step size and bias correction,
+SGD's learning rate) are computed on the host in float64 (:func:`adam_hyper`, :func:`sgd_hyper`)
+and rounded to float32, as NumPy does when ``rnngraph.optim`` updates float32 arrays; the
+kernels read them from a small device array, so a captured CUDA graph replays the update with
+whatever the host wrote there before the launch (codegen/step_graph.py).
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from numba import cuda, float32
 
 from .device import (MAX_REDUCE_BLOCKS, as_device, blocks, check, elementwise_threads, flat,
                      in_simulator, launch_stream)
+from .kernel_cache import cached
 from .reductions import SMEM, block_sum
 
 
@@ -26,19 +29,34 @@ def _fill_kernel(x, value):
         x[i] = value
 
 
+def _fill_from_kernel(x, src, k):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = src[k]
+
+
+def _copy_if_kernel(dst, src, ok):
+    """dst = src elementwise when ok[0] != 0 (a state carried only after a finite step)."""
+    i = cuda.grid(1)
+    if i < dst.size and ok[0] != 0:
+        dst[i] = src[i]
+
+
 def _add_kernel(x, y):
     i = cuda.grid(1)
     if i < x.size:
         x[i] += y[i]
 
 
-def _sgd_kernel(p, g, v, lr, momentum, use_momentum, first_step, ok):
-    """torch.optim.SGD (no dampening, no Nesterov, no weight decay); nothing when ok[0] == 0."""
+def _sgd_kernel(p, g, v, hyper, momentum, use_momentum, ok):
+    """torch.optim.SGD (no dampening, no Nesterov, no weight decay), lr = hyper[0], the first
+    step when hyper[1] != 0; nothing when ok[0] == 0."""
     i = cuda.grid(1)
     if i < p.size and ok[0] != 0:
+        lr = hyper[0]
         d = g[i]
         if use_momentum:
-            if first_step:
+            if hyper[1] != float32(0.0):
                 d = g[i]
             else:
                 d = momentum * v[i] + g[i]
@@ -46,12 +64,14 @@ def _sgd_kernel(p, g, v, lr, momentum, use_momentum, first_step, ok):
         p[i] -= lr * d
 
 
-def _adam_kernel(p, g, m, v, step_size, b1, one_minus_b1, b2, one_minus_b2, bias_correction2, eps, decay, ok):
-    """torch.optim.Adam / AdamW as rnngraph.optim writes them: p *= decay (AdamW's 1 - lr*wd;
-    exactly 1.0 for Adam, which leaves p unchanged bit for bit); m = b1 m + (1-b1) g;
-    v = b2 v + (1-b2) g^2; p -= step_size * m / (sqrt(v / bc2) + eps). Nothing when ok[0] == 0."""
+def _adam_kernel(p, g, m, v, hyper, b1, one_minus_b1, b2, one_minus_b2, eps, ok):
+    """torch.optim.Adam / AdamW as rnngraph.optim writes them, with (step_size, bc2, decay) =
+    hyper[0:3]: p *= decay (AdamW's 1 - lr*wd; exactly 1.0 for Adam, which leaves p unchanged
+    bit for bit); m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; p -= step_size * m / (sqrt(v / bc2)
+    + eps). Nothing when ok[0] == 0."""
     i = cuda.grid(1)
     if i < p.size and ok[0] != 0:
+        step_size, bias_correction2, decay = hyper[0], hyper[1], hyper[2]
         gi = g[i]
         mi = m[i] * b1 + one_minus_b1 * gi
         vi = v[i] * b2 + one_minus_b2 * gi * gi
@@ -93,20 +113,24 @@ def _scale_by_clip_kernel(g, acc, max_norm, norm_out, write_norm):
         g[i] *= max_norm / (norm + float32(1e-6))
 
 
-fill_kernel = cuda.jit(_fill_kernel)
-add_kernel = cuda.jit(_add_kernel)
-sgd_kernel = cuda.jit(_sgd_kernel)
-all_finite_kernel = cuda.jit(_all_finite_kernel)
-adam_kernel = cuda.jit(_adam_kernel)
-sum_squares_kernel = cuda.jit(_sum_squares_kernel)
-scale_by_clip_kernel = cuda.jit(_scale_by_clip_kernel)
+fill_kernel = cached(cuda.jit(_fill_kernel))
+fill_from_kernel = cached(cuda.jit(_fill_from_kernel))
+copy_if_kernel = cached(cuda.jit(_copy_if_kernel))
+add_kernel = cached(cuda.jit(_add_kernel))
+sgd_kernel = cached(cuda.jit(_sgd_kernel))
+all_finite_kernel = cached(cuda.jit(_all_finite_kernel))
+adam_kernel = cached(cuda.jit(_adam_kernel))
+sum_squares_kernel = cached(cuda.jit(_sum_squares_kernel))
+scale_by_clip_kernel = cached(cuda.jit(_scale_by_clip_kernel))
 
 _V = "float32[::1]"
 KERNELS = [
     (_fill_kernel, f"void({_V}, float32)"),
     (_add_kernel, f"void({_V}, {_V})"),
-    (_sgd_kernel, f"void({_V}, {_V}, {_V}, float32, float32, int32, int32, int32[::1])"),
-    (_adam_kernel, f"void({_V}, {_V}, {_V}, {_V}, " + ", ".join(["float32"] * 8) + ", int32[::1])"),
+    (_fill_from_kernel, f"void({_V}, {_V}, int32)"),
+    (_copy_if_kernel, f"void({_V}, {_V}, int32[::1])"),
+    (_sgd_kernel, f"void({_V}, {_V}, {_V}, {_V}, float32, int32, int32[::1])"),
+    (_adam_kernel, f"void({_V}, {_V}, {_V}, {_V}, {_V}, " + ", ".join(["float32"] * 5) + ", int32[::1])"),
     (_all_finite_kernel, f"void({_V}, int32[::1])"),
     (_sum_squares_kernel, f"void({_V}, {_V})"),
     (_scale_by_clip_kernel, f"void({_V}, {_V}, float32, {_V}, int32)"),
@@ -159,40 +183,84 @@ def add_into(x, y, *, stream=None):
     return x
 
 
-def sgd_update(p, g, v, lr: float, momentum: float = 0.0, first_step: bool = False, *, ok=None, stream=None):
+def fill_from(x, src, index: int = 0, *, stream=None):
+    """``x[...] = src[index]`` for C-contiguous float32 device arrays (``src`` flat): a fill whose
+    value a captured CUDA graph reads at replay. Returns x."""
+    xf = _flat_f32("fill_from x", x, stream)
+    if xf.size:
+        _launch_1d(fill_from_kernel, xf.size, stream, xf, _flat_f32("fill_from src", src, stream), np.int32(index))
+    return x
+
+
+def copy_if(dst, src, ok, *, stream=None):
+    """``dst[...] = src`` when the int32 (1,) device flag ``ok`` holds 1, else nothing; float32,
+    C-contiguous, the same number of elements, not overlapping. Returns dst."""
+    df = _flat_f32("copy_if dst", dst, stream)
+    sf = _flat_f32("copy_if src", src, stream, df.size)
+    if df.size:
+        _launch_1d(copy_if_kernel, df.size, stream, df, sf, as_device(ok, stream))
+    return dst
+
+
+def sgd_hyper(lr: float, first_step: bool) -> np.ndarray:
+    """The (2,) float32 step scalars :func:`sgd_update` reads: (lr, 1.0 on the first step else 0.0)."""
+    return np.array([lr, 1.0 if first_step else 0.0], np.float32)
+
+
+def adam_hyper(lr: float, beta1: float, beta2: float, step: int, decay: float = 1.0) -> np.ndarray:
+    """The (3,) float32 step scalars :func:`adam_update` reads, computed in float64 as
+    rnngraph.optim.Adam does: (lr / (1 - beta1**step), 1 - beta2**step, decay). ValueError for
+    ``step < 1`` (the first update is step 1)."""
+    if step < 1:
+        raise ValueError(f"adam_update: step counts from 1, got {step}")
+    return np.array([lr / (1 - beta1 ** step), 1 - beta2 ** step, decay], np.float32)
+
+
+def sgd_update(p, g, v, lr: float = 0.0, momentum: float = 0.0, first_step: bool = False, *, ok=None, hyper=None,
+               stream=None):
     """One torch.optim.SGD step in place: ``v = g`` on the first step, else ``v = momentum * v +
     g``; ``p -= lr * v`` (with ``momentum == 0``: ``p -= lr * g`` and ``v`` is neither read nor
     written, so it may be None). p, g, v: float32, same size, any shape, C-contiguous.
-    ok: an int32 (1,) device flag (:func:`all_finite`): no update at all when it holds 0."""
+    ok: an int32 (1,) device flag (:func:`all_finite`): no update at all when it holds 0.
+    hyper: a float32 (2,) device array holding :func:`sgd_hyper`'s values, read at launch in
+    place of ``lr`` and ``first_step`` (None: made from them, one small host-to-device copy)."""
     pf = _flat_f32("sgd p", p, stream)
     gf = _flat_f32("sgd g", g, stream, pf.size)
     use_momentum = momentum != 0.0
     vf = _flat_f32("sgd v", v, stream, pf.size) if use_momentum else gf
     if pf.size:
-        _launch_1d(sgd_kernel, pf.size, stream, pf, gf, vf, np.float32(lr), np.float32(momentum),
-                   np.int32(use_momentum), np.int32(bool(first_step)), _flag(ok, stream))
+        hyper = _device_hyper(sgd_hyper(lr, first_step) if hyper is None else hyper, stream)
+        _launch_1d(sgd_kernel, pf.size, stream, pf, gf, vf, hyper, np.float32(momentum), np.int32(use_momentum),
+                   _flag(ok, stream))
 
 
-def adam_update(p, g, m, v, lr: float, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
-                step: int = 1, *, decay: float = 1.0, ok=None, stream=None):
+def adam_update(p, g, m, v, lr: float = 0.0, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
+                step: int = 1, *, decay: float = 1.0, ok=None, hyper=None, stream=None):
     """One torch.optim.Adam step in place; ``step`` counts from 1 (the first update is step 1).
     p, g, m, v: float32, same size, any shape, C-contiguous; m, v start at zero.
 
     ``decay``: p is multiplied by it (as float32) before the update: ``1 - lr * weight_decay``
     makes the step torch.optim.AdamW's (decoupled weight decay, Loshchilov & Hutter 2019; see
     rnngraph.optim.AdamW); 1.0 (the default) is plain Adam. ok: as for :func:`sgd_update`.
-    ValueError for ``step < 1``."""
-    if step < 1:
-        raise ValueError(f"adam_update: step counts from 1, got {step}")
+    hyper: a float32 (3,) device array holding :func:`adam_hyper`'s values, read at launch in
+    place of ``lr``, ``step`` and ``decay`` (None: made from them). ValueError for ``step < 1``."""
+    host = adam_hyper(lr, beta1, beta2, step, decay) if hyper is None else None
     pf = _flat_f32("adam p", p, stream)
     gf = _flat_f32("adam g", g, stream, pf.size)
     mf = _flat_f32("adam m", m, stream, pf.size)
     vf = _flat_f32("adam v", v, stream, pf.size)
     if pf.size:
         f = np.float32
-        _launch_1d(adam_kernel, pf.size, stream, pf, gf, mf, vf, f(lr / (1 - beta1 ** step)),
-                   f(beta1), f(1 - beta1), f(beta2), f(1 - beta2), f(1 - beta2 ** step), f(eps), f(decay),
-                   _flag(ok, stream))
+        hyper = _device_hyper(host if hyper is None else hyper, stream)
+        _launch_1d(adam_kernel, pf.size, stream, pf, gf, mf, vf, hyper, f(beta1), f(1 - beta1), f(beta2),
+                   f(1 - beta2), f(eps), _flag(ok, stream))
+
+
+def _device_hyper(hyper, stream):
+    """A step-scalar array on the device: a host array is copied (enqueued on ``stream``)."""
+    if isinstance(hyper, np.ndarray):
+        return cuda.to_device(hyper, stream=launch_stream(stream))
+    return _flat_f32("hyper", hyper, stream)
 
 
 _ALWAYS: dict = {}  # context -> an int32 (1,) device array holding 1 (updates without a finite check)

@@ -88,10 +88,13 @@ class CudaProgram(LoopLaunches):
         self.backward_plan = [self._step(st, backward=True) for st in schedule.backward] if backward else []
         self.source = "\n\n".join(self.sources)
         self.module = module.load(self.source)
-        self.forward_plan = [self._replayable(st, [make() for make in step], "forward")
-                             for st, step in zip(schedule.forward, self.forward_plan)]
-        self.backward_plan = [self._replayable(st, [make() for make in step], "backward")
-                              for st, step in zip(schedule.backward, self.backward_plan)]
+        # each step's launches, and the same wrapped for replay from a CUDA graph of the step
+        self.forward_launches = [[make() for make in step] for step in self.forward_plan]
+        self.backward_launches = [[make() for make in step] for step in self.backward_plan]
+        self.forward_plan = [self._replayable(st, launches, "forward")
+                             for st, launches in zip(schedule.forward, self.forward_launches)]
+        self.backward_plan = [self._replayable(st, launches, "backward")
+                              for st, launches in zip(schedule.backward, self.backward_launches)]
 
     def _replayable(self, step, launches: list, direction: str) -> list:
         """A step's launches, replayed from a captured CUDA graph: phases, per-timestep loops and
@@ -112,17 +115,20 @@ class CudaProgram(LoopLaunches):
                 for step in plan for r in step if isinstance(r, Replay) and r.error]
 
     # ------------------------------------------------------------------ running
-    def run_forward(self) -> None:
-        """Launch every forward step (inputs, params and state histories must be in place)."""
-        for step in self.forward_plan:
+    def run_forward(self, direct: bool = False) -> None:
+        """Launch every forward step (inputs, params and state histories must be in place); each
+        step replays its own CUDA graph, or with ``direct`` launches its kernels (what a caller
+        capturing a larger graph wants: codegen/step.py's training step)."""
+        for step in self.forward_launches if direct else self.forward_plan:
             for launch in step:
                 launch()
 
-    def run_backward(self) -> None:
-        """Launch every backward step (gradient buffers must be zeroed and seeded)."""
+    def run_backward(self, direct: bool = False) -> None:
+        """Launch every backward step (gradient buffers must be zeroed and seeded); ``direct`` as
+        for :meth:`run_forward`."""
         if not self.has_backward:
             raise RuntimeError("this program was compiled without its backward (backward=False)")
-        for step in self.backward_plan:
+        for step in self.backward_launches if direct else self.backward_plan:
             for launch in step:
                 launch()
 

@@ -17,6 +17,7 @@ from numba import cuda, float32
 from ..ops import LAYER_NORM_EPS
 from .device import (INDEX_DTYPES, MAX_REDUCE_BLOCKS, as_device, blocks, check, column_chunk,
                      elementwise_threads, in_simulator, launch_stream, row_threads, stream_handle)
+from .kernel_cache import cached
 
 SMEM = 1024  # shared scratch of the block reductions: the largest block they support
 # layer_norm_backward's column kernel: about this many blocks fill the GPU (4 per SM on an
@@ -157,9 +158,9 @@ def _layer_norm_backward_columns_kernel(x, gy, stats, ggain, gbias, rows_per_chu
     cuda.atomic.add(gbias, j, sb)
 
 
-layer_norm_forward_kernel = cuda.jit(_layer_norm_forward_kernel)
-layer_norm_backward_rows_kernel = cuda.jit(_layer_norm_backward_rows_kernel)
-layer_norm_backward_columns_kernel = cuda.jit(_layer_norm_backward_columns_kernel)
+layer_norm_forward_kernel = cached(cuda.jit(_layer_norm_forward_kernel))
+layer_norm_backward_rows_kernel = cached(cuda.jit(_layer_norm_backward_rows_kernel))
+layer_norm_backward_columns_kernel = cached(cuda.jit(_layer_norm_backward_columns_kernel))
 
 
 def _ln_args(name, x, gain, *more):
@@ -310,8 +311,8 @@ def _softmax_xent_backward_kernel(logits, targets, ignore, gloss, glogits):
         glogits[r, j] = p * g
 
 
-softmax_xent_forward_kernel = cuda.jit(_softmax_xent_forward_kernel)
-softmax_xent_backward_kernel = cuda.jit(_softmax_xent_backward_kernel)
+softmax_xent_forward_kernel = cached(cuda.jit(_softmax_xent_forward_kernel))
+softmax_xent_backward_kernel = cached(cuda.jit(_softmax_xent_backward_kernel))
 
 
 def _xent_args(name, logits, targets, *more):

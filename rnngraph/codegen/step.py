@@ -1,8 +1,15 @@
 """The CUDA backend of a TrainingStep: one window's forward, BPTT, clipping and optimizer update
 on the device, states carried in the history rows of the state buffers.
 
-Host round trips per ``train`` call: the inputs in (skipped for device arrays, which are
-copied device to device), the mean loss out (one float).
+A ``train`` call is the inputs copied in (device to device for device arrays), the step's
+scalars copied in (``1/columns``, the optimizer's step size and bias correction: four floats
+from pinned memory), one CUDA graph replayed -- forward, zeroing, BPTT, the finite check,
+clipping, the optimizer update, the transposed weights, the states carried (only after a finite
+step) -- and the loss column and two sums of squares copied out. The graph is captured from the
+second call on (codegen/graphs.py's Replay; the first launches directly, compiling the kernels);
+before, each of those launches cost the host 20 to 150 us, most of a small step's time
+(H200, char LM 1 x 512 at S = 1: 2.6 ms a step, the GPU busy for 0.9 ms of it,
+bench/results/h200-20261202-lm-step-trace-before-step-graph.json).
 
 Dropout masks (graph inputs ``dropK.mask``, see :class:`rnngraph.network.Dropout`) are written
 straight into their input buffers: :meth:`CudaBackend.train_masks` draws them on the device
@@ -26,7 +33,8 @@ from ..schedule import Schedule
 from ..reference import mean_loss
 from . import library
 from .buffers import arena
-from .device import as_device, have_cupy, stream_handle
+from .device import as_device, have_cupy, in_simulator, stream_handle
+from .graphs import Replay
 from .program import CudaProgram, every_value_written
 from .tuning import LoopTuning
 
@@ -87,6 +95,13 @@ class CudaBackend:
         self.reset_state()
         self._sums = cuda.device_array(2, np.float32, stream=self.stream)  # gradients', losses' squares
         self._ok = cuda.device_array(1, np.int32, stream=self.stream)  # 1: both finite (see train)
+        # the step's scalars, written by the host before each replay: 1/columns, then the optimizer's
+        self._hyper_host = np.zeros(4, np.float32) if in_simulator() else cuda.pinned_array(4, np.float32)
+        self._hyper = cuda.to_device(self._hyper_host, stream=self.stream)
+        self._carry_scratch = {s.name: cuda.device_array_like(self.buf.V[s.node][:s.depth], stream=self.stream)
+                               for s in self.g.states if self.T < s.depth}  # source and destination overlap
+        self._step_graph = Replay(self._step_launches, self.stream, "training step",
+                                  enabled=self.program.replay and not self.program.sim)
         self.last_finite, self.last_grad_norm = True, None
         optimizer.on_save, optimizer.on_load = self._pull_slots, self._push_slots
         self.dropout, self.dropout_seed = mask_inputs(self.g), dropout_seed
@@ -150,17 +165,21 @@ class CudaBackend:
         for s in self.g.states:
             library.fill(self.buf.V[s.node][:s.depth], 0.0, stream=self.stream)
 
-    def _carry(self) -> None:
-        """The last ``depth`` rows of each state buffer become the next window's history."""
+    def _carry(self, if_finite: bool = False) -> None:
+        """The last ``depth`` rows of each state buffer become the next window's history; with
+        ``if_finite`` only where the device's finite flag (``_ok``) is set, decided on the device."""
         for s in self.g.states:
             v = self.buf.V[s.node]
-            tail = v[self.T:self.T + s.depth]
-            if self.T >= s.depth:
-                v[:s.depth].copy_to_device(tail, stream=self.stream)
-            else:  # source and destination overlap
-                tmp = cuda.device_array_like(tail, stream=self.stream)
+            tail, head = v[self.T:self.T + s.depth], v[:s.depth]
+            if self.T < s.depth:  # source and destination overlap: through a scratch copy
+                tmp = self._carry_scratch.get(s.name)
+                tmp = cuda.device_array_like(tail, stream=self.stream) if tmp is None else tmp
                 tmp.copy_to_device(tail, stream=self.stream)
-                v[:s.depth].copy_to_device(tmp, stream=self.stream)
+                tail = tmp
+            if if_finite:
+                library.copy_if(head, tail, self._ok, stream=self.stream)
+            else:
+                head.copy_to_device(tail, stream=self.stream)
 
     # ------------------------------------------------------------------ dropout masks
     def ones_masks(self) -> None:
@@ -278,41 +297,49 @@ class CudaBackend:
         and step count, and the states stay as they were; ``last_finite`` says which happened,
         ``last_grad_norm`` is the gradients' global norm before clipping."""
         columns = self.T * self.S if columns is None else columns
-        b, g = self.buf, self.g
+        opt = self.optimizer
+        opt.steps += 1
         self._feed(inputs)
-        self.program.run_forward()
-        library.fill(b.grad_arena, 0.0, stream=self.stream)
-        library.fill(b.param_grad_arena, 0.0, stream=self.stream)
-        library.fill(b.window(g.loss, grad=True), 1.0 / columns if columns else 0.0, stream=self.stream)
-        self.program.run_backward()
-        # the finite check on the device: sums of squares of every gradient (one pass over the
-        # gradient arena) and of the loss column, then a flag the update kernels read
-        library.fill(self._sums, 0.0, stream=self.stream)
-        library.sum_squares(b.param_grad_arena, self._sums[0:1], stream=self.stream)
-        library.sum_squares(b.window(g.loss).reshape(self.T * self.S), self._sums[1:2], stream=self.stream)
-        library.all_finite(self._sums, self._ok, stream=self.stream)
-        if self.clip_norm is not None:  # torch's clip_grad_norm_ from the summed squares, one launch
-            library.scale_by_clip(b.param_grad_arena, self._sums[0:1], self.clip_norm, stream=self.stream)
-        self._update()
-        self.buf.refresh_transposed(self.stream)
+        self._hyper_host[0] = 1.0 / columns if columns else 0.0
+        if isinstance(opt, Adam):  # Adam and AdamW: p *= 1 - lr*wd first
+            decay = opt.decay_factor() if isinstance(opt, AdamW) else 1.0
+            self._hyper_host[1:4] = library.adam_hyper(opt.lr, opt.betas[0], opt.betas[1], opt.steps, decay)
+        else:
+            self._hyper_host[1:3] = library.sgd_hyper(opt.lr, opt.steps == 1)
+        self._hyper.copy_to_device(self._hyper_host, stream=self.stream)
+        self._step_graph()
         loss = self._loss(columns)
         sums = self._sums.copy_to_host(stream=self.stream)
         self.stream.synchronize()
         self.last_finite = bool(np.isfinite(sums).all())
         self.last_grad_norm = float(np.sqrt(sums[0]))
-        if not self.last_finite:  # the kernels updated nothing: the step did not happen
-            self.optimizer.steps -= 1
-            return loss
-        self._carry()
+        if not self.last_finite:  # the kernels updated and carried nothing: the step did not happen
+            opt.steps -= 1
         return loss
 
-    def _update(self) -> None:
-        opt = self.optimizer
-        opt.steps += 1
-        decay = opt.decay_factor() if isinstance(opt, AdamW) else 1.0  # AdamW: p *= 1 - lr*wd first
-        p, gr, (m, v) = self.param_arena, self.buf.param_grad_arena, self.slot_arenas  # every parameter at once
-        if isinstance(opt, Adam):  # Adam and AdamW (m, v slots)
-            library.adam_update(p, gr, m, v, opt.lr, opt.betas[0], opt.betas[1], opt.eps, opt.steps, decay=decay,
-                                ok=self._ok, stream=self.stream)
+    def _step_launches(self) -> None:
+        """Everything a training call launches after its inputs and scalars are in, on the step's
+        stream: what the step's CUDA graph holds (so: no host copy, no allocation, no host
+        scalar that changes between calls -- those are read from ``_hyper``)."""
+        b, g, st = self.buf, self.g, self.stream
+        self.program.run_forward(direct=True)
+        library.fill(b.grad_arena, 0.0, stream=st)
+        library.fill(b.param_grad_arena, 0.0, stream=st)
+        library.fill_from(b.window(g.loss, grad=True), self._hyper, 0, stream=st)  # 1/columns
+        self.program.run_backward(direct=True)
+        # the finite check on the device: sums of squares of every gradient (one pass over the
+        # gradient arena) and of the loss column, then a flag the update kernels read
+        library.fill(self._sums, 0.0, stream=st)
+        library.sum_squares(b.param_grad_arena, self._sums[0:1], stream=st)
+        library.sum_squares(b.window(g.loss).reshape(self.T * self.S), self._sums[1:2], stream=st)
+        library.all_finite(self._sums, self._ok, stream=st)
+        if self.clip_norm is not None:  # torch's clip_grad_norm_ from the summed squares, one launch
+            library.scale_by_clip(b.param_grad_arena, self._sums[0:1], self.clip_norm, stream=st)
+        opt, p, gr, (m, v) = self.optimizer, self.param_arena, b.param_grad_arena, self.slot_arenas  # all at once
+        if isinstance(opt, Adam):
+            library.adam_update(p, gr, m, v, beta1=opt.betas[0], beta2=opt.betas[1], eps=opt.eps, ok=self._ok,
+                                hyper=self._hyper[1:4], stream=st)
         else:
-            library.sgd_update(p, gr, m, opt.lr, opt.momentum, opt.steps == 1, ok=self._ok, stream=self.stream)
+            library.sgd_update(p, gr, m, momentum=opt.momentum, ok=self._ok, hyper=self._hyper[1:3], stream=st)
+        b.refresh_transposed(st)
+        self._carry(if_finite=True)

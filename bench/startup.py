@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""First-call time of a fresh process (cold and warm kernel cache) and steady training-step time of
+language models through the public API, against torch.nn.LSTM in the same run.
+
+For each model (``--models``; default: the four of the startup issue plus 2 x 512 at S = 8) three
+fresh processes of this script run one after the other:
+
+- ``cold``: empty caches (a new ``RNNGRAPH_CACHE`` and ``NUMBA_CACHE_DIR``): ``import rnngraph``,
+  ``rg.compile(net, device="cuda", ...)``, the first ``step.train(x, y)`` -- timed apart
+  (``import_s``, ``compile_s``, ``first_train_s``; ``first_call_s`` = their sum, what a user
+  waits before the first loss) -- and every kernel's compile or load time
+  (rnngraph.codegen.kernel_cache.compile_stats);
+- ``warm``: the same in a new process with the caches the cold one filled; then ``--steps``
+  steady training steps, each ``float(step.train(x, y))`` (the loss read, so each step ends
+  synchronised, as a training loop that logs every loss does): median ``step_ms`` and tokens/s
+  (T * S / step);
+- ``torch``: the same model in PyTorch (bench/lm_vs_torch.py's TorchModel: nn.Embedding, nn.LSTM,
+  nn.Linear, cross_entropy, Adam, clip_grad_norm_, ``loss.item()`` each step) with TF32 off and
+  on, median step time of ``--steps`` steps after 5 warm-up steps.
+
+Random token ids (fixed seed); the char models have V = 96 and a 128-wide embedding, T = 100;
+the word model V = 10,000, embedding 1024, T = 35, S = 32. Adam lr 2e-3, clip 1.0.
+
+Usage (GPU)::
+
+    python3 bench/startup.py --out bench/results/h200-YYYYMMDD-startup-and-step.json
+    python3 bench/startup.py --models 1x512-s1 --steps 20      # one model
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+T_START = time.perf_counter()
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+
+#: name -> (cell, layers, hidden, vocab, embed, window, streams)
+MODELS = {
+    "1x512-s1": ("lstm", 1, 512, 96, 128, 100, 1),
+    "2x512-s8": ("lstm", 2, 512, 96, 128, 100, 8),
+    "2x512-s64": ("lstm", 2, 512, 96, 128, 100, 64),
+    "peephole-2x512-s64": ("peephole_lstm", 2, 512, 96, 128, 100, 64),
+    "word-2x1024-s32": ("lstm", 2, 1024, 10_000, 1024, 35, 32),
+}
+
+
+def _batch(model: str, seed: int):
+    import numpy as np
+    _, _, _, V, _, T, S = MODELS[model]
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, V, (T, S)), rng.integers(0, V, (T, S))
+
+
+def child_rnngraph(model: str, steps: int) -> dict:
+    """One fresh process: import, compile, first train, then ``steps`` timed steps."""
+    t0 = time.perf_counter()
+    import rnngraph as rg
+    from rnngraph.codegen.kernel_cache import compile_stats
+    t_import = time.perf_counter()
+    cell, L, H, V, E, T, S = MODELS[model]
+    net = rg.stacked(getattr(rg.cells, cell), L, H, vocab=V, embed=E)
+    step = rg.compile(net, window=T, streams=S, device="cuda", optimizer=rg.Adam(lr=2e-3), clip_norm=1.0, seed=0)
+    t_compile = time.perf_counter()
+    x, y = _batch(model, 0)
+    loss = float(step.train(x, y))
+    t_first = time.perf_counter()
+    out = {"interpreter_s": t0 - T_START, "import_s": t_import - t0, "compile_s": t_compile - t_import,
+           "first_train_s": t_first - t_compile, "first_call_s": t_first - t0, "first_loss": loss,
+           "kernels": [{"name": r.name, "file": os.path.basename(r.file), "hits": r.hits, "misses": r.misses,
+                        "seconds": round(r.seconds, 3)} for r in compile_stats()]}
+    out["compiled"] = sum(k["misses"] for k in out["kernels"])
+    out["loaded"] = sum(k["hits"] for k in out["kernels"])
+    out["kernel_seconds"] = round(sum(k["seconds"] for k in out["kernels"]), 3)
+    if steps:
+        times = []
+        for i in range(steps):
+            x, y = _batch(model, i + 1)
+            t = time.perf_counter()
+            float(step.train(x, y))
+            times.append(time.perf_counter() - t)
+        ms = statistics.median(times) * 1e3
+        out |= {"steps": steps, "step_ms": ms, "tokens_per_s": T * S / ms * 1e3}
+    return out
+
+
+def child_torch(model: str, steps: int, tf32: bool) -> dict:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from lm_vs_torch import TorchModel
+    cell, L, H, V, E, T, S = MODELS[model]
+    if cell != "lstm":
+        return {"skipped": f"{cell}: nn.LSTM has no such cell"}
+    args = argparse.Namespace(device="cuda", tf32=tf32, seed=0, embed=E, hidden=H, layers=L, dropout=0.0,
+                              init="torch", weight_decay=0.0, lr=2e-3, clip=1.0)
+    m = TorchModel(args, V)
+    times = []
+    for i in range(steps + 5):
+        x, y = _batch(model, i + 1)
+        t = time.perf_counter()
+        m.train(x, y)
+        times.append(time.perf_counter() - t)
+    ms = statistics.median(times[5:]) * 1e3
+    return {"tf32": tf32, "steps": steps, "step_ms": ms, "tokens_per_s": T * S / ms * 1e3}
+
+
+def _spawn(args: list[str], env: dict) -> dict:
+    t = time.perf_counter()
+    proc = subprocess.run([sys.executable, os.path.abspath(__file__), *args], env=env, capture_output=True, text=True,
+                          timeout=900)
+    wall = time.perf_counter() - t
+    if proc.returncode != 0:
+        return {"error": proc.stderr[-2000:], "process_wall_s": wall}
+    return json.loads(proc.stdout.strip().splitlines()[-1]) | {"process_wall_s": wall}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
+    p.add_argument("--steps", type=int, default=50)
+    p.add_argument("--out", help="results JSON")
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    p.add_argument("--torch-tf32", type=int, default=-1, help=argparse.SUPPRESS)
+    a = p.parse_args(argv)
+    if a.child:
+        res = child_torch(a.child, a.steps, bool(a.torch_tf32)) if a.torch_tf32 >= 0 else child_rnngraph(a.child,
+                                                                                                       a.steps)
+        print(json.dumps(res))
+        return 0
+    models = a.models.split(",")
+    bad = [m for m in models if m not in MODELS]
+    if bad:
+        p.error(f"--models: unknown {bad}; known: {', '.join(MODELS)}")
+    result = {"benchmark": "startup-and-step", "date": datetime.date.today().isoformat(),
+              "command": " ".join([os.path.basename(__file__), *(argv or sys.argv[1:])]), "models": {}}
+    for m in models:
+        with tempfile.TemporaryDirectory() as tmp:
+            env = {**os.environ, "RNNGRAPH_CACHE": os.path.join(tmp, "rg"), "NUMBA_CACHE_DIR": os.path.join(tmp, "nb"),
+                   "PYTHONPATH": os.path.abspath(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+            rec = {"config": dict(zip(("cell", "layers", "hidden", "vocab", "embed", "window", "streams"), MODELS[m]))}
+            rec["cold"] = _spawn(["--child", m, "--steps", "0"], env)
+            rec["warm"] = _spawn(["--child", m, "--steps", str(a.steps)], env)
+            for tf32 in (0, 1):
+                rec[f"torch_tf32_{'on' if tf32 else 'off'}"] = _spawn(
+                    ["--child", m, "--steps", str(a.steps), "--torch-tf32", str(tf32)], env)
+        best = min((rec[k].get("step_ms") or float("inf")) for k in ("torch_tf32_off", "torch_tf32_on"))
+        if rec["warm"].get("step_ms") and best < float("inf"):
+            rec["speedup_vs_faster_torch"] = best / rec["warm"]["step_ms"]
+        result["models"][m] = rec
+        print(f"{m}: cold first call {rec['cold'].get('first_call_s', float('nan')):.1f} s "
+              f"(process {rec['cold']['process_wall_s']:.1f} s, compiled {rec['cold'].get('compiled')}), "
+              f"warm {rec['warm'].get('first_call_s', float('nan')):.1f} s (loaded {rec['warm'].get('loaded')}, "
+              f"compiled {rec['warm'].get('compiled')}); step {rec['warm'].get('step_ms', float('nan')):.2f} ms, "
+              f"torch {best:.2f} ms; speed-up {rec.get('speedup_vs_faster_torch', float('nan')):.2f}x", flush=True)
+        if a.out:
+            tmp_out = a.out + ".tmp"
+            with open(tmp_out, "w") as f:
+                json.dump(result, f, indent=1)
+            os.replace(tmp_out, a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
