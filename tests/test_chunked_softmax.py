@@ -1,14 +1,16 @@
 """The chunked softmax cross-entropy head (``rg.SoftmaxCrossEntropy(V, chunk=c)``, op
 ``chunked_softmax_xent``) against the dense one on the NumPy backends, float64: the op against
 linear + softmax_xent (loss and the gradients of the head's input, weight and bias) for V = 11
-in chunks that do and do not divide it, ignored targets included; whole training steps, with
-and without lengths; the schedule dump; bad chunks."""
+in chunks that do and do not divide it, ignored targets included; whole training steps (also a
+timestep at a time, plan="naive"), with and without lengths; the schedule dump; the memory
+estimate; bad chunks."""
 import numpy as np
 import pytest
 
 import rnngraph as rg
 from rnngraph import ops
 from rnngraph.errors import GraphError
+from rnngraph.memory import estimate
 
 T, S, I, H, V = 3, 2, 3, 4, 11
 TOL = dict(rtol=0, atol=1e-12)
@@ -46,15 +48,17 @@ def test_op_equals_linear_then_softmax_xent(chunk, ignore):
         assert (loss[[1, 4]] == 0).all() and (gh[[1, 4]] == 0).all()
 
 
-def _steps(chunk, ignore=None):
+def _steps(chunk, ignore=None, plan=None):
     heads = [rg.SoftmaxCrossEntropy(V, ignore_index=ignore, chunk=c) for c in (None, chunk)]
     return [rg.compile(rg.Sequential(rg.cells.lstm(hidden=H), head, input_size=I), window=T, streams=S,
-                       device="cpu", dtype="float64", optimizer=rg.SGD(lr=0.5), seed=1) for head in heads]
+                       device="cpu", dtype="float64", optimizer=rg.SGD(lr=0.5), seed=1, plan=plan)
+            for head in heads]
 
 
-@pytest.mark.parametrize("ignore", [None, -100])
-def test_training_steps_equal_the_dense_head(ignore):
-    dense, chunked = _steps(4, ignore)
+@pytest.mark.parametrize("ignore,plan", [(None, None), (-100, None), (-100, "naive")])
+def test_training_steps_equal_the_dense_head(ignore, plan):
+    """Whole windows (the loss once over T*S columns), and with plan="naive" a timestep at a time."""
+    dense, chunked = _steps(4, ignore, plan)
     assert set(chunked.parameters) == set(dense.parameters)  # same names, same draws
     rng = np.random.default_rng(1)
     for _ in range(2):
@@ -112,3 +116,13 @@ def test_bad_chunk_names_the_head_and_the_value(chunk):
 def test_repr_names_the_chunk():
     assert repr(rg.SoftmaxCrossEntropy(V, ignore_index=-100, chunk=4)) == \
         "SoftmaxCrossEntropy(11, ignore_index=-100, chunk=4)"
+
+
+def test_memory_estimate_counts_one_chunk_not_the_logits():
+    dense, chunked = _steps(4)
+    cols = T * S
+    assert estimate(chunked.schedule, "cuda").gpu.scratch == 4 * (cols * 4 + 3 * cols)
+    assert estimate(dense.schedule, "cuda").gpu.scratch == 0
+    logits = 4 * 2 * cols * V  # the dense head's logits and their gradient
+    assert estimate(dense.schedule, "cuda").gpu.activations - \
+        estimate(chunked.schedule, "cuda").gpu.activations == logits
