@@ -136,17 +136,23 @@ class SoftmaxCrossEntropy(Head):
         if self.chunk is None:
             logits = linear(h, self.vocab, name="W")
             b.names[logits.id] = "head.logits"
-        y = b.add("input", size=1, dtype=INDEX, name="y")
-        ignore = self.ignore_index
-        if ignore is None and b.length_masks is not None:  # a masked graph: the padded steps' target
-            ignore = PADDED_TARGET
-        attrs = {} if ignore is None else {"ignore_index": ignore}
-        if self.chunk is None:
-            return logits, b.add("softmax_xent", [logits, y], attrs=attrs, name="head.loss")
+            return logits, b.add("softmax_xent", [logits, self._targets(b)], attrs=self._ignored(b),
+                                 name="head.loss")
         init = b.default_init(h.size)  # linear()'s: the dense head's parameters, names and draws
         params = [b.param("W.weight", (self.vocab, h.size), init), b.param("W.bias", (self.vocab,), init)]
-        loss = b.add("chunked_softmax_xent", [h, y], params, attrs={**attrs, "chunk": self.chunk}, name="head.loss")
-        return h, loss
+        return h, b.add("chunked_softmax_xent", [h, self._targets(b)], params,
+                        attrs={**self._ignored(b), "chunk": self.chunk}, name="head.loss")
+
+    @staticmethod
+    def _targets(b: Builder) -> Value:
+        return b.add("input", size=1, dtype=INDEX, name="y")
+
+    def _ignored(self, b: Builder) -> dict:
+        """The loss's ignore_index attribute: the head's, or in a masked graph the padded steps'."""
+        ignore = self.ignore_index
+        if ignore is None and b.length_masks is not None:
+            ignore = PADDED_TARGET
+        return {} if ignore is None else {"ignore_index": ignore}
 
     def feed(self, targets, window: int, streams: int, width: int = 1):
         shape = tuple(getattr(targets, "shape", np.shape(targets)))

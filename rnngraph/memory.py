@@ -24,9 +24,10 @@ float64; sums run over the graph's parameters and nodes):
   ``T*S*4``; parameters, their gradients and two optimizer slots (the backend keeps two for
   every optimizer), ``4 * sum(param elements)`` each, plus a transposed copy of each weight a
   persistent backward loop reads; scratch: a chunked softmax cross-entropy's chunk of logits
-  ``T*S*chunk*4`` and three floats a column (codegen/chunked_xent.py). On the host: the parameters (drawn there at initialisation,
-  copied back for validation and checkpoints), the float64 draw of the largest one, and, when
-  training, the optimizer slots a checkpoint copies back.
+  ``T*S*chunk*4`` and three floats a column (codegen/chunked_xent.py). On the host: the
+  parameters (drawn there at initialisation, copied back for validation and checkpoints), the
+  float64 draw of the largest one, and, when training, the optimizer slots a checkpoint copies
+  back.
 
 Left out: the recurrent states ((depth, S, n): T times smaller than a node's window), the
 interpreter itself, and on a GPU the CUDA context, cuBLAS's workspace and layer norms' row

@@ -1,8 +1,8 @@
 """The loss ops of the registry (rnngraph/ops.py registers them by importing this module):
 ``softmax_xent`` (per-column cross-entropy over class ids, with an optional ``ignore_index``),
 ``chunked_softmax_xent`` (the output layer and the same cross-entropy, computed a chunk of the
-classes at a time) and ``mse`` (per-column mean squared error). Their GPU launchers are named by ``cuda_loss`` in
-:mod:`rnngraph.codegen.losses`.
+classes at a time) and ``mse`` (per-column mean squared error). Their GPU launchers are named
+by ``cuda_loss`` in :mod:`rnngraph.codegen.losses`.
 
 A loss op's per-column value is what one column adds to the window's loss; the training loss
 is the sum over the window's columns divided by the columns that count (every column, less

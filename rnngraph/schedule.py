@@ -190,7 +190,8 @@ def _chunks_text(g: Graph, k: Kernel) -> str:
     bounds = chunk_bounds(classes, chunk)
     last = bounds[-1][1] - bounds[-1][0]
     tail = f", the last {last}" if last != chunk and len(bounds) > 1 else ""
-    return f"   [{classes} classes in {len(bounds)} chunk{'s' if len(bounds) > 1 else ''} of {min(chunk, classes)}{tail}]"
+    plural = "s" if len(bounds) > 1 else ""
+    return f"   [{classes} classes in {len(bounds)} chunk{plural} of {min(chunk, classes)}{tail}]"
 
 
 def _kernel_line(k: Kernel, indent: str, g: Graph) -> str:
