@@ -105,7 +105,7 @@ class SoftmaxCrossEntropy(Head):
     one chunk, (T*S, chunk), then a running max and sum of exp, the online softmax of Milakov &
     Gimelshein 2018; the gradient in a second pass over the chunks), so the head needs memory
     O(T*S*chunk) instead of O(T*S*vocab); the last chunk is shorter where chunk does not divide
-    vocab. Its values and gradients are the dense head's up to rounding; its parameters are
+    vocab. Its values and gradients are the dense head's to floating-point error; its parameters are
     the same (``head.W.weight`` (vocab, n), ``head.W.bias`` (vocab,), same init), so
     parameters train with one and load into the other. With chunk the network's output is the
     value the head follows (T, S, n), not the logits: sample from the dense head. The choice is
