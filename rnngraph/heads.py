@@ -12,6 +12,7 @@ head                           targets to ``train``  fed as ``y``               
 =============================  ====================  ===========================  ==============
 SoftmaxCrossEntropy(V)         ids (T, S)            the same                     T*S columns
 SoftmaxCrossEntropy(V, ii)     ids (T, S)            the same                     targets != ii
+SoftmaxCrossEntropy(V, chunk=) ids (T, S)            the same                     as above
 MSE() / MSE(n)                 floats (T, S, n)      the same                     T*S*n elements
 SequenceClassifier(C)          labels (S,)           (T, S): the label at T-1,    S streams
                                                      NO_LABEL elsewhere
@@ -96,12 +97,27 @@ class SoftmaxCrossEntropy(Head):
     add nothing to the loss or its gradient, and the mean is over the other columns
     (CrossEntropyLoss(ignore_index=...)); a window whose targets are all ignored has loss 0 and
     gradient 0 (PyTorch: nan). A class id (0 for padding) or a negative marker such as -100
-    (PyTorch's default) both work. Raises GraphError for vocab < 2 or a bad ignore_index.
+    (PyTorch's default) both work.
+
+    chunk: None (default) computes the (T, S, vocab) logits as a value (``head.logits``, the
+    network's output) and the loss from them. A positive integer computes the output layer and
+    the loss together, ``chunk`` classes at a time (op ``chunked_softmax_xent``: the logits of
+    one chunk, (T*S, chunk), then a running max and sum of exp, the online softmax of Milakov &
+    Gimelshein 2018; the gradient in a second pass over the chunks), so the head needs memory
+    O(T*S*chunk) instead of O(T*S*vocab); the last chunk is shorter where chunk does not divide
+    vocab. Its values and gradients are the dense head's to floating-point error; its parameters are
+    the same (``head.W.weight`` (vocab, n), ``head.W.bias`` (vocab,), same init), so
+    parameters train with one and load into the other. With chunk the network's output is the
+    value the head follows (T, S, n), not the logits: sample from the dense head. The choice is
+    the user's, never automatic, because it changes the network's output.
+
+    Raises GraphError (naming the head and the value) for vocab < 2, a bad ignore_index, or a
+    chunk that is not None or a positive integer.
     """
 
     targets_doc = "class ids of shape (T, S)"
 
-    def __init__(self, vocab: int, ignore_index: int | None = None):
+    def __init__(self, vocab: int, ignore_index: int | None = None, chunk: int | None = None):
         if isinstance(vocab, bool) or not isinstance(vocab, Integral) or vocab < 2:
             raise GraphError(f"rg.SoftmaxCrossEntropy({vocab!r}): needs an integer number of classes >= 2")
         if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, Integral)
@@ -109,19 +125,34 @@ class SoftmaxCrossEntropy(Head):
             raise GraphError(f"rg.SoftmaxCrossEntropy({vocab}, ignore_index={ignore_index!r}): ignore_index must "
                              f"be None or an integer in [{IGNORE_INDEX_MIN}, {vocab}) (a class id such as a "
                              f"padding id, or a negative marker such as -100)")
+        if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, Integral) or chunk < 1):
+            raise GraphError(f"rg.SoftmaxCrossEntropy({vocab}, chunk={chunk!r}): chunk must be None (the dense "
+                             f"head) or a positive integer (classes per chunk)")
         self.vocab = int(vocab)
         self.ignore_index = None if ignore_index is None else int(ignore_index)
+        self.chunk = None if chunk is None else int(chunk)
 
     def trace(self, b: Builder, h: Value) -> tuple[Value, Value]:
-        logits = linear(h, self.vocab, name="W")
-        b.names[logits.id] = "head.logits"
-        y = b.add("input", size=1, dtype=INDEX, name="y")
+        if self.chunk is None:
+            logits = linear(h, self.vocab, name="W")
+            b.names[logits.id] = "head.logits"
+            return logits, b.add("softmax_xent", [logits, self._targets(b)], attrs=self._ignored(b),
+                                 name="head.loss")
+        init = b.default_init(h.size)  # linear()'s: the dense head's parameters, names and draws
+        params = [b.param("W.weight", (self.vocab, h.size), init), b.param("W.bias", (self.vocab,), init)]
+        return h, b.add("chunked_softmax_xent", [h, self._targets(b)], params,
+                        attrs={**self._ignored(b), "chunk": self.chunk}, name="head.loss")
+
+    @staticmethod
+    def _targets(b: Builder) -> Value:
+        return b.add("input", size=1, dtype=INDEX, name="y")
+
+    def _ignored(self, b: Builder) -> dict:
+        """The loss's ignore_index attribute: the head's, or in a masked graph the padded steps'."""
         ignore = self.ignore_index
-        if ignore is None and b.length_masks is not None:  # a masked graph: the padded steps' target
+        if ignore is None and b.length_masks is not None:
             ignore = PADDED_TARGET
-        attrs = None if ignore is None else {"ignore_index": ignore}
-        loss = b.add("softmax_xent", [logits, y], attrs=attrs, name="head.loss")
-        return logits, loss
+        return {} if ignore is None else {"ignore_index": ignore}
 
     def feed(self, targets, window: int, streams: int, width: int = 1):
         shape = tuple(getattr(targets, "shape", np.shape(targets)))
@@ -135,6 +166,7 @@ class SoftmaxCrossEntropy(Head):
 
     def __repr__(self):
         extra = "" if self.ignore_index is None else f", ignore_index={self.ignore_index}"
+        extra += "" if self.chunk is None else f", chunk={self.chunk}"
         return f"SoftmaxCrossEntropy({self.vocab}{extra})"
 
 

@@ -16,15 +16,18 @@ float64; sums run over the graph's parameters and nodes):
   gradient of every node, ``T*S*n*b`` each; scratch, the largest temporaries: the float64
   draw of the largest parameter at initialisation (8 bytes an element) or two windows
   ``T*S*n*b`` of the largest node (an op's result before it is copied into place, and one
-  intermediate value), whichever is larger.
+  intermediate value), or three arrays ``T*S*chunk*b`` of a chunked softmax cross-entropy's
+  chunk (its logits, their exponentials and the gradient), whichever is largest.
 - **CUDA backend** (``device="cuda"``, float32), on the GPU, whatever ``training`` says (a
   compiled step allocates its backward buffers too): every float node's values and gradients,
   ``(depth + T)*S*n*4`` each (depth: the node's state depth, 0 for most), token ids
   ``T*S*4``; parameters, their gradients and two optimizer slots (the backend keeps two for
   every optimizer), ``4 * sum(param elements)`` each, plus a transposed copy of each weight a
-  persistent backward loop reads. On the host: the parameters (drawn there at initialisation,
-  copied back for validation and checkpoints), the float64 draw of the largest one, and, when
-  training, the optimizer slots a checkpoint copies back.
+  persistent backward loop reads; scratch: a chunked softmax cross-entropy's chunk of logits
+  ``T*S*chunk*4`` and three floats a column (codegen/chunked_xent.py). On the host: the
+  parameters (drawn there at initialisation, copied back for validation and checkpoints), the
+  float64 draw of the largest one, and, when training, the optimizer slots a checkpoint copies
+  back.
 
 Left out: the recurrent states ((depth, S, n): T times smaller than a node's window), the
 interpreter itself, and on a GPU the CUDA context, cuBLAS's workspace and layer norms' row
@@ -43,6 +46,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from .ir import INDEX, Graph
+from .ops import chunking
 from .schedule import Loop, Schedule
 
 #: Bytes per element of each float dtype name.
@@ -114,6 +118,13 @@ def _transposed_elements(schedule: Schedule) -> int:
     return sum(int(np.prod(g.param_by_name[p].shape)) for p in names)
 
 
+def _chunk_elements(g: Graph, columns: int) -> int:
+    """Elements of the largest chunk of logits (``columns`` x classes per chunk) a chunked
+    softmax cross-entropy of ``g`` computes at once; 0 without one."""
+    found = [chunking(g, n) for n in g.nodes]
+    return max((columns * min(classes, chunk) for classes, chunk in filter(None, found)), default=0)
+
+
 def estimate(schedule: Schedule, device: str = "cpu", training: bool = True, slots: int = 2) -> Footprint:
     """The bytes a step compiled from ``schedule`` (its graph, window T, streams S and dtype)
     needs on ``device`` ("cpu": the NumPy backend, "cuda": the generated kernels), as the
@@ -132,8 +143,10 @@ def estimate(schedule: Schedule, device: str = "cpu", training: bool = True, slo
         depth = {s.node: s.depth for s in g.states}
         floats = sum((depth.get(n.name, 0) + T) * S * n.size for n in g.nodes if n.dtype != INDEX)
         ids = sum(T * S for n in g.nodes if n.dtype == INDEX)
+        chunk = _chunk_elements(g, T * S)
         gpu = Estimate(parameters=4 * (params + _transposed_elements(schedule)), gradients=4 * params,
-                       optimizer=4 * 2 * params, activations=4 * (2 * floats + ids))
+                       optimizer=4 * 2 * params, activations=4 * (2 * floats + ids),
+                       scratch=4 * (chunk + 3 * T * S) if chunk else 0)
         host = Estimate(parameters=4 * params, optimizer=4 * slots * params if training else 0, scratch=draw)
         return Footprint(host, gpu)
     b = ITEMSIZE[schedule.dtype]
@@ -142,7 +155,7 @@ def estimate(schedule: Schedule, device: str = "cpu", training: bool = True, slo
     largest_window = T * S * b * max((n.size for n in g.nodes), default=0)
     host = Estimate(parameters=b * params, gradients=b * params if training else 0,
                     optimizer=b * slots * params if training else 0, activations=values + grads,
-                    scratch=max(draw, 2 * largest_window))
+                    scratch=max(draw, 2 * largest_window, 3 * b * _chunk_elements(g, T * S)))
     return Footprint(host=host)
 
 

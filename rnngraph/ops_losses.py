@@ -1,7 +1,8 @@
 """The loss ops of the registry (rnngraph/ops.py registers them by importing this module):
-``softmax_xent`` (per-column cross-entropy over class ids, with an optional ``ignore_index``) and
-``mse`` (per-column mean squared error). Their GPU launchers are named by ``cuda_loss`` in
-:mod:`rnngraph.codegen.losses`.
+``softmax_xent`` (per-column cross-entropy over class ids, with an optional ``ignore_index``),
+``chunked_softmax_xent`` (the output layer and the same cross-entropy, computed a chunk of the
+classes at a time) and ``mse`` (per-column mean squared error). Their GPU launchers are named
+by ``cuda_loss`` in :mod:`rnngraph.codegen.losses`.
 
 A loss op's per-column value is what one column adds to the window's loss; the training loss
 is the sum over the window's columns divided by the columns that count (every column, less
@@ -19,17 +20,22 @@ from .ops_registry import Op, floats, n_args, node_label, register
 IGNORE_INDEX_MIN = -2 ** 31
 
 
-def _xent_shape(node, args, params):
+def _xent_args(node, args, classes: int) -> None:
+    """The checks both cross-entropy ops share: a float first argument, class ids second, and
+    an ignore_index (if any) in [IGNORE_INDEX_MIN, classes)."""
     n_args(node, args, 2)
-    logits, target = args
-    floats(node, [logits])
-    if target.dtype != INDEX:
-        raise DtypeError(f"{node_label(node)}: target {target.name!r} holds floats; it must hold class ids")
+    floats(node, args[:1])
+    if args[1].dtype != INDEX:
+        raise DtypeError(f"{node_label(node)}: target {args[1].name!r} holds floats; it must hold class ids")
     ignore = node.attr.get("ignore_index")
     if ignore is not None and (isinstance(ignore, bool) or not isinstance(ignore, int)
-                               or not IGNORE_INDEX_MIN <= ignore < logits.size):
+                               or not IGNORE_INDEX_MIN <= ignore < classes):
         raise ShapeError(f"{node_label(node)}: ignore_index {ignore!r} must be an integer in "
-                         f"[{IGNORE_INDEX_MIN}, {logits.size}) (a class id or a negative marker such as -100)")
+                         f"[{IGNORE_INDEX_MIN}, {classes}) (a class id or a negative marker such as -100)")
+
+
+def _xent_shape(node, args, params):
+    _xent_args(node, args, args[0].size if args else 0)
     return 1, FLOAT
 
 
@@ -90,6 +96,92 @@ def _mse_vjp(g, y, xs, ps, at):
     d = xs[0] - xs[1]
     gx = g * d * d.dtype.type(2.0 / d.shape[1])
     return [gx, -gx], []
+
+
+# ---------------------------------------------------------------------------- chunked
+def chunk_bounds(classes: int, chunk: int) -> list[tuple[int, int]]:
+    """The classes 0..classes-1 in consecutive chunks of ``chunk``: [(start, stop), ...], the
+    last one shorter where ``chunk`` does not divide ``classes``."""
+    return [(c, min(c + chunk, classes)) for c in range(0, classes, chunk)]
+
+
+def chunking(g, node) -> tuple[int, int] | None:
+    """(classes, chunk) of a node computed a chunk of its classes at a time (a
+    ``chunked_softmax_xent``); None for any other node."""
+    chunk = node.attr.get("chunk")
+    if chunk is None or node.op != "chunked_softmax_xent":
+        return None
+    return g.param_by_name[node.params[0]].shape[0], chunk
+
+
+def _chunked_shape(node, args, params):
+    w, b = params
+    _xent_args(node, args, w.shape[0] if len(w.shape) == 2 else 0)
+    if len(w.shape) != 2 or w.shape[1] != args[0].size or b.shape != (w.shape[0],):
+        raise ShapeError(f"{node_label(node)}: weight {w.name!r} {list(w.shape)} and bias {b.name!r} "
+                         f"{list(b.shape)} must be [classes, {args[0].size}] and [classes] for the input "
+                         f"{args[0].name!r} [{args[0].size}]")
+    chunk = node.attr.get("chunk")
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+        raise ShapeError(f"{node_label(node)}: chunk {chunk!r} must be a positive integer (classes per chunk)")
+    return 1, FLOAT
+
+
+def _chunked_forward(xs, ps, at):
+    """Online softmax (Milakov & Gimelshein 2018): per chunk, logits z = h W_c^T + b_c, the
+    running max m and sum s of exp(z - m) rescaled to the new max; loss = log s + m - z[y]."""
+    h, ids = xs
+    w, b = ps
+    keep = _kept(ids, at)[:, 0]
+    target = np.where(keep, ids[:, 0], 0)
+    n = h.shape[0]
+    m = np.full(n, -np.inf, h.dtype)
+    s = np.zeros(n, h.dtype)
+    zt = np.zeros(n, h.dtype)
+    for c0, c1 in chunk_bounds(w.shape[0], at["chunk"]):
+        z = h @ w[c0:c1].T + b[c0:c1]
+        m_new = np.maximum(m, z.max(axis=1))
+        s = s * np.exp(m - m_new) + np.exp(z - m_new[:, None]).sum(axis=1)
+        m = m_new
+        inside = (target >= c0) & (target < c1)
+        zt[inside] = z[inside, target[inside] - c0]
+    return np.where(keep, np.log(s) + m - zt, 0)[:, None].astype(h.dtype, copy=False)
+
+
+def _chunked_vjp(g, y, xs, ps, at):
+    """Per chunk again: p = exp(z - lse) with lse = loss + z[y] (the forward's log-sum-exp,
+    from its output), p[y] -= 1, times the column's gradient (0 where ignored); then
+    dh += p W_c, dW_c = p^T h, db_c = sum of p over the columns."""
+    h, ids = xs
+    w, b = ps
+    keep = _kept(ids, at)[:, 0]
+    target = np.where(keep, ids[:, 0], 0)
+    zt = np.einsum("nh,nh->n", h, w[target]) + b[target]
+    lse = np.where(keep, y[:, 0] + zt, np.inf)  # inf: an ignored column's p is 0
+    scale = np.where(keep, g[:, 0], 0)[:, None]
+    rows = np.arange(h.shape[0])
+    gh, gw, gb = np.zeros_like(h), np.zeros_like(w), np.zeros_like(b)
+    for c0, c1 in chunk_bounds(w.shape[0], at["chunk"]):
+        p = np.exp(h @ w[c0:c1].T + b[c0:c1] - lse[:, None])
+        inside = keep & (target >= c0) & (target < c1)
+        p[rows[inside], target[inside] - c0] -= 1
+        p *= scale
+        gh += p @ w[c0:c1]
+        gw[c0:c1] = p.T @ h
+        gb[c0:c1] = p.sum(axis=0)
+    return [gh, None], [gw, gb]
+
+
+def _chunked_ids(g, n):
+    return {1: (g.param_by_name[n.params[0]].shape[0], n.attr.get("ignore_index"))}
+
+
+# softmax_xent(linear(h, W, b), y) without the (N, classes) logits: params W (classes, n) and b
+# (classes,), attribute chunk (classes per chunk) and optionally ignore_index (as softmax_xent).
+# Memory O(N * chunk); the equations are softmax_xent's, the order of the sums the online
+# softmax's (Milakov & Gimelshein 2018, "Online normalizer calculation for softmax").
+register(Op("chunked_softmax_xent", "loss", _chunked_shape, _chunked_forward, _chunked_vjp, (2, 2),
+            ids=_chunked_ids, cuda_loss=("run_chunked_softmax_xent", "run_chunked_softmax_xent_grad")))
 
 
 # Per-column mean squared error mean_j (x_j - y_j)^2 over the n elements of a column; the

@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .ir import Graph
-from .ops import is_row_reduction
+from .ops import chunk_bounds, chunking, is_row_reduction
 from .schedule_options import ScheduleOptions
 
 
@@ -180,13 +180,27 @@ def _ops_text(k: Kernel) -> str:
     return f"{len(k.ops)} ops [{', '.join(parts)}]"
 
 
-def _kernel_line(k: Kernel, indent: str) -> str:
+def _chunks_text(g: Graph, k: Kernel) -> str:
+    """`` [V classes in n chunks of c]`` for a kernel computing a node a chunk of its classes at
+    a time (a chunked softmax cross-entropy), else ''."""
+    found = chunking(g, g.by_name[k.ops[0]]) if len(k.ops) == 1 else None
+    if found is None:
+        return ""
+    classes, chunk = found
+    bounds = chunk_bounds(classes, chunk)
+    last = bounds[-1][1] - bounds[-1][0]
+    tail = f", the last {last}" if last != chunk and len(bounds) > 1 else ""
+    plural = "s" if len(bounds) > 1 else ""
+    return f"   [{classes} classes in {len(bounds)} chunk{plural} of {min(chunk, classes)}{tail}]"
+
+
+def _kernel_line(k: Kernel, indent: str, g: Graph) -> str:
     text = f"{indent}{k.name:<4} {k.kind:<9}  {_ops_text(k)}"
     if k.reads:
         text += f"  <- {', '.join(k.reads)}"
     if k.kind not in ("gemm", "wgrad", "gather") or set(k.writes) != set(k.ops):
         text += f"  -> {', '.join(k.writes)}" if k.writes else ""
-    return f"{text}   {k.rows} x {k.cols}"
+    return f"{text}   {k.rows} x {k.cols}{_chunks_text(g, k)}"
 
 
 def _fmt_flops(f: float) -> str:
@@ -206,10 +220,10 @@ def _sync_text(s: Loop) -> str:
     return f", grid sync after level{'s' if len(syncs) > 1 else ''} {', '.join(map(str, syncs))}"
 
 
-def _step_lines(s, window: int, columns: int) -> list[str]:
+def _step_lines(s, window: int, columns: int, g: Graph) -> list[str]:
     if isinstance(s, Phase):
         lines = [f"  {s.name}  [once per window over {columns} columns]"]
-        lines += [_kernel_line(k, "    ") for k in s.kernels]
+        lines += [_kernel_line(k, "    ", g) for k in s.kernels]
         return lines
     span = f"t={window - 1}..0" if s.reverse else f"t=0..{window - 1}"
     syncs = s.reduction_syncs
@@ -229,7 +243,7 @@ def _step_lines(s, window: int, columns: int) -> list[str]:
             ks = s.at(level, offset)
             for j, k in enumerate(ks):
                 head = f"      level {level}  " if j == 0 else " " * 15
-                lines.append(_kernel_line(k, head))
+                lines.append(_kernel_line(k, head, g))
     return lines
 
 
@@ -250,10 +264,10 @@ def format_schedule(s: Schedule) -> str:
              f"hidden={','.join(map(str, hidden)) or '-'}  plan={s.plan}",
              f"  why: {s.reason}", *_options_line(s), "forward"]
     for step in s.forward:
-        lines += _step_lines(step, s.window, s.window * s.streams)
+        lines += _step_lines(step, s.window, s.window * s.streams, g)
     lines.append("backward")
     for step in s.backward:
-        lines += _step_lines(step, s.window, s.window * s.streams)
+        lines += _step_lines(step, s.window, s.window * s.streams, g)
     par = s.work / max(s.critical_path, 1)
     lines.append(f"work {_fmt_flops(s.work)}   critical path {s.critical_path} levels   "
                  f"parallelism bound {_fmt_flops(par)}/level   launches/window {s.launches}")

@@ -25,6 +25,8 @@ def _case(name, rng):
         "layer_norm": ([x(5)], [rng.normal(size=5), rng.normal(size=5)], {}),
         "embedding": ([rng.integers(0, 6, size=(N, 1))], [rng.normal(size=(6, 3))], {}),
         "softmax_xent": ([x(5), rng.integers(0, 5, size=(N, 1))], [], {}),
+        "chunked_softmax_xent": ([x(4), rng.integers(0, 5, size=(N, 1))],
+                                 [rng.normal(size=(5, 4)), rng.normal(size=5)], {"chunk": 2}),
         "mse": ([x(4), x(4)], [], {}),
     }
     return cases[name]

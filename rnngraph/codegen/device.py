@@ -4,7 +4,8 @@
 - :func:`as_device`: any array to a numba device array, without copies or per-launch syncs for
   ``__cuda_array_interface__`` objects (CuPy, PyTorch).
 - launch helpers (:func:`launch_stream`, :func:`flat`, :func:`blocks`, :func:`row_threads`,
-  :func:`check`) that every launcher uses, so launch configurations live in one place.
+  :func:`check`) that every launcher uses, so launch configurations live in one place;
+  :func:`cached_scratch`, the float32 scratch arrays launchers keep between calls.
 
 numba-cuda decides simulator or GPU when ``numba.cuda`` is first imported (from the
 ``NUMBA_ENABLE_CUDASIM`` environment variable), so nothing here can switch it afterwards.
@@ -144,3 +145,24 @@ def column_chunk(x, rows_per_chunk):
     j = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
     r0 = cuda.blockIdx.y * rows_per_chunk
     return (j if j < x.shape[1] else -1), r0, min(r0 + rows_per_chunk, x.shape[0])
+
+
+# Scratch arrays of the library launchers, one per (tag, device, stream, shape) and kept for the
+# life of the process (a few distinct shapes in practice), so the hot path allocates nothing.
+# Per stream: calls on two streams may overlap, calls on one stream run in order.
+_SCRATCH: dict = {}
+
+
+def cached_scratch(tag: str, shape: tuple, stream):
+    """A float32 device array of ``shape`` for launcher ``tag`` on ``stream`` (None: the default
+    stream), allocated on first use and returned again to later calls with the same key (its
+    contents are whatever the last call left)."""
+    if in_simulator():  # simulated launches run synchronously, one device
+        key = (tag, None, None, tuple(shape))
+    else:
+        key = (tag, cuda.current_context().device.id, stream_handle(stream), tuple(shape))
+    buf = _SCRATCH.get(key)
+    if buf is None:
+        buf = cuda.device_array(tuple(shape), np.float32, stream=launch_stream(stream))
+        _SCRATCH[key] = buf
+    return buf

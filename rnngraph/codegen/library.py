@@ -11,7 +11,9 @@ them synchronises with the host, and none allocates unless its docstring says so
   :func:`add_bias`, :func:`column_sum`;
 - row reductions (:mod:`.reductions`): :func:`layer_norm_forward`, :func:`layer_norm_backward`,
   :func:`softmax_xent_forward`, :func:`softmax_xent_backward` (with ``ignore_index``);
-- losses (:mod:`.losses`): :func:`mse_forward`, :func:`mse_backward`;
+- losses (:mod:`.losses`): :func:`mse_forward`, :func:`mse_backward`; the output layer and
+  softmax cross-entropy a chunk of the classes at a time (:mod:`.chunked_xent`):
+  :func:`chunked_xent_forward`, :func:`chunked_xent_backward`;
 - embedding gather and scatter-add (here): :func:`embedding_forward`, :func:`embedding_backward`;
 - dropout masks (here): :func:`dropout_threshold` (uniforms -> an inverted-dropout mask, in place);
 - optimizers and clipping (:mod:`.optim_kernels`): :func:`sgd_update`, :func:`adam_update` (their
@@ -32,12 +34,14 @@ import types
 import numpy as np
 from numba import cuda, float32
 
+from . import chunked_xent as _chunked_mod
 from . import gemm as _gemm_mod
 from . import losses as _loss_mod
 from . import optim_kernels as _optim_mod
 from . import reductions as _red_mod
 from .device import (INDEX_DTYPES, as_device, blocks, check, elementwise_threads, have_cupy,
                      in_simulator, launch_stream)
+from .chunked_xent import chunked_xent_backward, chunked_xent_forward
 from .gemm import add_bias, column_sum, gemm, gemm_launcher
 from .kernel_cache import cached
 from .losses import mse_backward, mse_forward
@@ -143,7 +147,8 @@ def dropout_threshold(u, p: float, *, stream=None):
     return u
 
 
-KERNELS: list[tuple] = (_gemm_mod.KERNELS + _red_mod.KERNELS + _loss_mod.KERNELS + _EMBEDDING_KERNELS
+KERNELS: list[tuple] = (_gemm_mod.KERNELS + _red_mod.KERNELS + _loss_mod.KERNELS + _chunked_mod.KERNELS
+                        + _EMBEDDING_KERNELS
                         + [(_dropout_threshold_kernel, "void(float32[::1], float32, float32)")]
                         + _optim_mod.KERNELS)
 
@@ -189,9 +194,9 @@ def _device_functions_for_cc(cc):
 
 
 __all__ = [
-    "KERNELS", "add_bias", "adam_hyper", "adam_update", "add_into", "all_finite", "as_device", "clip_grad_norm",
-    "column_sum", "copy_if", "dropout_threshold", "embedding_backward", "embedding_forward", "fill", "fill_from", "gemm",
-    "gemm_launcher", "have_cupy", "in_simulator", "layer_norm_backward", "layer_norm_forward", "mse_backward",
-    "mse_forward", "ptx_f64_report", "scale_by_clip", "sgd_hyper", "sgd_update", "softmax_xent_backward",
-    "softmax_xent_forward", "sum_squares",
+    "KERNELS", "add_bias", "adam_hyper", "adam_update", "add_into", "all_finite", "as_device", "chunked_xent_backward",
+    "chunked_xent_forward", "clip_grad_norm", "column_sum", "copy_if", "dropout_threshold", "embedding_backward",
+    "embedding_forward", "fill", "fill_from", "gemm", "gemm_launcher", "have_cupy", "in_simulator",
+    "layer_norm_backward", "layer_norm_forward", "mse_backward", "mse_forward", "ptx_f64_report", "scale_by_clip",
+    "sgd_hyper", "sgd_update", "softmax_xent_backward", "softmax_xent_forward", "sum_squares",
 ]

@@ -10,6 +10,8 @@ prepared once where a launcher is returned: the buffers never move.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from .. import ops
 from ..ir import INDEX
 from . import library, losses
@@ -85,19 +87,23 @@ class LibraryLaunches:
 
     def loss(self, n, backward: bool, t: int | None = None) -> None:
         """A loss node over the window (t None) or at timestep t: the launchers its registry
-        entry names in ``cuda_loss`` (codegen/losses.py), on views of its arguments."""
+        entry names in ``cuda_loss`` (codegen/losses.py), on views of its arguments, parameters
+        and (backward) their gradients."""
         op, view = ops.REGISTRY[n.op], self.views(t)
         if op.cuda_loss is None:
             raise NotImplementedError(f"node {n.name!r}: loss op {n.op!r} has no GPU launchers (cuda_loss)")
         fwd, bwd = (getattr(losses, name) for name in op.cuda_loss)
         args = [self.ids(r.node, t) if self.g.by_name[r.node].dtype == INDEX else view(r.node, delay=r.delay)
                 for r in n.args]
+        call = losses.LossCall(args, [self.buf.P[p] for p in n.params], view(n.name).reshape(-1), n.attr,
+                               self.stream)
         if backward:
             gargs = [view(r.node, grad=True, delay=r.delay) if self.g.differentiable(r.node) else None
                      for r in n.args]
-            bwd(args, view(n.name, grad=True).reshape(-1), gargs, n.attr, self.stream)
+            bwd(replace(call, gloss=view(n.name, grad=True).reshape(-1), gargs=gargs,
+                        gparams=[self.buf.PG[p] for p in n.params]))
         else:
-            fwd(args, view(n.name).reshape(-1), n.attr, self.stream)
+            fwd(call)
 
     def row_reduction(self, name: str, backward: bool, t: int | None):
         """The factory of a row reduction's launcher over the window (t None) or at timestep t:

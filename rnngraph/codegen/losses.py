@@ -1,20 +1,39 @@
 """The GPU side of the loss ops (``kind == "loss"`` in rnngraph.ops_losses): the mean-squared-error
-kernels, and the launchers the op registry names in each loss op's ``cuda_loss``.
+kernels, and the launchers the op registry names in each loss op's ``cuda_loss`` (the softmax
+cross-entropy's kernels are in codegen/reductions.py, the chunked one's in codegen/chunked_xent.py).
 
-A launcher pair has the signatures ``forward(args, loss, attrs, stream)`` and
-``backward(args, gloss, gargs, attrs, stream)``: ``args`` the op's arguments over the columns
-(float32 (N, n) views, token ids (N,) int32), ``loss``/``gloss`` float32 (N,), ``gargs`` the
-gradient buffers of the arguments (None where no gradient flows: token ids, targets), ``attrs``
-the node's attributes. The window's mean (the 1/columns seed) is the caller's
-(rnngraph.codegen.step).
+A launcher pair is ``forward(call)`` and ``backward(call)`` on a :class:`LossCall`, the views
+of one launch. The window's mean (the 1/columns seed) is the caller's (rnngraph.codegen.step).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from numba import cuda, float32
 
+from .chunked_xent import chunked_xent_backward, chunked_xent_forward
 from .device import as_device, check, launch_stream, row_threads
 from .kernel_cache import cached
 from .reductions import SMEM, block_sum, softmax_xent_backward, softmax_xent_forward
+
+
+@dataclass(frozen=True)
+class LossCall:
+    """One launch of a loss op over N columns: ``args`` its arguments (float32 (N, n) views,
+    token ids (N,) int32), ``params`` its parameters (most loss ops have none), ``loss`` float32
+    (N,) its per-column value (written by forward; backward reads it), ``attrs`` the node's
+    attributes, ``stream``; backward only: ``gloss`` float32 (N,) the per-column gradient,
+    ``gargs`` the arguments' gradient buffers (None where no gradient flows: token ids,
+    targets) and ``gparams`` the parameters' gradient arrays (accumulated)."""
+
+    args: list
+    params: list
+    loss: object
+    attrs: dict
+    stream: object
+    gloss: object = None
+    gargs: list | None = None
+    gparams: list | None = None
 
 
 # ---------------------------------------------------------------------------- mean squared error
@@ -82,30 +101,46 @@ KERNELS = [
 
 
 # ---------------------------------------------------------------------------- launchers named by ops_losses.py
-def run_softmax_xent(args, loss, attrs, stream) -> None:
+def run_softmax_xent(call: LossCall) -> None:
     """``softmax_xent(logits, ids)``: per-column cross-entropy, 0 where ids == attrs["ignore_index"]."""
-    logits, ids = args
-    softmax_xent_forward(logits, ids, loss, ignore_index=attrs.get("ignore_index"), stream=stream)
+    logits, ids = call.args
+    softmax_xent_forward(logits, ids, call.loss, ignore_index=call.attrs.get("ignore_index"), stream=call.stream)
 
 
-def run_softmax_xent_grad(args, gloss, gargs, attrs, stream) -> None:
+def run_softmax_xent_grad(call: LossCall) -> None:
     """The logits' gradient of ``softmax_xent`` (written: the logits are read by this op alone)."""
-    logits, ids = args
-    softmax_xent_backward(logits, ids, gloss, gargs[0], ignore_index=attrs.get("ignore_index"), stream=stream)
+    logits, ids = call.args
+    softmax_xent_backward(logits, ids, call.gloss, call.gargs[0], ignore_index=call.attrs.get("ignore_index"),
+                          stream=call.stream)
 
 
-def run_mse(args, loss, attrs, stream) -> None:
+def run_chunked_softmax_xent(call: LossCall) -> None:
+    """``chunked_softmax_xent(h, ids)`` with parameters (W, b): codegen/chunked_xent.py."""
+    (h, ids), (weight, bias) = call.args, call.params
+    chunked_xent_forward(h, weight, bias, ids, call.loss, chunk=call.attrs["chunk"],
+                         ignore_index=call.attrs.get("ignore_index"), stream=call.stream)
+
+
+def run_chunked_softmax_xent_grad(call: LossCall) -> None:
+    """Its gradients: h's (added, where it has a buffer), W's and b's (added)."""
+    (h, ids), (weight, bias) = call.args, call.params
+    chunked_xent_backward(h, weight, bias, ids, call.loss, call.gloss, call.gargs[0], *call.gparams,
+                          chunk=call.attrs["chunk"], ignore_index=call.attrs.get("ignore_index"), stream=call.stream)
+
+
+def run_mse(call: LossCall) -> None:
     """``mse(prediction, target)``: per-column mean squared error."""
-    mse_forward(args[0], args[1], loss, stream=stream)
+    mse_forward(call.args[0], call.args[1], call.loss, stream=call.stream)
 
 
-def run_mse_grad(args, gloss, gargs, attrs, stream) -> None:
+def run_mse_grad(call: LossCall) -> None:
     """The prediction's gradient of ``mse`` (added), and the target's where it has a gradient
     buffer (a computed value, not a head's input ``y``): the same rule with the two swapped."""
-    mse_backward(args[0], args[1], gloss, gargs[0], stream=stream)
+    (x, y), gargs = call.args, call.gargs
+    mse_backward(x, y, call.gloss, gargs[0], stream=call.stream)
     if gargs[1] is not None:
-        mse_backward(args[1], args[0], gloss, gargs[1], stream=stream)
+        mse_backward(y, x, call.gloss, gargs[1], stream=call.stream)
 
 
-__all__ = ["KERNELS", "mse_backward", "mse_forward", "run_mse", "run_mse_grad", "run_softmax_xent",
-           "run_softmax_xent_grad"]
+__all__ = ["KERNELS", "LossCall", "mse_backward", "mse_forward", "run_chunked_softmax_xent",
+           "run_chunked_softmax_xent_grad", "run_mse", "run_mse_grad", "run_softmax_xent", "run_softmax_xent_grad"]

@@ -15,8 +15,8 @@ import numpy as np
 from numba import cuda, float32
 
 from ..ops import LAYER_NORM_EPS
-from .device import (INDEX_DTYPES, MAX_REDUCE_BLOCKS, as_device, blocks, check, column_chunk,
-                     elementwise_threads, in_simulator, launch_stream, row_threads, stream_handle)
+from .device import (INDEX_DTYPES, MAX_REDUCE_BLOCKS, as_device, blocks, cached_scratch, check, column_chunk,
+                     elementwise_threads, launch_stream, row_threads)
 from .kernel_cache import cached
 
 SMEM = 1024  # shared scratch of the block reductions: the largest block they support
@@ -194,25 +194,11 @@ def layer_norm_forward(x, gain, bias, out, *, stream=None):
     return out
 
 
-# (N, 2) float32 (mean, rstd) scratch of layer_norm_backward, one per (device, stream, N) and
-# kept for the life of the process (8 bytes a row per key: a few distinct N in practice), so
-# the hot path allocates nothing. Per stream: calls on two streams may overlap, calls on one
-# stream run in order (the column kernel of one call reads its stats before the next call's
-# row kernel overwrites them).
-_LN_STATS: dict = {}
-
-
 def _ln_stats_scratch(nrows: int, stream):
-    """The cached (nrows, 2) float32 statistics scratch of :func:`layer_norm_backward`."""
-    if in_simulator():  # simulated launches run synchronously, one device
-        key = (None, None, nrows)
-    else:
-        key = (cuda.current_context().device.id, stream_handle(stream), nrows)
-    buf = _LN_STATS.get(key)
-    if buf is None:
-        buf = cuda.device_array((nrows, 2), np.float32, stream=launch_stream(stream))
-        _LN_STATS[key] = buf
-    return buf
+    """The cached (nrows, 2) float32 (mean, rstd) scratch of :func:`layer_norm_backward`, one per
+    (device, stream, N) (device.cached_scratch; the column kernel of one call reads its stats
+    before the next call's row kernel on the same stream overwrites them)."""
+    return cached_scratch("layer_norm_backward stats", (nrows, 2), stream)
 
 
 def layer_norm_backward(x, gain, gy, gx, ggain, gbias, *, stream=None, rows_per_chunk=None):

@@ -79,6 +79,9 @@ def node_flops(g: Graph, n: Node) -> int:
         return 8 * n.size
     if n.op == "softmax_xent":
         return 4 * g.by_name[n.args[0].node].size
+    if n.op == "chunked_softmax_xent":  # the output layer's product and bias, then softmax_xent's 4 a class
+        classes, inputs = g.param_by_name[n.params[0]].shape
+        return 2 * classes * inputs + 5 * classes
     if n.op in ("sigmoid", "tanh", "exp"):
         return 4 * n.size
     return n.size
@@ -86,7 +89,11 @@ def node_flops(g: Graph, n: Node) -> int:
 
 def backward_flops(g: Graph, n: Node) -> int:
     """Backward FLOPs for one column: twice the forward for products (input and weight
-    gradients), about twice for the rest."""
+    gradients), about twice for the rest; a chunked softmax cross-entropy three times its
+    product (the chunk's logits again, then the input and weight gradients)."""
+    if n.op == "chunked_softmax_xent":
+        classes, inputs = g.param_by_name[n.params[0]].shape
+        return 6 * classes * inputs + 6 * classes
     return 2 * node_flops(g, n)
 
 

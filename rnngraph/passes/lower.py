@@ -83,6 +83,8 @@ class _Lowering:
         flops = sum((backward_flops if backward else node_flops)(g, n) for n in nodes) * cols
         if backward:
             reads, writes = [f"d.{w}" for w in writes], [f"d.{r}" for r in reads if self._differentiable(r)]
+            if kind == "loss":  # a loss with parameters (chunked_softmax_xent) adds their gradients itself
+                writes += [f"d.{q}" for n in nodes for q in n.params]
             kind = {"gather": "scatter"}.get(kind, kind)
         return Kernel(self.name(), kind, tuple(grp), tuple(n.op for n in nodes), tuple(dict.fromkeys(reads)),
                       tuple(writes), tuple(dict.fromkeys(params)), rows, cols, flops, level, stage)
