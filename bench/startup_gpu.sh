@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Startup and per-step overhead on the GPU in one device command (run on the H200), parts chosen by
 # PARTS (default "tests trace startup"):
-#   tests    the GPU tier of the kernel cache (tests/test_gpu_kernel_cache.py) and of the training
-#            step's flat update and variable lengths (tests/test_step_lengths_sim.py on the GPU)
+#   tests    the GPU tier of the kernel cache, the training step replayed as one CUDA graph, its
+#            non-finite check, variable lengths and the chunked softmax head (GPU_TESTS: the files)
 #   trace    bench/kernel_trace.py --modes lm-step: the GPU timeline of one char-LM training step
 #            (1 x 512, S = 1 and 64), busy time against the step's wall time
 #   startup  bench/startup.py: first-call time of fresh processes (cold and warm kernel cache) and
@@ -16,8 +16,9 @@ for part in ${PARTS:-tests trace startup}; do
   echo "=== $part ($(date +%T))"
   case $part in
     tests)
-      timeout "${TEST_TIMEOUT:-300}" python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_gpu_kernel_cache.py \
-        tests/test_step_lengths_sim.py 2>&1 | tee "$OUT/gpu-tests.log" ;;
+      timeout "${TEST_TIMEOUT:-300}" python3 -m pytest -q -m gpu -p no:cacheprovider ${GPU_TESTS:-tests/test_gpu_kernel_cache.py \
+        tests/test_gpu_step_graph.py tests/test_nonfinite.py tests/test_step_lengths_sim.py tests/test_chunked_softmax_sim.py \
+        tests/test_gpu_chunked_softmax.py} 2>&1 | tee "$OUT/gpu-tests.log" ;;
     trace)
       timeout 240 python3 bench/kernel_trace.py --configs lstm:1 lstm:64 --modes lm-step --iters 5 \
         --out "$OUT/lm-step-trace.json" 2>&1 | tee "$OUT/lm-step-trace.log" ;;
