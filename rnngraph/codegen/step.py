@@ -33,8 +33,9 @@ from ..schedule import Schedule
 from ..reference import mean_loss
 from . import library
 from .buffers import arena
-from .device import as_device, have_cupy, in_simulator, stream_handle
+from .device import as_device, have_cupy, stream_handle
 from .graphs import Replay
+from .host_copies import Staging
 from .program import CudaProgram, every_value_written
 from .tuning import LoopTuning
 
@@ -96,8 +97,8 @@ class CudaBackend:
         self._sums = cuda.device_array(2, np.float32, stream=self.stream)  # gradients', losses' squares
         self._ok = cuda.device_array(1, np.int32, stream=self.stream)  # 1: both finite (see train)
         # the step's scalars, written by the host before each replay: 1/columns, then the optimizer's
-        self._hyper_host = np.zeros(4, np.float32) if in_simulator() else cuda.pinned_array(4, np.float32)
-        self._hyper = cuda.to_device(self._hyper_host, stream=self.stream)
+        self._hyper = cuda.to_device(np.zeros(4, np.float32), stream=self.stream)
+        self._staging = Staging(self.stream)  # pinned buffers: inputs, step scalars, loss and sums out
         self._carry_scratch = {s.name: cuda.device_array_like(self.buf.V[s.node][:s.depth], stream=self.stream)
                                for s in self.g.states if self.T < s.depth}  # source and destination overlap
         self._step_graph = Replay(self._step_launches, self.stream, "training step",
@@ -255,14 +256,7 @@ class CudaBackend:
                 src = as_device(x, self.stream)
                 dst.copy_to_device(src if n.dtype == "index" else src.reshape(dst.shape), stream=self.stream)
             else:
-                arr = np.asarray(x)
-                arr = arr.astype(np.int32) if n.dtype == "index" else arr.astype(np.float32).reshape(dst.shape)
-                dst.copy_to_device(np.ascontiguousarray(arr), stream=self.stream)
-
-    def _loss(self, columns: int) -> float:
-        """The window's mean loss: the loss node summed over the window / ``columns``."""
-        loss = self.buf.window(self.g.loss).reshape(self.T * self.S)
-        return mean_loss(loss.copy_to_host(stream=self.stream).astype(np.float64), columns)
+                self._staging.to_device(n.name, dst, x)
 
     def forward(self, inputs: dict, names, carry: bool = True, every_value: bool = False) -> tuple[dict, dict, dict]:
         """Run one window; returns host arrays (values, states, final_states): node name -> (T, S, n)
@@ -300,17 +294,20 @@ class CudaBackend:
         opt = self.optimizer
         opt.steps += 1
         self._feed(inputs)
-        self._hyper_host[0] = 1.0 / columns if columns else 0.0
+        hyper = np.zeros(4, np.float32)
+        hyper[0] = 1.0 / columns if columns else 0.0
         if isinstance(opt, Adam):  # Adam and AdamW: p *= 1 - lr*wd first
             decay = opt.decay_factor() if isinstance(opt, AdamW) else 1.0
-            self._hyper_host[1:4] = library.adam_hyper(opt.lr, opt.betas[0], opt.betas[1], opt.steps, decay)
+            hyper[1:4] = library.adam_hyper(opt.lr, opt.betas[0], opt.betas[1], opt.steps, decay)
         else:
-            self._hyper_host[1:3] = library.sgd_hyper(opt.lr, opt.steps == 1)
-        self._hyper.copy_to_device(self._hyper_host, stream=self.stream)
+            hyper[1:3] = library.sgd_hyper(opt.lr, opt.steps == 1)
+        self._staging.to_device("step scalars", self._hyper, hyper)
         self._step_graph()
-        loss = self._loss(columns)
-        sums = self._sums.copy_to_host(stream=self.stream)
+        sums = self._staging.to_host("sums", self._sums)
+        losses = self._staging.to_host("loss", self.buf.window(self.g.loss).reshape(self.T * self.S))
         self.stream.synchronize()
+        # the window's mean loss: the loss node summed over the window / ``columns``
+        loss = mean_loss(losses.astype(np.float64), columns)
         self.last_finite = bool(np.isfinite(sums).all())
         self.last_grad_norm = float(np.sqrt(sums[0]))
         if not self.last_finite:  # the kernels updated and carried nothing: the step did not happen

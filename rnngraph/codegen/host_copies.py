@@ -1,0 +1,96 @@
+"""Host <-> device copies of a training call through pinned staging buffers and the driver.
+
+numba's ``DeviceNDArray.copy_to_device`` / ``copy_to_host`` cost about 100 us of host time each
+for a small array (checks, a pageable copy the driver stages itself); a training step of a small
+model makes four of them (inputs, targets, the loss column, the finite sums): on the H200 that
+was a third of a 1.5 ms char-LM step at S = 1 (bench/results/h200-20261202-lm-step-trace-step-graph.json).
+:class:`Staging` keeps one pinned host buffer per device array it serves and copies with
+``cuMemcpyHtoDAsync`` / ``cuMemcpyDtoHAsync`` (``cuda.bindings.driver``) on the step's stream.
+
+A staging buffer is rewritten only after its previous copy finished (a CUDA event recorded after
+each copy, waited on before the next write), so back-to-back calls without a synchronisation are
+safe. In numba's CUDA simulator (no driver) the copies are numba's.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from .device import in_simulator, stream_handle
+
+__all__ = ["Staging"]
+
+
+def _driver():
+    from cuda.bindings import driver
+    return driver
+
+
+def _check(result):
+    err = result[0] if isinstance(result, tuple) else result
+    if int(err) != 0:
+        raise RuntimeError(f"CUDA driver error {err}")
+    return result[1] if isinstance(result, tuple) and len(result) > 1 else None
+
+
+class _Buffer:
+    """One pinned host array and the event of its last copy."""
+
+    def __init__(self, shape, dtype, sim: bool):
+        self.host = np.empty(shape, dtype) if sim else cuda.pinned_array(shape, dtype)
+        self.event = None if sim else _check(_driver().cuEventCreate(_driver().CUevent_flags.CU_EVENT_DISABLE_TIMING))
+
+    def wait(self) -> None:
+        """Until the last copy from or into ``host`` has finished."""
+        if self.event is not None:
+            _check(_driver().cuEventSynchronize(self.event))
+
+    def record(self, stream) -> None:
+        if self.event is not None:
+            _check(_driver().cuEventRecord(self.event, _driver().CUstream(stream_handle(stream))))
+
+
+class Staging:
+    """Pinned staging buffers for copies on ``stream``, one per key (a name the caller chooses,
+    e.g. the graph input's), made on first use with the device array's shape and dtype."""
+
+    def __init__(self, stream):
+        self.stream, self.sim = stream, in_simulator()
+        self._buffers: dict[str, _Buffer] = {}
+
+    def _buffer(self, key: str, dev) -> _Buffer:
+        buf = self._buffers.get(key)
+        if buf is None or buf.host.shape != dev.shape or buf.host.dtype != dev.dtype:
+            buf = self._buffers[key] = _Buffer(dev.shape, dev.dtype, self.sim)
+        return buf
+
+    def to_device(self, key: str, dst, src) -> None:
+        """Enqueue ``dst[...] = src`` (a host array of ``dst``'s size, any dtype NumPy casts to
+        ``dst``'s, as ``astype`` would) on the stream; ``src`` may be reused at once.
+        ValueError when the sizes differ."""
+        src = np.asarray(src)
+        if src.size != dst.size:
+            raise ValueError(f"{key}: {src.size} values for a buffer of {dst.size}")
+        buf = self._buffer(key, dst)
+        buf.wait()
+        np.copyto(buf.host, src.reshape(dst.shape), casting="unsafe")
+        if self.sim:
+            dst.copy_to_device(buf.host, stream=self.stream)
+            return
+        _check(_driver().cuMemcpyHtoDAsync(int(dst.__cuda_array_interface__["data"][0]), buf.host.ctypes.data,
+                                           dst.nbytes, _driver().CUstream(stream_handle(self.stream))))
+        buf.record(self.stream)
+
+    def to_host(self, key: str, src) -> np.ndarray:
+        """Enqueue a copy of the device array ``src`` into its staging buffer and return that
+        buffer: read it after the stream is synchronised and before the next ``to_host`` of
+        ``key`` (copy what you keep)."""
+        buf = self._buffer(key, src)
+        buf.wait()
+        if self.sim:
+            src.copy_to_host(buf.host, stream=self.stream)
+            return buf.host
+        _check(_driver().cuMemcpyDtoHAsync(buf.host.ctypes.data, int(src.__cuda_array_interface__["data"][0]),
+                                           src.nbytes, _driver().CUstream(stream_handle(self.stream))))
+        buf.record(self.stream)
+        return buf.host
