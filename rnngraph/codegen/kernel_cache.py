@@ -109,6 +109,13 @@ def _cache_class():
                 self._done(hit=True)
             return kernel
 
+        def has_entry(self, sig, target_context) -> bool:
+            """Whether the index holds ``sig`` (nothing is loaded; False when it cannot be read)."""
+            try:
+                return self._index_key(sig, target_context.codegen()) in self._cache_file._load_index()
+            except Exception:
+                return False
+
         def save_overload(self, sig, data):
             try:
                 super().save_overload(sig, data)

@@ -61,11 +61,14 @@ class CudaProgram(LoopLaunches):
     generates and compiles no backward kernel (inference: :meth:`run_backward` then raises);
     buffers: another program's :class:`Buffers` (of a schedule of the same graph, T and S) to run
     on, with its inputs, states and parameters (``params`` is then ignored); tuning: the
-    persistent loop kernels' code shape (codegen/tuning.py; None: ``LoopTuning.defaults(S)``).
-    TypeError for a tuning that is not a LoopTuning."""
+    persistent loop kernels' code shape (codegen/tuning.py; None: ``LoopTuning.defaults(S)``);
+    compile_workers: at most this many worker processes compile the persistent loop kernels the
+    disk cache lacks side by side (codegen/parallel_compile.py; None: one a core; 1: none, each
+    compiled here in turn). TypeError for a tuning that is not a LoopTuning."""
 
     def __init__(self, schedule: Schedule, stream=None, replay: bool = True, params: dict | None = None,
-                 backward: bool = True, buffers: Buffers | None = None, tuning: LoopTuning | None = None):
+                 backward: bool = True, buffers: Buffers | None = None, tuning: LoopTuning | None = None,
+                 compile_workers: int | None = None):
         if tuning is not None and not isinstance(tuning, LoopTuning):
             raise TypeError(f"tuning must be an rg.LoopTuning, got {type(tuning).__name__}")
         self.s, self.g = schedule, schedule.graph
@@ -80,6 +83,7 @@ class CudaProgram(LoopLaunches):
         self.sources: list[str] = [PRELUDE]
         self.loop_threads: dict[str, int] = {}  # persistent kernel -> threads per block it launches with
         self.loop_plans: dict[str, LoopKernelPlan] = {}  # persistent kernel -> its plan (codegen/loop_plan.py)
+        self.loop_arguments: dict = {}  # persistent kernel -> its launch arrays (a function: made when asked)
         self.segment_of = self._forward_segments()
         # node -> ops of the whole forward kernel computing it: what a persistent backward kernel
         # recomputes (layer norms included: their statistics come from the forward's row sums)
@@ -88,6 +92,8 @@ class CudaProgram(LoopLaunches):
         self.backward_plan = [self._step(st, backward=True) for st in schedule.backward] if backward else []
         self.source = "\n\n".join(self.sources)
         self.module = module.load(self.source)
+        if not self.sim and compile_workers != 1:
+            self._precompile_loops(compile_workers)
         # each step's launches, and the same wrapped for replay from a CUDA graph of the step
         self.forward_launches = [[make() for make in step] for step in self.forward_plan]
         self.backward_launches = [[make() for make in step] for step in self.backward_plan]

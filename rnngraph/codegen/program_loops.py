@@ -8,8 +8,8 @@ launched in tick / level / stage order, pointwise segments as generated step ker
 embeddings, losses and row reductions from the library (codegen/library_launches.py).
 
 The mixin uses the program's ``g``, ``T``, ``S``, ``buf``, ``stream``, ``sim``, ``tuning``,
-``virtual_blocks``, ``kernel_of``, ``lib``, ``sources``, ``loop_plans``, ``loop_threads`` and,
-once loaded, ``module``; graph mode also its pointwise generator (``_pointwise``, ``_segments``).
+``virtual_blocks``, ``kernel_of``, ``lib``, ``sources``, ``loop_plans``, ``loop_threads``,
+``loop_arguments`` and, once loaded, ``module``; graph mode also its pointwise generator (``_pointwise``, ``_segments``).
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from numba import cuda
 from ..schedule import Loop
 from .loop import SIM_THREADS, emit_loop_kernel
 from .loop_plan import plan_loop_kernel
+from .parallel_compile import precompile
 
 
 class LoopLaunches:
@@ -45,9 +46,13 @@ class LoopLaunches:
         zeroed = {a: cuda.to_device(np.zeros(shape, dtype), stream=self.stream)
                   for a, (shape, dtype) in plan.zeroed(lambda x: self.buf.lookup(x).shape).items()}
 
+        def arguments():
+            return [zeroed[a] if a in zeroed else self.buf.lookup(a) for a in plan.args[2:]]
+        self.loop_arguments[name] = arguments
+
         def make():
             kern = getattr(self.module, name)
-            arrays = [zeroed[a] if a in zeroed else self.buf.lookup(a) for a in plan.args[2:]]
+            arrays = arguments()
             threads = SIM_THREADS * max(1, virtual) if self.sim else tuning.threads
             # one block per multiprocessor must be co-resident: halve the block until its registers fit
             while not self.sim and self._cooperative_blocks(kern, threads, arrays) < nblocks:
@@ -63,9 +68,21 @@ class LoopLaunches:
     def _cooperative_blocks(self, kern, threads: int, arrays) -> int:
         """As many blocks as can be co-resident (a cooperative launch needs all of them at once),
         from numba's ``max_cooperative_grid_blocks`` of the compiled kernel."""
-        argtypes = tuple(kern.typeof_pyval(a) for a in [self.T, self.S, *arrays])
-        compiled = kern.compile(argtypes)
+        compiled = kern.compile(self._loop_argtypes(kern, arrays))
         return max(1, compiled.max_cooperative_grid_blocks(threads))
+
+    def _loop_argtypes(self, kern, arrays) -> tuple:
+        """numba's argument types of a persistent loop kernel's launch (T, S, then ``arrays``)."""
+        return tuple(kern.typeof_pyval(a) for a in [self.T, self.S, *arrays])
+
+    def _precompile_loops(self, workers: int | None) -> None:
+        """The persistent loop kernels the disk cache lacks, compiled side by side in worker
+        processes (codegen/parallel_compile.py) before the launches are made."""
+        jobs = []
+        for name, arguments in self.loop_arguments.items():
+            kern = getattr(self.module, name)
+            jobs.append((kern, self._loop_argtypes(kern, arguments())))
+        precompile(jobs, workers)
 
     def _graph_mode(self, loop: Loop, backward: bool) -> list:
         """Per-timestep launches of every kernel in tick / level / stage order."""
