@@ -58,8 +58,8 @@ def test_a_second_process_loads_every_kernel_and_survives_a_broken_cache(tmp_pat
     assert entries
     for path in entries:  # truncated mid-write
         path.write_bytes(path.read_bytes()[:100])
-    third = _run(tmp_path)
-    assert third["misses"] == first["misses"]
+    third = _run(tmp_path)  # the index still lists the loop kernels: no workers, compiled here
+    assert third["misses"] == first["misses"] + len(first["loops"])
     for path in tmp_path.rglob("*.nbi"):  # written by another numba
         with open(path, "r+b") as f:
             pickle.load(f)
