@@ -14,7 +14,7 @@ from .arguments import CLIError, fraction, nonnegative_float, nonnegative_int, p
 DEFAULT_STEPS = 1000
 #: Defaults of the flags that a resumed run takes from its checkpoint when they are not given.
 TRAIN_DEFAULTS = dict(cell="lstm", layers=1, hidden=128, embed=32, window=64, streams=32, level="char",
-                      corpus="austen", seed=0, dtype="float32", max_words=10_000, optimizer="adam",
+                      corpus="austen", seed=0, dtype="float32", max_words=None, optimizer="adam",
                       lr=2e-3, lr_schedule="constant", clip=1.0, dropout=0.0)
 
 
@@ -38,7 +38,9 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
                         f"(default {d['corpus']})")
     g.add_argument("--level", choices=("char", "word"), help=f"tokens (default {d['level']})")
     g.add_argument("--max-words", metavar="N", type=positive_int,
-                   help=f"word level: keep the N most frequent words plus <unk> (default {d['max_words']})")
+                   help="word level: keep only the N most frequent word types of the training split, the rest "
+                        "becoming <unk> (default: every word type; a word is a lowercased run of letters, "
+                        "a punctuation mark, a digit or a newline: rnngraph/data/vocab.py)")
     g.add_argument("--window", metavar="T", type=positive_int,
                    help=f"timesteps per training step: truncated BPTT (default {d['window']})")
     g.add_argument("--streams", metavar="S", type=positive_int,
@@ -127,9 +129,10 @@ def _resumed_config(args, saved: LMConfig, directory: str) -> LMConfig:
             continue
         given = canon.get(name, lambda v: v)(given)
         if given != getattr(saved, name):
-            flag = "--" + name.replace("_", "-")
+            flag, was = "--" + name.replace("_", "-"), getattr(saved, name)
+            was = "unset (every word type)" if was is None and name == "max_words" else was
             raise CheckpointError(
-                f"{directory}: the checkpoint was trained with {flag} {getattr(saved, name)}, not {given}: "
+                f"{directory}: the checkpoint was trained with {flag} {was}, not {given}: "
                 f"drop {flag} to resume it, or train into a new --checkpoint directory")
     cfg = LMConfig(**{**saved.to_json()})
     if args.optimizer is not None and args.optimizer != saved.optimizer["name"]:

@@ -68,8 +68,10 @@ def canonical_corpus(spec: str) -> str:
     return spec if spec == "austen" else os.path.abspath(spec)
 
 
-def build_vocab(level: str, train_text: str, max_words: int = 10_000):
-    """CharVocab or WordVocab (top ``max_words``) of the training text."""
+def build_vocab(level: str, train_text: str, max_words: int | None = None):
+    """CharVocab, or WordVocab of every word type of the training text (``max_words`` None, the
+    default) or of its ``max_words`` most frequent ones; both with ``<unk>`` as id 0 (see
+    :mod:`rnngraph.data.vocab`). ValueError for another level or max_words < 1."""
     if level == "char":
         return CharVocab.build(train_text)
     if level == "word":

@@ -27,6 +27,8 @@ class LMConfig:
     checkpoint keeps working when the file moves or changes (see
     :func:`rnngraph.cellfile.checkpoint_cell`);
     corpus: ``"austen"`` or a text file's absolute path; level: ``"char"`` or ``"word"``;
+    max_words: word level, the vocabulary's cap (None: every word type of the training split;
+    checkpoints written before that default store 10,000);
     optimizer: :meth:`rnngraph.optim.Optimizer.config`; clip: global-norm clip or None;
     dropout: p of the Dropout layers of :func:`build_network` (0 = none; checkpoints written
     before it existed load as 0); lr_schedule: :func:`make_lr_schedule`, the lr of each step
@@ -43,7 +45,7 @@ class LMConfig:
     corpus: str = "austen"
     seed: int = 0
     dtype: str = "float32"
-    max_words: int = 10_000
+    max_words: int | None = None
     optimizer: dict = field(default_factory=lambda: {"name": "adam", "lr": 2e-3})
     clip: float | None = 1.0
     dropout: float = 0.0
