@@ -7,7 +7,8 @@ import argparse
 from ..cellfile import canonical_cell, read_cell_source
 from ..lm import (DEFAULT_LR_FINAL, LR_SCHEDULES, CheckpointError, LMConfig, canonical_corpus, make_lr_schedule,
                   make_optimizer)
-from .arguments import CLIError, fraction, nonnegative_float, nonnegative_int, positive_float, positive_int, probability
+from .arguments import (CHUNK_HELP, CLIError, chunk_choice, fraction, nonnegative_float, nonnegative_int, positive_float,
+                        positive_int, probability)
 
 
 #: --steps when not given (a resumed cosine run: the step its schedule ends at).
@@ -28,6 +29,8 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--hidden", metavar="H", type=positive_int,
                    help=f"hidden size of each cell (default {d['hidden']})")
     g.add_argument("--embed", metavar="E", type=positive_int, help=f"embedding size (default {d['embed']})")
+    g.add_argument("--chunk", metavar="N|auto|none", type=chunk_choice,
+                   help=CHUNK_HELP + "; a resumed run may change it (default auto; a resumed run: the checkpoint's)")
     g.add_argument("--dtype", choices=("float32", "float64"), help=f"(default {d['dtype']})")
     g.add_argument("--seed", metavar="SEED", type=int,
                    help=f"parameter initialisation seed (default {d['seed']})")
@@ -39,7 +42,8 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--level", choices=("char", "word"), help=f"tokens (default {d['level']})")
     g.add_argument("--max-words", metavar="N", type=positive_int,
                    help="word level: keep only the N most frequent word types of the training split, the rest "
-                        "becoming <unk> (default: every word type; a word is a lowercased run of letters, "
+                        "becoming <unk> (default: every word type; a word is a lowercased run of letters (with "
+                        "apostrophes inside, as don't), "
                         "a punctuation mark, a digit or a newline: rnngraph/data/vocab.py)")
     g.add_argument("--window", metavar="T", type=positive_int,
                    help=f"timesteps per training step: truncated BPTT (default {d['window']})")
