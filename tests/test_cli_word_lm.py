@@ -117,6 +117,10 @@ def test_a_checkpoint_without_the_chunk_key_loads_as_dense(capsys, tmp_path, chu
     assert code == 0, err
     chunked_out = run(capsys, "eval", "--checkpoint", chunked, "--device", "cpu", "--streams", 2)[1]
     assert nats(out) == pytest.approx(nats(chunked_out), abs=2e-4)
+    config["chunk"] = 0  # neither null nor a positive integer
+    (old / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    code, _, err = run(capsys, "eval", "--checkpoint", old)
+    assert_one_line_error(code, err, "config.json: unreadable or corrupt config", "chunk", exit_code=1)
 
 
 @pytest.mark.parametrize("command, value", [("train", "0"), ("eval", "-3"), ("complete", "many")])
