@@ -3,7 +3,8 @@
     python examples/word_lm.py                # about 20 s on a CPU
 
 Words are lowercased tokens (punctuation and newlines are tokens too); the vocabulary keeps
-the 2,000 most frequent training words plus <unk> (the command line's default is 10,000).
+the 2,000 most frequent training words plus <unk> (the command line's default keeps every
+word type of the training split).
 Reports validation perplexity on the first 3,000 words of the held-out novel, then samples.
 The command-line equivalent:
 

@@ -7,6 +7,8 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
+from ..lm import AUTO_CHUNK, AUTO_CHUNK_ABOVE
+
 
 PROG = "rnngraph"
 
@@ -41,6 +43,26 @@ positive_float = _number(float, lambda v: v > 0 and math.isfinite(v), "a positiv
 nonnegative_float = _number(float, lambda v: v >= 0 and math.isfinite(v), "a number >= 0")
 probability = _number(float, lambda v: 0 <= v < 1, "a number in [0, 1)")
 fraction = _number(float, lambda v: 0 <= v <= 1, "a number in [0, 1]")
+
+
+def chunk_choice(text: str):
+    """``--chunk``'s type: ``"auto"``, ``"none"`` or a positive integer (classes per chunk of the
+    output layer, rnngraph.lm.choose_chunk); ArgumentTypeError naming the three otherwise."""
+    if text in ("auto", "none"):
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer (classes per chunk), auto or none, got {text!r}")
+    return value
+
+
+#: ``--chunk``'s help, less its default.
+CHUNK_HELP = (f"compute the output layer and softmax N classes of the vocabulary at a time (memory O(T*S*N), not "
+              f"O(T*S*V); the same parameters and loss as the dense head); none: the dense head; auto: chunks of "
+              f"{AUTO_CHUNK:,} when the vocabulary has more than {AUTO_CHUNK_ABOVE:,} tokens, else none")
 
 
 @dataclass(frozen=True)

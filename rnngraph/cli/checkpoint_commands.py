@@ -7,13 +7,16 @@ import sys
 from ..data import CorpusError
 from ..lm import (Evaluator, LMConfig, build_network, canonical_corpus, describe_loss, generate, load_checkpoint,
                   load_corpus, unit)
-from .arguments import nonnegative_int, positive_float, positive_int
-from .step_setup import _apply, _check_memory, _checkpoint_config, _compile, _device, _footprint, _model
+from .arguments import CHUNK_HELP, chunk_choice, nonnegative_int, positive_float, positive_int
+from .step_setup import _apply, _check_memory, _checkpoint_config, _chunked, _compile, _device, _footprint, _model
 
 
 CELL_OVERRIDE = ("run this cell instead of the one stored in the checkpoint: file.py (the checkpoint's function "
                  "name), file.py:function or a standard cell's name; its parameters must fit the checkpoint's "
                  "(default: the cell source the checkpoint stores, or for an older checkpoint the file it names)")
+
+#: ``--chunk``'s help where a checkpoint's network is rebuilt to score text (eval, complete).
+CHUNK_OVERRIDE = CHUNK_HELP + " (default: the checkpoint's, the dense head for one written without it)"
 
 
 def _sample_arguments(p: argparse.ArgumentParser) -> None:
@@ -31,7 +34,7 @@ def run_sample(args) -> int:
     """Print --prime, then each token as it is drawn (flushed: the text appears as it comes)."""
     ck = load_checkpoint(args.checkpoint)
     cfg = _checkpoint_config(ck, args.cell)
-    net = build_network(cfg, len(ck.vocab), dropout=0.0)  # sampling never drops
+    net = build_network(cfg, len(ck.vocab), dropout=0.0, dense=True)  # never drops; the logits, chunked or not
     _check_memory(_footprint(net, 1, 1, cfg.dtype, "cpu", False), f"sampling from {args.checkpoint} ({_model(cfg)})",
                   "sample on a machine with more memory")
     step = _compile(net, LMConfig(**{**cfg.to_json(), "window": 1, "streams": 1}), "cpu")
@@ -58,12 +61,13 @@ def _eval_arguments(p: argparse.ArgumentParser) -> None:
                    help="parallel streams over the split, states carried through each (default 16)")
     p.add_argument("--window", metavar="T", type=positive_int,
                    help="timesteps per forward call (default: the checkpoint's)")
+    p.add_argument("--chunk", metavar="N|auto|none", type=chunk_choice, help=CHUNK_OVERRIDE)
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto", help="(default auto)")
 
 
 def run_eval(args) -> int:
     ck = load_checkpoint(args.checkpoint)
-    cfg = _checkpoint_config(ck, args.cell)
+    cfg = _chunked(_checkpoint_config(ck, args.cell), args.chunk, len(ck.vocab))
     net = build_network(cfg, len(ck.vocab), dropout=0.0)  # evaluation never drops
     corpus = load_corpus(canonical_corpus(args.corpus) if args.corpus else cfg.corpus)
     ids = ck.vocab.encode(getattr(corpus, args.split))

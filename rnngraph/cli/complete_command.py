@@ -12,9 +12,9 @@ import argparse
 
 from ..completion import LETTERS, complete, encode_sentences, read_answers, read_questions
 from ..lm import LMConfig, build_network, load_checkpoint, unit
-from .arguments import CLIError, positive_int
-from .checkpoint_commands import CELL_OVERRIDE
-from .step_setup import _apply, _check_memory, _checkpoint_config, _compile, _device, _footprint, _model
+from .arguments import CLIError, chunk_choice, positive_int
+from .checkpoint_commands import CELL_OVERRIDE, CHUNK_OVERRIDE
+from .step_setup import _apply, _check_memory, _checkpoint_config, _chunked, _compile, _device, _footprint, _model
 
 
 def _complete_arguments(p: argparse.ArgumentParser) -> None:
@@ -30,6 +30,7 @@ def _complete_arguments(p: argparse.ArgumentParser) -> None:
                    help="candidate sentences scored side by side (default 40)")
     p.add_argument("--window", metavar="T", type=positive_int, default=32,
                    help="timesteps per forward call (default 32; longer sentences take several)")
+    p.add_argument("--chunk", metavar="N|auto|none", type=chunk_choice, help=CHUNK_OVERRIDE)
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="cpu", help="(default cpu)")
 
 
@@ -54,7 +55,7 @@ def run_complete(args) -> int:
     if answers is not None:
         _check_answers(answers, questions, args)
     ck = load_checkpoint(args.checkpoint)
-    cfg = _checkpoint_config(ck, args.cell)
+    cfg = _chunked(_checkpoint_config(ck, args.cell), args.chunk, len(ck.vocab))  # the loss is all it reads
     sentences = [s for q in questions for s in q.sentences]
     # a candidate is never empty (the reader sees to it), so no sentence lacks tokens
     longest = max(x.size for x in encode_sentences(ck.vocab, sentences))

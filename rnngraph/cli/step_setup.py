@@ -8,7 +8,7 @@ import re
 import sys
 
 from ..cellfile import checkpoint_cell
-from ..lm import CheckpointError, LMConfig
+from ..lm import CheckpointError, LMConfig, choose_chunk
 from ..memory import available_device_bytes, available_host_bytes, check_fits, estimate
 from ..passes import schedule as build_schedule
 from ..runtime import compile as rg_compile
@@ -64,6 +64,12 @@ def _apply(ck, step, override: str | None) -> None:
 def _model(cfg: LMConfig) -> str:
     """The checkpoint's sizes in words, for messages."""
     return f"{os.path.basename(cfg.cell)} x{cfg.layers}, hidden {cfg.hidden}, embed {cfg.embed}"
+
+
+def _chunked(cfg: LMConfig, choice, vocab_size: int) -> LMConfig:
+    """``cfg`` with the head's chunk for a ``--chunk`` choice (``"auto"``, ``"none"`` or a
+    positive integer: rnngraph.lm.choose_chunk); ``choice`` None (the flag not given): ``cfg``."""
+    return cfg if choice is None else dataclasses.replace(cfg, chunk=choose_chunk(choice, vocab_size))
 
 
 def _checkpoint_config(ck, override: str | None) -> LMConfig:

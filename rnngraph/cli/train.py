@@ -17,7 +17,7 @@ from ..lm import (LN2, CheckpointError, Evaluator, LMConfig, build_network, buil
 from ..memory import optimizer_slots
 from ..optim import from_config
 from .arguments import PROG, CLIError
-from .step_setup import _check_memory, _checkpoint_config, _compile, _device, _footprint
+from .step_setup import _check_memory, _checkpoint_config, _chunked, _compile, _device, _footprint
 from .train_config import DEFAULT_STEPS, _config_from_args, _resumed_config
 
 
@@ -51,12 +51,13 @@ class _Trainer:
                                f"choose another --checkpoint directory")
             cfg = _config_from_args(args)
         self._resolve_steps(cfg, ck)
-        self.cfg = cfg
         self.corpus = corpus = load_corpus(cfg.corpus)
         self.vocab = build_vocab(cfg.level, corpus.train, cfg.max_words)
         if ck is not None and self.vocab != ck.vocab:
             raise CheckpointError(f"{self.ckdir}: the corpus {cfg.corpus} has changed since the checkpoint "
                                   f"(its vocabulary differs)")
+        # the head's chunk: a new run's from --chunk (auto by default), a resumed run's stays unless given
+        self.cfg = cfg = _chunked(cfg, "auto" if args.chunk is None and ck is None else args.chunk, len(self.vocab))
         self.net = build_network(cfg, len(self.vocab))
         self.train_ids = self.vocab.encode(corpus.train)
         need, what = cfg.window * cfg.streams + 1, unit(cfg.level)
@@ -124,7 +125,8 @@ class _Trainer:
         cfg, args = self.cfg, self.args
         print(f"train {os.path.basename(cfg.cell)} x{cfg.layers}, hidden {cfg.hidden}, embed {cfg.embed} on "
               f"{self.corpus.name} ({cfg.level} level, vocab {len(self.vocab):,}, {len(self.train_ids):,} "
-              f"training {unit(cfg.level)}s, {self.data.windows_per_epoch:,} windows an epoch)\n"
+              f"training {unit(cfg.level)}s, {self.data.windows_per_epoch:,} windows an epoch"
+              + (f", softmax in chunks of {cfg.chunk:,}" if cfg.chunk is not None else "") + ")\n"
               f"window {cfg.window} x {cfg.streams} streams, {cfg.optimizer['name']} lr "
               f"{cfg.optimizer['lr']:g}"
               + (f" (cosine to {cfg.optimizer['lr'] * cfg.lr_schedule['lr_final']:g} at step {args.steps:,})"

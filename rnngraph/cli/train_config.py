@@ -7,14 +7,15 @@ import argparse
 from ..cellfile import canonical_cell, read_cell_source
 from ..lm import (DEFAULT_LR_FINAL, LR_SCHEDULES, CheckpointError, LMConfig, canonical_corpus, make_lr_schedule,
                   make_optimizer)
-from .arguments import CLIError, fraction, nonnegative_float, nonnegative_int, positive_float, positive_int, probability
+from .arguments import (CHUNK_HELP, CLIError, chunk_choice, fraction, nonnegative_float, nonnegative_int, positive_float,
+                        positive_int, probability)
 
 
 #: --steps when not given (a resumed cosine run: the step its schedule ends at).
 DEFAULT_STEPS = 1000
 #: Defaults of the flags that a resumed run takes from its checkpoint when they are not given.
 TRAIN_DEFAULTS = dict(cell="lstm", layers=1, hidden=128, embed=32, window=64, streams=32, level="char",
-                      corpus="austen", seed=0, dtype="float32", max_words=10_000, optimizer="adam",
+                      corpus="austen", seed=0, dtype="float32", max_words=None, optimizer="adam",
                       lr=2e-3, lr_schedule="constant", clip=1.0, dropout=0.0)
 
 
@@ -28,6 +29,8 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--hidden", metavar="H", type=positive_int,
                    help=f"hidden size of each cell (default {d['hidden']})")
     g.add_argument("--embed", metavar="E", type=positive_int, help=f"embedding size (default {d['embed']})")
+    g.add_argument("--chunk", metavar="N|auto|none", type=chunk_choice,
+                   help=CHUNK_HELP + "; a resumed run may change it (default auto; a resumed run: the checkpoint's)")
     g.add_argument("--dtype", choices=("float32", "float64"), help=f"(default {d['dtype']})")
     g.add_argument("--seed", metavar="SEED", type=int,
                    help=f"parameter initialisation seed (default {d['seed']})")
@@ -38,7 +41,10 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
                         f"(default {d['corpus']})")
     g.add_argument("--level", choices=("char", "word"), help=f"tokens (default {d['level']})")
     g.add_argument("--max-words", metavar="N", type=positive_int,
-                   help=f"word level: keep the N most frequent words plus <unk> (default {d['max_words']})")
+                   help="word level: keep only the N most frequent word types of the training split, the rest "
+                        "becoming <unk> (default: every word type; a word is a lowercased run of letters (with "
+                        "apostrophes inside, as don't), "
+                        "a punctuation mark, a digit or a newline: rnngraph/data/vocab.py)")
     g.add_argument("--window", metavar="T", type=positive_int,
                    help=f"timesteps per training step: truncated BPTT (default {d['window']})")
     g.add_argument("--streams", metavar="S", type=positive_int,
@@ -127,9 +133,10 @@ def _resumed_config(args, saved: LMConfig, directory: str) -> LMConfig:
             continue
         given = canon.get(name, lambda v: v)(given)
         if given != getattr(saved, name):
-            flag = "--" + name.replace("_", "-")
+            flag, was = "--" + name.replace("_", "-"), getattr(saved, name)
+            was = "unset (every word type)" if was is None and name == "max_words" else was
             raise CheckpointError(
-                f"{directory}: the checkpoint was trained with {flag} {getattr(saved, name)}, not {given}: "
+                f"{directory}: the checkpoint was trained with {flag} {was}, not {given}: "
                 f"drop {flag} to resume it, or train into a new --checkpoint directory")
     cfg = LMConfig(**{**saved.to_json()})
     if args.optimizer is not None and args.optimizer != saved.optimizer["name"]:

@@ -117,21 +117,22 @@ class CharVocab(_Vocab):
 
 
 class WordVocab(_Vocab):
-    """Words of :func:`tokenize_words`: id 0 is ``<unk>``, then the ``max_words`` most
-    frequent tokens of the text it was built from, by descending count, ties broken
-    alphabetically (so ``len(vocab) <= max_words + 1``). Newline and punctuation tokens
+    """Words of :func:`tokenize_words`: id 0 is ``<unk>``, then the tokens of the text it was
+    built from (all of them, or the ``max_words`` most frequent), by descending count, ties
+    broken alphabetically (so ``len(vocab) <= max_words + 1``). Newline and punctuation tokens
     count as words. Unseen tokens encode to 0, which decodes to ``"<unk>"``."""
 
     kind = "word"
 
     @classmethod
-    def build(cls, text: str, max_words: int = 10_000) -> WordVocab:
-        """The vocabulary of ``text``'s ``max_words`` most frequent tokens (plus ``<unk>``).
+    def build(cls, text: str, max_words: int | None = 10_000) -> WordVocab:
+        """The vocabulary of ``text``'s ``max_words`` most frequent tokens (plus ``<unk>``);
+        ``max_words=None``: every distinct token of ``text`` (plus ``<unk>``).
 
         Raises:
             ValueError: ``max_words < 1``.
         """
-        if max_words < 1:
+        if max_words is not None and max_words < 1:
             raise ValueError(f"max_words must be >= 1, got {max_words}")
         counts = Counter(tokenize_words(text))
         counts.pop(UNK, None)

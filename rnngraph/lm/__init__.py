@@ -32,26 +32,33 @@ import numpy as np
 from ..cellfile import CellFileError, resolve_cell
 from ..data import CharVocab, Corpus, WordVocab, batches
 from ..errors import GraphError
+from ..heads import SoftmaxCrossEntropy
 from ..network import Sequential, stacked
 from ..runtime import TrainingStep, compile
 from .checkpoint import CONFIG_FILE, FORMAT, PARAMS_FILE, Checkpoint, has_checkpoint, load_checkpoint, save_checkpoint
-from .config import (DEFAULT_LR_FINAL, LN2, LR_SCHEDULES, CheckpointError, LMConfig, make_lr_schedule, make_optimizer,
-                     scheduled_lr)
+from .config import (AUTO_CHUNK, AUTO_CHUNK_ABOVE, DEFAULT_LR_FINAL, LN2, LR_SCHEDULES, CheckpointError, LMConfig,
+                     choose_chunk, make_lr_schedule, make_optimizer, scheduled_lr)
 
 
-def build_network(cfg: LMConfig, vocab_size: int, dropout: float | None = None) -> Sequential:
-    """Embedding(V, embed) -> ``layers`` x cell(hidden=hidden) -> SoftmaxCrossEntropy(V), with
-    ``rg.Dropout(p)`` after the embedding, between the cells and before the head when p > 0
-    (``rg.stacked(..., vocab=V, dropout=p)``: Zaremba et al. 2014's placement), traced and
-    validated (GraphError from the cell is raised here, prefixed with its name). A file cell
-    runs ``cfg.cell_source`` where it is set, else the file at its path.
+def build_network(cfg: LMConfig, vocab_size: int, dropout: float | None = None, dense: bool = False) -> Sequential:
+    """Embedding(V, embed) -> ``layers`` x cell(hidden=hidden) -> SoftmaxCrossEntropy(V,
+    chunk=cfg.chunk), with ``rg.Dropout(p)`` after the embedding, between the cells and before
+    the head when p > 0 (``rg.stacked(..., vocab=V, dropout=p)``: Zaremba et al. 2014's
+    placement), traced and validated (GraphError from the cell is raised here, prefixed with its
+    name). A file cell runs ``cfg.cell_source`` where it is set, else the file at its path.
 
     dropout: p, default ``cfg.dropout``. Evaluation and sampling pass 0: the same parameters
     (Dropout has none) in a graph without masks, which computes what ``forward`` computes with
-    masks of ones."""
+    masks of ones.
+    dense: True builds the dense head whatever ``cfg.chunk`` says (same parameters), so the
+    network's output is the logits (T, S, V), as sampling needs; with a chunked head it is the
+    hidden state the head follows."""
     factory = resolve_cell(cfg.cell, source=cfg.cell_source)
     p = cfg.dropout if dropout is None else dropout
     net = stacked(factory, cfg.layers, cfg.hidden, vocab=vocab_size, embed=cfg.embed, dropout=p)
+    chunk = None if dense else cfg.chunk
+    if chunk is not None:  # the same layers, the head computed chunk classes at a time
+        net = Sequential(*net.layers[:-1], SoftmaxCrossEntropy(vocab_size, chunk=chunk), name=net.name)
     try:
         net.graph  # trace and validate now, so errors surface before any data work
     except GraphError as exc:
@@ -68,8 +75,10 @@ def canonical_corpus(spec: str) -> str:
     return spec if spec == "austen" else os.path.abspath(spec)
 
 
-def build_vocab(level: str, train_text: str, max_words: int = 10_000):
-    """CharVocab or WordVocab (top ``max_words``) of the training text."""
+def build_vocab(level: str, train_text: str, max_words: int | None = None):
+    """CharVocab, or WordVocab of every word type of the training text (``max_words`` None, the
+    default) or of its ``max_words`` most frequent ones; both with ``<unk>`` as id 0 (see
+    :mod:`rnngraph.data.vocab`). ValueError for another level or max_words < 1."""
     if level == "char":
         return CharVocab.build(train_text)
     if level == "word":
@@ -150,8 +159,15 @@ def generate(step: TrainingStep, vocab, prime: str, length: int, temperature: fl
     starts from a newline. Char level never draws ``<unk>``. The step's states carry on.
 
     Raises ValueError (naming --temperature / --length) here, before the first token, for a
-    temperature that is not a positive finite number or a negative length.
+    temperature that is not a positive finite number or a negative length, and for a step whose
+    output is not the vocabulary's logits (a chunked head: sample with
+    ``build_network(..., dense=True)``, same parameters).
     """
+    width = step.graph.node(step.graph.outputs[0]).size
+    if width != len(vocab):
+        raise ValueError(f"the network's output has {width} values a token, not the {len(vocab)} logits of the "
+                         f"vocabulary (a chunked head outputs the hidden state): sample from the dense head, "
+                         f"build_network(cfg, V, dense=True), which has the same parameters")
     if not temperature > 0 or not math.isfinite(temperature):
         raise ValueError(f"--temperature must be a positive number, got {temperature}")
     if length < 0:
@@ -191,6 +207,6 @@ def sample(net: Sequential, params: dict, vocab, prime: str, length: int, temper
 
 __all__ = ["CheckpointError", "CellFileError", "LMConfig", "Checkpoint", "Evaluator", "build_network",
            "build_vocab", "load_corpus", "load_checkpoint", "save_checkpoint", "has_checkpoint",
-           "resolve_cell", "sample", "generate", "describe_loss", "make_optimizer", "make_lr_schedule", "scheduled_lr",
+           "resolve_cell", "sample", "generate", "describe_loss", "choose_chunk", "make_optimizer", "make_lr_schedule", "scheduled_lr",
            # and the constants, and the helpers of the command line
-           "CONFIG_FILE", "DEFAULT_LR_FINAL", "FORMAT", "LN2", "LR_SCHEDULES", "PARAMS_FILE", "canonical_corpus", "unit"]
+           "AUTO_CHUNK", "AUTO_CHUNK_ABOVE", "CONFIG_FILE", "DEFAULT_LR_FINAL", "FORMAT", "LN2", "LR_SCHEDULES", "PARAMS_FILE", "canonical_corpus", "unit"]

@@ -27,10 +27,16 @@ class LMConfig:
     checkpoint keeps working when the file moves or changes (see
     :func:`rnngraph.cellfile.checkpoint_cell`);
     corpus: ``"austen"`` or a text file's absolute path; level: ``"char"`` or ``"word"``;
+    max_words: word level, the vocabulary's cap (None: every word type of the training split;
+    checkpoints written before that default store 10,000);
     optimizer: :meth:`rnngraph.optim.Optimizer.config`; clip: global-norm clip or None;
     dropout: p of the Dropout layers of :func:`build_network` (0 = none; checkpoints written
     before it existed load as 0); lr_schedule: :func:`make_lr_schedule`, the lr of each step
-    (:func:`scheduled_lr`; checkpoints written before it existed load as constant).
+    (:func:`scheduled_lr`; checkpoints written before it existed load as constant);
+    chunk: classes per chunk of the output layer and loss (``rg.SoftmaxCrossEntropy(V,
+    chunk=chunk)``, memory O(T*S*chunk) instead of O(T*S*V)) or None for the dense head
+    (checkpoints written before it existed load as None); the parameters are the same either
+    way, so it changes no shape (:func:`choose_chunk` picks it from the vocabulary size).
     """
 
     cell: str = "lstm"
@@ -43,15 +49,16 @@ class LMConfig:
     corpus: str = "austen"
     seed: int = 0
     dtype: str = "float32"
-    max_words: int = 10_000
+    max_words: int | None = None
     optimizer: dict = field(default_factory=lambda: {"name": "adam", "lr": 2e-3})
     clip: float | None = 1.0
     dropout: float = 0.0
     lr_schedule: dict = field(default_factory=lambda: {"name": "constant"})
     cell_source: str | None = None
+    chunk: int | None = None
 
     #: Fields that older checkpoints lack, with the value that reproduces what they trained.
-    OPTIONAL = {"dropout": 0.0, "lr_schedule": {"name": "constant"}, "cell_source": None}
+    OPTIONAL = {"dropout": 0.0, "lr_schedule": {"name": "constant"}, "cell_source": None, "chunk": None}
     #: Fields that fix the parameters' shapes or the data layout: a resumed run must agree.
     FIXED = ("cell", "layers", "hidden", "embed", "window", "streams", "level", "corpus", "dtype",
              "max_words")
@@ -67,7 +74,31 @@ class LMConfig:
         if missing:
             raise CheckpointError(f"config lacks {missing}")
         d["lr_schedule"] = make_lr_schedule(**d["lr_schedule"])  # a copy; ValueError for a bad one
+        if d["chunk"] is not None and (isinstance(d["chunk"], bool) or not isinstance(d["chunk"], int)
+                                       or d["chunk"] < 1):
+            raise ValueError(f"chunk must be null or a positive integer, got {d['chunk']!r}")
         return cls(**{k: d[k] for k in names})
+
+
+#: ``--chunk auto`` (the default) chunks the head of a vocabulary of more than this many tokens
+#: (at T*S = 35*64 the dense head's float32 logits and their gradient are then over 0.5 GiB) ...
+AUTO_CHUNK_ABOVE = 32_768
+#: ... in chunks of this many classes (70 MiB of float32 logits a chunk at T*S = 35*64).
+AUTO_CHUNK = 8_192
+
+
+def choose_chunk(choice, vocab_size: int) -> int | None:
+    """The head's chunk (:attr:`LMConfig.chunk`) for a ``--chunk`` choice: ``"auto"``:
+    AUTO_CHUNK when ``vocab_size`` > AUTO_CHUNK_ABOVE, else None (the dense head); ``"none"`` or
+    None: None; a positive integer: itself (one larger than the vocabulary makes one chunk).
+    ValueError for anything else."""
+    if choice == "auto":
+        return AUTO_CHUNK if vocab_size > AUTO_CHUNK_ABOVE else None
+    if choice is None or choice == "none":
+        return None
+    if isinstance(choice, bool) or not isinstance(choice, int) or choice < 1:
+        raise ValueError(f"--chunk must be a positive integer, auto or none, got {choice!r}")
+    return choice
 
 
 def make_optimizer(name: str, lr: float, weight_decay: float | None = None) -> Optimizer:

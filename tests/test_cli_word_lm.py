@@ -1,0 +1,131 @@
+"""Word-level language models on the command line: the whole vocabulary by default, the chunked
+head (``--chunk``) through train, eval, sample and complete, and checkpoints without its key."""
+import json
+import re
+import shutil
+
+import pytest
+
+from cli_helpers import TINY, assert_one_line_error, run, train
+from rnngraph import cli, lm
+from rnngraph.data import Corpus, tokenize_words
+from rnngraph.lm import AUTO_CHUNK, AUTO_CHUNK_ABOVE, choose_chunk, load_checkpoint
+
+#: Word-level flags of the tiny runs (4 timesteps x 2 streams).
+WORD = ["--level", "word", "--window", 4, "--streams", 2]
+
+
+def word_types(text_file) -> set:
+    return set(tokenize_words(Corpus.from_file(text_file).train))
+
+
+def test_word_level_keeps_every_word_type_by_default(capsys, tmp_path, text_file):
+    code, out, err = train(capsys, text_file, tmp_path / "all", *WORD, steps=1)
+    assert code == 0, err
+    ck = load_checkpoint(tmp_path / "all")
+    types = word_types(text_file)
+    assert ck.config.max_words is None
+    assert len(ck.vocab) == len(types) + 1  # every type, and <unk> (id 0) for words seen only later
+    assert set(ck.vocab.tokens[1:]) == types and ck.vocab.tokens[0] == "<unk>"
+    assert f"vocab {len(types) + 1:,}" in out
+
+
+def test_max_words_still_caps_the_vocabulary(capsys, tmp_path, text_file):
+    code, _, err = train(capsys, text_file, tmp_path / "cap", *WORD, "--max-words", 5, steps=1)
+    assert code == 0, err
+    assert len(load_checkpoint(tmp_path / "cap").vocab) == 6
+    code, _, err = train(capsys, text_file, tmp_path / "cap", *WORD, "--max-words", 7, "--resume", steps=2)
+    assert_one_line_error(code, err, "trained with --max-words 5, not 7")
+
+
+# ---- the chunked head -----------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def chunked(tmp_path_factory, text_file):
+    """A word-level checkpoint of 2 steps trained with --chunk 4 (the banner printed with it)."""
+    ckpt = tmp_path_factory.mktemp("chunked") / "ck"
+    code = cli.main(["train", "--corpus", str(text_file), *TINY, *map(str, WORD), "--chunk", "4", "--steps", "2",
+                     "--eval-every", "2", "--checkpoint", str(ckpt)])
+    assert code == 0
+    return ckpt
+
+
+def nats(out: str) -> float:
+    """The nats per word ``rnngraph eval`` prints."""
+    return float(re.search(r"\(([0-9.]+) nats/word", out).group(1))
+
+
+def test_choose_chunk_by_vocabulary_size():
+    assert choose_chunk("auto", AUTO_CHUNK_ABOVE) is None and choose_chunk("auto", AUTO_CHUNK_ABOVE + 1) == AUTO_CHUNK
+    assert choose_chunk("none", 10**6) is None and choose_chunk(None, 10**6) is None
+    assert choose_chunk(4, 19) == 4
+    with pytest.raises(ValueError, match="--chunk"):
+        choose_chunk(0, 19)
+
+
+def test_chunk_is_stored_and_a_resumed_run_keeps_or_changes_it(capsys, tmp_path, text_file):
+    ck = tmp_path / "ck"
+    code, out, err = train(capsys, text_file, ck, *WORD, "--chunk", 4, steps=1)
+    assert code == 0, err
+    assert "softmax in chunks of 4" in out and load_checkpoint(ck).config.chunk == 4
+    assert train(capsys, text_file, ck, *WORD, "--resume", steps=2)[0] == 0
+    assert load_checkpoint(ck).config.chunk == 4
+    assert train(capsys, text_file, ck, *WORD, "--resume", "--chunk", "none", steps=3)[0] == 0
+    assert load_checkpoint(ck).config.chunk is None
+
+
+def test_eval_of_a_chunked_checkpoint_reports_the_dense_heads_perplexity(capsys, chunked):
+    code, out, err = run(capsys, "eval", "--checkpoint", chunked, "--device", "cpu", "--streams", 2)
+    assert code == 0, err
+    assert "perplexity" in out
+    dense = run(capsys, "eval", "--checkpoint", chunked, "--device", "cpu", "--streams", 2, "--chunk", "none")[1]
+    assert nats(out) == pytest.approx(nats(dense), abs=2e-4)  # float32, the same parameters
+    assert nats(out) > 1.0  # 2 steps: far from fitting 20 words
+
+
+def test_sample_of_a_chunked_checkpoint_draws_from_the_dense_heads_logits(capsys, chunked):
+    code, out, err = run(capsys, "sample", "--checkpoint", chunked, "--length", 8, "--seed", 1)
+    assert code == 0, err
+    ck = load_checkpoint(chunked)
+    dense = lm.build_network(ck.config, len(ck.vocab), dropout=0.0, dense=True)
+    assert out == lm.sample(dense, ck.params, ck.vocab, "", 8, seed=1) + "\n"
+    with pytest.raises(ValueError, match="dense head"):  # the chunked network outputs the hidden state
+        lm.sample(lm.build_network(ck.config, len(ck.vocab)), ck.params, ck.vocab, "", 8)
+
+
+def test_complete_with_a_chunked_checkpoint_scores_as_the_dense_head(capsys, tmp_path, chunked):
+    questions = tmp_path / "q.txt"
+    words = ["at", "the", "and", "his", "you"]  # "at" is not in the training text
+    questions.write_text("".join(f"1{letter}) she was not [{word}] to her\n" for letter, word in zip("abcde", words)),
+                         encoding="utf-8")
+    code, out, err = run(capsys, "complete", "--checkpoint", chunked, "--questions", questions)
+    assert code == 0, err
+    dense = run(capsys, "complete", "--checkpoint", chunked, "--questions", questions, "--chunk", "none")[1]
+    score = r"\((-[0-9.]+) nats"
+    assert out.split()[:2] == dense.split()[:2]  # the same choice
+    assert float(re.search(score, out).group(1)) == pytest.approx(float(re.search(score, dense).group(1)), abs=2e-3)
+    assert "outside the vocabulary: 1 of the 30 words scored" in out
+
+
+def test_a_checkpoint_without_the_chunk_key_loads_as_dense(capsys, tmp_path, chunked):
+    old = tmp_path / "old"
+    shutil.copytree(chunked, old)
+    config = json.loads((old / "config.json").read_text(encoding="utf-8"))
+    del config["chunk"]
+    (old / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    assert load_checkpoint(old).config.chunk is None
+    code, out, err = run(capsys, "eval", "--checkpoint", old, "--device", "cpu", "--streams", 2)
+    assert code == 0, err
+    chunked_out = run(capsys, "eval", "--checkpoint", chunked, "--device", "cpu", "--streams", 2)[1]
+    assert nats(out) == pytest.approx(nats(chunked_out), abs=2e-4)
+    config["chunk"] = 0  # neither null nor a positive integer
+    (old / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    code, _, err = run(capsys, "eval", "--checkpoint", old)
+    assert_one_line_error(code, err, "config.json: unreadable or corrupt config", "chunk", exit_code=1)
+
+
+@pytest.mark.parametrize("command, value", [("train", "0"), ("eval", "-3"), ("complete", "many")])
+def test_a_bad_chunk_is_a_usage_error_naming_the_flag(capsys, text_file, chunked, command, value):
+    where = ["--corpus", text_file, "--level", "word"] if command == "train" else ["--checkpoint", chunked]
+    extra = ["--questions", text_file] if command == "complete" else []
+    code, _, err = run(capsys, command, *where, *extra, "--chunk", value)
+    assert_one_line_error(code, err, "argument --chunk: must be a positive integer", repr(value), exit_code=2)
