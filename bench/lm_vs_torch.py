@@ -289,7 +289,7 @@ class RnngraphModel:
             self.info["gpu"] = _numba_gpu_name()
 
     def train(self, x, y) -> float:
-        return self.step.train(x, y)
+        return float(self.step.train(x, y))  # read at once, as the torch model's loss.item()
 
     def set_lr(self, lr: float) -> None:
         self.step.optimizer.lr = float(lr)  # both backends read it at every update

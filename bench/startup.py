@@ -13,7 +13,8 @@ fresh processes of this script run one after the other:
 - ``warm``: the same in a new process with the caches the cold one filled; then ``--steps``
   steady training steps, each ``float(step.train(x, y))`` (the loss read, so each step ends
   synchronised, as a training loop that logs every loss does): median ``step_ms`` and tokens/s
-  (T * S / step);
+  (T * S / step); then ``--steps`` more with the losses left unread until the last
+  (``step_ms_unread``: mean, each batch made while the GPU runs the previous step);
 - ``torch``: the same model in PyTorch (bench/lm_vs_torch.py's TorchModel: nn.Embedding, nn.LSTM,
   nn.Linear, cross_entropy, Adam, clip_grad_norm_, ``loss.item()`` each step) with TF32 off and
   on, median step time of ``--steps`` steps after 5 warm-up steps.
@@ -87,6 +88,13 @@ def child_rnngraph(model: str, steps: int) -> dict:
             times.append(time.perf_counter() - t)
         ms = statistics.median(times) * 1e3
         out |= {"steps": steps, "step_ms": ms, "tokens_per_s": T * S / ms * 1e3}
+        # the losses left unread until the end (rnngraph/lazy_loss.py): each window's batch is made
+        # while the GPU runs the previous step
+        t = time.perf_counter()
+        losses = [step.train(*_batch(model, i + 1)) for i in range(steps)]
+        float(losses[-1])
+        ms = (time.perf_counter() - t) / steps * 1e3
+        out |= {"step_ms_unread": ms, "tokens_per_s_unread": T * S / ms * 1e3}
     return out
 
 

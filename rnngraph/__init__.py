@@ -10,6 +10,7 @@ from .codegen.tuning import LoopTuning
 from .errors import CycleError, DelayError, DtypeError, GraphError, OpError, ShapeError, StateError, UnusedWarning
 from .ir import Graph, Init, parse
 from .layer import CompiledRNN, compile_rnn
+from .lazy_loss import LazyLoss
 from .bidirectional import Bidirectional
 from .network import MSE, Dropout, Embedding, SequenceClassifier, Sequential, SoftmaxCrossEntropy, stacked
 from .optim import SGD, Adam, AdamW, clip_grad_norm
@@ -26,7 +27,7 @@ __all__ = [
     "CycleError", "DelayError", "DtypeError", "GraphError", "OpError", "ShapeError", "StateError", "UnusedWarning",
     "Bidirectional", "Dropout", "Embedding", "MSE", "SequenceClassifier", "Sequential", "SoftmaxCrossEntropy", "stacked",
     "Reference", "init_params", "reset_streams", "zero_states", "SGD", "Adam", "AdamW", "clip_grad_norm",
-    "TrainingStep", "StepForward", "compile", "CompiledRNN", "compile_rnn", "ScheduleOptions", "LoopTuning",
+    "TrainingStep", "StepForward", "LazyLoss", "compile", "CompiledRNN", "compile_rnn", "ScheduleOptions", "LoopTuning",
     "State", "Value", "cell", "concat", "exp", "layer_norm", "linear", "param", "relu", "sigmoid", "slice",
     "split", "tanh",
 ]

@@ -154,6 +154,7 @@ class TrainingStep:
     @property
     def parameters(self) -> dict[str, np.ndarray]:
         """Parameter name -> array (live on the CPU backend, a copy on CUDA)."""
+        self._settle()
         return self._cuda.parameters() if self._cuda else self._params
 
     @property
@@ -300,7 +301,13 @@ class TrainingStep:
     def train(self, inputs, targets, lengths=None) -> float:
         """Forward, BPTT through the window, clip, optimizer update; states carry. Returns the
         window's mean loss (see the head: nats per target for the softmax heads, the mean squared
-        error for MSE), with dropout applied where the network has ``rg.Dropout`` layers.
+        error for MSE), with dropout applied where the network has ``rg.Dropout`` layers. On the
+        CUDA backend the loss is an :class:`rnngraph.lazy_loss.LazyLoss`: the call returns once
+        the step is enqueued, and the value (a float-like: ``float(loss)``, ``loss.item()``,
+        formatting, arithmetic) waits for the GPU when first read; a window whose loss or
+        gradients are not finite raises FloatingPointError (``nonfinite="raise"``) then, or at the
+        step's next use (its next ``train``, ``parameters``, ``state``, ``forward``,
+        ``last_grad_norm``, ``skipped_steps``), whichever comes first.
 
         targets: what the head takes (rnngraph.heads): class ids (T, S) for
         SoftmaxCrossEntropy, floats (T, S, n) for MSE, labels (S,) for SequenceClassifier.
@@ -321,11 +328,10 @@ class TrainingStep:
             raise ValueError(f"train needs targets: {head.targets_doc}")
         feed = self._feed(inputs, targets, lengths)
         if self._cuda:
+            self._cuda.settle()  # the previous call (its step count seeds the masks)
             if self.dropout:
                 self._cuda.train_masks(self.optimizer.steps)
-            loss = self._cuda.train(feed, self._loss_columns(feed))
-            self.last_grad_norm = self._cuda.last_grad_norm
-            return loss if self._cuda.last_finite else self._not_finite(loss)
+            return self._cuda.train(feed, self._loss_columns(feed), on_finish=self._cuda_finished)
         if self.dropout:
             feed.update(self.dropout_masks(train=True))
         fwd = self._executor.forward(self._params, feed, self._state)
@@ -342,11 +348,41 @@ class TrainingStep:
         self._state = fwd.final_states
         return fwd.loss
 
+    def _cuda_finished(self, loss: float, finite: bool, grad_norm: float) -> float:
+        """A GPU training call's results, taken when it is settled (rnngraph/lazy_loss.py)."""
+        self._last_grad_norm = grad_norm
+        return loss if finite else self._not_finite(loss)
+
+    def _settle(self) -> None:
+        """Wait for the last GPU training call and take its results (may raise its FloatingPointError)."""
+        if self._cuda:
+            self._cuda.settle()
+
+    @property
+    def skipped_steps(self) -> int:
+        """Training calls skipped as not finite (``nonfinite="skip"``)."""
+        self._settle()
+        return self._skipped_steps
+
+    @skipped_steps.setter
+    def skipped_steps(self, value: int) -> None:
+        self._skipped_steps = value
+
+    @property
+    def last_grad_norm(self) -> float | None:
+        """The global gradient norm (before clipping) of the last training call, None before one."""
+        self._settle()
+        return self._last_grad_norm
+
+    @last_grad_norm.setter
+    def last_grad_norm(self, value: float | None) -> None:
+        self._last_grad_norm = value
+
     def _not_finite(self, loss: float) -> float:
         """After a training call whose loss or gradients were not finite (nothing changed):
         FloatingPointError, or with ``nonfinite="skip"`` count it and return the loss."""
         if self.nonfinite == "skip":
-            self.skipped_steps += 1
+            self._skipped_steps += 1
             return loss
         raise FloatingPointError(
             f"training call after step {self.optimizer.steps}: the loss is {loss} and the gradient norm "

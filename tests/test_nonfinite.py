@@ -55,12 +55,31 @@ def test_a_non_finite_window_changes_nothing_and_raises(device, bad):
     else:
         yb[0, 1, 0] = np.inf
     with pytest.raises(FloatingPointError, match="not finite.*unchanged"):
-        step.train(xb, yb)
+        float(step.train(xb, yb))  # the CPU backend raises in train, the CUDA one when the loss is read
     _assert_same(_snapshot(step), before)
     assert step.optimizer.steps == 1
     x2, y2 = _batch(2)  # the next clean window: as if the bad one never came
     assert step.train(x2, y2) == pytest.approx(clean.train(x2, y2), abs=1e-6)
     _assert_same(_snapshot(step)[:2], _snapshot(clean)[:2])
+
+
+@pytest.mark.parametrize("device", [d for d in DEVICES if d != "cpu"])
+def test_an_unread_non_finite_loss_raises_at_the_next_use(device):
+    """The CUDA backend returns before the step has run: a bad window's error surfaces when the
+    step is next used (here: its parameters), and again when its loss is read; nothing changed."""
+    step, clean = _step(device), _step(device)
+    before = _snapshot(step)
+    xb, yb = _batch(1)
+    xb[0, 1, 0] = np.inf
+    loss = step.train(xb, yb)
+    with pytest.raises(FloatingPointError, match="after step 0: .* not finite"):
+        step.parameters
+    with pytest.raises(FloatingPointError, match="not finite"):
+        float(loss)
+    _assert_same(_snapshot(step), before)
+    x2, y2 = _batch(2)
+    assert float(step.train(x2, y2)) == pytest.approx(float(clean.train(x2, y2)), abs=1e-6)
+    assert step.optimizer.steps == 1
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -100,7 +100,7 @@ def _rnngraph_lm(cfg: Config, proto: Protocol, device: str) -> dict:
                       clip_norm=1.0, seed=0)
     rng = np.random.default_rng(0)
     x, y = (rng.integers(0, cfg.vocab, size=(cfg.T, cfg.S)) for _ in range(2))
-    train = lambda: step.train(x, y)  # returns the loss as a float: each call ends synchronised
+    train = lambda: float(step.train(x, y))  # the loss read: each call ends synchronised
     train()
     compile_s = time.perf_counter() - t0
     m = measure(train, WallTimer(), proto if device != "cpu" else

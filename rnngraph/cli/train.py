@@ -151,7 +151,9 @@ class _Trainer:
         return self.cfg.window * self.cfg.streams * steps_here / max(self.train_time, 1e-9)
 
     def train_one(self) -> float:
-        """One window: reset states at an epoch start, set the step's lr, train, advance the position."""
+        """One window: reset states at an epoch start, set the step's lr, train, advance the position.
+        Returns the loss unread (on the GPU a LazyLoss: the step runs while the next window is
+        prepared; :meth:`settled` reads the losses when they are shown)."""
         if self.data.index % self.data.windows_per_epoch == 0 and self.data.index > 0:
             self.step.reset_state()  # a new epoch: every stream jumps back to its start
         x, y = next(self.data)
@@ -159,23 +161,40 @@ class _Trainer:
         self.step.optimizer.lr = self.lr  # both backends read it at every update
         t0 = time.perf_counter()
         try:
-            loss = self.step.train(x, y)
+            loss = self.step.train(x, y)  # settles the previous window first: its error surfaces here
         except FloatingPointError:  # nothing changed; said in flags (the API's message names rg.compile options)
-            raise CLIError(self._not_finite("its loss or gradients", self.step.last_grad_norm)) from None
+            raise CLIError(self._not_finite("its loss or gradients")) from None
         self.train_time += time.perf_counter() - t0
         self.done, self.index = self.done + 1, self.data.index
         return loss
 
-    def _not_finite(self, what: str, norm: float | None) -> str:
-        """The message for a training window whose loss or gradients are not finite."""
-        return (f"training step {self.done + 1:,}: {what} are not finite (gradient norm {norm}): lower --lr or set "
-                f"--clip (a NaN or inf in the text or the cell can do it too); the parameters are those of step "
-                f"{self.done:,}")
+    def settled(self) -> list[float]:
+        """The recent windows' losses read (waiting for the GPU; counted as training time).
+        CLIError for a window whose loss or gradients were not finite."""
+        t0 = time.perf_counter()
+        try:
+            out = [float(loss) for loss in self.recent]
+        except FloatingPointError:
+            raise CLIError(self._not_finite("its loss or gradients")) from None
+        self.train_time += time.perf_counter() - t0
+        bad = [v for v in out if not math.isfinite(v)]
+        if bad:  # train() raises first; this holds should it not
+            raise CLIError(self._not_finite(f"the loss {bad[0]}"))
+        return out
+
+    def _not_finite(self, what: str) -> str:
+        """The message for a training window whose loss or gradients are not finite: the first
+        window after the last update (the step count is exact once the error has surfaced)."""
+        good = self.step.optimizer.steps
+        return (f"training step {good + 1:,}: {what} are not finite (gradient norm {self.step.last_grad_norm}): "
+                f"lower --lr or set --clip (a NaN or inf in the text or the cell can do it too); the parameters "
+                f"are those of step {good:,}")
 
     def validate(self, started: float) -> str:
+        recent = self.settled()
         nats, count = self.evaluator(self.step.parameters, self.valid_ids)
         key = "bits/char" if self.cfg.level == "char" else "perplexity"
-        avg = sum(self.recent) / len(self.recent)
+        avg = sum(recent) / len(recent)
         lr = f"  lr {self.lr:.3g}" if self.cfg.lr_schedule["name"] != "constant" else ""
         return (f"step {self.done:>6,}  train {key} {self.metric(avg)}  valid {key} {self.metric(nats)}  "
                 f"({count:,} {unit(self.cfg.level)}s)  {self.rate():,.0f} tok/s  "
@@ -208,13 +227,12 @@ class _Trainer:
                     loss = self.train_one()
                     updating = guard.critical = False
                     guard.check()  # a Ctrl-C during the step lands here, between steps
-                    if not math.isfinite(loss):  # train() raises first; this holds should it not
-                        raise CLIError(self._not_finite(f"the loss {loss}", None))
-                    self.recent = (self.recent + [loss])[-50:]
+                    self.recent = (self.recent + [loss])[-50:]  # read when shown (settled())
                     out_of_time = bool(args.time_limit) and time.perf_counter() - started > args.time_limit
                     last = self.done == args.steps or out_of_time
                     if time.perf_counter() - t_shown > 0.5 or last:
-                        avg = sum(self.recent) / len(self.recent)
+                        recent = self.settled()
+                        avg = sum(recent) / len(recent)
                         key = "bpc" if self.cfg.level == "char" else "ppl"
                         lr = f"  lr {self.lr:.2e}" if self.cfg.lr_schedule["name"] != "constant" else ""
                         bar.set_postfix_str(f"loss {avg:.3f}  {key} {self.metric(avg)}  {self.rate():,.0f} tok/s"

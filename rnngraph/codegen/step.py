@@ -28,6 +28,7 @@ import numpy as np
 from numba import cuda
 
 from ..optim import SGD, Adam, AdamW, Optimizer
+from ..lazy_loss import LazyLoss
 from ..masks import draw_mask, mask_inputs, mask_seed
 from ..schedule import Schedule
 from ..reference import mean_loss
@@ -72,6 +73,7 @@ class CudaBackend:
         if not isinstance(optimizer, (SGD, Adam)):
             raise TypeError(f"the CUDA backend runs SGD and Adam, not {type(optimizer).__name__}")
         self.schedule, self.g = schedule, schedule.graph
+        self._pending: LazyLoss | None = None  # the last training call until settled (see train)
         self.T, self.S = schedule.window, schedule.streams
         self.program = CudaProgram(schedule, stream=share.stream if share else None,
                                    params=share.buf.P if share else None, tuning=tuning)
@@ -117,6 +119,7 @@ class CudaBackend:
 
     def _pull_slots(self) -> None:
         """Device optimizer slots -> ``optimizer.slots`` (for checkpoints)."""
+        self.settle()
         for name, arrays in self.slots.items():
             for key, arr in zip(self._slot_names(name), arrays):
                 self.optimizer.slots[key] = arr.copy_to_host(stream=self.stream)
@@ -124,6 +127,7 @@ class CudaBackend:
 
     def _push_slots(self) -> None:
         """``optimizer.slots`` -> device (after a checkpoint is loaded); missing slots are zero."""
+        self.settle()
         for name, arrays in self.slots.items():
             for key, arr in zip(self._slot_names(name), arrays):
                 value = self.optimizer.slots.get(key)
@@ -134,16 +138,19 @@ class CudaBackend:
 
     # ------------------------------------------------------------------ parameters and states
     def set_parameters(self, params: dict[str, np.ndarray]) -> None:
+        self.settle()
         for name, value in params.items():
             self.buf.P[name].copy_to_device(np.ascontiguousarray(value, np.float32), stream=self.stream)
         self.buf.refresh_transposed(self.stream)
 
     def parameters(self) -> dict[str, np.ndarray]:
+        self.settle()
         out = {name: arr.copy_to_host(stream=self.stream) for name, arr in self.buf.P.items()}
         self.stream.synchronize()
         return out
 
     def get_state(self) -> dict[str, np.ndarray]:
+        self.settle()
         out = self._state_rows(final=False)
         self.stream.synchronize()
         return out
@@ -157,12 +164,14 @@ class CudaBackend:
                 for s in self.g.states}
 
     def set_state(self, states: dict[str, np.ndarray]) -> None:
+        self.settle()
         for s in self.g.states:
             if s.name in states:
                 self.buf.V[s.node][:s.depth].copy_to_device(np.ascontiguousarray(states[s.name], np.float32),
                                                             stream=self.stream)
 
     def reset_state(self) -> None:
+        self.settle()
         for s in self.g.states:
             library.fill(self.buf.V[s.node][:s.depth], 0.0, stream=self.stream)
 
@@ -185,6 +194,7 @@ class CudaBackend:
     # ------------------------------------------------------------------ dropout masks
     def ones_masks(self) -> None:
         """Every dropout mask buffer = 1 (no dropout: evaluation), unless it already is."""
+        self.settle()
         if not self._masks_are_ones:
             for m in self.dropout:
                 library.fill(self.buf.V[m], 1.0, stream=self.stream)
@@ -193,6 +203,7 @@ class CudaBackend:
     def train_masks(self, step: int) -> None:
         """Draw the masks of the training call that follows ``step`` earlier ones into their
         buffers (see the module docstring); mask k's seed is ``mask_seed(dropout_seed, step, k)``."""
+        self.settle()
         self._masks_are_ones = False
         for k, (m, p) in enumerate(self.dropout.items()):
             dst, seed = self.buf.V[m], mask_seed(self.dropout_seed, step, k)  # (T, S, width)
@@ -264,6 +275,7 @@ class CudaBackend:
         generated kernels keep most pointwise intermediates in registers: with ``every_value`` a
         second program whose kernels store every node (compiled on first use, run on the same
         buffers) runs instead; ``names`` must be nodes the program run writes."""
+        self.settle()
         self._feed(inputs)
         states = self._state_rows(final=False)
         if every_value:
@@ -282,14 +294,19 @@ class CudaBackend:
             self._carry()
         return values, states, final
 
-    def train(self, inputs: dict, columns: int | None = None) -> float:
-        """Forward, BPTT, clip, update; returns the window's mean loss, the loss node's sum over
-        the window divided by ``columns`` (default T*S; the count of targets not ignored:
-        rnngraph.reference.loss_columns), which also seeds the loss gradient with 1/columns
-        (0 when no column counts). When the loss or a gradient is not finite (checked on the
-        device, the update kernels read the flag) nothing changes: parameters, optimizer slots
-        and step count, and the states stay as they were; ``last_finite`` says which happened,
-        ``last_grad_norm`` is the gradients' global norm before clipping."""
+    def train(self, inputs: dict, columns: int | None = None, on_finish=None) -> LazyLoss:
+        """Forward, BPTT, clip, update, enqueued; returns the window's mean loss as a
+        :class:`rnngraph.lazy_loss.LazyLoss` (read when needed: the host does not wait for the
+        GPU here), the loss node's sum over the window divided by ``columns`` (default T*S; the
+        count of targets not ignored: rnngraph.reference.loss_columns), which also seeds the loss
+        gradient with 1/columns (0 when no column counts). When the loss or a gradient is not
+        finite (checked on the device, the update kernels read the flag) nothing changes:
+        parameters, optimizer slots, the states, and -- once the call is settled -- the step count;
+        ``last_finite`` says which happened, ``last_grad_norm`` is the gradients' global norm
+        before clipping (both set when the call is settled: its loss read, or :meth:`settle`).
+        ``on_finish(loss, finite, grad_norm)``, if given, makes the loss's value (it may raise).
+        The previous call is settled first."""
+        self.settle()
         columns = self.T * self.S if columns is None else columns
         opt = self.optimizer
         opt.steps += 1
@@ -305,14 +322,25 @@ class CudaBackend:
         self._step_graph()
         sums = self._staging.to_host("sums", self._sums)
         losses = self._staging.to_host("loss", self.buf.window(self.g.loss).reshape(self.T * self.S))
-        self.stream.synchronize()
-        # the window's mean loss: the loss node summed over the window / ``columns``
-        loss = mean_loss(losses.astype(np.float64), columns)
-        self.last_finite = bool(np.isfinite(sums).all())
-        self.last_grad_norm = float(np.sqrt(sums[0]))
-        if not self.last_finite:  # the kernels updated and carried nothing: the step did not happen
-            opt.steps -= 1
-        return loss
+
+        def finish():
+            self.stream.synchronize()  # nothing was enqueued after this call: settle() comes first
+            # the window's mean loss: the loss node summed over the window / ``columns``
+            loss = mean_loss(losses.astype(np.float64), columns)
+            self.last_finite = bool(np.isfinite(sums).all())
+            self.last_grad_norm = float(np.sqrt(sums[0]))
+            if not self.last_finite:  # the kernels updated and carried nothing: the step did not happen
+                opt.steps -= 1
+            return loss if on_finish is None else on_finish(loss, self.last_finite, self.last_grad_norm)
+        self._pending = LazyLoss(finish)
+        return self._pending
+
+    def settle(self) -> None:
+        """Wait for the last training call and take its results (steps, last_finite, ...), once;
+        raises its FloatingPointError where ``on_finish`` does."""
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.item()
 
     def _step_launches(self) -> None:
         """Everything a training call launches after its inputs and scalars are in, on the step's
