@@ -11,15 +11,25 @@ What exists (NumPy, CPU; the specification the GPU kernels will be tested agains
 - ``tables.py``: :class:`BucketTables`, (L, 2**(K*bits), capacity) int32 buckets with fill
   counters, filled in order and overwritten oldest-first (a ring), rebuilt from the weights.
 - ``ragged.py``: :class:`Ragged`, compact per-sample id lists (ids int32, offsets int64 (N+1,)).
+- ``active.py``: :func:`active_sets`, each sample's union of its buckets plus its labels, padded
+  with random distinct neurons, as a :class:`Ragged`.
+- ``sparse_layer.py``: :func:`sparse_softmax_xent`, softmax cross-entropy over the active sets,
+  with the input gradient and the touched weight/bias rows' gradients.
 
-Still to come: the active sets, the sparse softmax layer, the CUDA kernels (hashing, table build, gather and de-duplication, the sparse
+The Extreme Classification Repository's text format and a synthetic data set of its shape are in
+``rnngraph.data`` (``read_xc``, ``synthetic_xc``).
+
+Still to come: the CUDA kernels (hashing, table build, gather and de-duplication, the sparse
 forward/backward, touched-row Adam) and the ``rg.LSHSoftmax`` head of an ``rg.Sequential``.
 """
+from .active import active_sets, draw_pad_order
 from .config import LSHConfig, RebuildClock
 from .hashing import MAX_BUCKET_BITS, DWTAHash, bucket_bits
 from .ragged import Ragged
+from .sparse_layer import SparseXent, active_logits, sparse_softmax_xent
 from .tables import BucketTables
 
 __all__ = [
-    "BucketTables", "DWTAHash", "LSHConfig", "MAX_BUCKET_BITS", "Ragged", "RebuildClock", "bucket_bits",
+    "BucketTables", "DWTAHash", "LSHConfig", "MAX_BUCKET_BITS", "Ragged", "RebuildClock", "SparseXent",
+    "active_logits", "active_sets", "bucket_bits", "draw_pad_order", "sparse_softmax_xent",
 ]
