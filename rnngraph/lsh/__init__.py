@@ -15,6 +15,8 @@ What exists (NumPy, CPU; the specification the GPU kernels will be tested agains
   with random distinct neurons, as a :class:`Ragged`.
 - ``sparse_layer.py``: :func:`sparse_softmax_xent`, softmax cross-entropy over the active sets,
   with the input gradient and the touched weight/bias rows' gradients.
+- ``index.py``: :class:`LSHIndex`, one layer's hasher, tables, padding order and clock: build,
+  query the active sets of a batch, rebuild (and redraw) after updates on G-SLIDE's schedule.
 
 The Extreme Classification Repository's text format and a synthetic data set of its shape are in
 ``rnngraph.data`` (``read_xc``, ``synthetic_xc``).
@@ -25,11 +27,12 @@ forward/backward, touched-row Adam) and the ``rg.LSHSoftmax`` head of an ``rg.Se
 from .active import active_sets, draw_pad_order
 from .config import LSHConfig, RebuildClock
 from .hashing import MAX_BUCKET_BITS, DWTAHash, bucket_bits
+from .index import LSHIndex
 from .ragged import Ragged
 from .sparse_layer import SparseXent, active_logits, sparse_softmax_xent
 from .tables import BucketTables
 
 __all__ = [
-    "BucketTables", "DWTAHash", "LSHConfig", "MAX_BUCKET_BITS", "Ragged", "RebuildClock", "SparseXent",
+    "BucketTables", "DWTAHash", "LSHConfig", "LSHIndex", "MAX_BUCKET_BITS", "Ragged", "RebuildClock", "SparseXent",
     "active_logits", "active_sets", "bucket_bits", "draw_pad_order", "sparse_softmax_xent",
 ]
