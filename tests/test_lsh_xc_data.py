@@ -1,5 +1,5 @@
 """The Extreme Classification Repository's text format (rnngraph/data/xc.py) on a fixture with
-its edge cases, each malformed case's error (file and line), a write/read round trip; the
+its edge cases, each malformed case's error (file and line), writing then reading back; the
 synthetic generator (xc_synthetic.py): seeded, and its labels recoverable from its prototypes."""
 import numpy as np
 import pytest
@@ -64,7 +64,7 @@ def test_a_missing_file_is_named(tmp_path):
         read_xc(tmp_path / "nope.txt")
 
 
-def test_write_then_read_round_trips_a_synthetic_set(tmp_path):
+def test_write_then_read_gives_back_a_synthetic_set(tmp_path):
     data = synthetic_xc(40, 30, 12, seed=3).data
     write_xc(tmp_path / "s.txt", data)
     back = read_xc(tmp_path / "s.txt")

@@ -165,7 +165,7 @@ def from_lists(source: str, num_features: int, num_labels: int, label_lists, id_
 
 
 def write_xc(path, data: XCDataset) -> None:
-    """Writes ``data`` in the XC format (values with 9 significant digits: float32 round-trips)."""
+    """Writes ``data`` in the XC format (values with 9 significant digits: a float32 is read back exactly)."""
     with open(path, "w", encoding="utf-8") as f:
         f.write(f"{len(data)} {data.num_features} {data.num_labels}\n")
         for i in range(len(data)):
