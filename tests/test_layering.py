@@ -9,6 +9,8 @@
   where ``RNNGRAPH_LOOP`` is read (``rnngraph/loop_env.py``);
 - ``rnngraph/codegen/`` imports nothing from the network API or the modules above it (dropout
   masks come from ``rnngraph/masks.py``);
+- ``rnngraph/lsh/`` (the NumPy LSH output layer) imports nothing of rnngraph but itself and
+  ``rnngraph.errors``: the GPU kernels and the head will build on it, not it on them;
 - no module outside the package ``rnngraph/trace/`` uses a private name (a leading underscore)
   of it or of one of its modules, imported or as an attribute: the layers trace through its
   public ``Builder`` and ``tracing``; its own modules share those names.
@@ -134,6 +136,12 @@ def test_the_bottom_layer_imports_nothing_above_it(name, allowed):
 def test_codegen_imports_nothing_of_the_network_api_or_above(path):
     bad = sorted(m for m in rnngraph_imports(path) if under(m, ABOVE_CODEGEN))
     assert bad == [], f"codegen/{path.name} imports {bad}: move what it needs below (as rnngraph/masks.py)"
+
+
+@pytest.mark.parametrize("path", sorted((PACKAGE / "lsh").glob("*.py")), ids=lambda p: p.name)
+def test_lsh_imports_nothing_but_itself_and_the_errors(path):
+    bad = sorted(m for m in rnngraph_imports(path) if not under(m, ("rnngraph.lsh", "rnngraph.errors")))
+    assert bad == [], f"lsh/{path.name} imports {bad}"
 
 
 def test_the_checker_sees_private_trace_names_imported_and_read():
