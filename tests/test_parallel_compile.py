@@ -1,10 +1,10 @@
-"""codegen/parallel_compile.py without a GPU: nothing starts for fewer than two kernels to compile,
+"""codegen/parallel_compile.py without a GPU: nothing starts for fewer than three kernels to compile,
 and a worker that fails (here: its generated file is gone) is reported, not raised -- the program
 then compiles the kernel itself. On the GPU the workers' kernels are loaded from the disk cache:
 tests/test_gpu_kernel_cache.py."""
 import types
 
-from rnngraph.codegen.parallel_compile import precompile
+from rnngraph.codegen.parallel_compile import MIN_KERNELS, precompile
 
 
 class _Uncached:
@@ -18,11 +18,12 @@ def _kernel(path, name):
                                  py_func=types.SimpleNamespace(__code__=code, __name__=name))
 
 
-def test_failed_workers_are_reported_and_single_kernels_compile_here(tmp_path):
+def test_failed_workers_are_reported_and_few_kernels_compile_here(tmp_path):
     missing = tmp_path / "rg_gone.py"
-    assert precompile([(_kernel(missing, "loop0_fwd_1"), (1,))]) == []  # one kernel: no worker
-    errors = precompile([(_kernel(missing, "loop0_fwd_1"), (1,)), (_kernel(missing, "loop0_bwd_2"), (2,))],
-                        workers=2)
-    assert len(errors) == 2
+    names = ["loop0_fwd_1", "loop1_fwd_2", "loop1_bwd_3"]
+    jobs = [(_kernel(missing, name), (k,)) for k, name in enumerate(names)]
+    assert MIN_KERNELS == 3 and precompile(jobs[:2]) == []  # two kernels: no worker
+    errors = precompile(jobs, workers=2)
+    assert len(errors) == 3
     assert errors[0].startswith("loop0_fwd_1: worker exited 1") and "rg_gone.py" in errors[0]
-    assert errors[1].startswith("loop0_bwd_2: worker exited 1")
+    assert [e.split(":")[0] for e in errors] == names

@@ -24,7 +24,14 @@ import sys
 import time
 from pathlib import Path
 
-__all__ = ["precompile"]
+__all__ = ["MIN_KERNELS", "precompile"]
+
+#: Fewer kernels to compile than this: the program compiles them itself. Measured on the H200
+#: (bench/results/h200-20261202-startup-and-step-*.json): a 1 x 512 LM's two loop kernels (3.0 and
+#: 4.0 s) gave a cold first call of 11.9 s compiled in turn, 12.7 and 17.6 s by two workers (each
+#: worker first imports numba and makes a CUDA context); the 2 x 512 LM's four (5 to 10 s each)
+#: went from 34-35 s to 14-18 s.
+MIN_KERNELS = 3
 
 log = logging.getLogger("rnngraph.compile")
 
@@ -33,10 +40,10 @@ def precompile(jobs: list[tuple[object, tuple]], workers: int | None = None) -> 
     """Compile each (kernel, argument types) of ``jobs`` that the disk cache lacks, in parallel
     worker processes (``workers``: at most that many at once; None: the machine's cores). The
     kernels must be :func:`kernel_cache.cached` dispatchers of generated modules (codegen/module.py).
-    Returns one line per failed worker (logged as warnings); nothing when fewer than two kernels
-    need compiling (a worker would only add its start-up)."""
+    Returns one line per failed worker (logged as warnings); nothing when fewer than
+    :data:`MIN_KERNELS` need compiling (then the workers' start-up costs more than it saves)."""
     todo = [(k, types) for k, types in jobs if not _in_cache(k, types)]
-    if len(todo) < 2:
+    if len(todo) < MIN_KERNELS:
         return []
     workers = max(1, min(len(todo), workers or os.cpu_count() or 1))
     root = str(Path(__file__).resolve().parents[2])  # the rnngraph the parent runs
