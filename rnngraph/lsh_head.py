@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from numbers import Integral
 
+import numpy as np
+
 from .errors import GraphError
 from .heads import SoftmaxCrossEntropy
 from .lsh import LSHConfig
@@ -39,7 +41,7 @@ class LSHSoftmax(SoftmaxCrossEntropy):
 
     Evaluation (``step.forward``, and any loss outside a training call, e.g. ``rg.Reference``):
     the dense softmax over all classes, as G-SLIDE evaluates P@1 densely (cuBLAS); the network's
-    output is then the value the head follows, (T, S, n): the logits are ``h W^T + b``.
+    output is then the value the head follows, (T, S, n): :meth:`dense_logits` gives the logits.
 
     With every class active (``min_active >= classes``) the loss and the gradients are the dense
     head's to floating-point error.
@@ -81,6 +83,13 @@ class LSHSoftmax(SoftmaxCrossEntropy):
         c = self.config
         attrs = {**self._ignored(b), "K": c.K, "L": c.L, "min_active": c.min_active}
         return h, b.add("lsh_softmax_xent", [h, self._targets(b)], params, attrs=attrs, name="head.loss")
+
+    @staticmethod
+    def dense_logits(h, parameters: dict) -> np.ndarray:
+        """The dense logits ``h W^T + b`` (..., classes) of the head's input ``h`` (..., n), e.g.
+        ``step.forward(x).outputs`` of the network, with ``parameters`` (``step.parameters``):
+        what evaluation (P@1, sampling) reads; the result dtype of h and W."""
+        return np.asarray(h) @ parameters["head.W.weight"].T + parameters["head.W.bias"]
 
     def cuda_refusal(self) -> GraphError:
         """The error ``rg.compile`` raises for this head on the CUDA backend."""
