@@ -11,6 +11,7 @@ from .errors import CycleError, DelayError, DtypeError, GraphError, OpError, Sha
 from .ir import Graph, Init, parse
 from .layer import CompiledRNN, compile_rnn
 from .lazy_loss import LazyLoss
+from .lsh_head import LSHSoftmax
 from .bidirectional import Bidirectional
 from .network import MSE, Dropout, Embedding, SequenceClassifier, Sequential, SoftmaxCrossEntropy, stacked
 from .optim import SGD, Adam, AdamW, clip_grad_norm
@@ -25,7 +26,7 @@ __version__ = "0.1.0"
 __all__ = [
     "cells", "ir", "ops", "Graph", "Init", "parse",
     "CycleError", "DelayError", "DtypeError", "GraphError", "OpError", "ShapeError", "StateError", "UnusedWarning",
-    "Bidirectional", "Dropout", "Embedding", "MSE", "SequenceClassifier", "Sequential", "SoftmaxCrossEntropy", "stacked",
+    "Bidirectional", "Dropout", "Embedding", "LSHSoftmax", "MSE", "SequenceClassifier", "Sequential", "SoftmaxCrossEntropy", "stacked",
     "Reference", "init_params", "reset_streams", "zero_states", "SGD", "Adam", "AdamW", "clip_grad_norm",
     "TrainingStep", "StepForward", "LazyLoss", "compile", "CompiledRNN", "compile_rnn", "ScheduleOptions", "LoopTuning",
     "State", "Value", "cell", "concat", "exp", "layer_norm", "linear", "param", "relu", "sigmoid", "slice",

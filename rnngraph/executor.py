@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import ops
 from .reference import Forward, Gradients, Reference, mean_loss
 from .schedule import Loop, Phase, Schedule
 
@@ -69,14 +68,14 @@ class ScheduleExecutor(Reference):
                     for name in k.ops:
                         n = g.by_name[name]
                         xs = [self._window(values, hist, r.node, r.delay).reshape(T * S, -1) for r in n.args]
-                        y = ops.REGISTRY[n.op].forward(xs, [ps[p] for p in n.params], n.attr)
+                        y = self.op(n).forward(xs, [ps[p] for p in n.params], n.attr)
                         values[name][...] = y.reshape(T, S, n.size)
             else:
                 for t, k in self._ticks(step, T):
                     for name in k.ops:
                         n = g.by_name[name]
                         xs = [self._read(values, hist, r.node, t - r.delay) for r in n.args]
-                        values[name][t] = ops.REGISTRY[n.op].forward(xs, [ps[p] for p in n.params], n.attr)
+                        values[name][t] = self.op(n).forward(xs, [ps[p] for p in n.params], n.attr)
         final = {s.name: np.stack([self._read(values, hist, s.node, T - k) for k in range(s.depth, 0, -1)])
                  for s in g.states}
         loss = mean_loss(values[g.loss], self.loss_columns(values)) if g.loss else None
@@ -121,7 +120,7 @@ class ScheduleExecutor(Reference):
         """Argument gradients of node ``n``; its parameter gradients are added to ``gparams``
         unless ``args_only``: a GEMM kernel's weight gradients are the later ``wgrad`` kernel's
         work, a loop's ``post_sums`` layer norms' the later ``reduce`` kernel's."""
-        op = ops.REGISTRY[n.op]
+        op = self.op(n)
         pa = [params[p] for p in n.params]
         if args_only:
             return op.arg_grads(gy, y, xs, pa, n.attr)
@@ -143,7 +142,7 @@ class ScheduleExecutor(Reference):
             xs = [self._window(fwd.values, hist, r.node, r.delay).reshape(T * S, -1) for r in n.args]
             y = fwd.values[name].reshape(T * S, -1)
             if k.kind in ("wgrad", "reduce"):  # parameter gradients only: a GEMM's, a loop's layer norm's
-                _, gps = ops.REGISTRY[n.op].vjp(gy, y, xs, [fwd.params[p] for p in n.params], n.attr)
+                _, gps = self.op(n).vjp(gy, y, xs, [fwd.params[p] for p in n.params], n.attr)
                 for p, gp in zip(n.params, gps):
                     gparams[p] += gp
                 continue

@@ -3,7 +3,8 @@
 Each head traces its output (``head.logits``, ``head.out`` or the value it follows), a target
 input ``y`` and a per-column loss node ``head.loss`` (an op of kind ``loss`` in
 :mod:`rnngraph.ops`), and turns the targets a user passes to ``TrainingStep.train`` into the
-per-column array fed as ``y`` (:meth:`Head.feed`). The window's loss is the sum of
+per-column array fed as ``y`` (:meth:`Head.feed`). ``LSHSoftmax`` (rnngraph/lsh_head.py) is a
+SoftmaxCrossEntropy trained over LSH active sets. The window's loss is the sum of
 ``head.loss`` over its T*S columns divided by the columns that count (PyTorch's
 reduction="mean"; :func:`rnngraph.reference.loss_columns`):
 
@@ -13,6 +14,7 @@ head                           targets to ``train``  fed as ``y``               
 SoftmaxCrossEntropy(V)         ids (T, S)            the same                     T*S columns
 SoftmaxCrossEntropy(V, ii)     ids (T, S)            the same                     targets != ii
 SoftmaxCrossEntropy(V, chunk=) ids (T, S)            the same                     as above
+LSHSoftmax(V, config)          ids (T, S)            the same                     T*S columns
 MSE() / MSE(n)                 floats (T, S, n)      the same                     T*S*n elements
 SequenceClassifier(C)          labels (S,)           (T, S): the label at T-1,    S streams
                                                      NO_LABEL elsewhere

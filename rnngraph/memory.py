@@ -17,7 +17,9 @@ float64; sums run over the graph's parameters and nodes):
   draw of the largest parameter at initialisation (8 bytes an element) or two windows
   ``T*S*n*b`` of the largest node (an op's result before it is copied into place, and one
   intermediate value), or three arrays ``T*S*chunk*b`` of a chunked softmax cross-entropy's
-  chunk (its logits, their exponentials and the gradient), whichever is largest.
+  chunk (its logits, their exponentials and the gradient; an ``rg.LSHSoftmax`` head's dense
+  evaluation is one chunk of all classes), whichever is largest. An LSH head's bucket tables
+  (``LSHConfig.table_bytes()``) are not counted.
 - **CUDA backend** (``device="cuda"``, float32), on the GPU, whatever ``training`` says (a
   compiled step allocates its backward buffers too): every float node's values and gradients,
   ``(depth + T)*S*n*4`` each (depth: the node's state depth, 0 for most), token ids
@@ -46,7 +48,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from .ir import INDEX, Graph
-from .ops import chunking
+from .ops import chunking, lsh_setting
 from .schedule import Loop, Schedule
 
 #: Bytes per element of each float dtype name.
@@ -120,8 +122,10 @@ def _transposed_elements(schedule: Schedule) -> int:
 
 def _chunk_elements(g: Graph, columns: int) -> int:
     """Elements of the largest chunk of logits (``columns`` x classes per chunk) a chunked
-    softmax cross-entropy of ``g`` computes at once; 0 without one."""
-    found = [chunking(g, n) for n in g.nodes]
+    softmax cross-entropy of ``g`` computes at once (an LSH head's dense evaluation: one chunk
+    of all classes); 0 without one."""
+    found = [chunking(g, n) or ((g.param_by_name[n.params[0]].shape[0],) * 2 if lsh_setting(g, n) else None)
+             for n in g.nodes]
     return max((columns * min(classes, chunk) for classes, chunk in filter(None, found)), default=0)
 
 

@@ -8,8 +8,9 @@ of the output.
 
 The registry's machinery (the :class:`Op` entry and its fields, ``register``, ``get``,
 ``is_row_reduction``, ``infer``) is in :mod:`rnngraph.ops_registry`, the loss ops (and
-``IGNORE_INDEX_MIN``, ``chunk_bounds``, ``chunking``) in :mod:`rnngraph.ops_losses`; both are
-re-exported here, and importing this module fills the registry.
+``IGNORE_INDEX_MIN``, ``chunk_bounds``, ``chunking``) in :mod:`rnngraph.ops_losses`, the LSH
+head's op (``LSH_OP``, ``lsh_setting``, ``lsh_text``, ``active_estimate``) in
+:mod:`rnngraph.ops_lsh`; all are re-exported here, and importing this module fills the registry.
 """
 from __future__ import annotations
 
@@ -20,10 +21,11 @@ import numpy as np
 from .errors import DtypeError, GraphError, ShapeError
 from .ir import FLOAT, INDEX
 from .ops_losses import IGNORE_INDEX_MIN, chunk_bounds, chunking
+from .ops_lsh import LSH_OP, active_estimate, lsh_setting, lsh_text
 from .ops_registry import REGISTRY, Op, floats, get, infer, is_row_reduction, n_args, node_label, register, same_size
 
-__all__ = ["IGNORE_INDEX_MIN", "LAYER_NORM_EPS", "REGISTRY", "Op", "chunk_bounds", "chunking", "get", "infer",
-           "is_row_reduction", "register"]
+__all__ = ["IGNORE_INDEX_MIN", "LAYER_NORM_EPS", "LSH_OP", "REGISTRY", "Op", "active_estimate", "chunk_bounds", "chunking",
+           "get", "infer", "is_row_reduction", "lsh_setting", "lsh_text", "register"]
 
 LAYER_NORM_EPS = 1e-5  # PyTorch nn.LayerNorm's default
 

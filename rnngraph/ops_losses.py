@@ -114,20 +114,27 @@ def chunking(g, node) -> tuple[int, int] | None:
     return g.param_by_name[node.params[0]].shape[0], chunk
 
 
-def _chunked_shape(node, args, params):
+def chunked_params(node, args, params):
+    """The shape rule's checks of a loss with parameters W [classes, n] and b [classes] over an
+    input of n (``chunked_softmax_xent``, ``lsh_softmax_xent``): returns (1, FLOAT)."""
     w, b = params
     _xent_args(node, args, w.shape[0] if len(w.shape) == 2 else 0)
     if len(w.shape) != 2 or w.shape[1] != args[0].size or b.shape != (w.shape[0],):
         raise ShapeError(f"{node_label(node)}: weight {w.name!r} {list(w.shape)} and bias {b.name!r} "
                          f"{list(b.shape)} must be [classes, {args[0].size}] and [classes] for the input "
                          f"{args[0].name!r} [{args[0].size}]")
+    return 1, FLOAT
+
+
+def _chunked_shape(node, args, params):
+    chunked_params(node, args, params)
     chunk = node.attr.get("chunk")
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
         raise ShapeError(f"{node_label(node)}: chunk {chunk!r} must be a positive integer (classes per chunk)")
     return 1, FLOAT
 
 
-def _chunked_forward(xs, ps, at):
+def chunked_forward(xs, ps, at):
     """Online softmax (Milakov & Gimelshein 2018): per chunk, logits z = h W_c^T + b_c, the
     running max m and sum s of exp(z - m) rescaled to the new max; loss = log s + m - z[y]."""
     h, ids = xs
@@ -148,7 +155,7 @@ def _chunked_forward(xs, ps, at):
     return np.where(keep, np.log(s) + m - zt, 0)[:, None].astype(h.dtype, copy=False)
 
 
-def _chunked_vjp(g, y, xs, ps, at):
+def chunked_backward(g, y, xs, ps, at):
     """Per chunk again: p = exp(z - lse) with lse = loss + z[y] (the forward's log-sum-exp,
     from its output), p[y] -= 1, times the column's gradient (0 where ignored); then
     dh += p W_c, dW_c = p^T h, db_c = sum of p over the columns."""
@@ -172,7 +179,7 @@ def _chunked_vjp(g, y, xs, ps, at):
     return [gh, None], [gw, gb]
 
 
-def _chunked_ids(g, n):
+def chunked_ids(g, n):
     return {1: (g.param_by_name[n.params[0]].shape[0], n.attr.get("ignore_index"))}
 
 
@@ -180,8 +187,8 @@ def _chunked_ids(g, n):
 # (classes,), attribute chunk (classes per chunk) and optionally ignore_index (as softmax_xent).
 # Memory O(N * chunk); the equations are softmax_xent's, the order of the sums the online
 # softmax's (Milakov & Gimelshein 2018, "Online normalizer calculation for softmax").
-register(Op("chunked_softmax_xent", "loss", _chunked_shape, _chunked_forward, _chunked_vjp, (2, 2),
-            ids=_chunked_ids, cuda_loss=("run_chunked_softmax_xent", "run_chunked_softmax_xent_grad")))
+register(Op("chunked_softmax_xent", "loss", _chunked_shape, chunked_forward, chunked_backward, (2, 2),
+            ids=chunked_ids, cuda_loss=("run_chunked_softmax_xent", "run_chunked_softmax_xent_grad")))
 
 
 # Per-column mean squared error mean_j (x_j - y_j)^2 over the n elements of a column; the

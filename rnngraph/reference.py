@@ -157,6 +157,13 @@ class Reference:
         self.dtype = _dtype(dtype)
         self.order = self.graph.nodes
         self.id_limits = id_limits(self.graph)
+        #: node name -> an Op run in place of its registry entry (the sparse loss of an
+        #: rg.LSHSoftmax during a training call: rnngraph/lsh_train.py); empty otherwise
+        self.overrides: dict[str, ops.Op] = {}
+
+    def op(self, n) -> ops.Op:
+        """The Op that runs node ``n``: its override, else its registry entry."""
+        return self.overrides.get(n.name) or ops.REGISTRY[n.op]
 
     # ------------------------------------------------------------------ inputs
     def _inputs(self, inputs: dict) -> tuple[dict, int, int]:
@@ -236,7 +243,7 @@ class Reference:
                 if n.op == "input":
                     continue
                 xs = [self._read(values, hist, r.node, t - r.delay) for r in n.args]
-                y = ops.REGISTRY[n.op].forward(xs, [ps[p] for p in n.params], n.attr)
+                y = self.op(n).forward(xs, [ps[p] for p in n.params], n.attr)
                 values[n.name][t] = y
         final = {s.name: np.stack([self._read(values, hist, s.node, T - k) for k in range(s.depth, 0, -1)])
                  for s in g.states}
@@ -270,7 +277,7 @@ class Reference:
                 gy = grads[n.name][t]
                 xs = [self._read(fwd.values, hist_values, r.node, t - r.delay) for r in n.args]
                 pa = [fwd.params[p] for p in n.params]
-                gxs, gps = ops.REGISTRY[n.op].vjp(gy, fwd.values[n.name][t], xs, pa, n.attr)
+                gxs, gps = self.op(n).vjp(gy, fwd.values[n.name][t], xs, pa, n.attr)
                 for p, gp in zip(n.params, gps):
                     gparams[p] += gp
                 for r, gx in zip(n.args, gxs):

@@ -8,6 +8,7 @@ when a GPU and the code generator are available, else the CPU.
 from __future__ import annotations
 
 from collections import OrderedDict
+from contextlib import nullcontext
 
 import numpy as np
 
@@ -18,6 +19,8 @@ from .masks import draw_mask, mask_inputs, mask_seed
 from .network import Sequential
 from .optim import Adam, Optimizer, clip_grad_norm
 from .executor import ScheduleExecutor
+from .lsh_head import LSHSoftmax
+from .lsh_train import LSHTraining
 from .codegen.tuning import LoopTuning
 from .loop_env import from_environment, resolve
 from .passes import schedule as build_schedule
@@ -85,6 +88,8 @@ class TrainingStep:
         if nonfinite not in ("raise", "skip"):
             raise ValueError(f"nonfinite must be 'raise' or 'skip', got {nonfinite!r}")
         self.nonfinite, self.skipped_steps = nonfinite, 0
+        if device == "cuda" and isinstance(net.head, LSHSoftmax):
+            raise net.head.cuda_refusal()
         self._given = (options, tuning)
         self._loop_env = from_environment()  # RNNGRAPH_LOOP, once: a bad value fails here, named
         options, tuning = resolve(self.streams, options, tuning, self._loop_env)
@@ -104,6 +109,8 @@ class TrainingStep:
             self._params = params
             self._state = zero_states(self.graph, self.streams, dtype)
             self._executor = ScheduleExecutor(self.schedule, dtype)
+        # an rg.LSHSoftmax head's index and sparse training loss (rnngraph/lsh_train.py)
+        self._lsh = LSHTraining(net.head, self.graph) if isinstance(net.head, LSHSoftmax) else None
         # (T, S) -> (schedule, CUDA backend or NumPy executor): the shapes compiled so far, most
         # recently used last; the first backend's parameters and optimizer slots are everyone's
         # a plan of the variable-length graph is keyed (T, S, "lengths") (rnngraph/step_lengths.py)
@@ -214,6 +221,8 @@ class TrainingStep:
         else:
             for name, v in values.items():
                 self._params[name][...] = v
+        if self._lsh:  # its index follows the new weights at the next training call
+            self._lsh.stale = True
 
     # ------------------------------------------------------------------ running
     def dropout_masks(self, train: bool) -> dict[str, np.ndarray]:
@@ -334,9 +343,10 @@ class TrainingStep:
             return self._cuda.train(feed, self._loss_columns(feed), on_finish=self._cuda_finished)
         if self.dropout:
             feed.update(self.dropout_masks(train=True))
-        fwd = self._executor.forward(self._params, feed, self._state)
-        fwd.loss, scale = host_loss(self._executor, fwd, self._columns)
-        grads = self._executor.backward(fwd, loss_scale=scale).params
+        with self._lsh.training(self._executor, self._params) if self._lsh else nullcontext():
+            fwd = self._executor.forward(self._params, feed, self._state)
+            fwd.loss, scale = host_loss(self._executor, fwd, self._columns)
+            grads = self._executor.backward(fwd, loss_scale=scale).params
         with np.errstate(over="ignore", invalid="ignore"):  # a non-finite norm is the answer, not a warning
             squares = sum(float(np.sum(np.square(g, dtype=np.float64))) for g in grads.values())
         self.last_grad_norm = float(np.sqrt(squares))
@@ -346,6 +356,8 @@ class TrainingStep:
             clip_grad_norm(grads, self.clip_norm)
         self.optimizer.step(self._params, grads)
         self._state = fwd.final_states
+        if self._lsh:
+            self._lsh.after_update(self._loss_columns(feed), self._params)
         return fwd.loss
 
     def _cuda_finished(self, loss: float, finite: bool, grad_norm: float) -> float:

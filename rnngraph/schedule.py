@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .ir import Graph
-from .ops import chunk_bounds, chunking, is_row_reduction
+from .ops import chunk_bounds, chunking, is_row_reduction, lsh_text
 from .schedule_options import ScheduleOptions
 
 
@@ -182,10 +182,11 @@ def _ops_text(k: Kernel) -> str:
 
 def _chunks_text(g: Graph, k: Kernel) -> str:
     """`` [V classes in n chunks of c]`` for a kernel computing a node a chunk of its classes at
-    a time (a chunked softmax cross-entropy), else ''."""
+    a time (a chunked softmax cross-entropy), `` [LSH: K=.. L=.. tables, min active ..]`` for an
+    LSH head's, else ''."""
     found = chunking(g, g.by_name[k.ops[0]]) if len(k.ops) == 1 else None
-    if found is None:
-        return ""
+    if found is None:  # an LSH head's kernel: its tables and least active set (ops_lsh.py)
+        return lsh_text(g, g.by_name[k.ops[0]]) if len(k.ops) == 1 else ""
     classes, chunk = found
     bounds = chunk_bounds(classes, chunk)
     last = bounds[-1][1] - bounds[-1][0]

@@ -2,7 +2,7 @@
 (those inside functions too), parsed with ``ast`` and resolved to an absolute module name.
 
 - ``rnngraph/ir.py`` and the op registry (``rnngraph/ops.py`` and the modules it is made of,
-  ``ops_registry.py`` and ``ops_losses.py``: what a graph is) import nothing of rnngraph but each
+  ``ops_registry.py``, ``ops_losses.py`` and ``ops_lsh.py``: what a graph is) import nothing of rnngraph but each
   other and ``rnngraph.errors``; ``rnngraph/schedule_options.py`` nothing of rnngraph;
 - ``rnngraph/passes/`` imports nothing from ``rnngraph.codegen`` (the code generator takes the
   schedule and a LoopTuning; the passes take ScheduleOptions) nor from the API modules above it,
@@ -117,8 +117,8 @@ def test_passes_import_nothing_above_them(path):
 
 
 #: what the op registry's modules may import: each other (ops.py re-exports the machinery of
-#: ops_registry.py and imports the loss ops of ops_losses.py), ir.py and errors.py
-REGISTRY_BELOW = ("rnngraph.errors", "rnngraph.ir", "rnngraph.ops_registry", "rnngraph.ops_losses")
+#: ops_registry.py and imports the loss ops of ops_losses.py and ops_lsh.py), ir.py and errors.py
+REGISTRY_BELOW = ("rnngraph.errors", "rnngraph.ir", "rnngraph.ops_registry", "rnngraph.ops_losses", "rnngraph.ops_lsh")
 
 
 @pytest.mark.parametrize("name, allowed", [("ir.py", ("rnngraph.errors",)),
@@ -126,6 +126,8 @@ REGISTRY_BELOW = ("rnngraph.errors", "rnngraph.ir", "rnngraph.ops_registry", "rn
                                            ("ops_registry.py", ("rnngraph.errors", "rnngraph.ir")),
                                            ("ops_losses.py", ("rnngraph.errors", "rnngraph.ir",
                                                               "rnngraph.ops_registry")),
+                                           ("ops_lsh.py", ("rnngraph.errors", "rnngraph.ir", "rnngraph.ops_registry",
+                                                           "rnngraph.ops_losses")),
                                            ("schedule_options.py", ())])
 def test_the_bottom_layer_imports_nothing_above_it(name, allowed):
     bad = sorted(m for m in rnngraph_imports(PACKAGE / name) if not under(m, allowed))

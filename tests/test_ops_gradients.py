@@ -27,6 +27,8 @@ def _case(name, rng):
         "softmax_xent": ([x(5), rng.integers(0, 5, size=(N, 1))], [], {}),
         "chunked_softmax_xent": ([x(4), rng.integers(0, 5, size=(N, 1))],
                                  [rng.normal(size=(5, 4)), rng.normal(size=5)], {"chunk": 2}),
+        "lsh_softmax_xent": ([x(4), rng.integers(0, 5, size=(N, 1))],   # as a graph op: the dense layer
+                             [rng.normal(size=(5, 4)), rng.normal(size=5)], {"K": 2, "L": 3, "min_active": 2}),
         "mse": ([x(4), x(4)], [], {}),
     }
     return cases[name]

@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..ir import Graph, Node
-from ..ops import is_row_reduction
+from ..ops import LSH_OP, active_estimate, is_row_reduction
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,8 @@ def node_flops(g: Graph, n: Node) -> int:
     if n.op == "chunked_softmax_xent":  # the output layer's product and bias, then softmax_xent's 4 a class
         classes, inputs = g.param_by_name[n.params[0]].shape
         return 2 * classes * inputs + 5 * classes
+    if n.op == LSH_OP:  # training: the product and softmax over the active set only (hashing not priced)
+        return 2 * active_estimate(g, n) * g.param_by_name[n.params[0]].shape[1] + 5 * active_estimate(g, n)
     if n.op in ("sigmoid", "tanh", "exp"):
         return 4 * n.size
     return n.size
@@ -90,10 +92,14 @@ def node_flops(g: Graph, n: Node) -> int:
 def backward_flops(g: Graph, n: Node) -> int:
     """Backward FLOPs for one column: twice the forward for products (input and weight
     gradients), about twice for the rest; a chunked softmax cross-entropy three times its
-    product (the chunk's logits again, then the input and weight gradients)."""
+    product (the chunk's logits again, then the input and weight gradients); an LSH head twice
+    its product over min(min_active, classes) active classes (its training cost)."""
     if n.op == "chunked_softmax_xent":
         classes, inputs = g.param_by_name[n.params[0]].shape
         return 6 * classes * inputs + 6 * classes
+    if n.op == LSH_OP:  # the input and the touched rows' gradients over the active set
+        active, inputs = active_estimate(g, n), g.param_by_name[n.params[0]].shape[1]
+        return 4 * active * inputs + 4 * active
     return 2 * node_flops(g, n)
 
 

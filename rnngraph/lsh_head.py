@@ -1,0 +1,101 @@
+"""``rg.LSHSoftmax``: the LSH-sparsified output layer as the loss head of an ``rg.Sequential``
+(G-SLIDE, Pan et al., IEEE TPDS 2022; SLIDE, Chen et al., MLSys 2020), on the NumPy backend.
+
+The head traces one loss node ``head.loss`` (op ``lsh_softmax_xent``, rnngraph/ops_lsh.py) with
+the dense head's parameters ``head.W.weight`` (classes, n) and ``head.W.bias`` (classes,)
+(nn.Linear's init, the same names and draws as ``rg.SoftmaxCrossEntropy(classes)``), so weights
+move between the two heads. Evaluation is dense; training calls of ``rg.compile(...,
+device="cpu")`` are sparse over each column's LSH active set (rnngraph/lsh_train.py).
+"""
+from __future__ import annotations
+
+from numbers import Integral
+
+import numpy as np
+
+from .errors import GraphError
+from .heads import SoftmaxCrossEntropy
+from .lsh import LSHConfig
+from .trace import Builder, Value
+
+
+class LSHSoftmax(SoftmaxCrossEntropy):
+    """Output layer and softmax cross-entropy over ``classes`` output neurons, trained on each
+    column's LSH active set only.
+
+    Targets: integer class ids of shape (T, S), each in [0, classes) (one label a column); with
+    ``train(..., lengths=)`` the padded steps add nothing, as for SoftmaxCrossEntropy.
+
+    Training (``step.train`` of ``rg.compile(net, T, S, device="cpu")``): each of the T*S columns
+    is a sample; its query is the head's input h (n,). Per call, the active set of each column is
+    the union of its L buckets in the index of the head's current weight rows (DWTA hashing, K
+    hashes a table over bins of ``config.bin_size``), its true label added, padded with random
+    classes to ``min(config.min_active, classes)`` (rnngraph/lsh/active.py). The column's loss is
+    -log of the softmax over its active set at its label; the gradients of h, and of the touched
+    rows of W and b only: on the NumPy backend they are dense arrays (classes, n) and (classes,)
+    with zeros at the untouched rows, so the optimizer (Adam's moments included) updates every
+    row as it would for a zero gradient. The index is built from the weights at the first training
+    call (and after ``step.set_parameters``), then rebuilt from the current weights every
+    ``config.rebuild_every`` trained columns (samples), with new bins and a new padding order every
+    ``config.redraw_every`` (the clock counts the columns that count in the loss).
+
+    Evaluation (``step.forward``, and any loss outside a training call, e.g. ``rg.Reference``):
+    the dense softmax over all classes, as G-SLIDE evaluates P@1 densely (cuBLAS); the network's
+    output is then the value the head follows, (T, S, n): :meth:`dense_logits` gives the logits.
+
+    With every class active (``min_active >= classes``) the loss and the gradients are the dense
+    head's to floating-point error.
+
+    Args:
+        classes: V >= 2, the output neurons.
+        config: an :class:`rnngraph.lsh.LSHConfig`, or a dict of its fields (default: G-SLIDE's,
+            K = 6, L = 50, min active 1,500: tables of 6.7 GB; pass a small one for small problems).
+        seed: seeds the hash functions, the padding order and draws (``np.random.default_rng``).
+
+    Raises:
+        GraphError naming the head: classes not an integer >= 2, config neither an LSHConfig nor a
+        dict of valid fields (K * bits over 31: an int32 bucket id), seed not a non-negative
+        integer. An LSHConfig made apart raises ValueError naming the field when it is made.
+        ``rg.compile`` raises GraphError naming the head on the CUDA backend (no GPU kernels yet).
+    """
+
+    targets_doc = "class ids of shape (T, S)"
+
+    def __init__(self, classes: int, config: LSHConfig | None = None, seed: int = 0):
+        if isinstance(classes, bool) or not isinstance(classes, Integral) or classes < 2:
+            raise GraphError(f"rg.LSHSoftmax({classes!r}): needs an integer number of classes >= 2")
+        if config is None or isinstance(config, dict):
+            try:
+                config = LSHConfig(**(config or {}))
+            except (TypeError, ValueError) as e:
+                raise GraphError(f"rg.LSHSoftmax({classes}, config={config!r}): {e}") from None
+        if not isinstance(config, LSHConfig):
+            raise GraphError(f"rg.LSHSoftmax({classes}, config={config!r}): config must be an rnngraph.lsh.LSHConfig "
+                             f"or a dict of its fields")
+        if isinstance(seed, bool) or not isinstance(seed, Integral) or seed < 0:
+            raise GraphError(f"rg.LSHSoftmax({classes}, seed={seed!r}): seed must be a non-negative integer")
+        super().__init__(classes)
+        self.classes, self.config, self.seed = int(classes), config, int(seed)
+
+    def trace(self, b: Builder, h: Value) -> tuple[Value, Value]:
+        init = b.default_init(h.size)  # linear()'s: the dense head's parameters, names and draws
+        params = [b.param("W.weight", (self.classes, h.size), init), b.param("W.bias", (self.classes,), init)]
+        c = self.config
+        attrs = {**self._ignored(b), "K": c.K, "L": c.L, "min_active": c.min_active}
+        return h, b.add("lsh_softmax_xent", [h, self._targets(b)], params, attrs=attrs, name="head.loss")
+
+    @staticmethod
+    def dense_logits(h, parameters: dict) -> np.ndarray:
+        """The dense logits ``h W^T + b`` (..., classes) of the head's input ``h`` (..., n), e.g.
+        ``step.forward(x).outputs`` of the network, with ``parameters`` (``step.parameters``):
+        what evaluation (P@1, sampling) reads; the result dtype of h and W."""
+        return np.asarray(h) @ parameters["head.W.weight"].T + parameters["head.W.bias"]
+
+    def cuda_refusal(self) -> GraphError:
+        """The error ``rg.compile`` raises for this head on the CUDA backend."""
+        return GraphError(f"{self!r}: the CUDA backend has no LSH kernels yet (hashing, tables, active sets, "
+                          f"sparse softmax); compile with device='cpu'")
+
+    def __repr__(self):
+        c = self.config
+        return f"LSHSoftmax({self.classes}, K={c.K}, L={c.L}, min_active={c.min_active})"

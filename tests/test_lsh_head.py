@@ -1,0 +1,82 @@
+"""The ``rg.LSHSoftmax`` head on the NumPy backend (G-SLIDE, Pan et al., IEEE TPDS 2022): with
+every class active its training steps equal the dense ``rg.SoftmaxCrossEntropy`` head's (float64,
+1e-12: loss and, through SGD with lr 1, every parameter's gradient), whole windows, a timestep at
+a time (plan="naive") and with lengths; with few active classes only the touched rows move and
+evaluation is dense; the schedule dump; bad arguments; the CUDA backend refuses the head."""
+import numpy as np
+import pytest
+
+import rnngraph as rg
+from rnngraph.errors import GraphError
+from rnngraph.lsh import LSHConfig
+from rnngraph.memory import estimate
+
+T, S, I, H, V = 3, 2, 3, 4, 11
+TOL = dict(rtol=0, atol=1e-12)
+ALL_ACTIVE = LSHConfig(K=2, L=3, bin_size=4, capacity=4, min_active=V)
+FEW_ACTIVE = LSHConfig(K=2, L=2, bin_size=4, capacity=2, min_active=3)
+
+
+def _step(head, plan=None, lr=1.0):
+    return rg.compile(rg.Sequential(rg.cells.lstm(hidden=H), head, input_size=I), window=T, streams=S,
+                      device="cpu", dtype="float64", optimizer=rg.SGD(lr=lr), seed=1, plan=plan)
+
+
+@pytest.mark.parametrize("plan,lengths", [(None, None), ("naive", None), (None, [3, 1])])
+def test_every_class_active_equals_the_dense_head(plan, lengths):
+    dense, lsh = _step(rg.SoftmaxCrossEntropy(V), plan), _step(rg.LSHSoftmax(V, ALL_ACTIVE, seed=5), plan)
+    assert set(lsh.parameters) == set(dense.parameters)  # same names, shapes and draws
+    rng = np.random.default_rng(1)
+    for _ in range(2):
+        x, y = rng.normal(size=(T, S, I)), rng.integers(0, V, size=(T, S))
+        before = {k: v.copy() for k, v in dense.parameters.items()}
+        assert lsh.train(x, y, lengths) == pytest.approx(dense.train(x, y, lengths), rel=0, abs=1e-12)
+        for name, value in dense.parameters.items():  # SGD(lr=1): the step is the gradient
+            np.testing.assert_allclose(before[name] - lsh.parameters[name], before[name] - value, **TOL,
+                                       err_msg=name)
+
+
+def test_few_active_classes_touch_few_rows_and_evaluation_is_dense():
+    dense, lsh = _step(rg.SoftmaxCrossEntropy(V), lr=0.1), _step(rg.LSHSoftmax(V, FEW_ACTIVE, seed=5), lr=0.1)
+    x, y = np.random.default_rng(2).normal(size=(T, S, I)), np.zeros((T, S), np.int64)
+    y[:, 1] = 1
+    w = lsh.parameters["head.W.weight"].copy()
+    sparse_loss = lsh.train(x, y)
+    moved = np.flatnonzero(np.any(lsh.parameters["head.W.weight"] != w, axis=1))
+    assert {0, 1} <= set(moved) and len(moved) < V  # the labels' rows and a few others
+    assert sparse_loss < dense.forward(x, y, carry=False).loss  # a softmax over fewer classes
+    dense.set_parameters(lsh.parameters)
+    lsh.reset_state()
+    want = dense.forward(x, y, carry=False)
+    got = lsh.forward(x, y, carry=False)  # evaluation: the dense softmax over all V classes
+    assert got.loss == pytest.approx(want.loss, rel=0, abs=1e-12)
+    np.testing.assert_allclose(rg.LSHSoftmax.dense_logits(got.outputs["layer0.h_next"], lsh.parameters),
+                               want.outputs["head.logits"], **TOL)
+
+
+def test_schedule_dump_and_memory_show_the_lsh_head():
+    step = _step(rg.LSHSoftmax(V, FEW_ACTIVE))
+    text = str(step.schedule)
+    noted = [line for line in text.splitlines() if line.endswith("[LSH: K=2 L=2 tables, min active 3 of 11 classes]")]
+    assert len(noted) == 2 and all(" loss       head.loss  <- " in line for line in noted)  # forward, backward
+    assert estimate(step.schedule).host.scratch >= 3 * 8 * T * S * V  # the dense evaluation's logits
+
+
+@pytest.mark.parametrize("make,match", [
+    (lambda: rg.LSHSoftmax(1), r"rg.LSHSoftmax\(1\): needs an integer number of classes >= 2"),
+    (lambda: rg.LSHSoftmax(0), r"rg.LSHSoftmax\(0\)"),
+    (lambda: rg.LSHSoftmax(200, config={"K": 11}), r"rg.LSHSoftmax\(200, config=.*33-bit bucket id"),
+    (lambda: rg.LSHSoftmax(200, config={"L": 0}), r"rg.LSHSoftmax\(200, .*LSHConfig.L"),
+    (lambda: rg.LSHSoftmax(200, config=(6, 50)), r"rg.LSHSoftmax\(200, .*must be an rnngraph.lsh.LSHConfig"),
+    (lambda: rg.LSHSoftmax(200, seed=-1), r"rg.LSHSoftmax\(200, seed=-1\)"),
+])
+def test_bad_arguments_name_the_head(make, match):
+    with pytest.raises(GraphError, match=match):
+        make()
+
+
+def test_cuda_backend_refuses_the_head_at_compile(monkeypatch):
+    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")  # the simulator counts as CUDA: refused there too
+    net = rg.Sequential(rg.cells.lstm(hidden=H), rg.LSHSoftmax(V, FEW_ACTIVE), input_size=I)
+    with pytest.raises(GraphError, match=r"LSHSoftmax\(11, K=2, L=2, min_active=3\): the CUDA backend has no LSH"):
+        rg.compile(net, window=T, streams=S, device="cuda")
