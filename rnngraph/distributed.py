@@ -36,16 +36,18 @@ def _dist():
     return dist
 
 
-def _collective(what: str, step, call):
-    """Run ``call()`` (a torch.distributed collective); PeerFailure naming ``what`` when it fails."""
+def collective(what: str, call, step=None):
+    """Run ``call()`` (a torch.distributed collective) and return its result; PeerFailure naming
+    ``what`` (and the optimizer step count of ``step``, where given) when it fails."""
     dist = _dist()
     try:
         return call()
     except (RuntimeError, dist.DistError) as e:  # DistBackendError, gloo's closed connections and timeouts
+        at = f" at step {step.optimizer.steps}" if step is not None else ""
         raise PeerFailure(
-            f"data-parallel training, process {dist.get_rank()} of {dist.get_world_size()}: {what} at step "
-            f"{step.optimizer.steps} failed: another process has died or did not answer within the process "
-            f"group's timeout (init_process_group(timeout=...)): {str(e).strip().splitlines()[0]}") from e
+            f"data-parallel training, process {dist.get_rank()} of {dist.get_world_size()}: {what}{at} "
+            f"failed: another process has died or did not answer within the process group's timeout "
+            f"(init_process_group(timeout=...)): {str(e).strip().splitlines()[0]}") from e
 
 
 class _GradientReducer:
@@ -66,8 +68,8 @@ class _GradientReducer:
             np.multiply(g.reshape(-1), columns, out=buf[at:at + n], casting="unsafe")
             at += n
         tensor = torch.from_numpy(buf)  # shares buf's memory: the result lands in buf
-        _collective("the all-reduce of the gradients", self.step,
-                    lambda: _dist().all_reduce(tensor, op=_dist().ReduceOp.SUM, group=self.group))
+        collective("the all-reduce of the gradients",
+                   lambda: _dist().all_reduce(tensor, op=_dist().ReduceOp.SUM, group=self.group), self.step)
         total = buf[1]
         if total:
             buf[2:] /= total
@@ -107,14 +109,14 @@ def distributed(step, group=None):
     rank, world = dist.get_rank(group), dist.get_world_size(group)
     counts = torch.zeros(world, dtype=torch.int64)
     counts[rank] = step.streams
-    _collective("the exchange of stream counts", step, lambda: dist.all_reduce(counts, group=group))
+    collective("the exchange of stream counts", lambda: dist.all_reduce(counts, group=group), step)
     offsets = np.concatenate([[0], np.cumsum(counts.numpy())])
     step.stream_shard = (int(offsets[rank]), int(offsets[rank + 1]), int(offsets[-1]))
     params = step.parameters
     for name in sorted(params):  # the same order on every process
         tensor = torch.from_numpy(np.ascontiguousarray(params[name]))
         src = 0 if group is None else dist.get_global_rank(group, 0)
-        _collective(f"the broadcast of parameter {name!r}", step, lambda: dist.broadcast(tensor, src, group=group))
+        collective(f"the broadcast of parameter {name!r}", lambda: dist.broadcast(tensor, src, group=group), step)
         step.set_parameters({name: tensor.numpy()})
     step.gradient_reducer = _GradientReducer(step, group)
     return step
@@ -127,7 +129,7 @@ def global_state(step, group=None) -> dict[str, np.ndarray]:
     dist = _dist()
     parts = [None] * dist.get_world_size(group)
     local = {k: np.asarray(v) for k, v in step.state.items()}
-    _collective("the gathering of the states", step, lambda: dist.all_gather_object(parts, local, group=group))
+    collective("the gathering of the states", lambda: dist.all_gather_object(parts, local, group=group), step)
     return join_states(parts)
 
 
