@@ -25,7 +25,7 @@ def torchrun(nproc: int, *argv) -> subprocess.CompletedProcess:
            "127.0.0.1", "--master-port", str(free_port()), "-m", "rnngraph", "train", "--distributed",
            *map(str, argv)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
+                            process_group=0)
     try:
         out, err = proc.communicate(timeout=120)
     except subprocess.TimeoutExpired:
