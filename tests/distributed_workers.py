@@ -2,6 +2,7 @@
 imports this module by name): a gloo process group on 127.0.0.1, a task, its results saved to
 ``<out>/<task>-<rank>.npz``."""
 import datetime
+import gc
 import os
 import socket
 
@@ -67,8 +68,10 @@ def run(rank: int, world: int, port: int, task: str, out: str) -> None:
         result = globals()[f"task_{task}"](rank, world, out)
         np.savez(os.path.join(out, f"{task}-{rank}.npz"), **result)
     finally:
-        if task != "killed":
-            dist.destroy_process_group()
+        if task in ("killed", "stalled"):  # the group has lost a process: its teardown is not what is tested
+            os._exit(0)
+        gc.collect()  # a DistributedDataParallel's reducer (in reference cycles) goes before its group
+        dist.destroy_process_group()
 
 
 def _train(rank, world, steps, start=0, checkpoint=None):
@@ -109,21 +112,36 @@ def task_resume(rank, world, out):
     return _saved(step, losses, agree, rg.global_state(step))
 
 
-def task_killed(rank, world, out):
-    """Rank 1 dies after one step; the others' second step must fail, naming what happened."""
+def _second_step_after_a_failure(rank, world, dies: bool):
+    """Rank 1 fails after one step: it dies (``dies``), or stops answering while alive with its
+    connections open; the others' second step must fail with PeerFailure, at once or after the
+    group's timeout. Returns rank 0's error and how long the failing call took."""
+    import time
+
     lo, hi = stream_range(S, rank, world)
     step = rg.distributed(compiled(hi - lo))
     data = windows(2)
     step.train(data[0][0][:, lo:hi], data[0][1][:, lo:hi])
     if rank == 1:
-        os._exit(3)
-    import time
+        if not dies:
+            time.sleep(TIMEOUT_S + 4)
+        os._exit(3 if dies else 0)
     t0 = time.perf_counter()
     try:
         step.train(data[1][0][:, lo:hi], data[1][1][:, lo:hi])
     except rg.PeerFailure as e:
         return {"error": np.array(str(e)), "seconds": np.array(time.perf_counter() - t0)}
     return {"error": np.array(""), "seconds": np.array(time.perf_counter() - t0)}
+
+
+def task_killed(rank, world, out):
+    """Rank 1 dies after one step."""
+    return _second_step_after_a_failure(rank, world, dies=True)
+
+
+def task_stalled(rank, world, out):
+    """Rank 1 stops answering after one step."""
+    return _second_step_after_a_failure(rank, world, dies=False)
 
 
 def task_ddp(rank, world, out):
@@ -145,3 +163,19 @@ def task_ddp(rank, world, out):
         loss.backward()
         opt.step()
     return {k: v.detach().numpy() for k, v in model.state_dict().items()}
+
+
+def task_nonfinite(rank, world, out):
+    """A NaN in one process's inputs: every process skips that step (nonfinite="skip")."""
+    net = rg.Sequential(rg.cells.lstm(hidden=H), rg.MSE(2), input_size=3)
+    lo, hi = stream_range(S, rank, world)
+    step = rg.distributed(rg.compile(net, T, hi - lo, device="cpu", dtype="float64", nonfinite="skip", seed=1))
+    rng = np.random.default_rng(2)
+    losses = []
+    for k in range(3):
+        x, y = rng.normal(size=(T, S, 3)), rng.normal(size=(T, S, 2))
+        if k == 1:
+            x[0, S - 1, 0] = np.nan  # the last process's streams only
+        losses.append(step.train(x[:, lo:hi], y[:, lo:hi]))
+    return {"losses": np.array(losses), "skipped": np.array(step.skipped_steps),
+            "steps": np.array(step.optimizer.steps), "agree": np.array(gathered_parameters_equal(step))}
