@@ -13,6 +13,7 @@ from .layer import CompiledRNN, compile_rnn
 from .lazy_loss import LazyLoss
 from .lsh_head import LSHSoftmax
 from .bidirectional import Bidirectional
+from .distributed import PeerFailure, distributed, global_state, set_global_state
 from .network import MSE, Dropout, Embedding, SequenceClassifier, Sequential, SoftmaxCrossEntropy, stacked
 from .optim import SGD, Adam, AdamW, clip_grad_norm
 from .reference import Reference, init_params, reset_streams, zero_states
@@ -28,6 +29,7 @@ __all__ = [
     "CycleError", "DelayError", "DtypeError", "GraphError", "OpError", "ShapeError", "StateError", "UnusedWarning",
     "Bidirectional", "Dropout", "Embedding", "LSHSoftmax", "MSE", "SequenceClassifier", "Sequential", "SoftmaxCrossEntropy", "stacked",
     "Reference", "init_params", "reset_streams", "zero_states", "SGD", "Adam", "AdamW", "clip_grad_norm",
+    "distributed", "global_state", "set_global_state", "PeerFailure",
     "TrainingStep", "StepForward", "LazyLoss", "compile", "CompiledRNN", "compile_rnn", "ScheduleOptions", "LoopTuning",
     "State", "Value", "cell", "concat", "exp", "layer_norm", "linear", "param", "relu", "sigmoid", "slice",
     "split", "tanh",

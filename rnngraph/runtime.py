@@ -118,6 +118,10 @@ class TrainingStep:
         self._masked, self._columns = False, None  # the latest call's: lengths?, its loss's column count
         self._first_cuda = self._cuda
         self._states_by_streams: dict[int, dict] = {}  # S -> the states of the last call with S streams
+        # data parallelism (rnngraph/distributed.py): the gradient all-reduce, and this process's
+        # streams (lo, hi) of the global S its dropout masks are cut from; None in one process
+        self.gradient_reducer = None
+        self.stream_shard: tuple[int, int, int] | None = None
 
     def _use(self, T: int, S: int, masked: bool = False) -> None:
         """Make (T, S) the current shape, compiling it on first use (an LRU cache of
@@ -234,7 +238,11 @@ class TrainingStep:
             if self._ones is None:
                 self._ones = {m: np.ones(shape(m), self.dtype) for m in self.dropout}
             return self._ones
-        step = self.optimizer.steps
+        step, shard = self.optimizer.steps, self.stream_shard
+        if shard is not None and shard[1] - shard[0] == self.streams:  # this process's streams of the global S
+            lo, hi, total = shard
+            return {m: draw_mask(p, (self.window, total, self.graph.by_name[m].size), mask_seed(self.seed, step, k),
+                                 self.dtype)[:, lo:hi].copy() for k, (m, p) in enumerate(self.dropout.items())}
         return {m: draw_mask(p, shape(m), mask_seed(self.seed, step, k), self.dtype)
                 for k, (m, p) in enumerate(self.dropout.items())}
 
@@ -347,6 +355,8 @@ class TrainingStep:
             fwd = self._executor.forward(self._params, feed, self._state)
             fwd.loss, scale = host_loss(self._executor, fwd, self._columns)
             grads = self._executor.backward(fwd, loss_scale=scale).params
+        if self.gradient_reducer is not None:  # the global batch's mean loss and gradients, on every process
+            fwd.loss, grads = self.gradient_reducer(fwd.loss, grads, self._loss_columns(feed))
         with np.errstate(over="ignore", invalid="ignore"):  # a non-finite norm is the answer, not a warning
             squares = sum(float(np.sum(np.square(g, dtype=np.float64))) for g in grads.values())
         self.last_grad_norm = float(np.sqrt(squares))

@@ -1,13 +1,13 @@
 """``rnngraph train``: one run (:class:`_Trainer`): config, data, compiled step, the training loop,
-validation, checkpoints, and Ctrl-C deferred to the end of a step (:class:`_SigintGuard`)."""
+validation, checkpoints, and Ctrl-C deferred to the end of a step (rnngraph/cli/sigint.py); with
+``--distributed`` one of torchrun's processes (rnngraph/cli/distributed_setup.py)."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
-import signal
 import sys
-import threading
 import time
 
 from ..cellfile import read_cell_source
@@ -16,13 +16,41 @@ from ..lm import (LN2, CheckpointError, Evaluator, LMConfig, build_network, buil
                   load_checkpoint, load_corpus, save_checkpoint, scheduled_lr, unit)
 from ..memory import optimizer_slots
 from ..optim import from_config
+from ..distributed import PeerFailure, global_state
 from .arguments import PROG, CLIError
+from .distributed_setup import Processes, any_process, join, leave, sharded
+from .sigint import SigintGuard
 from .step_setup import _check_memory, _checkpoint_config, _chunked, _compile, _device, _footprint
 from .train_config import DEFAULT_STEPS, _config_from_args, _resumed_config
 
 
 def run_train(args) -> int:
-    return _Trainer(args).run()
+    if not args.distributed:
+        if args.distributed_timeout is not None:
+            raise CLIError("--distributed-timeout applies to --distributed runs only")
+        return _Trainer(args).run()
+    procs = join(args, _streams(args))  # torchrun's environment, read here only
+    trainer = None
+    try:
+        if procs.rank != 0:  # only rank 0 prints (errors still go to each process's stderr)
+            args.no_progress = True
+            with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
+                trainer = _Trainer(args, procs)
+                return trainer.run()
+        trainer = _Trainer(args, procs)
+        return trainer.run()
+    except PeerFailure as e:  # another process died; the checkpoint on disk stays whole (written atomically)
+        held = trainer is not None and trainer.saved_step is not None
+        raise CLIError(f"{e}" + (f"; {args.checkpoint} holds step {trainer.saved_step:,}" if held else "")) from None
+    finally:
+        leave()
+
+
+def _streams(args) -> int:
+    """The global streams of the run: the checkpoint's when resuming, else --streams (or its default)."""
+    if args.resume and args.checkpoint and has_checkpoint(args.checkpoint):
+        return load_checkpoint(args.checkpoint).config.streams
+    return args.streams if args.streams is not None else LMConfig().streams
 
 
 class _Trainer:
@@ -33,8 +61,8 @@ class _Trainer:
     exactly. At each epoch start every stream jumps back to its offset, so states are reset.
     """
 
-    def __init__(self, args):
-        self.args, self.ckdir, ck = args, args.checkpoint, None
+    def __init__(self, args, procs: Processes | None = None):
+        self.args, self.ckdir, ck, self.procs = args, args.checkpoint, None, procs
         if args.checkpoint_every is not None and not self.ckdir:
             raise CLIError("--checkpoint-every needs --checkpoint DIR (where to write the checkpoints)")
         if args.resume:
@@ -71,20 +99,24 @@ class _Trainer:
         if len(self.valid_ids) < 2:
             raise CorpusError(f"{corpus.name}: the validation split has {len(self.valid_ids)} {what}(s); "
                               f"need at least 2")
-        device = _device(args.device, cfg.dtype, f"and {self.ckdir} is a {cfg.dtype} checkpoint: use --device cpu"
+        device = "cpu" if procs is not None else _device(args.device, cfg.dtype, f"and {self.ckdir} is a {cfg.dtype} checkpoint: use --device cpu"
                          if ck is not None else f"not --dtype {cfg.dtype}: use --device cpu or --dtype float32")
         eval_net = build_network(cfg, len(self.vocab), dropout=0.0) if cfg.dropout else self.net  # no dropout
         self.evaluator = Evaluator(eval_net, cfg.window, args.eval_streams, cfg.dtype, device=device)
         self._check_fits(ck, device, eval_net)
-        self.step = _compile(self.net, cfg, device, optimizer=from_config(cfg.optimizer),
+        local = cfg if procs is None else dataclasses.replace(cfg, streams=procs.hi - procs.lo)  # its streams
+        self.step = _compile(self.net, local, device, optimizer=from_config(cfg.optimizer),
                              clip_norm=cfg.clip, seed=cfg.seed)
         self.done = self.index = 0
         if ck is not None:
-            ck.apply(self.step)
+            ck.apply(self.step, state=procs is None)
             self.done, self.index = ck.step, ck.data_index
+        self.data = batches(self.train_ids, cfg.window, cfg.streams, start=self.index)
+        if procs is not None:
+            self.step, self.data = sharded(self.step, self.data, ck, procs)
+        if ck is not None:
             ck = dataclasses.replace(ck, params={}, optim={}, state={})  # its arrays are in the step now
         self.saved_step = ck.step if ck is not None else None
-        self.data = batches(self.train_ids, cfg.window, cfg.streams, start=self.index)
         if self.ckdir:  # fail now, not at the first checkpoint
             if os.path.exists(self.ckdir) and not os.path.isdir(self.ckdir):
                 raise CLIError(f"--checkpoint {self.ckdir}: exists and is not a directory")
@@ -133,7 +165,8 @@ class _Trainer:
                  if cfg.lr_schedule["name"] == "cosine" else "")
               + (f", weight decay {cfg.optimizer['weight_decay']:g}" if "weight_decay" in cfg.optimizer else "")
               + f", clip {cfg.clip}"
-              + (f", dropout {cfg.dropout:g}" if cfg.dropout else "") + f", {self.step.device} {cfg.dtype}",
+              + (f", dropout {cfg.dropout:g}" if cfg.dropout else "") + f", {self.step.device} {cfg.dtype}"
+              + (f", {self.procs.world} processes" if self.procs is not None else ""),
               flush=True)
         if args.show_schedule:
             schedule = getattr(self.step, "schedule", None)
@@ -192,6 +225,8 @@ class _Trainer:
 
     def validate(self, started: float) -> str:
         recent = self.settled()
+        if self.procs is not None and self.procs.rank != 0:
+            return ""  # rank 0 validates; the others go on to their next all-reduce
         nats, count = self.evaluator(self.step.parameters, self.valid_ids)
         key = "bits/char" if self.cfg.level == "char" else "perplexity"
         avg = sum(recent) / len(recent)
@@ -201,9 +236,15 @@ class _Trainer:
                 f"{time.perf_counter() - started:.0f} s{lr}")
 
     def checkpoint(self) -> None:
-        if self.ckdir:
+        if not self.ckdir:
+            return
+        if self.procs is not None:  # every process sends its states; rank 0 writes
+            state = global_state(self.step)
+            if self.procs.rank == 0:
+                save_checkpoint(self.ckdir, self.cfg, self.vocab, self.step, self.done, self.index, state)
+        else:
             save_checkpoint(self.ckdir, self.cfg, self.vocab, self.step, self.done, self.index)
-            self.saved_step = self.done
+        self.saved_step = self.done
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> int:
@@ -220,7 +261,7 @@ class _Trainer:
                    disable=True if args.no_progress else None, leave=False, mininterval=0.5)  # None: off when not a TTY
         started = t_shown = time.perf_counter()
         updating = False
-        with _SigintGuard() as guard:
+        with SigintGuard() as guard:
             try:
                 while self.done < args.steps:
                     updating = guard.critical = True  # until train() returns, params may be half-updated
@@ -229,6 +270,8 @@ class _Trainer:
                     guard.check()  # a Ctrl-C during the step lands here, between steps
                     self.recent = (self.recent + [loss])[-50:]  # read when shown (settled())
                     out_of_time = bool(args.time_limit) and time.perf_counter() - started > args.time_limit
+                    if args.time_limit and self.procs is not None:
+                        out_of_time = any_process(out_of_time)  # every process stops at the same step
                     last = self.done == args.steps or out_of_time
                     if time.perf_counter() - t_shown > 0.5 or last:
                         recent = self.settled()
@@ -250,7 +293,7 @@ class _Trainer:
                         break
             except KeyboardInterrupt:
                 bar.close()
-                if self.ckdir and not updating and self.saved_step != self.done:
+                if self.ckdir and not updating and self.saved_step != self.done and self.procs is None:
                     try:
                         self.checkpoint()
                     except KeyboardInterrupt:  # a second Ctrl-C: the previous checkpoint stays
@@ -263,36 +306,3 @@ class _Trainer:
         if self.ckdir:
             print(f"checkpoint: {self.ckdir} (step {self.done:,})")
         return 0
-
-
-class _SigintGuard:
-    """Defers Ctrl-C out of a training step: while ``critical`` is set, a first SIGINT only sets
-    ``pending`` and :meth:`check` raises KeyboardInterrupt once the step is over (so the
-    parameters are whole and can be saved); a second SIGINT, or one outside a step, raises at
-    once. Installed only in the main thread and where SIGINT has Python's default handler."""
-
-    def __init__(self):
-        self.critical = self.pending = False
-        self._previous = None
-
-    def __enter__(self):
-        if (threading.current_thread() is threading.main_thread()
-                and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
-            self._previous = signal.signal(signal.SIGINT, self._handle)
-        return self
-
-    def __exit__(self, *exc):
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-            self._previous = None
-
-    def _handle(self, signum, frame):
-        if self.critical and not self.pending:
-            self.pending = True
-            return
-        raise KeyboardInterrupt
-
-    def check(self):
-        if self.pending:
-            self.pending = False
-            raise KeyboardInterrupt

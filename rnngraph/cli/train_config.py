@@ -90,6 +90,14 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--checkpoint-every", metavar="K", type=nonnegative_int, default=None,
                    help="checkpoint every K steps (default: with each validation; 0: only at the end)")
     g.add_argument("--resume", action="store_true", help="continue the run saved in --checkpoint DIR")
+    g = p.add_argument_group("several processes (data parallelism, under torchrun)")
+    g.add_argument("--distributed", action="store_true",
+                   help="one of the processes torchrun starts (torchrun --nproc-per-node N -m rnngraph train "
+                        "--distributed ...): the --streams are split across them, the gradients all-reduced "
+                        "(torch.distributed, gloo on the CPU); rank 0 prints and checkpoints")
+    g.add_argument("--distributed-timeout", metavar="SECONDS", type=positive_float,
+                   help="--distributed only: how long a process waits for the others before failing (a "
+                        "process that died; validation on rank 0 must take less) (default 300)")
     g = p.add_argument_group("output")
     g.add_argument("--show-schedule", action="store_true",
                    help="print the compiled schedule (the network graph where there is none) first")

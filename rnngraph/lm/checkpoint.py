@@ -53,8 +53,10 @@ def has_checkpoint(directory) -> bool:
 
 
 def save_checkpoint(directory, cfg: LMConfig, vocab, step: TrainingStep, steps_done: int,
-                    data_index: int) -> None:
-    """Write config.json (when its content changed) and params.npz, each atomically."""
+                    data_index: int, state: dict | None = None) -> None:
+    """Write config.json (when its content changed) and params.npz, each atomically. ``state``:
+    the recurrent states to save, name -> (depth, S, n) (None: ``step.state``; data-parallel
+    training passes the global states, joined from every process's)."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     config = {"format": FORMAT, **cfg.to_json(), "vocab": json.loads(vocab.to_json())}
@@ -64,7 +66,7 @@ def save_checkpoint(directory, cfg: LMConfig, vocab, step: TrainingStep, steps_d
         _atomic_write(cpath, lambda f: f.write(text))
     arrays = {f"param/{k}": v for k, v in step.parameters.items()}
     arrays.update({f"optim/{k}": np.asarray(v) for k, v in step.optimizer.state_dict().items()})
-    arrays.update({f"state/{k}": v for k, v in step.state.items()})
+    arrays.update({f"state/{k}": v for k, v in (step.state if state is None else state).items()})
     arrays["step"] = np.array(steps_done, np.int64)
     arrays["data_index"] = np.array(data_index, np.int64)
     _atomic_write(d / PARAMS_FILE, lambda f: np.savez(f, **arrays))

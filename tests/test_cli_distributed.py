@@ -1,0 +1,79 @@
+"""``rnngraph train --distributed`` under torchrun (gloo, CPU): the checkpoint of 2 processes is
+the one process's, and it resumes on 3 processes and on 1; the flags' errors."""
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+from cli_helpers import TINY, assert_one_line_error, run
+from distributed_workers import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+FLAGS = [*TINY, "--dtype", "float64", "--dropout", "0.2", "--eval-every", "2"]
+
+
+def torchrun(nproc: int, *argv) -> subprocess.CompletedProcess:
+    """``torchrun --nproc-per-node nproc -m rnngraph train --distributed *argv`` on a free port; its
+    process group is killed should it run past 120 s (no process is left behind)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--master-addr",
+           "127.0.0.1", "--master-port", str(free_port()), "-m", "rnngraph", "train", "--distributed",
+           *map(str, argv)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            process_group=0)
+    try:
+        out, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"torchrun ran past 120 s: {err[-2000:]}")
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def assert_same_checkpoint(a: Path, b: Path) -> None:
+    x, y = np.load(a / "params.npz"), np.load(b / "params.npz")
+    assert sorted(x.files) == sorted(y.files)
+    for k in x.files:
+        np.testing.assert_allclose(x[k], y[k], rtol=0, atol=1e-12, err_msg=k)
+
+
+def test_two_processes_checkpoint_as_one_and_resume_on_three_and_one(capsys, tmp_path, text_file):
+    for steps in (4, 6):
+        code, _, err = run(capsys, "train", "--corpus", text_file, *FLAGS, "--steps", steps,
+                           "--checkpoint", tmp_path / f"one-{steps}")
+        assert code == 0, err
+    two = torchrun(2, "--corpus", text_file, *FLAGS, "--steps", 4, "--checkpoint", tmp_path / "two")
+    assert two.returncode == 0, two.stderr
+    assert two.stdout.count("checkpoint: ") == 1 and "2 processes" in two.stdout, two.stdout  # rank 0 prints
+    assert_same_checkpoint(tmp_path / "two", tmp_path / "one-4")
+    (tmp_path / "three").mkdir()
+    for name in ("config.json", "params.npz"):
+        (tmp_path / "three" / name).write_bytes((tmp_path / "two" / name).read_bytes())
+    three = torchrun(3, "--corpus", text_file, *TINY, "--steps", 6, "--checkpoint", tmp_path / "three", "--resume")
+    assert three.returncode == 0, three.stderr
+    assert_same_checkpoint(tmp_path / "three", tmp_path / "one-6")
+    code, _, err = run(capsys, "train", "--corpus", text_file, *TINY, "--steps", 6, "--checkpoint",
+                       tmp_path / "two", "--resume")
+    assert code == 0, err
+    assert_same_checkpoint(tmp_path / "two", tmp_path / "one-6")
+
+
+def test_distributed_outside_torchrun_is_a_one_line_error(capsys, monkeypatch, text_file):
+    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    code, _, err = run(capsys, "train", "--corpus", text_file, *TINY, "--distributed")
+    assert_one_line_error(code, err, "--distributed runs under torchrun", "RANK")
+    code, _, err = run(capsys, "train", "--corpus", text_file, *TINY, "--distributed-timeout", "5")
+    assert_one_line_error(code, err, "--distributed-timeout applies to --distributed")
+    for name, value in (("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "1")):
+        monkeypatch.setenv(name, value)
+    small = ["--hidden", "8", "--embed", "4", "--window", "8"]
+    code, _, err = run(capsys, "train", "--corpus", text_file, *small, "--device", "cuda", "--distributed")
+    assert_one_line_error(code, err, "--distributed trains on the CPU", "--device cpu")
+    code, _, err = run(capsys, "train", "--corpus", text_file, *small, "--device", "cpu", "--streams", "1", "--distributed")
+    assert_one_line_error(code, err, "--streams 1: fewer streams than the 2 processes")
