@@ -28,13 +28,14 @@ from .heads import host_array
 from .reference import (DTYPES, check_ids, check_real, id_limits, init_params, loss_columns, mean_loss, reset_streams,
                         zero_states)
 from .schedule import Schedule
+from .step_outcome import TrainingOutcome
 from .step_forward import StepForward, value_names
 from .step_lengths import host_loss, lengths_feed, padded, step_result
 from .schedule_options import ScheduleOptions
 from .devices import resolve_device
 
 
-class TrainingStep:
+class TrainingStep(TrainingOutcome):
     """One compiled network with its parameters, states and optimizer.
 
     window T and streams S are the shape it is compiled for first; a call with inputs of
@@ -72,8 +73,9 @@ class TrainingStep:
     def __init__(self, net: Sequential, window: int, streams: int, device: str, dtype: str,
                  optimizer: Optimizer | None, clip_norm: float | None, seed: int, plan: str | None = None,
                  cache_size: int = 8, nonfinite: str = "raise", options: ScheduleOptions | None = None,
-                 tuning: LoopTuning | None = None):
+                 tuning: LoopTuning | None = None, backward: bool = True):
         self.net, self.graph = net, net.graph
+        self.backward = bool(backward)
         self.window = positive_int(window, "window")
         self.streams = positive_int(streams, "streams")
         if dtype not in DTYPES:
@@ -103,7 +105,8 @@ class TrainingStep:
             if dtype != "float32":
                 raise ValueError("the CUDA backend runs float32")
             from .codegen.step import CudaBackend
-            self._cuda = CudaBackend(self.schedule, params, self.optimizer, clip_norm, dropout_seed=seed, tuning=tuning)
+            self._cuda = CudaBackend(self.schedule, params, self.optimizer, clip_norm, dropout_seed=seed, tuning=tuning,
+                                     backward=self.backward)
         else:
             self._cuda = None
             self._params = params
@@ -144,7 +147,7 @@ class TrainingStep:
             if self._cuda:
                 from .codegen.step import CudaBackend
                 backend = CudaBackend(sched, None, self.optimizer, self.clip_norm, dropout_seed=self.seed,
-                                      share=self._first_cuda, tuning=tuning)
+                                      share=self._first_cuda, tuning=tuning, backward=self.backward)
             else:
                 backend = ScheduleExecutor(sched, self.dtype)
             self._plans[key] = (sched, backend)
@@ -343,6 +346,9 @@ class TrainingStep:
                              "or rg.SequenceClassifier(classes)")
         if targets is None:
             raise ValueError(f"train needs targets: {head.targets_doc}")
+        if not self.backward:
+            raise RuntimeError("this step was compiled for evaluation only (rg.compile(..., backward=False)): "
+                               "it has no backward to train with")
         feed = self._feed(inputs, targets, lengths)
         if self._cuda:
             self._cuda.settle()  # the previous call (its step count seeds the masks)
@@ -370,53 +376,12 @@ class TrainingStep:
             self._lsh.after_update(self._loss_columns(feed), self._params)
         return fwd.loss
 
-    def _cuda_finished(self, loss: float, finite: bool, grad_norm: float) -> float:
-        """A GPU training call's results, taken when it is settled (rnngraph/lazy_loss.py)."""
-        self._last_grad_norm = grad_norm
-        return loss if finite else self._not_finite(loss)
-
-    def _settle(self) -> None:
-        """Wait for the last GPU training call and take its results (may raise its FloatingPointError)."""
-        if self._cuda:
-            self._cuda.settle()
-
-    @property
-    def skipped_steps(self) -> int:
-        """Training calls skipped as not finite (``nonfinite="skip"``)."""
-        self._settle()
-        return self._skipped_steps
-
-    @skipped_steps.setter
-    def skipped_steps(self, value: int) -> None:
-        self._skipped_steps = value
-
-    @property
-    def last_grad_norm(self) -> float | None:
-        """The global gradient norm (before clipping) of the last training call, None before one."""
-        self._settle()
-        return self._last_grad_norm
-
-    @last_grad_norm.setter
-    def last_grad_norm(self, value: float | None) -> None:
-        self._last_grad_norm = value
-
-    def _not_finite(self, loss: float) -> float:
-        """After a training call whose loss or gradients were not finite (nothing changed):
-        FloatingPointError, or with ``nonfinite="skip"`` count it and return the loss."""
-        if self.nonfinite == "skip":
-            self._skipped_steps += 1
-            return loss
-        raise FloatingPointError(
-            f"training call after step {self.optimizer.steps}: the loss is {loss} and the gradient norm "
-            f"{self.last_grad_norm}: not finite (a NaN or inf in the inputs, targets or parameters, or a "
-            f"too-large learning rate); parameters, optimizer state and states are unchanged "
-            f"(rg.compile(nonfinite='skip') skips such windows and counts them in step.skipped_steps)")
-
 
 def compile(net: Sequential, window: int, streams: int, device: str = "auto", dtype: str = "float32",
             optimizer: Optimizer | None = None, clip_norm: float | None = None, seed: int = 0,
             plan: str | None = None, cache_size: int = 8, nonfinite: str = "raise",
-            options: ScheduleOptions | None = None, tuning: LoopTuning | None = None) -> TrainingStep:
+            options: ScheduleOptions | None = None, tuning: LoopTuning | None = None,
+            backward: bool = True) -> TrainingStep:
     """Compile ``net`` for windows of ``window`` timesteps over ``streams`` parallel streams.
 
     device: ``"cpu"`` (NumPy backend), ``"cuda"`` or ``"auto"``; dtype ``"float32"``/``"float64"``;
@@ -433,7 +398,9 @@ def compile(net: Sequential, window: int, streams: int, device: str = "auto", dt
     flagged exchange, post-loop gradient sums); tuning: an ``rg.LoopTuning``, the GPU loop
     kernels' code shape; each used for every (T, S) as given, or when None the defaults for
     each S (``ScheduleOptions.defaults(S)``, ``LoopTuning.defaults(S)``) overridden by the keys
-    of the ``RNNGRAPH_LOOP`` environment variable, read once, here. Returns a
+    of the ``RNNGRAPH_LOOP`` environment variable, read once, here; backward: False for a step
+    that only evaluates (``forward``; the GPU generates and compiles no backward kernel, and
+    ``train`` raises RuntimeError), as ``rnngraph.lm.Evaluator`` makes. Returns a
     :class:`TrainingStep`. Raises TypeError
     for an optimizer that is not an rg.Adam/rg.AdamW/rg.SGD instance, or options / tuning of
     another type, and ValueError for non-positive window/streams, an unknown device or dtype, a
@@ -442,4 +409,4 @@ def compile(net: Sequential, window: int, streams: int, device: str = "auto", dt
     if not isinstance(net, Sequential):
         raise TypeError(f"rg.compile expects an rg.Sequential, got {type(net).__name__}")
     return TrainingStep(net, window, streams, resolve_device(device), dtype, optimizer, clip_norm, seed, plan,
-                        cache_size, nonfinite, options, tuning)
+                        cache_size, nonfinite, options, tuning, backward)

@@ -78,3 +78,16 @@ def test_all_values_stores_every_node_on_cuda(cell, layers, plan, streams):
     assert set(a.values) == {n.name for n in cpu.graph.nodes if n.op != "input"} - params
     assert len(a.values) > 15 and (cell != "peephole_lstm" or "layer0.w_ci" in params)
     _assert_same(*(step.forward(x, y) for step in (cpu, gpu)))  # carried on from the same states
+
+
+def test_an_evaluation_only_step_has_no_backward_and_refuses_to_train():
+    """rg.compile(..., backward=False) (what rnngraph.lm.Evaluator makes): no backward kernel is
+    generated (so none is compiled on a GPU), its forward equals the training step's, and train
+    raises, naming the option."""
+    net = rg.stacked(rg.cells.lstm, 1, 4, vocab=5, embed=3)
+    full, ev = (rg.compile(net, window=2, streams=2, device="cuda", seed=1, backward=b) for b in (True, False))
+    assert "_bwd_" in full.kernels and "_bwd_" not in ev.kernels and ev._cuda.program.backward_plan == []
+    x = np.array([[1, 2], [3, 4]])
+    assert ev.forward(x, x).loss == pytest.approx(full.forward(x, x).loss, abs=1e-6)
+    with pytest.raises(RuntimeError, match="backward=False"):
+        ev.train(x, x)

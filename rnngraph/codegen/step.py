@@ -65,18 +65,19 @@ class CudaBackend:
     """Runs ``schedule`` on the GPU with ``optimizer`` (Adam or SGD) and optional ``clip_norm``.
     ``share``: the backend of another (T, S) of the same TrainingStep, whose stream, parameters
     and optimizer slots this one uses (``params`` is then ignored); ``tuning``: the loop kernels'
-    code shape (codegen/tuning.py; None: the defaults for the schedule's S)."""
+    code shape (codegen/tuning.py; None: the defaults for the schedule's S); ``backward=False``:
+    forward only, no backward kernel generated or compiled (``train`` then raises RuntimeError)."""
 
     def __init__(self, schedule: Schedule, params: dict[str, np.ndarray] | None, optimizer: Optimizer,
                  clip_norm: float | None, dropout_seed: int = 0, share: "CudaBackend | None" = None,
-                 tuning: LoopTuning | None = None):
+                 tuning: LoopTuning | None = None, backward: bool = True):
         if not isinstance(optimizer, (SGD, Adam)):
             raise TypeError(f"the CUDA backend runs SGD and Adam, not {type(optimizer).__name__}")
         self.schedule, self.g = schedule, schedule.graph
         self._pending: LazyLoss | None = None  # the last training call until settled (see train)
         self.T, self.S = schedule.window, schedule.streams
         self.program = CudaProgram(schedule, stream=share.stream if share else None,
-                                   params=share.buf.P if share else None, tuning=tuning)
+                                   params=share.buf.P if share else None, tuning=tuning, backward=backward)
         self.stream = self.program.stream
         self.buf = self.program.buf
         self.optimizer, self.clip_norm = optimizer, clip_norm

@@ -111,7 +111,7 @@ class Evaluator:
         key = (window, streams)
         if key not in self._steps:
             self._steps[key] = compile(self.net, window=window, streams=streams, device=self.device,
-                                       dtype=self.dtype)
+                                       dtype=self.dtype, backward=False)  # forward only: no backward kernels
         step = self._steps[key]
         step.set_parameters(params)
         step.reset_state()
