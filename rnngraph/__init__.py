@@ -11,6 +11,7 @@ from .errors import CycleError, DelayError, DtypeError, GraphError, OpError, Sha
 from .ir import Graph, Init, parse
 from .layer import CompiledRNN, compile_rnn
 from .lazy_loss import LazyLoss
+from .lsh import LSHConfig
 from .lsh_head import LSHSoftmax
 from .bidirectional import Bidirectional
 from .distributed import PeerFailure, distributed, global_state, set_global_state
@@ -30,7 +31,7 @@ __all__ = [
     "Bidirectional", "Dropout", "Embedding", "LSHSoftmax", "MSE", "SequenceClassifier", "Sequential", "SoftmaxCrossEntropy", "stacked",
     "Reference", "init_params", "reset_streams", "zero_states", "SGD", "Adam", "AdamW", "clip_grad_norm",
     "distributed", "global_state", "set_global_state", "PeerFailure",
-    "TrainingStep", "StepForward", "LazyLoss", "compile", "CompiledRNN", "compile_rnn", "ScheduleOptions", "LoopTuning",
+    "TrainingStep", "StepForward", "LazyLoss", "LSHConfig", "compile", "CompiledRNN", "compile_rnn", "ScheduleOptions", "LoopTuning",
     "State", "Value", "cell", "concat", "exp", "layer_norm", "linear", "param", "relu", "sigmoid", "slice",
     "split", "tanh",
 ]

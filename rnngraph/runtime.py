@@ -400,7 +400,9 @@ def compile(net: Sequential, window: int, streams: int, device: str = "auto", dt
     each S (``ScheduleOptions.defaults(S)``, ``LoopTuning.defaults(S)``) overridden by the keys
     of the ``RNNGRAPH_LOOP`` environment variable, read once, here; backward: False for a step
     that only evaluates (``forward``; the GPU generates and compiles no backward kernel, and
-    ``train`` raises RuntimeError), as ``rnngraph.lm.Evaluator`` makes. Returns a
+    ``train`` raises RuntimeError), as ``rnngraph.lm.Evaluator`` makes. A network with an
+    ``rg.LSHSoftmax`` head runs on the CPU (``"auto"`` picks it; ``"cuda"`` is a GraphError
+    naming the head). Returns a
     :class:`TrainingStep`. Raises TypeError
     for an optimizer that is not an rg.Adam/rg.AdamW/rg.SGD instance, or options / tuning of
     another type, and ValueError for non-positive window/streams, an unknown device or dtype, a
@@ -408,5 +410,11 @@ def compile(net: Sequential, window: int, streams: int, device: str = "auto", dt
     """
     if not isinstance(net, Sequential):
         raise TypeError(f"rg.compile expects an rg.Sequential, got {type(net).__name__}")
+    if not isinstance(backward, bool):
+        raise TypeError(f"rg.compile: backward must be True or False, got {backward!r}")
+    if isinstance(net.head, LSHSoftmax):  # no GPU kernels yet: "auto" is the CPU, "cuda" refused by name
+        if device == "cuda":
+            raise net.head.cuda_refusal()
+        device = "cpu" if device == "auto" else device
     return TrainingStep(net, window, streams, resolve_device(device), dtype, optimizer, clip_norm, seed, plan,
                         cache_size, nonfinite, options, tuning, backward)

@@ -80,3 +80,12 @@ def test_cuda_backend_refuses_the_head_at_compile(monkeypatch):
     net = rg.Sequential(rg.cells.lstm(hidden=H), rg.LSHSoftmax(V, FEW_ACTIVE), input_size=I)
     with pytest.raises(GraphError, match=r"LSHSoftmax\(11, K=2, L=2, min_active=3\): the CUDA backend has no LSH"):
         rg.compile(net, window=T, streams=S, device="cuda")
+
+
+def test_auto_device_picks_the_cpu_for_the_head(monkeypatch):
+    """"auto" would be the GPU on a GPU machine (or the simulator), where the head has no kernels:
+    it is the CPU for this head; "cuda" is refused by the head's name before any device check."""
+    import rnngraph.devices as devices
+    monkeypatch.setattr(devices, "cuda_available", lambda: True)
+    net = rg.Sequential(rg.cells.lstm(hidden=H), rg.LSHSoftmax(V, FEW_ACTIVE), input_size=I)
+    assert rg.compile(net, window=T, streams=S, device="auto").device == "cpu"

@@ -91,3 +91,9 @@ def test_an_evaluation_only_step_has_no_backward_and_refuses_to_train():
     assert ev.forward(x, x).loss == pytest.approx(full.forward(x, x).loss, abs=1e-6)
     with pytest.raises(RuntimeError, match="backward=False"):
         ev.train(x, x)
+
+
+def test_backward_must_be_a_bool():
+    net = rg.stacked(rg.cells.lstm, 1, 4, vocab=5, embed=3)
+    with pytest.raises(TypeError, match="backward must be True or False, got 'False'"):
+        rg.compile(net, window=2, streams=2, device="cpu", backward="False")

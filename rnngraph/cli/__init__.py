@@ -34,6 +34,7 @@ import numpy as np
 from .. import __version__
 from ..cellfile import CellFileError
 from ..data import CorpusError
+from ..debug import debug_level
 from ..errors import GraphError
 from ..lm import CheckpointError
 from ..memory import NotEnoughMemory
@@ -118,7 +119,12 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "run", None) is None:
         parser.print_help(sys.stderr)
         return 2
-    if os.environ.get("RNNGRAPH_DEBUG", "0") not in ("", "0"):
+    try:
+        debug = debug_level()
+    except ValueError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    if debug:
         _log_compiles()
     try:
         with np.errstate(all="ignore"):  # a non-finite loss is reported in flags below, not as NumPy warnings
@@ -130,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         _silence_stdout()
         return 141  # 128 + SIGPIPE, what a shell reports for a command its pipe ended
     except MemoryError as exc:  # NotEnoughMemory: the estimate before allocating; else an allocation failed
-        if os.environ.get("RNNGRAPH_DEBUG", "0") not in ("", "0"):
+        if debug:
             raise
         text = _one_line(exc) if isinstance(exc, NotEnoughMemory) else \
             f"out of memory ({_one_line(exc)}): {_command(args.command).shrink}"
@@ -139,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     except (CLIError, GraphError, CorpusError, CheckpointError, CellFileError, ValueError, OSError,
             ImportError, FloatingPointError) as exc:  # ImportError: an optional dependency (rdata for the
         # Austen corpus); FloatingPointError: a window whose loss or gradients were not finite
-        if os.environ.get("RNNGRAPH_DEBUG", "0") not in ("", "0"):
+        if debug:
             raise
         print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
         return 1

@@ -7,8 +7,7 @@ printed after each pass.
 """
 from __future__ import annotations
 
-import os
-
+from ..debug import debug_level
 from ..ir import Graph
 from ..schedule import Schedule
 from ..schedule_options import ScheduleOptions
@@ -48,7 +47,7 @@ def schedule(graph: Graph, window: int, streams: int, dtype: str = "float32", pl
             raise ValueError(f"{what} must be a positive integer, got {v!r}")
     if options is not None and not isinstance(options, ScheduleOptions):
         raise TypeError(f"options must be an rg.ScheduleOptions, got {type(options).__name__}")
-    debug = int(os.environ.get("RNNGRAPH_DEBUG", "0") or 0)
+    debug = debug_level()
     state = Plan(validate(graph), window, streams, dtype, None if plan == "naive" else plan, options)
     for p in ((recurrence, naive) if plan == "naive" else PIPELINE):
         state = p(state)
