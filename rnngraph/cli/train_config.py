@@ -37,7 +37,7 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("data (a resumed run takes these from the checkpoint too)")
     g.add_argument("--corpus", "--text", dest="corpus", metavar="austen|FILE",
                    help="'austen' (Jane Austen's novels; train on five, validate and test on halves of "
-                        f"Persuasion) or a UTF-8 text file (split 90/5/5); --text FILE is the same "
+                        f"Persuasion) or a UTF-8 text file (split 90/5/5 at word boundaries); --text FILE is the same "
                         f"(default {d['corpus']})")
     g.add_argument("--level", choices=("char", "word"), help=f"tokens (default {d['level']})")
     g.add_argument("--max-words", metavar="N", type=positive_int,

@@ -77,7 +77,9 @@ class Corpus:
     @classmethod
     def from_text(cls, text: str, name: str = "text") -> Corpus:
         """Split any text by characters: the first 90% is train, the next 5% valid, the
-        rest test (boundaries ``len * 90 // 100`` and ``len * 95 // 100``).
+        rest test (boundaries ``len * 90 // 100`` and ``len * 95 // 100``), each boundary that
+        falls inside a word moved forward to the next whitespace (within 1,000 characters), so
+        that no word is cut in two (a cut word would add its halves to a word vocabulary).
 
         Raises:
             CorpusError: fewer than 20 characters, so that a split would be empty.
@@ -86,7 +88,8 @@ class Corpus:
         if n < 20:
             raise CorpusError(f"{name}: {n} characters is too short to split 90/5/5 "
                               "(need at least 20)")
-        a, b = n * 90 // 100, n * 95 // 100
+        a = _between_words(text, n * 90 // 100, n - 2)
+        b = _between_words(text, max(n * 95 // 100, a + 1), n - 1)
         return cls(train=text[:a], valid=text[a:b], test=text[b:], name=name)
 
     @classmethod
@@ -105,3 +108,14 @@ class Corpus:
     def __repr__(self) -> str:
         sizes = ", ".join(f"{k}={len(v):,} chars" for k, v in self.splits().items())
         return f"Corpus({self.name!r}: {sizes})"
+
+
+def _between_words(text: str, at: int, limit: int) -> int:
+    """``at``, or where a word cut at ``at`` ends (the next whitespace, looked for within 1,000
+    characters and before ``limit``): a split boundary that cuts no word."""
+    if at <= 0 or text[at - 1].isspace() or text[at].isspace():
+        return at
+    for i in range(at + 1, min(at + 1000, limit + 1)):
+        if text[i].isspace():
+            return i
+    return at

@@ -67,7 +67,7 @@ def build_network(cfg: LMConfig, vocab_size: int, dropout: float | None = None, 
 
 
 def load_corpus(spec: str) -> Corpus:
-    """``"austen"`` -> :meth:`Corpus.austen`; anything else is a UTF-8 text file (90/5/5 split)."""
+    """``"austen"`` -> :meth:`Corpus.austen`; anything else is a UTF-8 text file (90/5/5 split, no word cut)."""
     return Corpus.austen() if spec == "austen" else Corpus.from_file(spec)
 
 
