@@ -12,6 +12,20 @@ launches and ``error`` says why. The simulator has no graphs: there it always la
 from __future__ import annotations
 
 
+def driver():
+    """``cuda.bindings.driver`` (imported on first use: the simulator has no driver)."""
+    from cuda.bindings import driver as drv
+    return drv
+
+
+def check(result):
+    """A driver call's result: RuntimeError for an error code, else its value (None if none)."""
+    err = result[0] if isinstance(result, tuple) else result
+    if int(err) != 0:
+        raise RuntimeError(f"CUDA driver error {err}")
+    return result[1] if isinstance(result, tuple) and len(result) > 1 else None
+
+
 class Replay:
     """Wraps ``run`` (a function launching kernels on ``stream``) so later calls replay a graph."""
 
@@ -25,30 +39,18 @@ class Replay:
     def __call__(self) -> None:
         self.calls += 1
         if self.exe is not None:
-            self._check(self._drv().cuGraphLaunch(self.exe, self.stream.handle))
+            check(driver().cuGraphLaunch(self.exe, self.stream.handle))
             return
         if not self.enabled or self.error is not None or self.calls == 1:
             self.run()
             return
         self._capture()
 
-    @staticmethod
-    def _drv():
-        from cuda.bindings import driver
-        return driver
-
-    @staticmethod
-    def _check(result):
-        err = result[0] if isinstance(result, tuple) else result
-        if int(err) != 0:
-            raise RuntimeError(f"CUDA driver error {err}")
-        return result[1] if isinstance(result, tuple) and len(result) > 1 else None
-
     def _capture(self) -> None:
-        drv = self._drv()
+        drv = driver()
         h = self.stream.handle
         try:
-            self._check(drv.cuStreamBeginCapture(h, drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED))
+            check(drv.cuStreamBeginCapture(h, drv.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED))
         except Exception as e:  # capture unavailable: launch directly from now on
             self.error = f"{type(e).__name__}: {e}"
             self.run()
@@ -59,9 +61,9 @@ class Replay:
         except Exception as e:
             failure = e
         try:
-            graph = self._check(drv.cuStreamEndCapture(h))
+            graph = check(drv.cuStreamEndCapture(h))
             if failure is None:
-                self.exe = self._check(drv.cuGraphInstantiate(graph, 0))
+                self.exe = check(drv.cuGraphInstantiate(graph, 0))
         except Exception as e:
             failure = failure or e
         if failure is not None or self.exe is None:
@@ -69,4 +71,4 @@ class Replay:
             self.exe = None
             self.run()
             return
-        self._check(drv.cuGraphLaunch(self.exe, h))
+        check(drv.cuGraphLaunch(self.exe, h))

@@ -3,7 +3,7 @@
 numba's ``DeviceNDArray.copy_to_device`` / ``copy_to_host`` cost about 100 us of host time each
 for a small array (checks, a pageable copy the driver stages itself); a training step of a small
 model makes four of them (inputs, targets, the loss column, the finite sums): on the H200 that
-was a third of a 1.5 ms char-LM step at S = 1 (bench/results/h200-20261202-lm-step-trace-step-graph.json).
+was about a quarter of a 1.5 ms char-LM step at S = 1 (bench/results/h200-20261202-lm-step-trace-step-graph.json).
 :class:`Staging` keeps one pinned host buffer per device array it serves and copies with
 ``cuMemcpyHtoDAsync`` / ``cuMemcpyDtoHAsync`` (``cuda.bindings.driver``) on the step's stream.
 
@@ -17,20 +17,10 @@ import numpy as np
 from numba import cuda
 
 from .device import in_simulator, stream_handle
+from .graphs import check as _check
+from .graphs import driver as _driver
 
 __all__ = ["Staging"]
-
-
-def _driver():
-    from cuda.bindings import driver
-    return driver
-
-
-def _check(result):
-    err = result[0] if isinstance(result, tuple) else result
-    if int(err) != 0:
-        raise RuntimeError(f"CUDA driver error {err}")
-    return result[1] if isinstance(result, tuple) and len(result) > 1 else None
 
 
 class _Buffer:

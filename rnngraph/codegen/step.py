@@ -183,8 +183,7 @@ class CudaBackend:
             v = self.buf.V[s.node]
             tail, head = v[self.T:self.T + s.depth], v[:s.depth]
             if self.T < s.depth:  # source and destination overlap: through a scratch copy
-                tmp = self._carry_scratch.get(s.name)
-                tmp = cuda.device_array_like(tail, stream=self.stream) if tmp is None else tmp
+                tmp = self._carry_scratch[s.name]
                 tmp.copy_to_device(tail, stream=self.stream)
                 tail = tmp
             if if_finite:
