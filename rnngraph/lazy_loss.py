@@ -90,6 +90,18 @@ class LazyLoss:
     def __ceil__(self):
         return math.ceil(self.item())
 
+    # the rest of numbers.Real's interface (registered below): pytest.approx's report reads .imag
+    @property
+    def real(self) -> float:
+        return self.item()
+
+    @property
+    def imag(self) -> float:
+        return 0.0
+
+    def conjugate(self) -> float:
+        return self.item()
+
 
 def _binary(name: str):
     """``float.<name>`` on the loss's value (and another LazyLoss's, or any real number's)."""

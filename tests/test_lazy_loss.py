@@ -22,6 +22,16 @@ def test_read_once_and_behaves_as_a_float():
     assert calls == [1] and loss.ready
 
 
+def test_pytest_approx_compares_and_reports_two_lazy_losses():
+    """pytest.approx of a LazyLoss honours the tolerance, and its failure report shows the value
+    (it read ``.imag``, which numbers.Real promises: a failing comparison hid both values)."""
+    near, far = LazyLoss(lambda: 0.25 + 1e-9), LazyLoss(lambda: 0.2501)
+    assert LazyLoss(lambda: 0.25) == pytest.approx(near, abs=1e-6)
+    assert LazyLoss(lambda: 0.25) != pytest.approx(far, abs=1e-6)
+    assert repr(pytest.approx(far, abs=1e-6)) == "0.2501 ± 1.0e-06"
+    assert far.real == 0.2501 and far.imag == 0.0 and far.conjugate() == 0.2501
+
+
 def test_an_error_is_kept_and_raised_at_every_read():
     def bad():
         raise FloatingPointError("training call after step 3: not finite")
