@@ -13,10 +13,20 @@ a non-finite gradient anywhere is non-finite everywhere: all processes raise, or
 (``nonfinite="skip"``). Dropout masks are cut from the global batch's masks, so training equals
 one process on the global batch, up to the order of the floating-point sums.
 
-Communication is torch.distributed's (gloo on the CPU); a process that dies or stops answering
-makes the others' next all-reduce fail with :class:`PeerFailure` once the group's timeout
-(``init_process_group(timeout=...)``) has passed, or sooner when the connection closes. The CUDA
-backend (NCCL, the gradient arena on the device) is not built yet.
+A CUDA step (``device="cuda"``; one GPU a process: ``numba.cuda.select_device(local_rank)`` and
+``torch.cuda.set_device(local_rank)`` before compiling; the process group ``"cpu:gloo,cuda:nccl"``
+or ``"nccl"``) all-reduces on the device instead: its gradient arena (every parameter's gradient,
+one flat float32 buffer) and ``[loss sum, columns]``, between the step's backward and its update
+(rnngraph/codegen/step.py ``set_gradient_reducer``), in float32. With NCCL the all-reduce reads
+and writes the device buffers in place (``torch.as_tensor`` over ``__cuda_array_interface__``),
+ordered on the step's stream; with gloo (and in numba's simulator) through host copies. Its
+dropout masks are the host's masks of the global batch, cut as above. Not yet: the all-reduce
+in buckets overlapping the backward (as DistributedDataParallel does); one all-reduce follows it.
+
+Communication is torch.distributed's (gloo on the CPU, NCCL or gloo on GPUs); a process that
+dies or stops answering makes the others' next all-reduce fail with :class:`PeerFailure` once
+the group's timeout (``init_process_group(timeout=...)``) has passed, or sooner when the
+connection closes.
 """
 from __future__ import annotations
 
@@ -80,9 +90,48 @@ class _GradientReducer:
         return (float(buf[0] / total) if total else 0.0), out
 
 
+class _DeviceGradientReducer:
+    """A CUDA step's gradient reducer (CudaBackend.set_gradient_reducer): all-reduces (sum) float32
+    device arrays in place over ``group``, ordered on the step's stream -- zero-copy where the
+    group's backend is NCCL, else through host copies (gloo, numba's simulator)."""
+
+    def __init__(self, step, group):
+        from .codegen.device import in_simulator
+
+        self.step, self.group = step, group
+        self.nccl = not in_simulator() and "nccl" in _dist().get_backend(group)  # "nccl" or "cpu:gloo,cuda:nccl"
+
+    def __call__(self, arrays, stream) -> None:
+        import torch
+
+        dist = _dist()
+        what = "the all-reduce of the gradients"
+        if self.nccl:
+            from .codegen.device import stream_handle
+
+            with torch.cuda.stream(torch.cuda.ExternalStream(stream_handle(stream))):
+                for a in arrays:  # NCCL's stream waits for the step's, the step's for NCCL's
+                    tensor = torch.as_tensor(a, device="cuda")
+                    collective(what, lambda: dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=self.group))
+            return
+        for a in arrays:
+            host = a.copy_to_host(stream=stream)
+            stream.synchronize()
+            tensor = torch.from_numpy(host)  # shares host's memory: the result lands in host
+            collective(what, lambda: dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=self.group))
+            a.copy_to_device(host, stream=stream)
+
+
+def _cuda_backends(step) -> list:
+    """Every CUDA backend ``step`` has compiled (one per (T, S) used), the first one -- whose
+    gradient reducer and mask shard the later ones copy -- first."""
+    backends = [step._first_cuda] + [b for _, b in step._plans.values()]
+    return list({id(b): b for b in backends}.values())
+
+
 def distributed(step, group=None):
-    """Make ``step`` (an ``rg.compile(..., device="cpu")`` TrainingStep of this process's streams)
-    one process of data-parallel training over ``group`` (a torch.distributed process group;
+    """Make ``step`` (an ``rg.compile`` TrainingStep of this process's streams, on the CPU or, one
+    GPU a process, CUDA) one process of data-parallel training over ``group`` (a torch.distributed process group;
     None: the default group, ``torch.distributed.init_process_group`` must have been called).
     Every process must call it, in the same order, on steps compiled from the same network and
     options. Rank 0's parameters are broadcast to the others; then every ``step.train(x, y)``
@@ -90,9 +139,8 @@ def distributed(step, group=None):
     streams: :func:`rnngraph.shards.stream_range`) returns the global mean loss (float) and
     applies the global batch's update on every process. Returns ``step`` (hooked in place).
 
-    Raises TypeError when ``step`` is not a TrainingStep, ValueError when it runs on CUDA (the
-    GPU path is not built yet), RuntimeError when no process group is initialised, PeerFailure
-    when another process fails during the set-up or any later training call.
+    Raises TypeError when ``step`` is not a TrainingStep, RuntimeError when no process group is initialised,
+    PeerFailure when another process fails during the set-up or any later training call.
     """
     from .runtime import TrainingStep
     import torch
@@ -100,25 +148,29 @@ def distributed(step, group=None):
     dist = _dist()
     if not isinstance(step, TrainingStep):
         raise TypeError(f"step: rg.distributed takes a TrainingStep (rg.compile), got {type(step).__name__}")
-    if step.device != "cpu":
-        raise ValueError(f"step: data-parallel training runs the CPU backend (device='cpu'); this step runs on "
-                         f"{step.device!r}, whose NCCL path is not built yet")
     if not dist.is_available() or not dist.is_initialized():
         raise RuntimeError("rg.distributed needs torch.distributed.init_process_group(...) to have been called "
                            "(under torchrun: init_process_group('gloo'))")
     rank, world = dist.get_rank(group), dist.get_world_size(group)
-    counts = torch.zeros(world, dtype=torch.int64)
+    device = "cuda" if dist.get_backend(group) == "nccl" else "cpu"  # an NCCL-only group moves CUDA tensors only
+    counts = torch.zeros(world, dtype=torch.int64, device=device)
     counts[rank] = step.streams
     collective("the exchange of stream counts", lambda: dist.all_reduce(counts, group=group), step)
-    offsets = np.concatenate([[0], np.cumsum(counts.numpy())])
+    offsets = np.concatenate([[0], np.cumsum(counts.cpu().numpy())])
     step.stream_shard = (int(offsets[rank]), int(offsets[rank + 1]), int(offsets[-1]))
     params = step.parameters
     for name in sorted(params):  # the same order on every process
-        tensor = torch.from_numpy(np.ascontiguousarray(params[name]))
+        tensor = torch.from_numpy(np.ascontiguousarray(params[name])).to(device)
         src = 0 if group is None else dist.get_global_rank(group, 0)
         collective(f"the broadcast of parameter {name!r}", lambda: dist.broadcast(tensor, src, group=group), step)
-        step.set_parameters({name: tensor.numpy()})
-    step.gradient_reducer = _GradientReducer(step, group)
+        step.set_parameters({name: tensor.cpu().numpy()})
+    if step._cuda:
+        reducer = _DeviceGradientReducer(step, group)
+        for backend in _cuda_backends(step):
+            backend.mask_shard = step.stream_shard
+            backend.set_gradient_reducer(reducer)
+    else:
+        step.gradient_reducer = _GradientReducer(step, group)
     return step
 
 

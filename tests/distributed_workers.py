@@ -28,9 +28,10 @@ def network() -> rg.Sequential:
     return rg.Sequential(rg.Embedding(V, 3), rg.cells.lstm(hidden=H), rg.Dropout(0.3), rg.SoftmaxCrossEntropy(V, ignore_index=-100))
 
 
-def compiled(streams: int) -> rg.TrainingStep:
-    return rg.compile(network(), T, streams, device="cpu", dtype="float64", optimizer=rg.Adam(lr=0.05),
-                      clip_norm=0.5, seed=3)
+def compiled(streams: int, device: str = "cpu") -> rg.TrainingStep:
+    """float64 on the CPU; float32 on CUDA (numba's simulator without a GPU)."""
+    return rg.compile(network(), T, streams, device=device, dtype="float64" if device == "cpu" else "float32",
+                      optimizer=rg.Adam(lr=0.05), clip_norm=0.5, seed=3)
 
 
 def windows(n: int, start: int = 0) -> list:
@@ -46,10 +47,10 @@ def windows(n: int, start: int = 0) -> list:
     return out[start:]
 
 
-def single(steps: int) -> tuple[rg.TrainingStep, list]:
+def single(steps: int, device: str = "cpu") -> tuple[rg.TrainingStep, list]:
     """One process trained on the global windows: (step, losses)."""
-    step = compiled(S)
-    return step, [step.train(x, y) for x, y in windows(steps)]
+    step = compiled(S, device)
+    return step, [float(step.train(x, y)) for x, y in windows(steps)]
 
 
 def gathered_parameters_equal(step) -> bool:
@@ -74,9 +75,9 @@ def run(rank: int, world: int, port: int, task: str, out: str) -> None:
         dist.destroy_process_group()
 
 
-def _train(rank, world, steps, start=0, checkpoint=None):
+def _train(rank, world, steps, start=0, checkpoint=None, device="cpu"):
     lo, hi = stream_range(S, rank, world)
-    step = rg.distributed(compiled(hi - lo))
+    step = rg.distributed(compiled(hi - lo, device))
     if checkpoint is not None:
         ck = np.load(checkpoint)
         step.set_parameters({k[6:]: ck[k] for k in ck.files if k.startswith("param/")})
@@ -84,7 +85,7 @@ def _train(rank, world, steps, start=0, checkpoint=None):
         rg.set_global_state(step, {k[6:]: ck[k] for k in ck.files if k.startswith("state/")})
     losses, agree = [], True
     for x, y in windows(steps, start):
-        losses.append(step.train(x[:, lo:hi], y[:, lo:hi]))
+        losses.append(float(step.train(x[:, lo:hi], y[:, lo:hi])))
         agree = agree and gathered_parameters_equal(step)
     return step, losses, agree
 
@@ -104,6 +105,12 @@ def task_train(rank, world, out):
     if rank == 0:
         np.savez(os.path.join(out, f"checkpoint-{world}.npz"), **result)
     return result
+
+
+def task_train_cuda(rank, world, out):
+    """3 steps of the CUDA backend (all-reduced on the device: in the simulator, through host copies)."""
+    step, losses, agree = _train(rank, world, 3, device="cuda")
+    return _saved(step, losses, agree, rg.global_state(step))
 
 
 def task_resume(rank, world, out):
@@ -165,17 +172,23 @@ def task_ddp(rank, world, out):
     return {k: v.detach().numpy() for k, v in model.state_dict().items()}
 
 
-def task_nonfinite(rank, world, out):
+def task_nonfinite(rank, world, out, device="cpu"):
     """A NaN in one process's inputs: every process skips that step (nonfinite="skip")."""
     net = rg.Sequential(rg.cells.lstm(hidden=H), rg.MSE(2), input_size=3)
     lo, hi = stream_range(S, rank, world)
-    step = rg.distributed(rg.compile(net, T, hi - lo, device="cpu", dtype="float64", nonfinite="skip", seed=1))
+    step = rg.distributed(rg.compile(net, T, hi - lo, device=device, dtype="float64" if device == "cpu" else "float32",
+                                     nonfinite="skip", seed=1))
     rng = np.random.default_rng(2)
     losses = []
     for k in range(3):
         x, y = rng.normal(size=(T, S, 3)), rng.normal(size=(T, S, 2))
         if k == 1:
             x[0, S - 1, 0] = np.nan  # the last process's streams only
-        losses.append(step.train(x[:, lo:hi], y[:, lo:hi]))
+        losses.append(float(step.train(x[:, lo:hi], y[:, lo:hi])))
     return {"losses": np.array(losses), "skipped": np.array(step.skipped_steps),
             "steps": np.array(step.optimizer.steps), "agree": np.array(gathered_parameters_equal(step))}
+
+
+def task_nonfinite_cuda(rank, world, out):
+    """task_nonfinite on the CUDA backend (the finite check reads the all-reduced gradients)."""
+    return task_nonfinite(rank, world, out, device="cuda")

@@ -360,6 +360,15 @@ def test_sum_squares_and_scale(rng):
     np.testing.assert_allclose(host(dg), g * (2.0 / (total + 1e-6)), **TOL)
 
 
+def test_scale_by_reciprocal_divides_by_a_device_count(rng):
+    x = f32(rng, 37)
+    d = dev(x)
+    library.scale_by_reciprocal(d, dev(np.array([5.0, 4.0], np.float32)), 1)
+    np.testing.assert_array_equal(host(d), x / np.float32(4.0))
+    library.scale_by_reciprocal(d, dev(np.array([5.0, 0.0], np.float32)), 1)  # no column counted: zero
+    np.testing.assert_array_equal(host(d), np.zeros(37, np.float32))
+
+
 @pytest.mark.parametrize("max_norm", [0.5, 100.0])  # clipped, and left alone
 def test_clip_grad_norm(rng, max_norm):
     grads = {"a": f32(rng, 3, 4), "b": f32(rng, 5), "c": f32(rng, 33)}

@@ -76,6 +76,21 @@ def test_three_steps_on_several_processes_equal_one_process(tmp_path, world):
         np.testing.assert_allclose(results[0][f"state/{name}"], v, rtol=0, atol=1e-12)
 
 
+@pytest.mark.slow
+def test_the_cuda_backend_on_two_processes_equals_one_process(tmp_path):
+    """The CUDA step's device all-reduce (numba's simulator without a GPU: through host copies):
+    3 steps with dropout, clipping, Adam and a window whose column counts differ between the
+    processes equal one process on the global batch, to float32's rounding."""
+    one, losses = w.single(3, device="cuda")
+    results = spawn("train_cuda", 2, tmp_path)
+    for r in results:
+        assert r["agree"], "the parameters differ between processes"
+        assert_same_parameters(r, one, 2e-5)
+        np.testing.assert_allclose(r["losses"], losses, rtol=2e-6)
+    for name, v in one.state.items():
+        np.testing.assert_allclose(results[0][f"state/{name}"], v, rtol=0, atol=2e-5)
+
+
 def test_a_two_process_checkpoint_resumes_on_one_and_on_three(tmp_path):
     spawn("train", 2, tmp_path)
     five, _ = w.single(5)
@@ -140,7 +155,8 @@ def test_a_process_that_stops_answering_fails_the_others_after_the_timeout(tmp_p
     assert w.TIMEOUT_S - 1 < float(r["seconds"]) < w.TIMEOUT_S + 3
 
 
-def test_a_nan_in_one_process_makes_every_process_skip_the_step(tmp_path):
-    for r in spawn("nonfinite", 2, tmp_path):
+@pytest.mark.parametrize("task", ["nonfinite", pytest.param("nonfinite_cuda", marks=pytest.mark.slow)])
+def test_a_nan_in_one_process_makes_every_process_skip_the_step(tmp_path, task):
+    for r in spawn(task, 2, tmp_path):
         assert r["agree"] and int(r["skipped"]) == 1 and int(r["steps"]) == 2
         assert np.isnan(r["losses"][1]) and np.isfinite(r["losses"][[0, 2]]).all()

@@ -46,7 +46,7 @@ from .gemm import add_bias, column_sum, gemm, gemm_launcher
 from .kernel_cache import cached
 from .losses import mse_backward, mse_forward
 from .optim_kernels import (adam_hyper, adam_update, add_into, all_finite, clip_grad_norm, copy_if, fill, fill_from,
-                            scale_by_clip, sgd_hyper, sgd_update, sum_squares)
+                            scale_by_clip, scale_by_reciprocal, sgd_hyper, sgd_update, sum_squares)
 from .reductions import (layer_norm_backward, layer_norm_forward, softmax_xent_backward,
                          softmax_xent_forward)
 
@@ -198,5 +198,5 @@ __all__ = [
     "chunked_xent_forward", "clip_grad_norm", "column_sum", "copy_if", "dropout_threshold", "embedding_backward",
     "embedding_forward", "fill", "fill_from", "gemm", "gemm_launcher", "have_cupy", "in_simulator",
     "layer_norm_backward", "layer_norm_forward", "mse_backward", "mse_forward", "ptx_f64_report", "scale_by_clip",
-    "sgd_hyper", "sgd_update", "softmax_xent_backward", "softmax_xent_forward", "sum_squares",
+    "scale_by_reciprocal", "sgd_hyper", "sgd_update", "softmax_xent_backward", "softmax_xent_forward", "sum_squares",
 ]

@@ -35,6 +35,14 @@ def _fill_from_kernel(x, src, k):
         x[i] = src[k]
 
 
+def _scale_by_reciprocal_kernel(x, src, k):
+    """x *= 1 / src[k] elementwise; x = 0 where src[k] == 0."""
+    i = cuda.grid(1)
+    if i < x.size:
+        d = src[k]
+        x[i] = x[i] / d if d != float32(0.0) else float32(0.0)
+
+
 def _copy_if_kernel(dst, src, ok):
     """dst = src elementwise when ok[0] != 0 (a state carried only after a finite step)."""
     i = cuda.grid(1)
@@ -115,6 +123,7 @@ def _scale_by_clip_kernel(g, acc, max_norm, norm_out, write_norm):
 
 fill_kernel = cached(cuda.jit(_fill_kernel))
 fill_from_kernel = cached(cuda.jit(_fill_from_kernel))
+scale_by_reciprocal_kernel = cached(cuda.jit(_scale_by_reciprocal_kernel))
 copy_if_kernel = cached(cuda.jit(_copy_if_kernel))
 add_kernel = cached(cuda.jit(_add_kernel))
 sgd_kernel = cached(cuda.jit(_sgd_kernel))
@@ -128,6 +137,7 @@ KERNELS = [
     (_fill_kernel, f"void({_V}, float32)"),
     (_add_kernel, f"void({_V}, {_V})"),
     (_fill_from_kernel, f"void({_V}, {_V}, int32)"),
+    (_scale_by_reciprocal_kernel, f"void({_V}, {_V}, int32)"),
     (_copy_if_kernel, f"void({_V}, {_V}, int32[::1])"),
     (_sgd_kernel, f"void({_V}, {_V}, {_V}, {_V}, float32, int32, int32[::1])"),
     (_adam_kernel, f"void({_V}, {_V}, {_V}, {_V}, {_V}, " + ", ".join(["float32"] * 5) + ", int32[::1])"),
@@ -189,6 +199,17 @@ def fill_from(x, src, index: int = 0, *, stream=None):
     xf = _flat_f32("fill_from x", x, stream)
     if xf.size:
         _launch_1d(fill_from_kernel, xf.size, stream, xf, _flat_f32("fill_from src", src, stream), np.int32(index))
+    return x
+
+
+def scale_by_reciprocal(x, src, index: int, *, stream=None):
+    """``x /= src[index]`` (x = 0 when ``src[index]`` is 0) for C-contiguous float32 device arrays
+    (``src`` flat): a division by a count that only the device knows at launch (data-parallel
+    training's all-reduced column count). Returns x."""
+    xf = _flat_f32("scale_by_reciprocal x", x, stream)
+    if xf.size:
+        _launch_1d(scale_by_reciprocal_kernel, xf.size, stream, xf, _flat_f32("scale_by_reciprocal src", src, stream),
+                   np.int32(index))
     return x
 
 

@@ -106,6 +106,10 @@ class CudaBackend:
                                for s in self.g.states if self.T < s.depth}  # source and destination overlap
         self._step_graph = Replay(self._step_launches, self.stream, "training step",
                                   enabled=self.program.replay and not self.program.sim)
+        self.gradient_reducer = None  # data parallelism: see set_gradient_reducer and train_masks
+        self.mask_shard = share.mask_shard if share is not None else None
+        if share is not None and share.gradient_reducer is not None:
+            self.set_gradient_reducer(share.gradient_reducer)
         self.last_finite, self.last_grad_norm = True, None
         optimizer.on_save, optimizer.on_load = self._pull_slots, self._push_slots
         self.dropout, self.dropout_seed = mask_inputs(self.g), dropout_seed
@@ -202,12 +206,19 @@ class CudaBackend:
 
     def train_masks(self, step: int) -> None:
         """Draw the masks of the training call that follows ``step`` earlier ones into their
-        buffers (see the module docstring); mask k's seed is ``mask_seed(dropout_seed, step, k)``."""
+        buffers (see the module docstring); mask k's seed is ``mask_seed(dropout_seed, step, k)``.
+        With ``mask_shard = (lo, hi, total)`` (data parallelism: this process's streams of the
+        global S) the masks are the host's masks of the global batch, streams [lo, hi)."""
         self.settle()
         self._masks_are_ones = False
+        shard = self.mask_shard if self.mask_shard and self.mask_shard[1] - self.mask_shard[0] == self.S else None
         for k, (m, p) in enumerate(self.dropout.items()):
             dst, seed = self.buf.V[m], mask_seed(self.dropout_seed, step, k)  # (T, S, width)
-            if self._device_rng() is not None:
+            if shard is not None:  # this process's streams of the global batch's host masks
+                lo, hi, total = shard
+                mask = draw_mask(p, (self.T, total, self.g.by_name[m].size), seed, np.float32)[:, lo:hi]
+                dst.copy_to_device(np.ascontiguousarray(mask), stream=self.stream)
+            elif self._device_rng() is not None:
                 self._device_mask(dst, p, seed)
             else:
                 shape = (self.T, self.S, self.g.by_name[m].size)
@@ -312,21 +323,33 @@ class CudaBackend:
         opt.steps += 1
         self._feed(inputs)
         hyper = np.zeros(4, np.float32)
-        hyper[0] = 1.0 / columns if columns else 0.0
+        reduce = self.gradient_reducer is not None
+        hyper[0] = (1.0 if reduce else 1.0 / columns) if columns else 0.0  # the loss gradient's seed
         if isinstance(opt, Adam):  # Adam and AdamW: p *= 1 - lr*wd first
             decay = opt.decay_factor() if isinstance(opt, AdamW) else 1.0
             hyper[1:4] = library.adam_hyper(opt.lr, opt.betas[0], opt.betas[1], opt.steps, decay)
         else:
             hyper[1:3] = library.sgd_hyper(opt.lr, opt.steps == 1)
         self._staging.to_device("step scalars", self._hyper, hyper)
-        self._step_graph()
+        if reduce:
+            self._staging.to_device("loss sum and columns", self._reduced, np.array([0.0, columns], np.float32))
+            self._backward_graph()
+            self.gradient_reducer([self.buf.param_grad_arena, self._reduced], self.stream)
+            self._update_graph()
+            reduced = self._staging.to_host("loss sum and columns", self._reduced)
+        else:
+            self._step_graph()
         sums = self._staging.to_host("sums", self._sums)
-        losses = self._staging.to_host("loss", self.buf.window(self.g.loss).reshape(self.T * self.S))
+        losses = None if reduce else self._staging.to_host("loss", self.buf.window(self.g.loss).reshape(self.T * self.S))
 
         def finish():
             self.stream.synchronize()  # nothing was enqueued after this call: settle() comes first
-            # the window's mean loss: the loss node summed over the window / ``columns``
-            loss = mean_loss(losses.astype(np.float64), columns)
+            # the window's mean loss: the loss node summed over the window / ``columns`` (with
+            # data parallelism: every process's sums over every process's columns)
+            if reduce:
+                loss = float(reduced[0]) / float(reduced[1]) if reduced[1] else 0.0
+            else:
+                loss = mean_loss(losses.astype(np.float64), columns)
             self.last_finite = bool(np.isfinite(sums).all())
             self.last_grad_norm = float(np.sqrt(sums[0]))
             if not self.last_finite:  # the kernels updated and carried nothing: the step did not happen
@@ -334,6 +357,24 @@ class CudaBackend:
             return loss if on_finish is None else on_finish(loss, self.last_finite, self.last_grad_norm)
         self._pending = LazyLoss(finish)
         return self._pending
+
+    def set_gradient_reducer(self, reducer) -> None:
+        """Make this step one process of data-parallel training (rnngraph/distributed.py).
+        ``reducer(arrays, stream)`` all-reduces (sum) the given float32 device arrays in place,
+        ordered after the work enqueued on ``stream`` and before what follows. A training call
+        then runs in two parts around it: forward and BPTT with the loss gradient seeded 1 (the
+        gradients of the loss summed over this process's counted columns), the loss summed into
+        ``[loss sum, columns]``; the all-reduce of the gradient arena and of that pair; the
+        gradients divided by the global column count on the device (the gradient of the global
+        batch's mean loss, as in rnngraph.distributed's CPU path); then the finite check -- of
+        the all-reduced gradients and loss sum, so every process decides alike --, clipping, the
+        update and the state carry. The call's loss is the global mean."""
+        self.gradient_reducer = reducer
+        self._reduced = cuda.to_device(np.zeros(2, np.float32), stream=self.stream)  # [loss sum, columns]
+        enabled = self.program.replay and not self.program.sim
+        self._backward_graph = Replay(self._backward_launches, self.stream, "training step: forward and backward",
+                                      enabled=enabled)
+        self._update_graph = Replay(self._update_launches, self.stream, "training step: update", enabled=enabled)
 
     def settle(self) -> None:
         """Wait for the last training call and take its results (steps, last_finite, ...), once;
@@ -346,17 +387,35 @@ class CudaBackend:
         """Everything a training call launches after its inputs and scalars are in, on the step's
         stream: what the step's CUDA graph holds (so: no host copy, no allocation, no host
         scalar that changes between calls -- those are read from ``_hyper``)."""
+        self._backward_launches()
+        self._update_launches()
+
+    def _backward_launches(self) -> None:
+        """The forward, the zeroed gradients, the loss gradient's seed and BPTT; with a gradient
+        reducer also the loss summed into ``_reduced[0]``."""
         b, g, st = self.buf, self.g, self.stream
         self.program.run_forward(direct=True)
         library.fill(b.grad_arena, 0.0, stream=st)
         library.fill(b.param_grad_arena, 0.0, stream=st)
         library.fill_from(b.window(g.loss, grad=True), self._hyper, 0, stream=st)  # 1/columns
         self.program.run_backward(direct=True)
+        if self.gradient_reducer is not None:
+            library.column_sum(b.window(g.loss).reshape(self.T * self.S, 1), self._reduced[0:1], stream=st)
+
+    def _update_launches(self) -> None:
+        """The finite check, clipping, the optimizer update, the transposed weights, the carry;
+        with a gradient reducer first the all-reduced gradients divided by the global columns."""
+        b, g, st = self.buf, self.g, self.stream
+        reduced = self.gradient_reducer is not None
+        if reduced:
+            library.scale_by_reciprocal(b.param_grad_arena, self._reduced, 1, stream=st)
         # the finite check on the device: sums of squares of every gradient (one pass over the
-        # gradient arena) and of the loss column, then a flag the update kernels read
+        # gradient arena) and of the loss (its column, or the all-reduced sum), then a flag the
+        # update kernels read
         library.fill(self._sums, 0.0, stream=st)
         library.sum_squares(b.param_grad_arena, self._sums[0:1], stream=st)
-        library.sum_squares(b.window(g.loss).reshape(self.T * self.S), self._sums[1:2], stream=st)
+        loss = self._reduced[0:1] if reduced else b.window(g.loss).reshape(self.T * self.S)
+        library.sum_squares(loss, self._sums[1:2], stream=st)
         library.all_finite(self._sums, self._ok, stream=st)
         if self.clip_norm is not None:  # torch's clip_grad_norm_ from the summed squares, one launch
             library.scale_by_clip(b.param_grad_arena, self._sums[0:1], self.clip_norm, stream=st)
