@@ -283,3 +283,14 @@ def test_sync_micro_kernels():
     out = cuda.to_device(np.full(3, -1.0, np.float32))
     kern[1, 3](4, cuda.to_device(np.zeros(1, np.uint32)), out)
     np.testing.assert_array_equal(out.copy_to_host(), [3.0, 3.0, 3.0])
+
+
+def test_the_data_parallel_benchmark_runs_one_cpu_process_and_appends_its_row(tmp_path):
+    bench = load("distributed")
+    out = tmp_path / "d.json"
+    row = bench.main(["--device", "cpu", "--smoke", "--out", str(out)])
+    assert row["processes"] == 1 and row["tokens_per_s"] == pytest.approx(1 * 4 * 2 * 2 / row["seconds"])
+    assert np.isfinite(row["last_loss"]) and 0 < row["last_loss"] < 5  # ln(11) = 2.4 at the start
+    bench.main(["--device", "cpu", "--smoke", "--out", str(out)])  # the same count again: replaced, not added
+    rows = json.loads(out.read_text())["rows"]
+    assert len(rows) == 1 and rows[0]["speedup_vs_1"] == 1.0

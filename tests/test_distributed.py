@@ -54,7 +54,7 @@ def test_sharded_batches_are_the_columns_of_the_global_windows():
     assert parts[0].index == whole.index
 
 
-def test_distributed_needs_a_process_group_and_the_cpu_backend():
+def test_distributed_needs_a_process_group_and_a_training_step():
     step = w.compiled(2)
     with pytest.raises(RuntimeError, match="init_process_group"):
         rg.distributed(step)
