@@ -1,4 +1,4 @@
-"""rnngraph.lm: whole-split evaluation, sampling, checkpoint round trips (tied embeddings too)
+"""rnngraph.lm: whole-split evaluation, sampling, checkpoints saved and loaded back (tied embeddings too)
 and atomic writes."""
 import dataclasses
 import json
