@@ -81,6 +81,8 @@ class Head:
     prefix = "head."
     #: What ``train`` takes as targets, for error messages.
     targets_doc = ""
+    #: Whether the output weight is the network's embedding table (SoftmaxCrossEntropy's option).
+    tie_weights = False
 
     def trace(self, b: Builder, x: Value) -> tuple[Value, Value]:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -126,7 +126,7 @@ class Sequential:
                              "reverse direction has no use for; compile it with rg.compile_rnn (or use rnngraph.torch.RNN("
                              "bidirectional=True)) and apply the loss yourself")
         head = layers[-1]
-        if getattr(head, "tie_weights", False):
+        if isinstance(head, Head) and head.tie_weights:
             if not isinstance(layers[0], Embedding):
                 raise GraphError(f"rg.{head!r}: tie_weights needs an rg.Embedding as the first layer (its table "
                                  f"{EMBEDDING_TABLE} is the output weight); this network starts with {layers[0]!r}")
