@@ -19,6 +19,9 @@ MSE() / MSE(n)                 floats (T, S, n)      the same                   
 SequenceClassifier(C)          labels (S,)           (T, S): the label at T-1,    S streams
                                                      NO_LABEL elsewhere
 =============================  ====================  ===========================  ==============
+
+``SoftmaxCrossEntropy(V, tie_weights=True)`` (dense or chunked) takes the same targets; its output
+weight is the network's embedding table (:data:`EMBEDDING_TABLE`).
 """
 from __future__ import annotations
 
@@ -36,6 +39,10 @@ from .trace import Builder, Value, linear
 #: variable-length graph (``Sequential.masked_graph``): the training step feeds it at padded
 #: steps (rnngraph/step_lengths.py); never a class id.
 PADDED_TARGET = IGNORE_INDEX_MIN
+
+#: The table an ``rg.Embedding`` first layer declares (rnngraph/network.py): a head with
+#: ``tie_weights=True`` reads it as its output weight.
+EMBEDDING_TABLE = "embed.weight"
 
 #: The target id SequenceClassifier feeds at the timesteps that carry no label (the loss's
 #: ignore_index): every column but each stream's last adds nothing to the loss.
@@ -74,6 +81,8 @@ class Head:
     prefix = "head."
     #: What ``train`` takes as targets, for error messages.
     targets_doc = ""
+    #: Whether the output weight is the network's embedding table (SoftmaxCrossEntropy's option).
+    tie_weights = False
 
     def trace(self, b: Builder, x: Value) -> tuple[Value, Value]:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -113,13 +122,27 @@ class SoftmaxCrossEntropy(Head):
     value the head follows (T, S, n), not the logits: sample from the dense head. The choice is
     the user's, never automatic, because it changes the network's output.
 
-    Raises GraphError (naming the head and the value) for vocab < 2, a bad ignore_index, or a
-    chunk that is not None or a positive integer.
+    tie_weights: False (default), or True to tie the output layer's weight to the input
+    embedding (Press & Wolf 2017, "Using the Output Embedding to Improve Language Models"; Inan
+    et al. 2017; PyTorch's word_language_model ``--tied``: ``decoder.weight = encoder.weight``).
+    The network's first layer must then be ``rg.Embedding(vocab, E)`` and the value the head
+    follows must have width E: the (vocab, E) table ``embed.weight`` (:data:`EMBEDDING_TABLE`,
+    its init N(0, 1) the Embedding's) is also the head's (vocab, E) weight, one parameter read by
+    the embedding's gather and the head's GEMM, so its gradient is the sum of the two (the
+    embedding's scatter-add and the head's ``G^T h``). The head keeps its own bias
+    ``head.W.bias`` (vocab,) (nn.Linear's init) and has no ``head.W.weight``. Works with ``chunk``.
+
+    Raises GraphError (naming the head and the value) for vocab < 2, a bad ignore_index, a
+    chunk that is not None or a positive integer, or a tie_weights that is not a bool; when
+    traced with tie_weights (rg.Sequential checks the first two when it is built), for a network
+    without an Embedding first layer, an Embedding of another vocabulary, or an input width other
+    than the embedding size (naming both sizes).
     """
 
     targets_doc = "class ids of shape (T, S)"
 
-    def __init__(self, vocab: int, ignore_index: int | None = None, chunk: int | None = None):
+    def __init__(self, vocab: int, ignore_index: int | None = None, chunk: int | None = None,
+                 tie_weights: bool = False):
         if isinstance(vocab, bool) or not isinstance(vocab, Integral) or vocab < 2:
             raise GraphError(f"rg.SoftmaxCrossEntropy({vocab!r}): needs an integer number of classes >= 2")
         if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, Integral)
@@ -130,20 +153,44 @@ class SoftmaxCrossEntropy(Head):
         if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, Integral) or chunk < 1):
             raise GraphError(f"rg.SoftmaxCrossEntropy({vocab}, chunk={chunk!r}): chunk must be None (the dense "
                              f"head) or a positive integer (classes per chunk)")
+        if not isinstance(tie_weights, (bool, np.bool_)):
+            raise GraphError(f"rg.SoftmaxCrossEntropy({vocab}, tie_weights={tie_weights!r}): tie_weights must be "
+                             f"True or False")
         self.vocab = int(vocab)
         self.ignore_index = None if ignore_index is None else int(ignore_index)
         self.chunk = None if chunk is None else int(chunk)
+        self.tie_weights = bool(tie_weights)
 
     def trace(self, b: Builder, h: Value) -> tuple[Value, Value]:
-        if self.chunk is None:
+        if self.chunk is None and not self.tie_weights:
             logits = linear(h, self.vocab, name="W")
-            b.names[logits.id] = "head.logits"
-            return logits, b.add("softmax_xent", [logits, self._targets(b)], attrs=self._ignored(b),
-                                 name="head.loss")
-        init = b.default_init(h.size)  # linear()'s: the dense head's parameters, names and draws
-        params = [b.param("W.weight", (self.vocab, h.size), init), b.param("W.bias", (self.vocab,), init)]
-        return h, b.add("chunked_softmax_xent", [h, self._targets(b)], params,
-                        attrs={**self._ignored(b), "chunk": self.chunk}, name="head.loss")
+        else:
+            init = b.default_init(h.size)  # linear()'s: the dense head's parameters, names and draws
+            weight = self._tied_table(b, h) if self.tie_weights else b.param("W.weight", (self.vocab, h.size), init)
+            params = [weight, b.param("W.bias", (self.vocab,), init)]
+            if self.chunk is not None:
+                return h, b.add("chunked_softmax_xent", [h, self._targets(b)], params,
+                                attrs={**self._ignored(b), "chunk": self.chunk}, name="head.loss")
+            logits = b.add("linear", [h], params, hint="W")
+        b.names[logits.id] = "head.logits"
+        return logits, b.add("softmax_xent", [logits, self._targets(b)], attrs=self._ignored(b), name="head.loss")
+
+    def _tied_table(self, b: Builder, h: Value) -> str:
+        """The embedding table as the output weight; GraphError naming the sizes unless it is
+        (vocab, h.size)."""
+        table = b.params.get(EMBEDDING_TABLE)
+        if table is None:
+            raise GraphError(f"rg.{self!r}: tie_weights needs an rg.Embedding as the network's first layer (its "
+                             f"table {EMBEDDING_TABLE!r} is the output weight)")
+        vocab, dim = table.shape
+        if vocab != self.vocab:
+            raise GraphError(f"rg.{self!r}: tie_weights needs the same vocabulary as the embedding, but "
+                             f"{EMBEDDING_TABLE!r} has {vocab} rows, the head {self.vocab} classes")
+        if dim != h.size:
+            raise GraphError(f"rg.{self!r}: tie_weights needs the last layer's width equal to the embedding size, but "
+                             f"{b.provisional(h.id)!r} has width {h.size} and {EMBEDDING_TABLE!r} is ({vocab}, "
+                             f"{dim}): make the last cell's hidden size {dim} or the embedding size {h.size}")
+        return EMBEDDING_TABLE
 
     @staticmethod
     def _targets(b: Builder) -> Value:
@@ -169,6 +216,7 @@ class SoftmaxCrossEntropy(Head):
     def __repr__(self):
         extra = "" if self.ignore_index is None else f", ignore_index={self.ignore_index}"
         extra += "" if self.chunk is None else f", chunk={self.chunk}"
+        extra += ", tie_weights=True" if self.tie_weights else ""
         return f"SoftmaxCrossEntropy({self.vocab}{extra})"
 
 

@@ -16,7 +16,7 @@ from numbers import Real
 
 from .bidirectional import Bidirectional
 from .errors import GraphError, positive_int
-from .heads import MSE, Head, SequenceClassifier, SoftmaxCrossEntropy
+from .heads import EMBEDDING_TABLE, MSE, Head, SequenceClassifier, SoftmaxCrossEntropy
 from .ir import FLOAT, INDEX, Graph, Init
 from .masks import draw_mask, mask_inputs, mask_seed  # re-exported (__all__)
 from .passes.validate import validate
@@ -37,7 +37,7 @@ class Embedding:
         self.dim = positive_int(dim, f"rg.Embedding({vocab!r}, {dim!r}): dim", GraphError)
 
     def trace(self, b: Builder, x: Value) -> Value:
-        table = b.param("weight", (self.vocab, self.dim), Init("normal", 1.0))
+        table = b.param("weight", (self.vocab, self.dim), Init("normal", 1.0))  # EMBEDDING_TABLE
         return b.add("embedding", [x], [table], name="embed.e")
 
     def __repr__(self):
@@ -88,9 +88,12 @@ class Sequential:
     2 * input_size), see rnngraph/bidirectional.py), then optionally a loss head last (rg.SoftmaxCrossEntropy, rg.MSE, rg.SequenceClassifier);
     ``rg.Dropout(p)`` anywhere after the first layer and before the head. input_size is
     required when the first layer is a cell (float inputs of shape (T, S, input_size)).
+    A ``SoftmaxCrossEntropy(V, tie_weights=True)`` head reads the first layer's
+    ``rg.Embedding(V, E)`` table as its output weight (see rnngraph/heads.py).
     Raises GraphError for a misplaced layer, a missing input_size or one that is not a positive
-    integer, or any error of the cells (named by node and op); warns UnusedWarning for unused
-    params/inputs.
+    integer, a tied head without an Embedding first layer or with another vocabulary (here), or
+    (when traced) the last layer's width other than E, or any error of the cells (named by node
+    and op); warns UnusedWarning for unused params/inputs.
     """
 
     def __init__(self, *layers, input_size: int | None = None, name: str | None = None):
@@ -122,6 +125,14 @@ class Sequential:
                              "time, and rg.compile's training step carries states into the next window, which a "
                              "reverse direction has no use for; compile it with rg.compile_rnn (or use rnngraph.torch.RNN("
                              "bidirectional=True)) and apply the loss yourself")
+        head = layers[-1]
+        if isinstance(head, Head) and head.tie_weights:
+            if not isinstance(layers[0], Embedding):
+                raise GraphError(f"rg.{head!r}: tie_weights needs an rg.Embedding as the first layer (its table "
+                                 f"{EMBEDDING_TABLE} is the output weight); this network starts with {layers[0]!r}")
+            if layers[0].vocab != head.vocab:
+                raise GraphError(f"rg.{head!r}: tie_weights needs the embedding's vocabulary, but "
+                                 f"rg.{layers[0]!r} has {layers[0].vocab} tokens and the head {head.vocab} classes")
         if not isinstance(layers[0], Embedding):
             if input_size is None:
                 raise GraphError("rg.Sequential: the first layer is a cell, so give input_size=")
@@ -203,7 +214,8 @@ class Sequential:
 
 
 def stacked(cell, layers: int, hidden: int, *, input_size: int | None = None, vocab: int | None = None,
-            embed: int | None = None, name: str | None = None, dropout: float = 0.0) -> Sequential:
+            embed: int | None = None, name: str | None = None, dropout: float = 0.0,
+            tie_weights: bool = False) -> Sequential:
     """``layers`` copies of ``cell(hidden=hidden)`` stacked; with ``vocab`` a language model
     (Embedding(vocab, embed or hidden) first, SoftmaxCrossEntropy(vocab) last), else float inputs
     of ``input_size`` (default: hidden).
@@ -214,8 +226,12 @@ def stacked(cell, layers: int, hidden: int, *, input_size: int | None = None, vo
     dropout on the input of every recurrent layer and of the softmax, never on the recurrent
     connections. So a 2-layer LM is Embedding, Dropout, cell, Dropout, cell, Dropout, head
     (``drop0.`` .. ``drop2.``). 0 (the default) adds nothing.
+    tie_weights: a language model's head is ``SoftmaxCrossEntropy(vocab, tie_weights=True)``, its
+    output weight the embedding table (Press & Wolf 2017; PyTorch's word_language_model
+    ``RNNModel(..., tie_weights=True)``), which needs ``embed`` None or equal to ``hidden``.
     Raises GraphError for layers, hidden, input_size, vocab or embed that is not a positive
-    integer (None for the last three: their defaults), or dropout outside [0, 1)."""
+    integer (None for the last three: their defaults), dropout outside [0, 1), or tie_weights
+    without vocab or with an embed other than hidden (naming both)."""
     layers = positive_int(layers, "rg.stacked: layers", GraphError)
     try:
         drop = Dropout(dropout)  # checks p
@@ -227,8 +243,14 @@ def stacked(cell, layers: int, hidden: int, *, input_size: int | None = None, vo
         if drop.p > 0 and (body or vocab is not None):
             body.append(drop)
         body.append(c)
+    if tie_weights and vocab is None:
+        raise GraphError("rg.stacked(tie_weights=True): ties the output layer to the embedding, so it needs vocab=")
     if vocab is not None:
         tail = [drop] if drop.p > 0 else []
         dim = hidden if embed is None else positive_int(embed, "rg.stacked: embed", GraphError)
-        return Sequential(Embedding(vocab, dim), *body, *tail, SoftmaxCrossEntropy(vocab), name=name)
+        if tie_weights and dim != hidden:
+            raise GraphError(f"rg.stacked(tie_weights=True): the tied table is the embedding and the output weight, "
+                             f"so embed ({dim}) must equal hidden ({hidden})")
+        head = SoftmaxCrossEntropy(vocab, tie_weights=tie_weights)
+        return Sequential(Embedding(vocab, dim), *body, *tail, head, name=name)
     return Sequential(*body, input_size=hidden if input_size is None else input_size, name=name)

@@ -1,4 +1,7 @@
-"""rnngraph.lm: whole-split evaluation, sampling, checkpoint round trips and atomic writes."""
+"""rnngraph.lm: whole-split evaluation, sampling, checkpoints saved and loaded back (tied embeddings too)
+and atomic writes."""
+import dataclasses
+import json
 import os
 
 import numpy as np
@@ -47,14 +50,22 @@ def test_sample_is_seeded_and_has_the_requested_length():
         lm.sample(net, params, vocab, "a", 5, temperature=0.0)
 
 
-def test_checkpoint_round_trip_is_exact(tmp_path):
+def trained(cfg: lm.LMConfig, steps: int):
+    """(vocab, step): a CPU step of ``cfg``'s network (window 8, 2 streams) after ``steps`` Adam
+    steps on TEXT."""
     vocab = CharVocab.build(TEXT)
-    cfg = lm.LMConfig(hidden=6, embed=4, window=8, streams=2, corpus="text.txt")
     net = lm.build_network(cfg, len(vocab))
     step = rg.compile(net, window=8, streams=2, device="cpu", optimizer=rg.Adam(lr=0.01), seed=1)
     x = vocab.encode(TEXT)[:17]
-    for _ in range(3):
+    for _ in range(steps):
         step.train(np.stack([x[:8], x[8:16]], 1), np.stack([x[1:9], x[9:17]], 1))
+    return vocab, step
+
+
+def test_checkpoint_round_trip_is_exact(tmp_path):
+    cfg = lm.LMConfig(hidden=6, embed=4, window=8, streams=2, corpus="text.txt")
+    vocab, step = trained(cfg, 3)
+    net = lm.build_network(cfg, len(vocab))
     lm.save_checkpoint(tmp_path, cfg, vocab, step, steps_done=3, data_index=5)
     ck = lm.load_checkpoint(tmp_path)
     assert (ck.step, ck.data_index, ck.config, ck.vocab) == (3, 5, cfg, vocab)
@@ -68,6 +79,36 @@ def test_checkpoint_round_trip_is_exact(tmp_path):
     for k, v in step.optimizer.state_dict().items():
         np.testing.assert_array_equal(other.optimizer.state_dict()[k], v)
     assert sorted(os.listdir(tmp_path)) == ["config.json", "params.npz"]
+
+
+def test_checkpoint_round_trip_keeps_tied_embeddings(tmp_path):
+    """A tied model (LMConfig.tie_weights) saves the table once and loads back tied, into the
+    dense and the chunked head; an untied network misses head.W.weight."""
+    cfg = lm.LMConfig(hidden=6, embed=6, window=8, streams=2, corpus="text.txt", tie_weights=True)
+    vocab, step = trained(cfg, 2)
+    lm.save_checkpoint(tmp_path, cfg, vocab, step, steps_done=2, data_index=0)
+    assert json.loads((tmp_path / "config.json").read_text(encoding="utf-8"))["tie_weights"] is True
+    ck = lm.load_checkpoint(tmp_path)
+    assert ck.config == cfg and set(ck.params) == set(step.parameters) and "head.W.weight" not in ck.params
+    for chunk in (None, 4):
+        net = lm.build_network(dataclasses.replace(ck.config, chunk=chunk), len(vocab))
+        assert net.graph.node("head.logits" if chunk is None else "head.loss").params[0] == "embed.weight"
+        other = rg.compile(net, window=8, streams=2, device="cpu", optimizer=rg.Adam(lr=0.01), seed=2)
+        ck.apply(other)
+        for k, v in step.parameters.items():
+            np.testing.assert_array_equal(other.parameters[k], v)
+    free = rg.compile(lm.build_network(dataclasses.replace(cfg, tie_weights=False), len(vocab)), window=8,
+                      streams=2, device="cpu")
+    with pytest.raises(lm.CheckpointError, match=r"missing \['head\.W\.weight'\]"):
+        ck.apply(free)
+
+
+def test_config_without_tie_weights_loads_untied():
+    d = lm.LMConfig().to_json()
+    del d["tie_weights"]
+    assert lm.LMConfig.from_json(d).tie_weights is False
+    with pytest.raises(ValueError, match="tie_weights must be true or false, got 'yes'"):
+        lm.LMConfig.from_json({**d, "tie_weights": "yes"})
 
 
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):

@@ -16,7 +16,7 @@ DEFAULT_STEPS = 1000
 #: Defaults of the flags that a resumed run takes from its checkpoint when they are not given.
 TRAIN_DEFAULTS = dict(cell="lstm", layers=1, hidden=128, embed=32, window=64, streams=32, level="char",
                       corpus="austen", seed=0, dtype="float32", max_words=None, optimizer="adam",
-                      lr=2e-3, lr_schedule="constant", clip=1.0, dropout=0.0)
+                      lr=2e-3, lr_schedule="constant", clip=1.0, dropout=0.0, tie_weights=False)
 
 
 def _train_arguments(p: argparse.ArgumentParser) -> None:
@@ -28,7 +28,11 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--layers", metavar="L", type=positive_int, help=f"stacked cells (default {d['layers']})")
     g.add_argument("--hidden", metavar="H", type=positive_int,
                    help=f"hidden size of each cell (default {d['hidden']})")
-    g.add_argument("--embed", metavar="E", type=positive_int, help=f"embedding size (default {d['embed']})")
+    g.add_argument("--embed", metavar="E", type=positive_int,
+                   help=f"embedding size (default {d['embed']}; with --tie-weights: --hidden)")
+    g.add_argument("--tie-weights", action="store_true", default=None,
+                   help="the output layer's weight is the embedding table, one parameter (Press & Wolf 2017; "
+                        "PyTorch's word_language_model --tied); needs --embed equal to --hidden")
     g.add_argument("--chunk", metavar="N|auto|none", type=chunk_choice,
                    help=CHUNK_HELP + "; a resumed run may change it (default auto; a resumed run: the checkpoint's)")
     g.add_argument("--dtype", choices=("float32", "float64"), help=f"(default {d['dtype']})")
@@ -120,6 +124,11 @@ def _config_from_args(args) -> LMConfig:
     d = {k: (getattr(args, k) if getattr(args, k) is not None else v) for k, v in TRAIN_DEFAULTS.items()}
     _check_weight_decay(args, d["optimizer"])
     _check_lr_final(args, d["lr_schedule"])
+    if d["tie_weights"]:
+        d["embed"] = d["hidden"] if args.embed is None else d["embed"]
+        if d["embed"] != d["hidden"]:
+            raise CLIError(f"--tie-weights makes the embedding table the output weight, so --embed ({d['embed']}) "
+                           f"must equal --hidden ({d['hidden']})")
     optimizer = make_optimizer(d["optimizer"], d["lr"], args.weight_decay).config()
     source = read_cell_source(d["cell"])  # stored with the checkpoints (see rnngraph.cellfile)
     return LMConfig(cell=canonical_cell(d["cell"]), cell_source=source, layers=d["layers"], hidden=d["hidden"],
@@ -128,7 +137,7 @@ def _config_from_args(args) -> LMConfig:
                     corpus=canonical_corpus(d["corpus"]), seed=d["seed"], dtype=d["dtype"],
                     max_words=d["max_words"], optimizer=optimizer,
                     clip=d["clip"] or None, dropout=d["dropout"],
-                    lr_schedule=make_lr_schedule(d["lr_schedule"], args.lr_final))
+                    lr_schedule=make_lr_schedule(d["lr_schedule"], args.lr_final), tie_weights=d["tie_weights"])
 
 
 def _resumed_config(args, saved: LMConfig, directory: str) -> LMConfig:

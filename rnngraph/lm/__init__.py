@@ -42,8 +42,8 @@ from .config import (AUTO_CHUNK, AUTO_CHUNK_ABOVE, DEFAULT_LR_FINAL, LN2, LR_SCH
 
 def build_network(cfg: LMConfig, vocab_size: int, dropout: float | None = None, dense: bool = False) -> Sequential:
     """Embedding(V, embed) -> ``layers`` x cell(hidden=hidden) -> SoftmaxCrossEntropy(V,
-    chunk=cfg.chunk), with ``rg.Dropout(p)`` after the embedding, between the cells and before
-    the head when p > 0 (``rg.stacked(..., vocab=V, dropout=p)``: Zaremba et al. 2014's
+    chunk=cfg.chunk, tie_weights=cfg.tie_weights), with ``rg.Dropout(p)`` after the embedding,
+    between the cells and before the head when p > 0 (``rg.stacked(..., vocab=V, dropout=p)``: Zaremba et al. 2014's
     placement), traced and validated (GraphError from the cell is raised here, prefixed with its
     name). A file cell runs ``cfg.cell_source`` where it is set, else the file at its path.
 
@@ -55,10 +55,12 @@ def build_network(cfg: LMConfig, vocab_size: int, dropout: float | None = None, 
     hidden state the head follows."""
     factory = resolve_cell(cfg.cell, source=cfg.cell_source)
     p = cfg.dropout if dropout is None else dropout
-    net = stacked(factory, cfg.layers, cfg.hidden, vocab=vocab_size, embed=cfg.embed, dropout=p)
+    net = stacked(factory, cfg.layers, cfg.hidden, vocab=vocab_size, embed=cfg.embed, dropout=p,
+                  tie_weights=cfg.tie_weights)
     chunk = None if dense else cfg.chunk
     if chunk is not None:  # the same layers, the head computed chunk classes at a time
-        net = Sequential(*net.layers[:-1], SoftmaxCrossEntropy(vocab_size, chunk=chunk), name=net.name)
+        head = SoftmaxCrossEntropy(vocab_size, chunk=chunk, tie_weights=cfg.tie_weights)
+        net = Sequential(*net.layers[:-1], head, name=net.name)
     try:
         net.graph  # trace and validate now, so errors surface before any data work
     except GraphError as exc:

@@ -36,7 +36,11 @@ class LMConfig:
     chunk: classes per chunk of the output layer and loss (``rg.SoftmaxCrossEntropy(V,
     chunk=chunk)``, memory O(T*S*chunk) instead of O(T*S*V)) or None for the dense head
     (checkpoints written before it existed load as None); the parameters are the same either
-    way, so it changes no shape (:func:`choose_chunk` picks it from the vocabulary size).
+    way, so it changes no shape (:func:`choose_chunk` picks it from the vocabulary size);
+    tie_weights: the head's output weight is the embedding table (``rg.SoftmaxCrossEntropy(V,
+    tie_weights=True)``; Press & Wolf 2017, PyTorch's word_language_model ``--tied``), so there is
+    no ``head.W.weight`` and embed must equal hidden (checkpoints written before it existed load
+    as False).
     """
 
     cell: str = "lstm"
@@ -56,12 +60,14 @@ class LMConfig:
     lr_schedule: dict = field(default_factory=lambda: {"name": "constant"})
     cell_source: str | None = None
     chunk: int | None = None
+    tie_weights: bool = False
 
     #: Fields that older checkpoints lack, with the value that reproduces what they trained.
-    OPTIONAL = {"dropout": 0.0, "lr_schedule": {"name": "constant"}, "cell_source": None, "chunk": None}
+    OPTIONAL = {"dropout": 0.0, "lr_schedule": {"name": "constant"}, "cell_source": None, "chunk": None,
+                "tie_weights": False}
     #: Fields that fix the parameters' shapes or the data layout: a resumed run must agree.
     FIXED = ("cell", "layers", "hidden", "embed", "window", "streams", "level", "corpus", "dtype",
-             "max_words")
+             "max_words", "tie_weights")
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -77,6 +83,8 @@ class LMConfig:
         if d["chunk"] is not None and (isinstance(d["chunk"], bool) or not isinstance(d["chunk"], int)
                                        or d["chunk"] < 1):
             raise ValueError(f"chunk must be null or a positive integer, got {d['chunk']!r}")
+        if not isinstance(d["tie_weights"], bool):
+            raise ValueError(f"tie_weights must be true or false, got {d['tie_weights']!r}")
         return cls(**{k: d[k] for k in names})
 
 
