@@ -37,7 +37,7 @@ from numba import cuda, float32
 
 from .device import as_device, check, in_simulator, launch_stream, row_threads
 from .kernel_cache import cached
-from .optim_kernels import adam_hyper
+from .optim_kernels import adam_hyper, adam_rule
 from .reductions import SMEM, block_max, block_sum
 
 _NEG_INF = np.float32(-np.inf)
@@ -131,24 +131,15 @@ def _touched_adam_kernel(weight, bias, gw, gb, mw, vw, mb, vb, touched, n_touche
     """Blocks stride over the n_touched[0] listed rows: Adam on the row's weights and bias
     (optim_kernels' _adam_kernel arithmetic, hyper = (step_size, bc2, decay)), then its gradient
     and mark cleared."""
-    step_size, bias_correction2, decay = hyper[0], hyper[1], hyper[2]
     for r in range(cuda.blockIdx.x, n_touched[0], cuda.gridDim.x):
         a = touched[r]
         for d in range(cuda.threadIdx.x, weight.shape[1], cuda.blockDim.x):
-            g = gw[a, d]
-            m = mw[a, d] * b1 + one_minus_b1 * g
-            v = vw[a, d] * b2 + one_minus_b2 * g * g
-            mw[a, d] = m
-            vw[a, d] = v
-            weight[a, d] = weight[a, d] * decay - step_size * m / (math.sqrt(v / bias_correction2) + eps)
+            weight[a, d], mw[a, d], vw[a, d] = adam_rule(weight[a, d], gw[a, d], mw[a, d], vw[a, d], hyper, b1,
+                                                         one_minus_b1, b2, one_minus_b2, eps)
             gw[a, d] = float32(0.0)
         if cuda.threadIdx.x == 0:
-            g = gb[a]
-            m = mb[a] * b1 + one_minus_b1 * g
-            v = vb[a] * b2 + one_minus_b2 * g * g
-            mb[a] = m
-            vb[a] = v
-            bias[a] = bias[a] * decay - step_size * m / (math.sqrt(v / bias_correction2) + eps)
+            bias[a], mb[a], vb[a] = adam_rule(bias[a], gb[a], mb[a], vb[a], hyper, b1, one_minus_b1, b2,
+                                              one_minus_b2, eps)
             gb[a] = float32(0.0)
             mark[a] = 0
 
