@@ -144,8 +144,41 @@ def _touched_adam_kernel(weight, bias, gw, gb, mw, vw, mb, vb, touched, n_touche
             mark[a] = 0
 
 
+def _dense_xent_kernel(z, bias, label_ids, label_offsets, scale, loss):
+    """One block a row i of the logits z (N, V) (bias not yet added): the same loss and dz as
+    _sparse_xent_kernel with every neuron active, dz written over z."""
+    sm = cuda.shared.array(SMEM, float32)
+    i = cuda.blockIdx.x
+    tid, nt = cuda.threadIdx.x, cuda.blockDim.x
+    l0, l1 = label_offsets[i], label_offsets[i + 1]
+    top = _NEG_INF
+    for a in range(tid, z.shape[1], nt):
+        z[i, a] += bias[a]
+        top = max(top, z[i, a])
+    top = block_max(top, sm)
+    part = float32(0.0)
+    for a in range(tid, z.shape[1], nt):
+        part += math.exp(z[i, a] - top)
+    lse = top + math.log(block_sum(part, sm))
+    ny = _distinct_labels(label_ids, l0, l1)
+    t = float32(1.0) / float32(max(ny, 1))
+    hit = float32(0.0)
+    for j in range(l0 + tid, l1, nt):
+        hit += z[i, label_ids[j]] - lse   # repeated labels: see the host docstring
+    hit = block_sum(hit, sm)
+    if tid == 0:
+        loss[i] = -hit * t
+    has = float32(1.0) if ny > 0 else float32(0.0)
+    for a in range(tid, z.shape[1], nt):
+        g = math.exp(z[i, a] - lse) * has
+        if _is_label(label_ids, l0, l1, a):
+            g -= t
+        z[i, a] = g * scale
+
+
 sparse_xent_kernel = cached(cuda.jit(_sparse_xent_kernel))
 touched_adam_kernel = cached(cuda.jit(_touched_adam_kernel))
+dense_xent_kernel = cached(cuda.jit(_dense_xent_kernel))
 
 
 def sparse_xent(x, weight, bias, ids, offsets, label_ids, label_offsets, z, loss, *, scale: float = 1.0,
@@ -256,6 +289,32 @@ def touched_adam(weight, bias, gw, gb, mw, vw, mb, vb, touched, n_touched, mark,
         f(1 - beta1), f(beta2), f(1 - beta2), f(eps))
 
 
+def dense_xent(z, bias, label_ids, label_offsets, loss, *, scale: float = 1.0, stream=None):
+    """The dense layer's loss and logit gradient, in place: the baseline :func:`sparse_xent`
+    is measured against (logits from cuBLAS, codegen/gemm.py).
+
+    Args:
+        z: (N, V) float32 logits ``x W^T`` without the bias; overwritten with dz (the bias
+            gradient is its column sum, the weight gradient ``dz^T x``).
+        bias: (V,) float32. label_ids, label_offsets: (M,) int32 (M >= 1), (N+1,) int64, the
+            labels' distinct ids (a label listed twice would count twice in the loss).
+        loss: (N,) float32, written: each row's loss. scale: multiplies dz (1/N for the mean).
+
+    Returns z. Raises ValueError naming the array on a wrong shape or dtype.
+    """
+    z, bias, label_ids, label_offsets, loss = (as_device(a, stream) for a in (z, bias, label_ids, label_offsets,
+                                                                              loss))
+    check("dense_xent z", z, 2)
+    check("dense_xent bias", bias, 1, shape=(z.shape[1],))
+    check("dense_xent label_ids", label_ids, 1, (np.int32,))
+    check("dense_xent label_offsets", label_offsets, 1, (np.int64,), shape=(z.shape[0] + 1,))
+    check("dense_xent loss", loss, 1, shape=(z.shape[0],))
+    if z.shape[0]:
+        dense_xent_kernel[z.shape[0], 8 if in_simulator() else row_threads(z.shape[1]), launch_stream(stream)](
+            z, bias, label_ids, label_offsets, np.float32(scale), loss)
+    return z
+
+
 KERNELS = [
     (_sparse_xent_kernel, "void(float32[:, ::1], float32[:, ::1], float32[::1], int32[::1], int64[::1], int32[::1], "
                           "int64[::1], float32, boolean, boolean, float32[::1], float32[::1], float32[:, ::1], "
@@ -263,6 +322,7 @@ KERNELS = [
     (_touched_adam_kernel, "void(float32[:, ::1], float32[::1], float32[:, ::1], float32[::1], float32[:, ::1], "
                            "float32[:, ::1], float32[::1], float32[::1], int32[::1], int32[::1], int32[::1], "
                            "float32[::1], float32, float32, float32, float32, float32)"),
+    (_dense_xent_kernel, "void(float32[:, ::1], float32[::1], int32[::1], int64[::1], float32, float32[::1])"),
 ]
 
-__all__ = ["KERNELS", "sparse_xent", "touched_adam"]
+__all__ = ["KERNELS", "dense_xent", "sparse_xent", "touched_adam"]
