@@ -56,7 +56,8 @@ class LSHSoftmax(SoftmaxCrossEntropy):
         GraphError naming the head: classes not an integer >= 2, config neither an LSHConfig nor a
         dict of valid fields (K * bits over 31: an int32 bucket id), seed not a non-negative
         integer. An LSHConfig made apart raises ValueError naming the field when it is made.
-        ``rg.compile`` raises GraphError naming the head on the CUDA backend (no GPU kernels yet).
+        ``rg.compile`` raises GraphError naming the head on the CUDA backend (the GPU kernels exist,
+        rnngraph/codegen/lsh_layer.py, but are not wired into the compiled step).
     """
 
     targets_doc = "class ids of shape (T, S)"
@@ -93,8 +94,9 @@ class LSHSoftmax(SoftmaxCrossEntropy):
 
     def cuda_refusal(self) -> GraphError:
         """The error ``rg.compile`` raises for this head on the CUDA backend."""
-        return GraphError(f"{self!r}: the CUDA backend has no LSH kernels yet (hashing, tables, active sets, "
-                          f"sparse softmax); compile with device='cpu'")
+        return GraphError(f"{self!r}: the compiled CUDA training step has no LSH head yet (the kernels exist: "
+                          f"rnngraph.codegen.lsh_layer.DeviceLSHLayer trains the layer standalone on the GPU); "
+                          f"compile with device='cpu'")
 
     def __repr__(self):
         c = self.config

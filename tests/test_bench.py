@@ -294,3 +294,18 @@ def test_the_data_parallel_benchmark_runs_one_cpu_process_and_appends_its_row(tm
     bench.main(["--device", "cpu", "--smoke", "--out", str(out)])  # the same count again: replaced, not added
     rows = json.loads(out.read_text())["rows"]
     assert len(rows) == 1 and rows[0]["speedup_vs_1"] == 1.0
+
+
+@pytest.mark.slow
+def test_lsh_gpu_smoke_runs_on_the_cpu(tmp_path):
+    """bench/lsh_gpu.py --smoke: tiny shapes, the LSH and dense fp32 layers in the simulator,
+    PyTorch on the CPU; the bf16 layer (cuBLAS) recorded as an error, the JSON written."""
+    out = tmp_path / "lsh.json"
+    result = load("lsh_gpu").main(["--smoke", "--variants", "lsh,dense-fp32,dense-bf16,torch-fp32", "--out", str(out)])
+    assert json.loads(out.read_text())["benchmark"] == "lsh_gpu"
+    recs = {r["variant"]: r for r in result["records"]}
+    for name in ("lsh", "dense-fp32") + (("torch-fp32",) if importlib.util.find_spec("torch") else ()):
+        assert "error" not in recs[name], recs[name]
+        assert 0 <= recs[name]["p_at_1"] <= 1 and recs[name]["epoch_s_mean"] > 0
+    assert recs["lsh"]["mean_active_per_batch"] >= 8 * 4      # min_active 8, batches of 4
+    assert "needs cuBLAS" in recs["dense-bf16"]["error"]

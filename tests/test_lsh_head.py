@@ -78,7 +78,7 @@ def test_bad_arguments_name_the_head(make, match):
 def test_cuda_backend_refuses_the_head_at_compile(monkeypatch):
     monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")  # the simulator counts as CUDA: refused there too
     net = rg.Sequential(rg.cells.lstm(hidden=H), rg.LSHSoftmax(V, FEW_ACTIVE), input_size=I)
-    with pytest.raises(GraphError, match=r"LSHSoftmax\(11, K=2, L=2, min_active=3\): the CUDA backend has no LSH"):
+    with pytest.raises(GraphError, match=r"LSHSoftmax\(11, K=2, L=2, min_active=3\): the compiled CUDA training step has no LSH head"):
         rg.compile(net, window=T, streams=S, device="cuda")
 
 

@@ -37,6 +37,9 @@ import numpy as np
 #: cublasSetWorkspace)
 WORKSPACE_BYTES = 32 << 20
 OP_N, OP_T = 0, 1  # cublasOperation_t
+R_32F, R_16BF = 0, 14  # cudaDataType_t
+COMPUTE_32F = 68  # cublasComputeType_t: fp32 accumulation
+GEMM_DEFAULT = -1  # cublasGemmAlgo_t
 
 
 def cublas_in_maps(lines) -> str | None:
@@ -86,7 +89,10 @@ class Cublas:
         f.cublasSgemm_v2.argtypes = ([ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                                       ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
                                       ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int])
-        for fn in (f.cublasCreate_v2, f.cublasSetStream_v2, f.cublasSetWorkspace_v2, f.cublasSgemm_v2):
+        i, p = ctypes.c_int, ctypes.c_void_p
+        f.cublasGemmEx.argtypes = [p, i, i, i, i, i, p, p, i, i, p, i, i, p, p, i, i, i, i]
+        for fn in (f.cublasCreate_v2, f.cublasSetStream_v2, f.cublasSetWorkspace_v2, f.cublasSgemm_v2,
+                   f.cublasGemmEx):
             fn.restype = ctypes.c_int
         h = ctypes.c_void_p()
         self._check(f.cublasCreate_v2(ctypes.byref(h)), "cublasCreate")
@@ -130,6 +136,19 @@ class Cublas:
                                              c, ldc)
         if status:  # the message is formatted only on failure: this is every GEMM launch's path
             self._check(status, f"cublasSgemm (m={m}, n={n}, k={k}, lda={lda}, ldb={ldb}, ldc={ldc})")
+
+    def gemm_ex(self, stream: int, op_a: int, op_b: int, m: int, n: int, k: int, alpha_ptr: int, a: int,
+                a_type: int, lda: int, b: int, b_type: int, ldb: int, beta_ptr: int, c: int, c_type: int, ldc: int,
+                compute: int = COMPUTE_32F) -> None:
+        """cublasGemmEx (column-major, host-pointer float32 scalars, the default algorithm) on
+        ``stream``, e.g. bf16 operands (:data:`R_16BF`) into a float32 C with fp32 accumulation;
+        CublasError, naming the shape, on failure."""
+        with self.lock:
+            self._set_stream(stream)
+            status = self.lib.cublasGemmEx(self.handle, op_a, op_b, m, n, k, alpha_ptr, a, a_type, lda, b, b_type,
+                                           ldb, beta_ptr, c, c_type, ldc, compute, GEMM_DEFAULT)
+        if status:
+            self._check(status, f"cublasGemmEx (m={m}, n={n}, k={k}, types {a_type}/{b_type}/{c_type})")
 
 
 _local = threading.local()

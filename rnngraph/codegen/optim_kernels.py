@@ -72,6 +72,15 @@ def _sgd_kernel(p, g, v, hyper, momentum, use_momentum, ok):
         p[i] -= lr * d
 
 
+@cuda.jit(device=True)
+def adam_rule(p, g, m, v, hyper, b1, one_minus_b1, b2, one_minus_b2, eps):
+    """One parameter's Adam step, (p, m, v) -> the new (p, m, v), with (step_size, bc2, decay) =
+    hyper[0:3] (see _adam_kernel); shared with codegen/lsh_sparse.py's touched-rows update."""
+    m = m * b1 + one_minus_b1 * g
+    v = v * b2 + one_minus_b2 * g * g
+    return p * hyper[2] - hyper[0] * m / (math.sqrt(v / hyper[1]) + eps), m, v
+
+
 def _adam_kernel(p, g, m, v, hyper, b1, one_minus_b1, b2, one_minus_b2, eps, ok):
     """torch.optim.Adam / AdamW as rnngraph.optim writes them, with (step_size, bc2, decay) =
     hyper[0:3]: p *= decay (AdamW's 1 - lr*wd; exactly 1.0 for Adam, which leaves p unchanged
@@ -79,13 +88,7 @@ def _adam_kernel(p, g, m, v, hyper, b1, one_minus_b1, b2, one_minus_b2, eps, ok)
     + eps). Nothing when ok[0] == 0."""
     i = cuda.grid(1)
     if i < p.size and ok[0] != 0:
-        step_size, bias_correction2, decay = hyper[0], hyper[1], hyper[2]
-        gi = g[i]
-        mi = m[i] * b1 + one_minus_b1 * gi
-        vi = v[i] * b2 + one_minus_b2 * gi * gi
-        m[i] = mi
-        v[i] = vi
-        p[i] = p[i] * decay - step_size * mi / (math.sqrt(vi / bias_correction2) + eps)
+        p[i], m[i], v[i] = adam_rule(p[i], g[i], m[i], v[i], hyper, b1, one_minus_b1, b2, one_minus_b2, eps)
 
 
 def _all_finite_kernel(acc, ok):

@@ -21,8 +21,9 @@ What exists (NumPy, CPU; the specification the GPU kernels will be tested agains
 The Extreme Classification Repository's text format and a synthetic data set of its shape are in
 ``rnngraph.data`` (``read_xc``, ``synthetic_xc``).
 
-Still to come: the CUDA kernels (hashing, table build, gather and de-duplication, the sparse
-forward/backward, touched-row Adam) and the ``rg.LSHSoftmax`` head of an ``rg.Sequential``.
+The CUDA kernels are in ``rnngraph/codegen/`` (``lsh_kernels.py`` hashing, tables, active sets;
+``lsh_sparse.py`` the sparse softmax and touched-row Adam; ``lsh_layer.py`` a standalone GPU
+layer); the ``rg.LSHSoftmax`` head (rnngraph/lsh_head.py) trains on the CPU only so far.
 """
 from .active import active_sets, draw_pad_order
 from .config import LSHConfig, RebuildClock
