@@ -74,6 +74,12 @@ class TrainingStep(StepFeed, StepState, TrainingOutcome):
                  tuning: LoopTuning | None = None, backward: bool = True):
         self.net, self.graph = net, net.graph
         self.backward = bool(backward)
+        if not self.backward:  # nothing would use them: refused rather than ignored
+            for name, value in (("optimizer", optimizer), ("clip_norm", clip_norm)):
+                if value is not None:
+                    got = type(value).__name__ if name == "optimizer" else repr(value)
+                    raise ValueError(f"rg.compile(..., backward=False): an evaluation-only step never trains, so "
+                                     f"it takes no {name} (got {got}); leave {name} out")
         self.window = positive_int(window, "window")
         self.streams = positive_int(streams, "streams")
         if dtype not in DTYPES:
@@ -244,13 +250,13 @@ def compile(net: Sequential, window: int, streams: int, device: str = "auto", dt
     each S (``ScheduleOptions.defaults(S)``, ``LoopTuning.defaults(S)``) overridden by the keys
     of the ``RNNGRAPH_LOOP`` environment variable, read once, here; backward: False for a step
     that only evaluates (``forward``; the GPU generates and compiles no backward kernel, and
-    ``train`` raises RuntimeError), as ``rnngraph.lm.Evaluator`` makes. A network with an
+    ``train`` raises RuntimeError), as ``rnngraph.lm.Evaluator`` makes; it takes no optimizer or clip_norm. A network with an
     ``rg.LSHSoftmax`` head runs on the CPU (``"auto"`` picks it; ``"cuda"`` is a GraphError
-    naming the head). Returns a
-    :class:`TrainingStep`. Raises TypeError
-    for an optimizer that is not an rg.Adam/rg.AdamW/rg.SGD instance, or options / tuning of
-    another type, and ValueError for non-positive window/streams, an unknown device or dtype, a
-    bad RNNGRAPH_LOOP (naming it); RuntimeError when CUDA is asked for but unavailable.
+    naming the head). Returns a :class:`TrainingStep`. Raises TypeError for an optimizer that is
+    not an rg.Adam/rg.AdamW/rg.SGD instance, or options / tuning of another type, and ValueError
+    for non-positive window/streams, an unknown device or dtype, a bad RNNGRAPH_LOOP (naming it),
+    an optimizer or clip_norm with backward=False (naming it); RuntimeError when CUDA is asked for
+    but unavailable.
     """
     if not isinstance(net, Sequential):
         raise TypeError(f"rg.compile expects an rg.Sequential, got {type(net).__name__}")

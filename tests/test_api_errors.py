@@ -121,3 +121,14 @@ def test_a_long_parameter_mismatch_says_how_many_more():
     from rnngraph.lm.checkpoint import _few
     assert _few(["a", "b", "c", "d", "e", "f"]) == "['a', 'b', 'c', 'd'] and 2 more"
     assert _few(["a"]) == "['a']"
+
+
+@pytest.mark.parametrize("kw,name,got", [(dict(optimizer=rg.SGD(lr=0.1)), "optimizer", "SGD"),
+                                         (dict(clip_norm=1.0), "clip_norm", "1.0")])
+def test_an_evaluation_only_step_refuses_training_arguments(kw, name, got):
+    """rg.compile(..., backward=False) ignored an optimizer= or clip_norm= silently."""
+    with pytest.raises(ValueError, match=rf"rg.compile\(\.\.\., backward=False\): an evaluation-only step never "
+                                         rf"trains, so it takes no {name} \(got {got}\); leave {name} out"):
+        _lm_step(backward=False, **kw)
+    assert _lm_step(backward=False).optimizer.steps == 0  # without them (rnngraph.lm.Evaluator's call): fine
+
