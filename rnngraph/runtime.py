@@ -99,7 +99,7 @@ class TrainingStep(StepFeed, StepState, TrainingOutcome):
         self._given = (options, tuning)
         self._loop_env = from_environment()  # RNNGRAPH_LOOP, once: a bad value fails here, named
         options, tuning = resolve(self.streams, options, tuning, self._loop_env)
-        self.schedule: Schedule = build_schedule(self.graph, self.window, self.streams, dtype, plan, options)
+        self.schedule: Schedule = self._build(self.graph, self.window, self.streams, options)
         params = init_params(self.graph, seed, dtype)
         self.seed = seed
         self.dropout: dict[str, float] = mask_inputs(self.graph)  # mask input -> p
@@ -128,6 +128,12 @@ class TrainingStep(StepFeed, StepState, TrainingOutcome):
         self.gradient_reducer = None
         self.stream_shard: tuple[int, int, int] | None = None
 
+    def _build(self, graph, T: int, S: int, options: ScheduleOptions) -> Schedule:
+        """The schedule of ``graph`` for (T, S); an evaluation-only step's has no backward steps
+        (what it compiles, and what ``step.schedule`` shows)."""
+        sched = build_schedule(graph, T, S, self.dtype, self.plan, options)
+        return sched if self.backward else sched.forward_only()
+
     def _use(self, T: int, S: int, masked: bool = False) -> None:
         """Make (T, S) the current shape, compiling it on first use (an LRU cache of
         ``cache_size`` shapes). The states carry when S stays; another S continues from the states
@@ -145,7 +151,7 @@ class TrainingStep(StepFeed, StepState, TrainingOutcome):
         else:
             options, tuning = resolve(S, *self._given, self._loop_env)
             graph = self.net.masked_graph if masked else self.graph
-            sched = build_schedule(graph, T, S, self.dtype, self.plan, options)
+            sched = self._build(graph, T, S, options)
             if self._cuda:
                 backend = cuda_backend(self, sched, None, tuning, share=self._first_cuda)
             else:
@@ -249,8 +255,9 @@ def compile(net: Sequential, window: int, streams: int, device: str = "auto", dt
     kernels' code shape; each used for every (T, S) as given, or when None the defaults for
     each S (``ScheduleOptions.defaults(S)``, ``LoopTuning.defaults(S)``) overridden by the keys
     of the ``RNNGRAPH_LOOP`` environment variable, read once, here; backward: False for a step
-    that only evaluates (``forward``; the GPU generates and compiles no backward kernel, and
-    ``train`` raises RuntimeError), as ``rnngraph.lm.Evaluator`` makes; it takes no optimizer or clip_norm. A network with an
+    that only evaluates (``forward``; the GPU generates and compiles no backward kernel, the
+    schedule has no backward steps, and ``train`` raises RuntimeError), as
+    ``rnngraph.lm.Evaluator`` makes; it takes no optimizer or clip_norm. A network with an
     ``rg.LSHSoftmax`` head runs on the CPU (``"auto"`` picks it; ``"cuda"`` is a GraphError
     naming the head). Returns a :class:`TrainingStep`. Raises TypeError for an optimizer that is
     not an rg.Adam/rg.AdamW/rg.SGD instance, or options / tuning of another type, and ValueError
