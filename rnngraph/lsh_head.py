@@ -16,6 +16,7 @@ import numpy as np
 from .errors import GraphError
 from .heads import SoftmaxCrossEntropy
 from .lsh import LSHConfig
+from .ops import IGNORE_INDEX_MIN
 from .trace import Builder, Value
 
 
@@ -23,8 +24,9 @@ class LSHSoftmax(SoftmaxCrossEntropy):
     """Output layer and softmax cross-entropy over ``classes`` output neurons, trained on each
     column's LSH active set only.
 
-    Targets: integer class ids of shape (T, S), each in [0, classes) (one label a column); with
-    ``train(..., lengths=)`` the padded steps add nothing, as for SoftmaxCrossEntropy.
+    Targets: integer class ids of shape (T, S), each in [0, classes) or equal to ``ignore_index``
+    (one label a column); with ``train(..., lengths=)`` the padded steps add nothing, as for
+    SoftmaxCrossEntropy.
 
     Training (``step.train`` of ``rg.compile(net, T, S, device="cpu")``): each of the T*S columns
     is a sample; its query is the head's input h (n,). Per call, the active set of each column is
@@ -51,18 +53,23 @@ class LSHSoftmax(SoftmaxCrossEntropy):
         config: an :class:`rnngraph.lsh.LSHConfig`, or a dict of its fields (default: G-SLIDE's,
             K = 6, L = 50, min active 1,500: tables of 6.7 GB; pass a small one for small problems).
         seed: seeds the hash functions, the padding order and draws (``np.random.default_rng``).
+        ignore_index: None (default), or an integer in [-2**31, classes): as SoftmaxCrossEntropy's,
+            columns whose target equals it add nothing to the loss or the gradients, the mean is
+            over the other columns (0 when all are ignored), and the index's rebuild clock does
+            not count them.
 
     Raises:
         GraphError naming the head: classes not an integer >= 2, config neither an LSHConfig nor a
         dict of valid fields (K * bits over 31: an int32 bucket id), seed not a non-negative
-        integer. An LSHConfig made apart raises ValueError naming the field when it is made.
+        integer, ignore_index neither None nor an integer in [-2**31, classes). An LSHConfig made
+        apart raises ValueError naming the field when it is made.
         ``rg.compile`` raises GraphError naming the head on the CUDA backend (the GPU kernels exist,
         rnngraph/codegen/lsh_layer.py, but are not wired into the compiled step).
     """
 
     targets_doc = "class ids of shape (T, S)"
 
-    def __init__(self, classes: int, config: LSHConfig | None = None, seed: int = 0):
+    def __init__(self, classes: int, config: LSHConfig | None = None, seed: int = 0, ignore_index: int | None = None):
         if isinstance(classes, bool) or not isinstance(classes, Integral) or classes < 2:
             raise GraphError(f"rg.LSHSoftmax({classes!r}): needs an integer number of classes >= 2")
         if config is None or isinstance(config, dict):
@@ -75,7 +82,12 @@ class LSHSoftmax(SoftmaxCrossEntropy):
                              f"or a dict of its fields")
         if isinstance(seed, bool) or not isinstance(seed, Integral) or seed < 0:
             raise GraphError(f"rg.LSHSoftmax({classes}, seed={seed!r}): seed must be a non-negative integer")
-        super().__init__(classes)
+        if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, Integral)
+                                         or not IGNORE_INDEX_MIN <= ignore_index < classes):
+            raise GraphError(f"rg.LSHSoftmax({classes}, ignore_index={ignore_index!r}): ignore_index must be None "
+                             f"or an integer in [{IGNORE_INDEX_MIN}, {classes}) (a class id such as a padding id, "
+                             f"or a negative marker such as -100)")
+        super().__init__(classes, ignore_index)
         self.classes, self.config, self.seed = int(classes), config, int(seed)
 
     def trace(self, b: Builder, h: Value) -> tuple[Value, Value]:
@@ -100,4 +112,5 @@ class LSHSoftmax(SoftmaxCrossEntropy):
 
     def __repr__(self):
         c = self.config
-        return f"LSHSoftmax({self.classes}, K={c.K}, L={c.L}, min_active={c.min_active})"
+        extra = "" if self.ignore_index is None else f", ignore_index={self.ignore_index}"
+        return f"LSHSoftmax({self.classes}, K={c.K}, L={c.L}, min_active={c.min_active}{extra})"

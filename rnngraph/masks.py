@@ -1,7 +1,7 @@
 """Dropout masks: which graph inputs are masks, and the masks a training call feeds them.
 
 A :class:`rnngraph.network.Dropout` layer is traced as a float graph input ``dropK.mask`` with
-the attribute ``dropout=p``; every backend (rnngraph/runtime.py, rnngraph/layer.py and the
+the attribute ``dropout=p``; every backend (rnngraph/runtime.py and step_feed.py, rnngraph/layer.py and the
 CUDA step, rnngraph/codegen/step.py) finds those inputs with :func:`mask_inputs` and fills
 them with :func:`draw_mask` under the seed :func:`mask_seed`. This module depends on NumPy and
 the graph (rnngraph/ir.py) only, so the code generator can use it without importing the

@@ -8,34 +8,32 @@ when a GPU and the code generator are available, else the CPU.
 from __future__ import annotations
 
 from collections import OrderedDict
-from contextlib import nullcontext
 
 import numpy as np
 
-from .errors import GraphError, ShapeError, positive_int
-from .ir import INDEX
-from .arrays import shape_of
-from .masks import draw_mask, mask_inputs, mask_seed
+from .errors import GraphError, positive_int
+from .masks import mask_inputs
 from .network import Sequential
-from .optim import Adam, Optimizer, clip_grad_norm
+from .optim import Adam, Optimizer
 from .executor import ScheduleExecutor
 from .lsh_head import LSHSoftmax
 from .lsh_train import LSHTraining
 from .codegen.tuning import LoopTuning
 from .loop_env import from_environment, resolve
 from .passes import schedule as build_schedule
-from .heads import host_array
-from .reference import (DTYPES, check_ids, check_real, id_limits, init_params, loss_columns, mean_loss, reset_streams,
-                        zero_states)
+from .reference import DTYPES, init_params, zero_states
 from .schedule import Schedule
+from .step_cuda import cuda_backend, cuda_forward, cuda_train
+from .step_feed import StepFeed
+from .step_host import host_forward, host_train
 from .step_outcome import TrainingOutcome
 from .step_forward import StepForward, value_names
-from .step_lengths import host_loss, lengths_feed, padded, step_result
+from .step_state import StepState
 from .schedule_options import ScheduleOptions
 from .devices import resolve_device
 
 
-class TrainingStep(TrainingOutcome):
+class TrainingStep(StepFeed, StepState, TrainingOutcome):
     """One compiled network with its parameters, states and optimizer.
 
     window T and streams S are the shape it is compiled for first; a call with inputs of
@@ -76,6 +74,12 @@ class TrainingStep(TrainingOutcome):
                  tuning: LoopTuning | None = None, backward: bool = True):
         self.net, self.graph = net, net.graph
         self.backward = bool(backward)
+        if not self.backward:  # nothing would use them: refused rather than ignored
+            for name, value in (("optimizer", optimizer), ("clip_norm", clip_norm)):
+                if value is not None:
+                    got = type(value).__name__ if name == "optimizer" else repr(value)
+                    raise ValueError(f"rg.compile(..., backward=False): an evaluation-only step never trains, so "
+                                     f"it takes no {name} (got {got}); leave {name} out")
         self.window = positive_int(window, "window")
         self.streams = positive_int(streams, "streams")
         if dtype not in DTYPES:
@@ -95,7 +99,7 @@ class TrainingStep(TrainingOutcome):
         self._given = (options, tuning)
         self._loop_env = from_environment()  # RNNGRAPH_LOOP, once: a bad value fails here, named
         options, tuning = resolve(self.streams, options, tuning, self._loop_env)
-        self.schedule: Schedule = build_schedule(self.graph, self.window, self.streams, dtype, plan, options)
+        self.schedule: Schedule = self._build(self.graph, self.window, self.streams, options)
         params = init_params(self.graph, seed, dtype)
         self.seed = seed
         self.dropout: dict[str, float] = mask_inputs(self.graph)  # mask input -> p
@@ -104,9 +108,7 @@ class TrainingStep(TrainingOutcome):
         if device == "cuda":
             if dtype != "float32":
                 raise ValueError("the CUDA backend runs float32")
-            from .codegen.step import CudaBackend
-            self._cuda = CudaBackend(self.schedule, params, self.optimizer, clip_norm, dropout_seed=seed, tuning=tuning,
-                                     backward=self.backward)
+            self._cuda = cuda_backend(self, self.schedule, params, tuning)
         else:
             self._cuda = None
             self._params = params
@@ -126,6 +128,12 @@ class TrainingStep(TrainingOutcome):
         self.gradient_reducer = None
         self.stream_shard: tuple[int, int, int] | None = None
 
+    def _build(self, graph, T: int, S: int, options: ScheduleOptions) -> Schedule:
+        """The schedule of ``graph`` for (T, S); an evaluation-only step's has no backward steps
+        (what it compiles, and what ``step.schedule`` shows)."""
+        sched = build_schedule(graph, T, S, self.dtype, self.plan, options)
+        return sched if self.backward else sched.forward_only()
+
     def _use(self, T: int, S: int, masked: bool = False) -> None:
         """Make (T, S) the current shape, compiling it on first use (an LRU cache of
         ``cache_size`` shapes). The states carry when S stays; another S continues from the states
@@ -143,11 +151,9 @@ class TrainingStep(TrainingOutcome):
         else:
             options, tuning = resolve(S, *self._given, self._loop_env)
             graph = self.net.masked_graph if masked else self.graph
-            sched = build_schedule(graph, T, S, self.dtype, self.plan, options)
+            sched = self._build(graph, T, S, options)
             if self._cuda:
-                from .codegen.step import CudaBackend
-                backend = CudaBackend(sched, None, self.optimizer, self.clip_norm, dropout_seed=self.seed,
-                                      share=self._first_cuda, tuning=tuning, backward=self.backward)
+                backend = cuda_backend(self, sched, None, tuning, share=self._first_cuda)
             else:
                 backend = ScheduleExecutor(sched, self.dtype)
             self._plans[key] = (sched, backend)
@@ -164,125 +170,12 @@ class TrainingStep(TrainingOutcome):
         else:
             self.reset_state()
 
-    # ------------------------------------------------------------------ parameters and state
-    @property
-    def parameters(self) -> dict[str, np.ndarray]:
-        """Parameter name -> array (live on the CPU backend, a copy on CUDA)."""
-        self._settle()
-        return self._cuda.parameters() if self._cuda else self._params
-
-    @property
-    def state(self) -> dict[str, np.ndarray]:
-        """State name -> (depth, S, n) array, oldest first: the next window's initial states.
-        Assigning ``step.state = {...}`` takes every state by name (none is kept or zeroed
-        silently): GraphError naming unknown or missing names, ShapeError naming the state and
-        the expected shape; the states are unchanged after a refused assignment."""
-        return self._cuda.get_state() if self._cuda else self._state
-
-    @state.setter
-    def state(self, value: dict[str, np.ndarray]) -> None:
-        """Every state by name, each (depth, S, n). GraphError for an unknown or a missing name
-        (a missing one would restart from zeros unnoticed), ShapeError for a wrong shape; the
-        states are unchanged then."""
-        names = {s.name: s for s in self.graph.states}
-        if not isinstance(value, dict):
-            raise TypeError(f"step.state takes a dict state name -> (depth, S, n) array, got {type(value).__name__}")
-        unknown, missing = sorted(set(value) - set(names)), sorted(set(names) - set(value))
-        if unknown or missing:
-            raise GraphError(f"step.state: every state by name (states: {sorted(names)}; unknown: {unknown}, "
-                             f"missing: {missing})")
-        for name, v in value.items():
-            s = names[name]
-            want = (s.depth, self.streams, self.graph.by_name[s.node].size)
-            if shape_of(v) != want:
-                raise ShapeError(f"step.state[{name!r}]: expected shape {want} (depth, S, n), got {shape_of(v)}")
-        if self._cuda:
-            self._cuda.set_state(value)
-        else:
-            self._state = {k: np.array(v, dtype=self.dtype) for k, v in value.items()}
-
     @property
     def kernels(self) -> str:
         """The generated CUDA source (empty on the CPU backend)."""
         return self._cuda.program.source if self._cuda else ""
 
-    def reset_state(self, streams=None) -> None:
-        """Zero the states of the given streams (ints or bool mask over S; all when None)."""
-        if streams is None and self._cuda:
-            self._cuda.reset_state()
-        elif streams is None:
-            self._state = zero_states(self.graph, self.streams, self.dtype)
-        else:
-            self.state = reset_streams(self.state, streams)
-
-    def set_parameters(self, values: dict[str, np.ndarray]) -> None:
-        """Copy arrays into the named parameters; KeyError/ValueError naming a wrong name or shape."""
-        shapes = {p.name: p.shape for p in self.graph.params}
-        for name, v in values.items():
-            if name not in shapes:
-                raise KeyError(f"no parameter {name!r} (have {sorted(shapes)})")
-            if np.shape(v) != shapes[name]:
-                raise ValueError(f"parameter {name!r}: expected shape {shapes[name]}, got {np.shape(v)}")
-        if self._cuda:
-            self._cuda.set_parameters(values)
-        else:
-            for name, v in values.items():
-                self._params[name][...] = v
-        if self._lsh:  # its index follows the new weights at the next training call
-            self._lsh.stale = True
-
     # ------------------------------------------------------------------ running
-    def dropout_masks(self, train: bool) -> dict[str, np.ndarray]:
-        """The masks the next :meth:`train` (``train=True``) or :meth:`forward` call feeds, as
-        host arrays: mask name -> (T, S, width). The CUDA backend on a GPU with CuPy draws its
-        training masks on the device instead (see the class docstring)."""
-        shape = lambda name: (self.window, self.streams, self.graph.by_name[name].size)  # noqa: E731
-        if not train:
-            if self._ones is None:
-                self._ones = {m: np.ones(shape(m), self.dtype) for m in self.dropout}
-            return self._ones
-        step, shard = self.optimizer.steps, self.stream_shard
-        if shard is not None and shard[1] - shard[0] == self.streams:  # this process's streams of the global S
-            lo, hi, total = shard
-            return {m: draw_mask(p, (self.window, total, self.graph.by_name[m].size), mask_seed(self.seed, step, k),
-                                 self.dtype)[:, lo:hi].copy() for k, (m, p) in enumerate(self.dropout.items())}
-        return {m: draw_mask(p, shape(m), mask_seed(self.seed, step, k), self.dtype)
-                for k, (m, p) in enumerate(self.dropout.items())}
-
-    def _feed(self, inputs, targets, lengths=None) -> dict:
-        shape = shape_of(inputs)
-        if len(shape) < 2 or shape[0] < 1 or shape[1] < 1:
-            raise ValueError(f"inputs: expected (T, S) token ids or (T, S, n) floats with T, S >= 1, "
-                             f"got shape {shape}")
-        T, S = shape[:2]
-        lengths, graph, self._columns = padded(lengths, T, S), self.graph, None
-        if lengths is not None:  # the variable-length graph (rnngraph/step_lengths.py)
-            graph, masked = self.net.masked_graph, lengths_feed(self.net, lengths, inputs, targets, self.dtype)
-            feed, self._columns = masked.feed, masked.columns
-        elif self.net.head is not None:  # the targets are checked before the step switches to their (T, S)
-            width, head = self.graph.by_name["y"].size, self.net.head
-            feed = {"x": inputs, "y": head.blank(T, S, width) if targets is None else head.feed(targets, T, S, width)}
-        else:
-            feed = {"x": inputs}
-        if self._cuda is None:
-            feed = {k: np.asarray(v) for k, v in feed.items()}
-        else:  # the NumPy backend checks inside; host arrays bound for the GPU are checked here
-            for name, (limit, ignore) in id_limits(graph).items():
-                if name in feed and not hasattr(feed[name], "__cuda_array_interface__"):
-                    check_ids(name, np.asarray(feed[name]), limit, ignore)
-            for n in graph.inputs:
-                if n.name in feed and n.dtype != INDEX and not hasattr(feed[n.name], "__cuda_array_interface__"):
-                    check_real(n.name, np.asarray(feed[n.name]))
-        self._use(T, S, lengths is not None)
-        return feed
-
-    def _loss_columns(self, feed: dict) -> int:
-        """The columns the window's mean loss divides by (all T*S, less ignored targets; with
-        lengths, less the padded steps)."""
-        if self._columns is not None:
-            return self._columns
-        return loss_columns(self.graph, lambda name: host_array(feed[name]), self.window * self.streams)
-
     def forward(self, inputs, targets=None, carry: bool = True, all_values: bool = False,
                 lengths=None) -> StepForward:
         """Run one window without training and without dropout (masks of ones). Returns a
@@ -302,21 +195,8 @@ class TrainingStep(TrainingOutcome):
         feed = self._feed(inputs, targets, lengths)
         with_loss = self.graph.loss is not None and targets is not None
         names = value_names(self.net.masked_graph if self._masked else self.graph, all_values, with_loss)
-        if self._cuda:
-            if self.dropout:
-                self._cuda.ones_masks()
-            values, states, final = self._cuda.forward(feed, names, carry, every_value=all_values)
-            loss = mean_loss(values[self.graph.loss], self._loss_columns(feed)) if with_loss else None
-            return step_result(self.net, self._masked, values, loss, states, final, all_values)
-        if self.dropout:
-            feed.update(self.dropout_masks(train=False))
-        fwd = self._executor.forward(self._params, feed, self._state)
-        if carry:
-            self._state = fwd.final_states
-        final = {k: v.copy() for k, v in fwd.final_states.items()}  # the step's own stay apart
-        loss = host_loss(self._executor, fwd, self._columns)[0] if with_loss else None
-        return step_result(self.net, self._masked, {name: fwd.values[name] for name in names}, loss, fwd.states,
-                           final, all_values)
+        run = cuda_forward if self._cuda else host_forward
+        return run(self, feed, names, carry, all_values, with_loss)
 
     def train(self, inputs, targets, lengths=None) -> float:
         """Forward, BPTT through the window, clip, optimizer update; states carry. Returns the
@@ -350,31 +230,7 @@ class TrainingStep(TrainingOutcome):
             raise RuntimeError("this step was compiled for evaluation only (rg.compile(..., backward=False)): "
                                "it has no backward to train with")
         feed = self._feed(inputs, targets, lengths)
-        if self._cuda:
-            self._cuda.settle()  # the previous call (its step count seeds the masks)
-            if self.dropout:
-                self._cuda.train_masks(self.optimizer.steps)
-            return self._cuda.train(feed, self._loss_columns(feed), on_finish=self._cuda_finished)
-        if self.dropout:
-            feed.update(self.dropout_masks(train=True))
-        with self._lsh.training(self._executor, self._params) if self._lsh else nullcontext():
-            fwd = self._executor.forward(self._params, feed, self._state)
-            fwd.loss, scale = host_loss(self._executor, fwd, self._columns)
-            grads = self._executor.backward(fwd, loss_scale=scale).params
-        if self.gradient_reducer is not None:  # the global batch's mean loss and gradients, on every process
-            fwd.loss, grads = self.gradient_reducer(fwd.loss, grads, self._loss_columns(feed))
-        with np.errstate(over="ignore", invalid="ignore"):  # a non-finite norm is the answer, not a warning
-            squares = sum(float(np.sum(np.square(g, dtype=np.float64))) for g in grads.values())
-        self.last_grad_norm = float(np.sqrt(squares))
-        if not (np.isfinite(fwd.loss) and np.isfinite(self.last_grad_norm)):
-            return self._not_finite(fwd.loss)
-        if self.clip_norm is not None:
-            clip_grad_norm(grads, self.clip_norm)
-        self.optimizer.step(self._params, grads)
-        self._state = fwd.final_states
-        if self._lsh:
-            self._lsh.after_update(self._loss_columns(feed), self._params)
-        return fwd.loss
+        return cuda_train(self, feed) if self._cuda else host_train(self, feed)
 
 
 def compile(net: Sequential, window: int, streams: int, device: str = "auto", dtype: str = "float32",
@@ -399,14 +255,15 @@ def compile(net: Sequential, window: int, streams: int, device: str = "auto", dt
     kernels' code shape; each used for every (T, S) as given, or when None the defaults for
     each S (``ScheduleOptions.defaults(S)``, ``LoopTuning.defaults(S)``) overridden by the keys
     of the ``RNNGRAPH_LOOP`` environment variable, read once, here; backward: False for a step
-    that only evaluates (``forward``; the GPU generates and compiles no backward kernel, and
-    ``train`` raises RuntimeError), as ``rnngraph.lm.Evaluator`` makes. A network with an
+    that only evaluates (``forward``; the GPU generates and compiles no backward kernel, the
+    schedule has no backward steps, and ``train`` raises RuntimeError), as
+    ``rnngraph.lm.Evaluator`` makes; it takes no optimizer or clip_norm. A network with an
     ``rg.LSHSoftmax`` head runs on the CPU (``"auto"`` picks it; ``"cuda"`` is a GraphError
-    naming the head). Returns a
-    :class:`TrainingStep`. Raises TypeError
-    for an optimizer that is not an rg.Adam/rg.AdamW/rg.SGD instance, or options / tuning of
-    another type, and ValueError for non-positive window/streams, an unknown device or dtype, a
-    bad RNNGRAPH_LOOP (naming it); RuntimeError when CUDA is asked for but unavailable.
+    naming the head). Returns a :class:`TrainingStep`. Raises TypeError for an optimizer that is
+    not an rg.Adam/rg.AdamW/rg.SGD instance, or options / tuning of another type, and ValueError
+    for non-positive window/streams, an unknown device or dtype, a bad RNNGRAPH_LOOP (naming it),
+    an optimizer or clip_norm with backward=False (naming it); RuntimeError when CUDA is asked for
+    but unavailable.
     """
     if not isinstance(net, Sequential):
         raise TypeError(f"rg.compile expects an rg.Sequential, got {type(net).__name__}")

@@ -9,7 +9,7 @@ Gantt chart are in :mod:`rnngraph.schedule_export`.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .ir import Graph
 from .ops import chunk_bounds, chunking, is_row_reduction, lsh_text
@@ -156,6 +156,11 @@ class Schedule:
                 total += 1 if s.mode == "persistent" else s.ticks * len(s.kernels)
         return total
 
+    def forward_only(self) -> "Schedule":
+        """This schedule without its backward steps: an evaluation-only step's (``rg.compile(...,
+        backward=False)``), whose dump, JSON and totals then count the forward only."""
+        return replace(self, backward=())
+
     def __str__(self) -> str:
         return format_schedule(self)
 
@@ -258,7 +263,7 @@ def _options_line(s: Schedule) -> list[str]:
 
 def format_schedule(s: Schedule) -> str:
     """The schedule dump: header, the options that differ from the defaults, forward and backward
-    steps, then totals."""
+    steps (``backward  none (forward only)`` without any), then totals."""
     g = s.graph
     hidden = sorted({g.by_name[st.node].size for st in g.states})
     lines = [f"schedule {g.name}  window={s.window} streams={s.streams} {s.dtype}  "
@@ -266,7 +271,7 @@ def format_schedule(s: Schedule) -> str:
              f"  why: {s.reason}", *_options_line(s), "forward"]
     for step in s.forward:
         lines += _step_lines(step, s.window, s.window * s.streams, g)
-    lines.append("backward")
+    lines.append("backward" if s.backward else "backward  none (forward only)")
     for step in s.backward:
         lines += _step_lines(step, s.window, s.window * s.streams, g)
     par = s.work / max(s.critical_path, 1)

@@ -121,3 +121,32 @@ def test_a_long_parameter_mismatch_says_how_many_more():
     from rnngraph.lm.checkpoint import _few
     assert _few(["a", "b", "c", "d", "e", "f"]) == "['a', 'b', 'c', 'd'] and 2 more"
     assert _few(["a"]) == "['a']"
+
+
+@pytest.mark.parametrize("kw,name,got", [(dict(optimizer=rg.SGD(lr=0.1)), "optimizer", "SGD"),
+                                         (dict(clip_norm=1.0), "clip_norm", "1.0")])
+def test_an_evaluation_only_step_refuses_training_arguments(kw, name, got):
+    """rg.compile(..., backward=False) ignored an optimizer= or clip_norm= silently."""
+    with pytest.raises(ValueError, match=rf"rg.compile\(\.\.\., backward=False\): an evaluation-only step never "
+                                         rf"trains, so it takes no {name} \(got {got}\); leave {name} out"):
+        _lm_step(backward=False, **kw)
+    assert _lm_step(backward=False).optimizer.steps == 0  # without them (rnngraph.lm.Evaluator's call): fine
+
+
+def test_an_evaluation_only_schedule_shows_only_what_it_compiles():
+    """The schedule of rg.compile(..., backward=False) listed the backward it never compiles, and
+    counted it in the totals."""
+    from rnngraph.schedule_export import to_json
+    full, ev = _lm_step(), _lm_step(backward=False)
+    forward, _ = str(full.schedule).split("\nbackward\n")
+    text = str(ev.schedule)
+    assert text.startswith(forward + "\nbackward  none (forward only)\nwork ")
+    # gather, input GEMM, one persistent loop, head GEMM, loss: 5 launches (training: 13)
+    assert text.endswith("launches/window 5\n") and "launches/window 13\n" in str(full.schedule)
+    assert 0 < ev.schedule.work < full.schedule.work / 2 and ev.schedule.critical_path < full.schedule.critical_path
+    assert ev.schedule.backward == () and to_json(ev.schedule)["backward"] == []
+    x = np.ones((4, 3), np.int64)
+    ev.forward(x, x)  # another (T, S), compiled on use: forward only too
+    assert (ev.schedule.window, ev.schedule.streams, ev.schedule.backward) == (4, 3, ())
+    ev.forward(x, x, lengths=[4, 2, 1])  # the variable-length graph's plan
+    assert ev.schedule.graph is ev.net.masked_graph and ev.schedule.backward == ()

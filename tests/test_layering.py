@@ -24,10 +24,12 @@ PACKAGE = Path(__file__).resolve().parent.parent / "rnngraph"
 #: modules above the passes: the code generator, the backends and the API
 ABOVE_PASSES = ("rnngraph.codegen", "rnngraph.executor", "rnngraph.reference", "rnngraph.runtime", "rnngraph.layer",
                 "rnngraph.torch", "rnngraph.cli", "rnngraph.lm", "rnngraph.bench", "rnngraph.loop_env",
-                "rnngraph.data", "rnngraph.schedule_export")
+                "rnngraph.data", "rnngraph.schedule_export", "rnngraph.step_cuda", "rnngraph.step_host",
+                "rnngraph.step_feed", "rnngraph.step_state")
 
 #: what the code generator must not import: the network API and what is built on the generator
-ABOVE_CODEGEN = ("rnngraph.network", "rnngraph.runtime", "rnngraph.layer", "rnngraph.torch", "rnngraph.cli",
+ABOVE_CODEGEN = ("rnngraph.network", "rnngraph.runtime", "rnngraph.step_cuda", "rnngraph.step_host",
+                 "rnngraph.step_feed", "rnngraph.step_state", "rnngraph.layer", "rnngraph.torch", "rnngraph.cli",
                  "rnngraph.lm")
 TRACE = "rnngraph.trace"
 #: the trace package and its modules, by their absolute names

@@ -1,8 +1,9 @@
 """The ``rg.LSHSoftmax`` head on the NumPy backend (G-SLIDE, Pan et al., IEEE TPDS 2022): with
 every class active its training steps equal the dense ``rg.SoftmaxCrossEntropy`` head's (float64,
 1e-12: loss and, through SGD with lr 1, every parameter's gradient), whole windows, a timestep at
-a time (plan="naive") and with lengths; with few active classes only the touched rows move and
-evaluation is dense; the schedule dump; bad arguments; the CUDA backend refuses the head."""
+a time (plan="naive"), with lengths and with ignore_index; with few active classes only the
+touched rows move and evaluation is dense; the schedule dump; bad arguments; the CUDA backend
+refuses the head."""
 import numpy as np
 import pytest
 
@@ -34,6 +35,34 @@ def test_every_class_active_equals_the_dense_head(plan, lengths):
         for name, value in dense.parameters.items():  # SGD(lr=1): the step is the gradient
             np.testing.assert_allclose(before[name] - lsh.parameters[name], before[name] - value, **TOL,
                                        err_msg=name)
+
+
+@pytest.mark.parametrize("ignore", [-100, 0])  # a negative marker, a class id
+def test_ignore_index_equals_the_dense_head_and_the_clock_skips_ignored_columns(ignore):
+    dense = _step(rg.SoftmaxCrossEntropy(V, ignore_index=ignore))
+    lsh = _step(rg.LSHSoftmax(V, ALL_ACTIVE, seed=5, ignore_index=ignore))
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(size=(T, S, I)), rng.integers(1, V, size=(T, S))
+    y[0, 0] = y[2, 1] = ignore
+    before = {k: v.copy() for k, v in dense.parameters.items()}
+    loss = lsh.train(x, y)
+    assert loss == pytest.approx(dense.train(x, y), rel=0, abs=1e-12)
+    # by hand: the dense head's mean over the 4 counted columns of the step before the update
+    fresh = _step(rg.LSHSoftmax(V, ALL_ACTIVE))  # the parameters of `before`: same names and draws
+    logits = rg.LSHSoftmax.dense_logits(fresh.forward(x).outputs["layer0.h_next"], before)
+    log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    counted = y != ignore
+    want = -np.mean(np.take_along_axis(log_p, np.where(counted, y, 1)[..., None], -1)[..., 0][counted])
+    assert loss == pytest.approx(want, rel=1e-12)
+    for name, value in dense.parameters.items():
+        np.testing.assert_allclose(before[name] - lsh.parameters[name], before[name] - value, **TOL, err_msg=name)
+    assert lsh._lsh.index.clock.samples == T * S - 2  # the index's rebuild clock counts the 4 columns
+    x2 = rng.normal(size=(T, S, I))
+    after = {k: v.copy() for k, v in lsh.parameters.items()}
+    assert lsh.train(x2, np.full((T, S), ignore)) == 0.0  # every target ignored: loss 0, gradient 0
+    for name, value in lsh.parameters.items():
+        np.testing.assert_array_equal(value, after[name], err_msg=name)
+    assert lsh._lsh.index.clock.samples == T * S - 2
 
 
 def test_few_active_classes_touch_few_rows_and_evaluation_is_dense():
@@ -69,6 +98,10 @@ def test_schedule_dump_and_memory_show_the_lsh_head():
     (lambda: rg.LSHSoftmax(200, config={"L": 0}), r"rg.LSHSoftmax\(200, .*LSHConfig.L"),
     (lambda: rg.LSHSoftmax(200, config=(6, 50)), r"rg.LSHSoftmax\(200, .*must be an rnngraph.lsh.LSHConfig"),
     (lambda: rg.LSHSoftmax(200, seed=-1), r"rg.LSHSoftmax\(200, seed=-1\)"),
+    (lambda: rg.LSHSoftmax(200, ignore_index=200), r"rg.LSHSoftmax\(200, ignore_index=200\): ignore_index must be "
+                                                   r"None or an integer in \[-2147483648, 200\)"),
+    (lambda: rg.LSHSoftmax(200, ignore_index=True), r"rg.LSHSoftmax\(200, ignore_index=True\)"),
+    (lambda: rg.LSHSoftmax(200, ignore_index=-2**31 - 1), r"rg.LSHSoftmax\(200, ignore_index=-2147483649\)"),
 ])
 def test_bad_arguments_name_the_head(make, match):
     with pytest.raises(GraphError, match=match):
@@ -79,6 +112,9 @@ def test_cuda_backend_refuses_the_head_at_compile(monkeypatch):
     monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")  # the simulator counts as CUDA: refused there too
     net = rg.Sequential(rg.cells.lstm(hidden=H), rg.LSHSoftmax(V, FEW_ACTIVE), input_size=I)
     with pytest.raises(GraphError, match=r"LSHSoftmax\(11, K=2, L=2, min_active=3\): the compiled CUDA training step has no LSH head"):
+        rg.compile(net, window=T, streams=S, device="cuda")
+    net = rg.Sequential(rg.cells.lstm(hidden=H), rg.LSHSoftmax(V, FEW_ACTIVE, ignore_index=-1), input_size=I)
+    with pytest.raises(GraphError, match=r"LSHSoftmax\(11, K=2, L=2, min_active=3, ignore_index=-1\): the CUDA"):
         rg.compile(net, window=T, streams=S, device="cuda")
 
 

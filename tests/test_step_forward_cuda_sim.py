@@ -87,6 +87,7 @@ def test_an_evaluation_only_step_has_no_backward_and_refuses_to_train():
     net = rg.stacked(rg.cells.lstm, 1, 4, vocab=5, embed=3)
     full, ev = (rg.compile(net, window=2, streams=2, device="cuda", seed=1, backward=b) for b in (True, False))
     assert "_bwd_" in full.kernels and "_bwd_" not in ev.kernels and ev._cuda.program.backward_plan == []
+    assert full.schedule.backward and ev.schedule.backward == ()  # what it compiles: its dump shows no backward
     x = np.array([[1, 2], [3, 4]])
     assert ev.forward(x, x).loss == pytest.approx(full.forward(x, x).loss, abs=1e-6)
     with pytest.raises(RuntimeError, match="backward=False"):

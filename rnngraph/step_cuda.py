@@ -1,0 +1,38 @@
+"""A TrainingStep on the CUDA backend (rnngraph/codegen/step.py): its backends, one per compiled
+(T, S), and its training and forward calls.
+
+A training call enqueues the step and returns a :class:`rnngraph.lazy_loss.LazyLoss`; the
+previous call is settled first (its step count seeds the dropout masks), and its results reach
+the step through ``TrainingOutcome._cuda_finished`` (rnngraph/step_outcome.py).
+"""
+from __future__ import annotations
+
+from .reference import mean_loss
+from .step_forward import StepForward
+from .step_lengths import step_result
+
+
+def cuda_backend(step, schedule, params, tuning, share=None):
+    """The CUDA backend of ``schedule`` for ``step`` (its optimizer, clip norm, dropout seed and
+    backward flag); ``share``: the backend of another (T, S) of the step, whose parameters and
+    optimizer slots it uses (``params`` is then None)."""
+    from .codegen.step import CudaBackend
+    return CudaBackend(schedule, params, step.optimizer, step.clip_norm, dropout_seed=step.seed, share=share,
+                       tuning=tuning, backward=step.backward)
+
+
+def cuda_train(step, feed: dict):
+    """One training call of ``step`` on its current CUDA backend; returns the LazyLoss."""
+    step._cuda.settle()  # the previous call (its step count seeds the masks)
+    if step.dropout:
+        step._cuda.train_masks(step.optimizer.steps)
+    return step._cuda.train(feed, step._loss_columns(feed), on_finish=step._cuda_finished)
+
+
+def cuda_forward(step, feed: dict, names, carry: bool, all_values: bool, with_loss: bool) -> StepForward:
+    """One forward call of ``step`` on its current CUDA backend, without dropout (masks of ones)."""
+    if step.dropout:
+        step._cuda.ones_masks()
+    values, states, final = step._cuda.forward(feed, names, carry, every_value=all_values)
+    loss = mean_loss(values[step.graph.loss], step._loss_columns(feed)) if with_loss else None
+    return step_result(step.net, step._masked, values, loss, states, final, all_values)
