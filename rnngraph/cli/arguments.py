@@ -62,7 +62,8 @@ def chunk_choice(text: str):
 #: ``--chunk``'s help, less its default.
 CHUNK_HELP = (f"compute the output layer and softmax N classes of the vocabulary at a time (memory O(T*S*N), not "
               f"O(T*S*V); the same parameters and loss as the dense head); none: the dense head; auto: chunks of "
-              f"{AUTO_CHUNK:,} when the vocabulary has more than {AUTO_CHUNK_ABOVE:,} tokens, else none")
+              f"{AUTO_CHUNK:,} when the vocabulary has more than {AUTO_CHUNK_ABOVE:,} tokens, else none; an N above "
+              f"the vocabulary's size is lowered to it (one chunk), with a note")
 
 
 @dataclass(frozen=True)

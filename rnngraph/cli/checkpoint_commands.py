@@ -8,7 +8,8 @@ from ..data import CorpusError
 from ..lm import (Evaluator, LMConfig, build_network, canonical_corpus, describe_loss, generate, load_checkpoint,
                   load_corpus, unit)
 from .arguments import CHUNK_HELP, chunk_choice, nonnegative_int, positive_float, positive_int
-from .step_setup import _apply, _check_memory, _checkpoint_config, _chunked, _compile, _device, _footprint, _model
+from .step_setup import (_apply, _check_memory, _checkpoint_config, _chunked, _compile, _device, _footprint,
+                         _head_words, _model)
 
 
 CELL_OVERRIDE = ("run this cell instead of the one stored in the checkpoint: file.py (the checkpoint's function "
@@ -88,5 +89,6 @@ def run_eval(args) -> int:
               f"vocabulary: they are scored as <unk>", file=sys.stderr)
     nats, count = evaluator(step.parameters, ids)
     print(f"{args.split} {describe_loss(nats, cfg.level)}  ({nats:.4f} nats/{unit(cfg.level)}, "
-          f"{count:,} {unit(cfg.level)}s of {corpus.name}, checkpoint step {ck.step:,})")
+          f"{count:,} {unit(cfg.level)}s of {corpus.name}, {_head_words(cfg, len(ck.vocab))}, checkpoint step "
+          f"{ck.step:,})")
     return 0

@@ -85,7 +85,8 @@ class _Trainer:
             raise CheckpointError(f"{self.ckdir}: the corpus {cfg.corpus} has changed since the checkpoint "
                                   f"(its vocabulary differs)")
         # the head's chunk: a new run's from --chunk (auto by default), a resumed run's stays unless given
-        self.cfg = cfg = _chunked(cfg, "auto" if args.chunk is None and ck is None else args.chunk, len(self.vocab))
+        self.cfg = cfg = _chunked(cfg, "auto" if args.chunk is None and ck is None else args.chunk, len(self.vocab),
+                                 sys.stdout)  # with the banner (quiet on the other processes of --distributed)
         self.net = build_network(cfg, len(self.vocab))
         self.train_ids = self.vocab.encode(corpus.train)
         need, what = cfg.window * cfg.streams + 1, unit(cfg.level)
