@@ -108,6 +108,28 @@ def test_sample_of_a_chunked_checkpoint_draws_from_the_dense_heads_logits(capsys
         lm.sample(lm.build_network(ck.config, len(ck.vocab)), ck.params, ck.vocab, "", 8)
 
 
+def test_sample_names_the_prime_words_outside_the_vocabulary(capsys, chunked):
+    ck = load_checkpoint(chunked)
+    code, out, err = run(capsys, "sample", "--checkpoint", chunked, "--prime", "She zebra was Quux zebra", "--length", 4)
+    assert code == 0, err
+    assert err.strip() == ("note: --prime: 3 of its 5 words are not in the checkpoint's vocabulary "
+                           f"({len(ck.vocab)} words) and are fed to the network as <unk>: 'zebra', 'quux'")
+    dense = lm.build_network(ck.config, len(ck.vocab), dropout=0.0, dense=True)
+    assert out == "She zebra was Quux zebra " + lm.sample(dense, ck.params, ck.vocab, "she <unk> was <unk> <unk>", 4) + "\n"
+    code, _, err = run(capsys, "sample", "--checkpoint", chunked, "--prime", "She was", "--length", 4)
+    assert code == 0 and err == ""  # every word known: no note
+
+
+def test_sample_takes_chunk_and_says_it_changes_nothing(capsys, chunked):
+    plain = run(capsys, "sample", "--checkpoint", chunked, "--length", 6, "--seed", 2)[1]
+    code, out, err = run(capsys, "sample", "--checkpoint", chunked, "--length", 6, "--seed", 2, "--chunk", 4)
+    assert code == 0 and out == plain
+    assert err.strip() == "note: --chunk changes nothing in sample: it draws from the dense head's logits (the same parameters)"
+    assert cli.main(["sample", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--chunk N|auto|none changes nothing here" in text and "`rnngraph train --help`" in text
+
+
 def test_complete_with_a_chunked_checkpoint_scores_as_the_dense_head(capsys, tmp_path, chunked):
     questions = tmp_path / "q.txt"
     words = ["at", "the", "and", "his", "you"]  # "at" is not in the training text
