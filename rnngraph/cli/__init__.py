@@ -38,7 +38,7 @@ from ..debug import debug_level
 from ..errors import GraphError
 from ..lm import CheckpointError
 from ..memory import NotEnoughMemory
-from .arguments import PROG, CLIError, Command, _Parser
+from .arguments import PROG, CLIError, Command, Reported, _Parser
 from .bench_command import _bench_arguments, run_bench
 from .checkpoint_commands import _eval_arguments, _sample_arguments, run_eval, run_sample
 from .complete_command import _complete_arguments, run_complete
@@ -86,6 +86,12 @@ def _one_line(exc: BaseException) -> str:
     return " | ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
+def _where(exc: BaseException) -> str:
+    """``process R of N: `` for an error of one process of a --distributed run, else nothing."""
+    process = getattr(exc, "process", None)
+    return f"{process}: " if process else ""
+
+
 def _silence_stdout() -> None:
     """Point stdout at the null device, so that flushing it at exit cannot fail again."""
     try:
@@ -129,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with np.errstate(all="ignore"):  # a non-finite loss is reported in flags below, not as NumPy warnings
             return int(args.run(args) or 0)
+    except Reported:  # another process of a --distributed run prints the line
+        return 1
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
@@ -140,12 +148,12 @@ def main(argv: list[str] | None = None) -> int:
             raise
         text = _one_line(exc) if isinstance(exc, NotEnoughMemory) else \
             f"out of memory ({_one_line(exc)}): {_command(args.command).shrink}"
-        print(f"{PROG}: error: {text}", file=sys.stderr)
+        print(f"{PROG}: error: {_where(exc)}{text}", file=sys.stderr)
         return 1
     except (CLIError, GraphError, CorpusError, CheckpointError, CellFileError, ValueError, OSError,
             ImportError, FloatingPointError) as exc:  # ImportError: an optional dependency (rdata for the
         # Austen corpus); FloatingPointError: a window whose loss or gradients were not finite
         if debug:
             raise
-        print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
+        print(f"{PROG}: error: {_where(exc)}{_one_line(exc)}", file=sys.stderr)
         return 1

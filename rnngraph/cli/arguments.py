@@ -17,6 +17,11 @@ class CLIError(Exception):
     """A user error found by the CLI itself; its message is printed as one line."""
 
 
+class Reported(Exception):
+    """This process failed and another process of the same ``--distributed`` run prints the one
+    line for it: exit 1 without a message."""
+
+
 class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose usage errors are one line: ``rnngraph: error: ...``."""
 
