@@ -2,7 +2,9 @@
 
 0 (unset, empty, ``0``, ``false``, ``no``, ``off``): nothing; 1 (``1``, ``true``, ``yes``,
 ``on``): the verifier between passes, tracebacks instead of one-line CLI errors, each GPU
-kernel's compile or load time; 2 and above: also each pass's result printed.
+kernel's compile or load time (in the CLI a kernel's first only, the repeats counted in one line
+at the end); 2 and above: also a summary of the plan after each pass, on stderr, once per
+distinct compile (rnngraph/passes/__init__.py).
 """
 from __future__ import annotations
 

@@ -30,6 +30,8 @@ connection closes.
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from .shards import join_states, split_states, stream_range
@@ -38,7 +40,27 @@ from .shards import join_states, split_states, stream_range
 class PeerFailure(RuntimeError):
     """A collective operation of data-parallel training failed: another process died, or did not
     answer within the process group's timeout. The parameters of this process are those of the
-    last completed step (nothing was updated)."""
+    last completed step (nothing was updated). ``rank`` and ``world`` name this process, ``what``
+    the operation (with the step), ``cause`` the backend's message in short (:func:`short_cause`)."""
+
+    def __init__(self, rank: int, world: int, what: str, cause: str):
+        super().__init__(f"data-parallel training, process {rank} of {world}: {what} failed: another process has "
+                         f"died or did not answer within the process group's timeout "
+                         f"(init_process_group(timeout=...)): {cause}")
+        self.rank, self.world, self.what, self.cause = rank, world, what, cause
+
+
+_SOURCE_PREFIX = re.compile(r"^\[[^\]\s]+:\d+\]\s*")  # gloo's "[.../gloo/transport/tcp/pair.cc:537] "
+
+
+def short_cause(text: str, width: int = 160) -> str:
+    """A backend's error message in short: its first line, less gloo's ``[source.cc:line]`` prefix
+    and the advice after the first sentence ("This is typically caused by ... GLHF!"), at most
+    ``width`` characters."""
+    lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
+    first = _SOURCE_PREFIX.sub("", lines[0]) if lines else ""
+    first = re.split(r"(?<=[^.\s]{2})\.\s", first, maxsplit=1)[0].rstrip(".")
+    return first if len(first) <= width else first[: width - 3] + "..."
 
 
 def _dist():
@@ -54,10 +76,7 @@ def collective(what: str, call, step=None):
         return call()
     except (RuntimeError, dist.DistError) as e:  # DistBackendError, gloo's closed connections and timeouts
         at = f" at step {step.optimizer.steps}" if step is not None else ""
-        raise PeerFailure(
-            f"data-parallel training, process {dist.get_rank()} of {dist.get_world_size()}: {what}{at} "
-            f"failed: another process has died or did not answer within the process group's timeout "
-            f"(init_process_group(timeout=...)): {str(e).strip().splitlines()[0]}") from e
+        raise PeerFailure(dist.get_rank(), dist.get_world_size(), f"{what}{at}", short_cause(str(e) or repr(e))) from e
 
 
 class _GradientReducer:

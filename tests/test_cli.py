@@ -61,6 +61,14 @@ def test_sample_prints_prime_and_length_characters(capsys, trained):
     assert again == out  # seeded
 
 
+def test_sample_names_the_prime_characters_outside_the_vocabulary(capsys, trained):
+    code, out, err = run(capsys, "sample", "--checkpoint", trained, "--prime", "she Zq", "--length", 3)
+    assert code == 0 and out.startswith("she Zq") and len(out) == len("she Zq") + 3 + 1, (out, err)
+    V = len(load_checkpoint(trained).vocab)
+    assert err.strip() == (f"note: --prime: 2 of its 6 chars are not in the checkpoint's vocabulary ({V} chars) and "
+                           f"are fed to the network as <unk>: 'Z', 'q'")
+
+
 def test_eval_prints_bits_per_char(capsys, trained):
     code, out, err = run(capsys, "eval", "--checkpoint", trained, "--split", "test")
     assert code == 0, err

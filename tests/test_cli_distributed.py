@@ -17,12 +17,13 @@ ROOT = Path(__file__).resolve().parent.parent
 FLAGS = [*TINY, "--dtype", "float64", "--dropout", "0.2", "--eval-every", "2"]
 
 
-def torchrun(nproc: int, *argv) -> subprocess.CompletedProcess:
-    """``torchrun --nproc-per-node nproc -m rnngraph train --distributed *argv`` on a free port; its
-    process group is killed should it run past 120 s (no process is left behind)."""
+def torchrun(nproc: int, *argv, program=("-m", "rnngraph")) -> subprocess.CompletedProcess:
+    """``torchrun --nproc-per-node nproc -m rnngraph train --distributed *argv`` (or another
+    ``program``) on a free port; its process group is killed should it run past 120 s (no process
+    is left behind)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--master-addr",
-           "127.0.0.1", "--master-port", str(free_port()), "-m", "rnngraph", "train", "--distributed",
+           "127.0.0.1", "--master-port", str(free_port()), *map(str, program), "train", "--distributed",
            *map(str, argv)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             process_group=0)
@@ -77,3 +78,57 @@ def test_distributed_outside_torchrun_is_a_one_line_error(capsys, monkeypatch, t
     assert_one_line_error(code, err, "--distributed trains on the CPU", "--device cpu")
     code, _, err = run(capsys, "train", "--corpus", text_file, *small, "--device", "cpu", "--streams", "1", "--distributed")
     assert_one_line_error(code, err, "--streams 1: fewer streams than the 2 processes")
+
+
+#: ``rnngraph`` with one process failing on its own: process RANK_THAT_FAILS's corpus cannot be read
+#: (during the set-up), or its checkpoint cannot be written (after training has started).
+ONE_FAILS = """\
+import os, sys
+import rnngraph.cli.train as train
+from rnngraph import cli
+
+if os.environ["RANK"] == os.environ["RANK_THAT_FAILS"]:
+    def fail(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+    setattr(train, os.environ["WHAT_FAILS"], fail)
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def assert_one_error_line(run, line):
+    """A failed torchrun whose processes printed one line, ``line``, and no traceback of rnngraph's."""
+    assert run.returncode != 0
+    ours = [x for x in run.stderr.splitlines() if x.startswith("rnngraph: ")]
+    assert ours == [line], run.stderr
+    assert "rnngraph/cli" not in run.stderr and "rnngraph/distributed" not in run.stderr, run.stderr  # no frame of ours
+
+
+def test_an_error_every_process_meets_is_one_line_from_process_0(tmp_path):
+    run = torchrun(2, "--corpus", tmp_path / "missing.txt", *TINY, "--steps", 2)
+    assert_one_error_line(run, f"rnngraph: error: {tmp_path / 'missing.txt'}: no such file")
+    assert "local_rank: 0" in run.stderr  # torchrun's summary: process 0, the one that said it, failed first
+
+
+@pytest.mark.parametrize("rank, what, line", [
+    (1, "load_corpus", "rnngraph: error: process 1 of 2: [Errno 28] No space left on device"),
+    (0, "save_checkpoint", "rnngraph: error: process 0 of 2: [Errno 28] No space left on device"),
+], ids=["set-up", "checkpoint"])
+def test_an_error_of_one_process_is_one_line_naming_it(monkeypatch, tmp_path, text_file, rank, what, line):
+    script = tmp_path / "one_fails.py"
+    script.write_text(ONE_FAILS, encoding="utf-8")
+    monkeypatch.setenv("RANK_THAT_FAILS", str(rank))
+    monkeypatch.setenv("WHAT_FAILS", what)
+    run = torchrun(2, "--corpus", text_file, *TINY, "--steps", 4, "--eval-every", 2, "--checkpoint", tmp_path / "ck",
+                   program=[script])
+    assert_one_error_line(run, line)
+
+
+def test_a_gloo_message_is_cut_to_its_first_sentence():
+    from rnngraph.distributed import short_cause
+    gloo = ("[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:65160: "
+            "Connection reset by peer. This is typically caused by a remote worker hanging or bugs in the "
+            "application. Check the logs of the remote worker before reporting an error. GLHF!")
+    assert short_cause(gloo) == "Read error [127.0.0.1]:65160: Connection reset by peer"
+    assert short_cause("[../gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 5000ms for recv operation "
+                       "to complete\nException raised from ...") == "Timed out waiting 5000ms for recv operation to complete"
+    assert short_cause("x" * 300) == "x" * 157 + "..."

@@ -73,11 +73,27 @@ def test_chunk_is_stored_and_a_resumed_run_keeps_or_changes_it(capsys, tmp_path,
     assert load_checkpoint(ck).config.chunk is None
 
 
+def test_a_chunk_above_the_vocabulary_is_lowered_to_it_with_a_note(capsys, tmp_path, text_file):
+    ck = tmp_path / "ck"
+    code, out, err = train(capsys, text_file, ck, *WORD, "--chunk", 100000, steps=1)
+    assert code == 0, err
+    V = len(load_checkpoint(ck).vocab)
+    assert V < 100000 and load_checkpoint(ck).config.chunk == V  # one chunk of every class, stored as such
+    assert f"note: --chunk 100,000 is more than the vocabulary's {V} words: the softmax runs in one chunk of {V}" \
+        in out and f"softmax in chunks of {V})" in out
+    code, out, err = run(capsys, "eval", "--checkpoint", ck, "--device", "cpu", "--streams", 2, "--chunk", V + 1)
+    assert code == 0 and f"note: --chunk {V + 1} is more than the vocabulary's {V} words" in err, err
+    assert f"softmax head in chunks of {V} of the {V} classes" in out
+
+
 def test_eval_of_a_chunked_checkpoint_reports_the_dense_heads_perplexity(capsys, chunked):
     code, out, err = run(capsys, "eval", "--checkpoint", chunked, "--device", "cpu", "--streams", 2)
     assert code == 0, err
     assert "perplexity" in out
+    V = len(load_checkpoint(chunked).vocab)
+    assert f", softmax head in chunks of 4 of the {V} classes, checkpoint step 2)" in out  # the head it evaluated with
     dense = run(capsys, "eval", "--checkpoint", chunked, "--device", "cpu", "--streams", 2, "--chunk", "none")[1]
+    assert ", dense softmax head, checkpoint step 2)" in dense and "chunks" not in dense
     assert nats(out) == pytest.approx(nats(dense), abs=2e-4)  # float32, the same parameters
     assert nats(out) > 1.0  # 2 steps: far from fitting 20 words
 
@@ -90,6 +106,28 @@ def test_sample_of_a_chunked_checkpoint_draws_from_the_dense_heads_logits(capsys
     assert out == lm.sample(dense, ck.params, ck.vocab, "", 8, seed=1) + "\n"
     with pytest.raises(ValueError, match="dense head"):  # the chunked network outputs the hidden state
         lm.sample(lm.build_network(ck.config, len(ck.vocab)), ck.params, ck.vocab, "", 8)
+
+
+def test_sample_names_the_prime_words_outside_the_vocabulary(capsys, chunked):
+    ck = load_checkpoint(chunked)
+    code, out, err = run(capsys, "sample", "--checkpoint", chunked, "--prime", "She zebra was Quux zebra", "--length", 4)
+    assert code == 0, err
+    assert err.strip() == ("note: --prime: 3 of its 5 words are not in the checkpoint's vocabulary "
+                           f"({len(ck.vocab)} words) and are fed to the network as <unk>: 'zebra', 'quux'")
+    dense = lm.build_network(ck.config, len(ck.vocab), dropout=0.0, dense=True)
+    assert out == "She zebra was Quux zebra " + lm.sample(dense, ck.params, ck.vocab, "she <unk> was <unk> <unk>", 4) + "\n"
+    code, _, err = run(capsys, "sample", "--checkpoint", chunked, "--prime", "She was", "--length", 4)
+    assert code == 0 and err == ""  # every word known: no note
+
+
+def test_sample_takes_chunk_and_says_it_changes_nothing(capsys, chunked):
+    plain = run(capsys, "sample", "--checkpoint", chunked, "--length", 6, "--seed", 2)[1]
+    code, out, err = run(capsys, "sample", "--checkpoint", chunked, "--length", 6, "--seed", 2, "--chunk", 4)
+    assert code == 0 and out == plain
+    assert err.strip() == "note: --chunk changes nothing in sample: it draws from the dense head's logits (the same parameters)"
+    assert cli.main(["sample", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--chunk N|auto|none changes nothing here" in text and "`rnngraph train --help`" in text
 
 
 def test_complete_with_a_chunked_checkpoint_scores_as_the_dense_head(capsys, tmp_path, chunked):

@@ -84,6 +84,27 @@ def test_reader_reads_both_forms_alike(tmp_path, text):
     assert qs[1].line == (6 if text is MACHINE else 8)
 
 
+def test_reader_takes_both_forms_in_one_file(tmp_path):
+    machine_1, machine_2 = MACHINE[:MACHINE.index("2a)")], MACHINE[MACHINE.index("2a)"):]
+    blank_1, blank_2 = BLANK[:BLANK.index("2)")], BLANK[BLANK.index("2)"):]
+    for text, second_line in ((machine_1 + blank_2, 6), (blank_1 + machine_2, 8), (machine_1 + blank_2 + "\n" +
+                              machine_2.replace("2", "3"), 6)):
+        qs = read_questions(write(tmp_path, "q.txt", text))
+        assert [q.line for q in qs][:2] == [1, second_line]
+        assert qs[0].sentences[0] == "she was not at home to her sister ."
+        assert qs[1].candidates == ("home", "father", "letter", "sister", "she")
+        assert qs[1].sentences[2] == "he had a letter from his father ."
+    assert [q.number for q in qs] == [1, 2, 3] and qs[2].line == 13 and qs[2].sentences == qs[1].sentences
+
+
+def test_a_candidate_line_after_a_machine_form_question_names_the_line(tmp_path):
+    path = write(tmp_path, "q.txt", MACHINE[:MACHINE.index("2a)")] + "    a) home\n")
+    with pytest.raises(QuestionsError) as info:
+        read_questions(path)
+    assert str(info.value) == (f"{path}, line 6: expected '1a) ... [word] ...' (as the lines before) or a question "
+                               f"'1) ... _____ ...', got 'a) home'")
+
+
 @pytest.mark.parametrize("text", ["1d) he could [swear] to it .\n2b) ...[x]\n", "1) [d] swear\n2) b\n", "1 d\n2 b\n"],
                          ids=["machine", "bracketed-letter", "bare-letter"])
 def test_answers_forms(tmp_path, text):

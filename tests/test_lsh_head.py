@@ -114,7 +114,7 @@ def test_cuda_backend_refuses_the_head_at_compile(monkeypatch):
     with pytest.raises(GraphError, match=r"LSHSoftmax\(11, K=2, L=2, min_active=3\): the compiled CUDA training step has no LSH head"):
         rg.compile(net, window=T, streams=S, device="cuda")
     net = rg.Sequential(rg.cells.lstm(hidden=H), rg.LSHSoftmax(V, FEW_ACTIVE, ignore_index=-1), input_size=I)
-    with pytest.raises(GraphError, match=r"LSHSoftmax\(11, K=2, L=2, min_active=3, ignore_index=-1\): the CUDA"):
+    with pytest.raises(GraphError, match=r"LSHSoftmax\(11, K=2, L=2, min_active=3, ignore_index=-1\): the compiled CUDA training step"):
         rg.compile(net, window=T, streams=S, device="cuda")
 
 

@@ -38,7 +38,7 @@ from ..debug import debug_level
 from ..errors import GraphError
 from ..lm import CheckpointError
 from ..memory import NotEnoughMemory
-from .arguments import PROG, CLIError, Command, _Parser
+from .arguments import PROG, CLIError, Command, Reported, _Parser
 from .bench_command import _bench_arguments, run_bench
 from .checkpoint_commands import _eval_arguments, _sample_arguments, run_eval, run_sample
 from .complete_command import _complete_arguments, run_complete
@@ -86,6 +86,12 @@ def _one_line(exc: BaseException) -> str:
     return " | ".join(line.strip() for line in text.splitlines() if line.strip())
 
 
+def _where(exc: BaseException) -> str:
+    """``process R of N: `` for an error of one process of a --distributed run, else nothing."""
+    process = getattr(exc, "process", None)
+    return f"{process}: " if process else ""
+
+
 def _silence_stdout() -> None:
     """Point stdout at the null device, so that flushing it at exit cannot fail again."""
     try:
@@ -97,15 +103,42 @@ def _silence_stdout() -> None:
     os.close(devnull)
 
 
-def _log_compiles() -> None:
-    """Each kernel's compile or cache-load time on stderr (``rnngraph.compile`` logger)."""
+class _FirstOfEachKernel:
+    """A logging filter: a kernel's compile or cache-load line the first time only (a kernel is
+    loaded again for each compiled shape); the repeats are counted for :meth:`summary`."""
+
+    def __init__(self):
+        self.seen, self.repeats, self.seconds = set(), 0, 0.0
+
+    def filter(self, record) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        if record.msg != "rnngraph: %s %s in %.2f s" or len(args) != 3:
+            return True
+        if args[:2] not in self.seen:
+            self.seen.add(args[:2])
+            return True
+        self.repeats, self.seconds = self.repeats + 1, self.seconds + float(args[2])
+        return False
+
+    def summary(self) -> str | None:
+        return (f"{PROG}: and {self.repeats:,} more compiles or loads of the kernels above ({self.seconds:.2f} s)"
+                if self.repeats else None)
+
+
+def _log_compiles() -> _FirstOfEachKernel:
+    """Each kernel's compile or cache-load time on stderr (``rnngraph.compile`` logger), a kernel's
+    first only; returns the filter that counts the rest."""
     import logging
     log = logging.getLogger("rnngraph.compile")
+    first = _FirstOfEachKernel()
     if not log.handlers:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(message)s"))
         log.addHandler(handler)
+    for handler in log.handlers:
+        handler.filters = [f for f in handler.filters if not isinstance(f, _FirstOfEachKernel)] + [first]
     log.setLevel(logging.INFO)
+    return first
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,11 +157,22 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
-    if debug:
-        _log_compiles()
+    kernels = _log_compiles() if debug else None
+    try:
+        return _run(args, debug)
+    finally:
+        said = kernels.summary() if kernels is not None else None
+        if said:
+            print(said, file=sys.stderr)
+
+
+def _run(args, debug: int) -> int:
+    """``args.run(args)``, its errors made exit codes and one-line messages (see :func:`main`)."""
     try:
         with np.errstate(all="ignore"):  # a non-finite loss is reported in flags below, not as NumPy warnings
             return int(args.run(args) or 0)
+    except Reported:  # another process of a --distributed run prints the line
+        return 1
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
@@ -140,12 +184,12 @@ def main(argv: list[str] | None = None) -> int:
             raise
         text = _one_line(exc) if isinstance(exc, NotEnoughMemory) else \
             f"out of memory ({_one_line(exc)}): {_command(args.command).shrink}"
-        print(f"{PROG}: error: {text}", file=sys.stderr)
+        print(f"{PROG}: error: {_where(exc)}{text}", file=sys.stderr)
         return 1
     except (CLIError, GraphError, CorpusError, CheckpointError, CellFileError, ValueError, OSError,
             ImportError, FloatingPointError) as exc:  # ImportError: an optional dependency (rdata for the
         # Austen corpus); FloatingPointError: a window whose loss or gradients were not finite
         if debug:
             raise
-        print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
+        print(f"{PROG}: error: {_where(exc)}{_one_line(exc)}", file=sys.stderr)
         return 1

@@ -17,6 +17,11 @@ class CLIError(Exception):
     """A user error found by the CLI itself; its message is printed as one line."""
 
 
+class Reported(Exception):
+    """This process failed and another process of the same ``--distributed`` run prints the one
+    line for it: exit 1 without a message."""
+
+
 class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose usage errors are one line: ``rnngraph: error: ...``."""
 
@@ -62,7 +67,8 @@ def chunk_choice(text: str):
 #: ``--chunk``'s help, less its default.
 CHUNK_HELP = (f"compute the output layer and softmax N classes of the vocabulary at a time (memory O(T*S*N), not "
               f"O(T*S*V); the same parameters and loss as the dense head); none: the dense head; auto: chunks of "
-              f"{AUTO_CHUNK:,} when the vocabulary has more than {AUTO_CHUNK_ABOVE:,} tokens, else none")
+              f"{AUTO_CHUNK:,} when the vocabulary has more than {AUTO_CHUNK_ABOVE:,} tokens, else none; an N above "
+              f"the vocabulary's size is lowered to it (one chunk), with a note")
 
 
 @dataclass(frozen=True)

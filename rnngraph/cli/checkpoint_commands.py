@@ -4,11 +4,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..data import CorpusError
+from ..data import CorpusError, tokenize_words
 from ..lm import (Evaluator, LMConfig, build_network, canonical_corpus, describe_loss, generate, load_checkpoint,
                   load_corpus, unit)
 from .arguments import CHUNK_HELP, chunk_choice, nonnegative_int, positive_float, positive_int
-from .step_setup import _apply, _check_memory, _checkpoint_config, _chunked, _compile, _device, _footprint, _model
+from .step_setup import (_apply, _check_memory, _checkpoint_config, _chunked, _compile, _device, _footprint,
+                         _head_words, _model)
 
 
 CELL_OVERRIDE = ("run this cell instead of the one stored in the checkpoint: file.py (the checkpoint's function "
@@ -28,12 +29,38 @@ def _sample_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--temperature", metavar="TAU", type=positive_float, default=1.0,
                    help="divide the logits by this before the softmax (default 1.0)")
     p.add_argument("--seed", metavar="SEED", type=int, default=0, help="sampling seed (default 0)")
+    p.add_argument("--chunk", metavar="N|auto|none", type=chunk_choice,
+                   help="changes nothing here (taken so that train's, eval's and complete's flags can be given): "
+                        "sample always draws from the dense head's logits over the whole vocabulary, rebuilt from "
+                        "the same parameters whatever head the checkpoint was trained with; what --chunk does: "
+                        "`rnngraph train --help` and README.md, 'The command line'")
+
+
+def _prime_note(vocab, prime: str, level: str) -> str | None:
+    """The note for a --prime with tokens outside the checkpoint's vocabulary, which the network is
+    fed as <unk> (tokens as the vocabulary encodes them: lowercased words at word level,
+    characters else), naming them; None when every token is known."""
+    tokens = tokenize_words(prime) if vocab.kind == "word" else list(prime)
+    outside = [t for t in tokens if t not in vocab.index]
+    if not outside:
+        return None
+    distinct = list(dict.fromkeys(outside))
+    shown = ", ".join(repr(t) for t in distinct[:8]) + (f" and {len(distinct) - 8} more" if len(distinct) > 8 else "")
+    return (f"note: --prime: {len(outside)} of its {len(tokens)} {unit(level)}s are not in the checkpoint's "
+            f"vocabulary ({len(vocab):,} {unit(level)}s) and are fed to the network as <unk>: {shown}")
 
 
 def run_sample(args) -> int:
-    """Print --prime, then each token as it is drawn (flushed: the text appears as it comes)."""
+    """Print --prime, then each token as it is drawn (flushed: the text appears as it comes).
+    Notes on stderr: a --prime with tokens outside the vocabulary; --chunk (the dense head samples)."""
     ck = load_checkpoint(args.checkpoint)
     cfg = _checkpoint_config(ck, args.cell)
+    if args.chunk is not None:
+        print("note: --chunk changes nothing in sample: it draws from the dense head's logits (the same parameters)",
+              file=sys.stderr, flush=True)
+    note = _prime_note(ck.vocab, args.prime, cfg.level)
+    if note:
+        print(note, file=sys.stderr, flush=True)
     net = build_network(cfg, len(ck.vocab), dropout=0.0, dense=True)  # never drops; the logits, chunked or not
     _check_memory(_footprint(net, 1, 1, cfg.dtype, "cpu", False), f"sampling from {args.checkpoint} ({_model(cfg)})",
                   "sample on a machine with more memory")
@@ -88,5 +115,6 @@ def run_eval(args) -> int:
               f"vocabulary: they are scored as <unk>", file=sys.stderr)
     nats, count = evaluator(step.parameters, ids)
     print(f"{args.split} {describe_loss(nats, cfg.level)}  ({nats:.4f} nats/{unit(cfg.level)}, "
-          f"{count:,} {unit(cfg.level)}s of {corpus.name}, checkpoint step {ck.step:,})")
+          f"{count:,} {unit(cfg.level)}s of {corpus.name}, {_head_words(cfg, len(ck.vocab))}, checkpoint step "
+          f"{ck.step:,})")
     return 0

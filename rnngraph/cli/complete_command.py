@@ -21,7 +21,8 @@ def _complete_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", metavar="DIR", required=True)
     p.add_argument("--questions", metavar="FILE", required=True,
                    help="questions in the MSR Sentence Completion Challenge's format: '1a) ... [word] ...' lines, "
-                        "five a-e per question, or '1) ... _____ ...' followed by 'a) word' .. 'e) word'")
+                        "five a-e per question, or '1) ... _____ ...' followed by 'a) word' .. 'e) word' (one file may mix "
+                        "the two, question by question)")
     p.add_argument("--answers", metavar="FILE",
                    help="the right letters: '1c) ...' lines (the challenge's answers file), '1) [c] word' or '1 c'; "
                         "with them the accuracy is printed")

@@ -3,6 +3,15 @@ training run does differently as one of several processes (rnngraph/distributed.
 
 Only here is the environment read (torchrun's ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``,
 ``MASTER_PORT``); below, the rank and world travel as a :class:`Processes` value.
+
+A failure is one line from one process. An error every process meets alike (a flag, the corpus, a
+checkpoint, a non-finite loss) is said by process 0; an error of one process by that process,
+prefixed ``process R of N:``; the others exit 1 quietly (:class:`Reported`), once that process has
+exited (:func:`wait_for_reporter`). Errors of the set-up
+are gathered before the processes first talk (:func:`agree`); a later error of one process is
+noted in the process group's store (:func:`note_failure`), so that the others, whose next
+all-reduce fails when it exits, stay quiet (:func:`peer_noted`); a process that dies without a
+word (killed) leaves them to say it.
 """
 from __future__ import annotations
 
@@ -12,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .arguments import CLIError
+from .arguments import CLIError, Reported
 
 DEFAULT_TIMEOUT_S = 300.0
 
@@ -52,6 +61,75 @@ def join(args, streams: int, environ=os.environ) -> Processes:
     dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=timeout))
     return Processes(rank, world, *stream_range(streams, rank, world), timeout)
+
+
+def first_process(environ=os.environ) -> bool:
+    """Whether torchrun's ``RANK`` is 0 or unset: before the process group exists, an error every
+    process meets alike is said by process 0 only."""
+    return environ.get("RANK", "0") == "0"
+
+
+def in_process(exc: BaseException, procs: Processes) -> BaseException:
+    """``exc`` marked as this process's own (the CLI prefixes its line ``process R of N: ``)."""
+    exc.process = f"process {procs.rank} of {procs.world}"
+    return exc
+
+
+def agree(procs: Processes, error: BaseException | None) -> None:
+    """Every process tells the others whether its set-up failed (one all-gather; all must call
+    it). Returns when none failed; else raises on every process: where all failed alike, process 0
+    its error; else the first process that failed its error marked with its rank
+    (:func:`in_process`); the others :class:`Reported`. PeerFailure when a process has died."""
+    import torch.distributed as dist
+
+    from ..distributed import collective
+
+    said = None if error is None else f"{type(error).__name__}: {error}"
+    texts = [None] * procs.world
+    collective("the check that every process is set up", lambda: dist.all_gather_object(texts, said))
+    failed = [r for r, t in enumerate(texts) if t is not None]
+    if not failed:
+        return
+    alike = len(failed) == procs.world and len(set(texts)) == 1
+    if procs.rank != (0 if alike else failed[0]):
+        raise Reported
+    raise error if alike else in_process(error, procs)
+
+
+_FAILED_KEY = "rnngraph/failed"
+
+
+def _store():
+    from torch.distributed import distributed_c10d
+    return distributed_c10d._get_default_store()  # torch has no public getter; the group's own store
+
+
+def note_failure(procs: Processes) -> None:
+    """Note in the process group's store that this process failed and says so itself."""
+    try:
+        _store().set(_FAILED_KEY, str(procs.rank))
+    except Exception:  # no store to write to: the others will say that a process has died
+        pass
+
+
+def peer_noted() -> bool:
+    """Whether another process has noted its failure (:func:`note_failure`) and said it."""
+    try:
+        return _store().check([_FAILED_KEY])
+    except Exception:  # the store went with the process that held it
+        return False
+
+
+def wait_for_reporter() -> None:
+    """Block until the process that says the error has exited (in a barrier it never joins, which
+    fails then; at most the group's timeout): leaving first would let torchrun stop that process
+    before it has said it."""
+    import torch.distributed as dist
+
+    try:
+        dist.barrier()
+    except Exception:  # that process has gone, as expected
+        pass
 
 
 def leave() -> None:

@@ -8,7 +8,7 @@ import re
 import sys
 
 from ..cellfile import checkpoint_cell
-from ..lm import CheckpointError, LMConfig, choose_chunk
+from ..lm import CheckpointError, LMConfig, choose_chunk, unit
 from ..memory import available_device_bytes, available_host_bytes, check_fits, estimate
 from ..passes import schedule as build_schedule
 from ..runtime import compile as rg_compile
@@ -66,10 +66,27 @@ def _model(cfg: LMConfig) -> str:
     return f"{os.path.basename(cfg.cell)} x{cfg.layers}, hidden {cfg.hidden}, embed {cfg.embed}"
 
 
-def _chunked(cfg: LMConfig, choice, vocab_size: int) -> LMConfig:
+def _chunked(cfg: LMConfig, choice, vocab_size: int, note=None) -> LMConfig:
     """``cfg`` with the head's chunk for a ``--chunk`` choice (``"auto"``, ``"none"`` or a
-    positive integer: rnngraph.lm.choose_chunk); ``choice`` None (the flag not given): ``cfg``."""
-    return cfg if choice is None else dataclasses.replace(cfg, chunk=choose_chunk(choice, vocab_size))
+    positive integer: rnngraph.lm.choose_chunk); ``choice`` None (the flag not given): ``cfg``.
+    A chunk larger than the vocabulary is lowered to its size (one chunk of every class), with a
+    note on ``note`` (default stderr) naming the flag, the value and the vocabulary's size."""
+    if choice is None:
+        return cfg
+    chunk = choose_chunk(choice, vocab_size)
+    if chunk is not None and chunk > vocab_size:
+        print(f"note: --chunk {chunk:,} is more than the vocabulary's {vocab_size:,} {unit(cfg.level)}s: the "
+              f"softmax runs in one chunk of {vocab_size:,}", file=note or sys.stderr, flush=True)
+        chunk = vocab_size
+    return dataclasses.replace(cfg, chunk=chunk)
+
+
+def _head_words(cfg: LMConfig, vocab_size: int) -> str:
+    """The loss head a network of ``cfg`` is built with, for reports: ``dense softmax head`` or
+    ``softmax head in chunks of c of the V classes`` (rnngraph.lm.build_network builds no other)."""
+    if cfg.chunk is None:
+        return "dense softmax head"
+    return f"softmax head in chunks of {cfg.chunk:,} of the {vocab_size:,} classes"
 
 
 def _checkpoint_config(ck, override: str | None) -> LMConfig:

@@ -17,8 +17,9 @@ from ..lm import (LN2, CheckpointError, Evaluator, LMConfig, build_network, buil
 from ..memory import optimizer_slots
 from ..optim import from_config
 from ..distributed import PeerFailure, global_state
-from .arguments import PROG, CLIError
-from .distributed_setup import Processes, any_process, join, leave, sharded
+from .arguments import PROG, CLIError, Reported
+from .distributed_setup import (Processes, agree, any_process, first_process, in_process, join, leave, note_failure,
+                                peer_noted, sharded, wait_for_reporter)
 from .sigint import SigintGuard
 from .step_setup import _check_memory, _checkpoint_config, _chunked, _compile, _device, _footprint
 from .train_config import DEFAULT_STEPS, _config_from_args, _resumed_config
@@ -29,21 +30,63 @@ def run_train(args) -> int:
         if args.distributed_timeout is not None:
             raise CLIError("--distributed-timeout applies to --distributed runs only")
         return _Trainer(args).run()
-    procs = join(args, _streams(args))  # torchrun's environment, read here only
-    trainer = None
     try:
-        if procs.rank != 0:  # only rank 0 prints (errors still go to each process's stderr)
-            args.no_progress = True
-            with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
-                trainer = _Trainer(args, procs)
-                return trainer.run()
-        trainer = _Trainer(args, procs)
-        return trainer.run()
-    except PeerFailure as e:  # another process died; the checkpoint on disk stays whole (written atomically)
-        held = trainer is not None and trainer.saved_step is not None
-        raise CLIError(f"{e}" + (f"; {args.checkpoint} holds step {trainer.saved_step:,}" if held else "")) from None
-    finally:
+        procs = join(args, _streams(args))  # torchrun's environment, read here only
+    except Exception:
+        if not first_process():  # every process meets it alike: process 0 says it
+            raise Reported from None
+        raise
+    try:
+        with contextlib.ExitStack() as stack:
+            if procs.rank != 0:  # only rank 0 prints (errors: see rnngraph/cli/distributed_setup.py)
+                args.no_progress = True
+                stack.enter_context(contextlib.redirect_stdout(stack.enter_context(open(os.devnull, "w"))))
+            code = _one_of_many(args, procs)
+    except Reported:
+        wait_for_reporter()
         leave()
+        raise
+    # a process that says an error keeps the group until it exits, after its line: leaving first would
+    # end the others' wait_for_reporter, and torchrun could stop it before the line is out
+    leave()
+    return code
+
+
+class NotFinite(CLIError):
+    """A training window whose loss or gradients are not finite (with --distributed, on every process alike)."""
+
+
+def _one_of_many(args, procs: Processes) -> int:
+    """One process of a --distributed run: set up, agree with the others that all are, train.
+    A failure is one line from one process (rnngraph/cli/distributed_setup.py); the others raise
+    Reported."""
+    trainer = error = None
+    try:
+        trainer = _Trainer(args, procs)
+    except Exception as e:  # said after every process has told the others (agree)
+        error = e
+    try:
+        agree(procs, error)
+        trainer.shard()
+        return trainer.run()
+    except NotFinite:  # the all-reduced gradients are the same everywhere: every process stops here
+        if procs.rank != 0:
+            raise Reported from None
+        raise
+    except PeerFailure as e:  # the checkpoint on disk stays whole (written atomically)
+        if peer_noted():  # the process that failed has said why
+            raise Reported from None
+        held = trainer is not None and trainer.saved_step is not None
+        raise CLIError(f"process {e.rank} of {e.world}: {e.what} failed: another process has died or did not "
+                       f"answer within --distributed-timeout ({procs.timeout_s:g} s): {e.cause}"
+                       + (f"; {args.checkpoint} holds step {trainer.saved_step:,}" if held else "")) from None
+    except Reported:
+        raise
+    except Exception as e:
+        if e is not error:  # this process's own failure after the set-up (agree said the set-up's)
+            note_failure(procs)
+            in_process(e, procs)
+        raise
 
 
 def _streams(args) -> int:
@@ -85,7 +128,8 @@ class _Trainer:
             raise CheckpointError(f"{self.ckdir}: the corpus {cfg.corpus} has changed since the checkpoint "
                                   f"(its vocabulary differs)")
         # the head's chunk: a new run's from --chunk (auto by default), a resumed run's stays unless given
-        self.cfg = cfg = _chunked(cfg, "auto" if args.chunk is None and ck is None else args.chunk, len(self.vocab))
+        self.cfg = cfg = _chunked(cfg, "auto" if args.chunk is None and ck is None else args.chunk, len(self.vocab),
+                                 sys.stdout)  # with the banner (quiet on the other processes of --distributed)
         self.net = build_network(cfg, len(self.vocab))
         self.train_ids = self.vocab.encode(corpus.train)
         need, what = cfg.window * cfg.streams + 1, unit(cfg.level)
@@ -112,8 +156,7 @@ class _Trainer:
             ck.apply(self.step, state=procs is None)
             self.done, self.index = ck.step, ck.data_index
         self.data = batches(self.train_ids, cfg.window, cfg.streams, start=self.index)
-        if procs is not None:
-            self.step, self.data = sharded(self.step, self.data, ck, procs)
+        self._unsharded = ck if procs is not None else None  # shard() gives each process its part of its states
         if ck is not None:
             ck = dataclasses.replace(ck, params={}, optim={}, state={})  # its arrays are in the step now
         self.saved_step = ck.step if ck is not None else None
@@ -125,6 +168,13 @@ class _Trainer:
         self.recent: list[float] = []  # the last losses, for the progress bar
         self.train_time = 0.0
         self.lr = cfg.optimizer["lr"]  # the lr of the last step (train_one sets it: --lr-schedule)
+
+    def shard(self) -> None:
+        """--distributed, once every process is set up: the step made one of the processes (rank
+        0's parameters, the gradients all-reduced), its states its part of the checkpoint's, the
+        data its streams (the first words between the processes)."""
+        self.step, self.data = sharded(self.step, self.data, self._unsharded, self.procs)
+        self._unsharded = None
 
     def _check_fits(self, ck, device: str, eval_net) -> None:
         """NotEnoughMemory, before anything is allocated, when the training step and the validation
@@ -196,7 +246,7 @@ class _Trainer:
         try:
             loss = self.step.train(x, y)  # settles the previous window first: its error surfaces here
         except FloatingPointError:  # nothing changed; said in flags (the API's message names rg.compile options)
-            raise CLIError(self._not_finite("its loss or gradients")) from None
+            raise NotFinite(self._not_finite("its loss or gradients")) from None
         self.train_time += time.perf_counter() - t0
         self.done, self.index = self.done + 1, self.data.index
         return loss
@@ -208,11 +258,11 @@ class _Trainer:
         try:
             out = [float(loss) for loss in self.recent]
         except FloatingPointError:
-            raise CLIError(self._not_finite("its loss or gradients")) from None
+            raise NotFinite(self._not_finite("its loss or gradients")) from None
         self.train_time += time.perf_counter() - t0
         bad = [v for v in out if not math.isfinite(v)]
         if bad:  # train() raises first; this holds should it not
-            raise CLIError(self._not_finite(f"the loss {bad[0]}"))
+            raise NotFinite(self._not_finite(f"the loss {bad[0]}"))
         return out
 
     def _not_finite(self, what: str) -> str:

@@ -2,7 +2,7 @@
 
 The challenge (Zweig and Burges, 2011: 1,040 sentences from Sherlock Holmes novels, one word
 blanked in each, five candidates a-e) was published as text files in two forms. This reader
-takes both; which one a file is in is decided by its first non-blank line.
+takes both, in one file too: each question is in the form of its first line.
 
 **Machine form** (``Holmes.machine_format.questions.txt``): one line per candidate, the whole
 sentence with the candidate in square brackets, the five lines of a question in a row, letters
@@ -82,8 +82,8 @@ def _lines(path) -> list[tuple[int, str]]:
 
 
 def read_questions(path) -> list[Question]:
-    """The questions of a file in the machine or the blank form (see the module docstring), in
-    file order.
+    """The questions of a file in the machine or the blank form, or both (each question in the
+    form of its first line; see the module docstring), in file order.
 
     Raises:
         OSError: the file cannot be read.
@@ -92,21 +92,33 @@ def read_questions(path) -> list[Question]:
             question without exactly one blank (``___``); a question whose candidates are not
             five, lettered a-e in order; an empty candidate; a question number seen before.
     """
-    lines = _lines(path)
-    first = lines[0][1]
-    if _MACHINE.match(first):
-        groups = _machine_groups(path, lines)
-    elif _NUMBERED.match(first):
-        groups = _blank_groups(path, lines)
-    else:
-        raise QuestionsError(f"{path}, line {lines[0][0]}: expected a question, '1a) ... [word] ...' "
-                             f"(machine form) or '1) ... _____ ...' (blank form), got {_show(first)}")
+    groups = []
+    for form, run in _runs(path, _lines(path)):
+        groups += _machine_groups(path, run) if form == "machine" else _blank_groups(path, run)
     seen: dict[int, int] = {}
     for q in groups:
         if q.number in seen:
             raise QuestionsError(f"{path}, line {q.line}: question {q.number} again (first at line {seen[q.number]})")
         seen[q.number] = q.line
     return groups
+
+
+def _runs(path, lines) -> list[tuple[str, list]]:
+    """The lines cut into runs of one form, ``("machine" | "blank", lines)``, in file order: a
+    machine-form line goes to a machine run, a numbered line ``1) ...`` starts a blank-form
+    question, and any other line (a candidate ``a) word``, or a line of neither form, which the
+    run's reader reports) belongs to the run before it. QuestionsError for a first line of neither form."""
+    runs: list[tuple[str, list]] = []
+    for k, line in lines:
+        form = "machine" if _MACHINE.match(line) else "blank" if _NUMBERED.match(line) else None
+        if form is None and not runs:
+            raise QuestionsError(f"{path}, line {k}: expected a question, '1a) ... [word] ...' (machine form) or "
+                                 f"'1) ... _____ ...' (blank form), got {_show(line)}")
+        if runs and form in (None, runs[-1][0]):
+            runs[-1][1].append((k, line))
+        else:
+            runs.append((form, [(k, line)]))
+    return runs
 
 
 def _machine_groups(path, lines) -> list[Question]:
@@ -122,8 +134,8 @@ def _machine_groups(path, lines) -> list[Question]:
     for k, line in lines:
         m = _MACHINE.match(line)
         if not m:
-            raise QuestionsError(f"{path}, line {k}: expected '1a) ... [word] ...' (as the lines before), "
-                                 f"got {_show(line)}")
+            raise QuestionsError(f"{path}, line {k}: expected '1a) ... [word] ...' (as the lines before) or a "
+                                 f"question '1) ... _____ ...', got {_show(line)}")
         number, letter, sentence = int(m.group(1)), m.group(2).lower(), m.group(3)
         words = _BRACKET.findall(sentence)
         if len(words) != 1:

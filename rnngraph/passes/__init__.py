@@ -2,10 +2,14 @@
 
 Each pass is a plain function with a docstring stating what it assumes and guarantees; all but
 the last map a Plan (the graph plus what has been found) to a Plan, and ``lower`` ends with the
-Schedule. With RNNGRAPH_DEBUG >= 1 the verifier runs between passes; with >= 2 the plan is
-printed after each pass.
+Schedule. With RNNGRAPH_DEBUG >= 1 the verifier runs between passes; with >= 2 a summary of the
+plan after each pass is printed on stderr, under a line naming the graph, window, streams and
+dtype, once per distinct compile: the same one again (a memory estimate, then the step, then an
+evaluator of the same shape) prints that line only, ending ``as above``.
 """
 from __future__ import annotations
+
+import sys
 
 from ..debug import debug_level
 from ..ir import Graph
@@ -48,14 +52,29 @@ def schedule(graph: Graph, window: int, streams: int, dtype: str = "float32", pl
     if options is not None and not isinstance(options, ScheduleOptions):
         raise TypeError(f"options must be an rg.ScheduleOptions, got {type(options).__name__}")
     debug = debug_level()
+    trace = debug >= 2 and _trace_heading(graph, window, streams, dtype, plan, options)
     state = Plan(validate(graph), window, streams, dtype, None if plan == "naive" else plan, options)
     for p in ((recurrence, naive) if plan == "naive" else PIPELINE):
         state = p(state)
         if debug >= 1:
             verify(state, p.__name__)
-        if debug >= 2:
-            print(f"--- after {p.__name__}: {_summary(state)}")
+        if trace:
+            print(f"    after {p.__name__:<12} {_summary(state)}", file=sys.stderr)
     return lower(state)
+
+
+_TRACED: set = set()  # the compiles whose passes RNNGRAPH_DEBUG=2 has printed
+
+
+def _trace_heading(graph: Graph, window: int, streams: int, dtype: str, plan, options) -> bool:
+    """Print the heading of a compile's pass summaries on stderr; whether to print them (not when
+    the same compile was printed before: its heading then ends ``as above``)."""
+    key = (str(graph), window, streams, dtype, plan, repr(options or ScheduleOptions.defaults(streams)))
+    again = key in _TRACED
+    _TRACED.add(key)
+    print(f"rnngraph: passes of {graph.name} window={window} streams={streams} {dtype}"
+          + (f" plan={plan}" if plan else "") + (": as above" if again else ""), file=sys.stderr)
+    return not again
 
 
 def _summary(plan: Plan) -> str:
