@@ -75,9 +75,24 @@ def test_distributed_outside_torchrun_is_a_one_line_error(capsys, monkeypatch, t
         monkeypatch.setenv(name, value)
     small = ["--hidden", "8", "--embed", "4", "--window", "8"]
     code, _, err = run(capsys, "train", "--corpus", text_file, *small, "--device", "cuda", "--distributed")
-    assert_one_line_error(code, err, "--distributed trains on the CPU", "--device cpu")
+    assert_one_line_error(code, err, "--distributed --device cuda: LOCAL_RANK not set")
     code, _, err = run(capsys, "train", "--corpus", text_file, *small, "--device", "cpu", "--streams", "1", "--distributed")
     assert_one_line_error(code, err, "--streams 1: fewer streams than the 2 processes")
+
+
+@pytest.mark.slow
+def test_two_cuda_processes_train_as_one(capsys, tmp_path, text_file):
+    """--device cuda: each process its GPU (numba's simulator without one; the all-reduce then
+    through host copies): the 2-process checkpoint equals one CUDA process's, to float32's rounding."""
+    flags = [*TINY, "--dropout", "0.2", "--device", "cuda", "--steps", 2, "--eval-every", 2, "--eval-tokens", 8]
+    code, _, err = run(capsys, "train", "--corpus", text_file, *flags, "--checkpoint", tmp_path / "one")
+    assert code == 0, err
+    two = torchrun(2, "--corpus", text_file, *flags, "--checkpoint", tmp_path / "two")
+    assert two.returncode == 0, two.stderr
+    assert "2 processes" in two.stdout and "cuda" in two.stdout, two.stdout
+    x, y = np.load(tmp_path / "one" / "params.npz"), np.load(tmp_path / "two" / "params.npz")
+    for k in x.files:
+        np.testing.assert_allclose(y[k], x[k], rtol=0, atol=3e-5, err_msg=k)
 
 
 #: ``rnngraph`` with one process failing on its own: process RANK_THAT_FAILS's corpus cannot be read

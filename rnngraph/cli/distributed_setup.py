@@ -39,28 +39,52 @@ class Processes:
 
 
 def join(args, streams: int, environ=os.environ) -> Processes:
-    """Initialise the gloo process group from torchrun's variables in ``environ`` and return this
-    process's :class:`Processes` for ``streams`` global streams. CLIError naming --distributed when
-    the variables are missing (not under torchrun) or the device is cuda, naming --streams when
-    there are fewer streams than processes."""
+    """Initialise the process group from torchrun's variables in ``environ`` and return this
+    process's :class:`Processes` for ``streams`` global streams: gloo for ``--device cpu`` (and
+    ``auto``); for ``--device cuda`` GPU ``LOCAL_RANK`` made this process's device (numba's and
+    torch's) and the group ``cpu:gloo,cuda:nccl`` (the gradients all-reduced by NCCL on the GPUs,
+    the few host values by gloo; gloo alone in numba's simulator). CLIError naming --distributed
+    when the variables are missing (not under torchrun), naming LOCAL_RANK when it is missing or
+    names no GPU of this machine, naming --streams when there are fewer streams than processes."""
     from ..shards import stream_range
 
     missing = [k for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if k not in environ]
     if missing:
         raise CLIError(f"--distributed runs under torchrun (torchrun --nproc-per-node N -m rnngraph train "
                        f"--distributed ...): {', '.join(missing)} not set")
-    if args.device == "cuda":
-        raise CLIError("--distributed trains on the CPU (gloo) for now: use --device cpu (the GPU path through "
-                       "NCCL is not built yet)")
     rank, world = int(environ["RANK"]), int(environ["WORLD_SIZE"])
     if streams < world:
         raise CLIError(f"--streams {streams}: fewer streams than the {world} processes (each trains at least one)")
+    backend = _use_gpu(environ) if args.device == "cuda" else "gloo"
     import torch.distributed as dist
 
     timeout = DEFAULT_TIMEOUT_S if args.distributed_timeout is None else args.distributed_timeout
-    dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world,
+    dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=timeout))
     return Processes(rank, world, *stream_range(streams, rank, world), timeout)
+
+
+def _use_gpu(environ) -> str:
+    """Make GPU ``LOCAL_RANK`` this process's (numba's current device, and torch's) and return the
+    process group's backend. CLIError naming LOCAL_RANK when it is unset or past the GPUs."""
+    from numba import cuda
+
+    from ..codegen.device import in_simulator
+
+    if "LOCAL_RANK" not in environ:
+        raise CLIError("--distributed --device cuda: LOCAL_RANK not set (torchrun sets it: one GPU a process)")
+    local = int(environ["LOCAL_RANK"])
+    if in_simulator():
+        return "gloo"
+    gpus = len(cuda.gpus) if cuda.is_available() else 0
+    if local >= gpus:
+        raise CLIError(f"--distributed --device cuda: LOCAL_RANK {local}, but this machine has {gpus} GPU(s): "
+                       f"start at most {gpus} processes a node")
+    cuda.select_device(local)
+    import torch
+
+    torch.cuda.set_device(local)
+    return "cpu:gloo,cuda:nccl"
 
 
 def first_process(environ=os.environ) -> bool:

@@ -143,7 +143,9 @@ class _Trainer:
         if len(self.valid_ids) < 2:
             raise CorpusError(f"{corpus.name}: the validation split has {len(self.valid_ids)} {what}(s); "
                               f"need at least 2")
-        device = "cpu" if procs is not None else _device(args.device, cfg.dtype, f"and {self.ckdir} is a {cfg.dtype} checkpoint: use --device cpu"
+        # several processes train on the CPU unless --device cuda (one GPU each: distributed_setup.join)
+        choice = args.device if procs is None or args.device == "cuda" else "cpu"
+        device = _device(choice, cfg.dtype, f"and {self.ckdir} is a {cfg.dtype} checkpoint: use --device cpu"
                          if ck is not None else f"not --dtype {cfg.dtype}: use --device cpu or --dtype float32")
         eval_net = build_network(cfg, len(self.vocab), dropout=0.0) if cfg.dropout else self.net  # no dropout
         self.evaluator = Evaluator(eval_net, cfg.window, args.eval_streams, cfg.dtype, device=device)

@@ -98,7 +98,8 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--distributed", action="store_true",
                    help="one of the processes torchrun starts (torchrun --nproc-per-node N -m rnngraph train "
                         "--distributed ...): the --streams are split across them, the gradients all-reduced "
-                        "(torch.distributed, gloo on the CPU); rank 0 prints and checkpoints")
+                        "(torch.distributed: gloo on the CPU; with --device cuda NCCL, GPU LOCAL_RANK a process); rank 0 "
+                        "prints and checkpoints")
     g.add_argument("--distributed-timeout", metavar="SECONDS", type=positive_float,
                    help="--distributed only: how long a process waits for the others before failing (a "
                         "process that died; validation on rank 0 must take less) (default 300)")
