@@ -242,3 +242,16 @@ def test_row_reductions_are_known_by_kind_and_reach_their_cuda_pieces():
     assert row_code("layer_norm") is ROW_REDUCTIONS[ops.REGISTRY["layer_norm"].cuda_row]
     with pytest.raises(NotImplementedError, match="'tanh' has no CUDA row-reduction code"):
         row_code("tanh")
+
+
+def test_importing_the_package_leaves_numba_cuda_alone():
+    """``import rnngraph`` (the CPU backend, ``rnngraph --help``) does not import numba.cuda: 1.4
+    to 2.9 s of a 2-core machine's start-up went to it when rnngraph.codegen's __init__ imported
+    the kernel helpers. The GPU backend imports it when a step is compiled for CUDA."""
+    import subprocess
+    import sys
+
+    code = "import sys, rnngraph; print(sorted(m for m in sys.modules if m.startswith('numba.cuda'))[:3])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parent.parent).stdout
+    assert out.strip() == "[]", out

@@ -166,3 +166,10 @@ def cached_scratch(tag: str, shape: tuple, stream):
         buf = cuda.device_array(tuple(shape), np.float32, stream=launch_stream(stream))
         _SCRATCH[key] = buf
     return buf
+
+
+# numba's simulator gives a block's threads one array per shared-memory call site only with this
+# fix (rnngraph/codegen/simulator_fixes.py); every module that launches a kernel imports this one
+from .simulator_fixes import apply as _apply_simulator_fixes  # noqa: E402
+
+_apply_simulator_fixes()

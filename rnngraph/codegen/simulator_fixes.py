@@ -1,5 +1,5 @@
-"""A fix to numba-cuda's CUDA simulator, applied when rnngraph's CUDA backend is imported with
-``NUMBA_ENABLE_CUDASIM=1`` (tests, and users without a GPU).
+"""A fix to numba-cuda's CUDA simulator, applied when rnngraph's kernel helpers (codegen/device.py)
+are imported with ``NUMBA_ENABLE_CUDASIM=1`` (tests, and users without a GPU).
 
 numba-cuda 0.30.4's simulator runs each thread of a block as a Python thread and gives the
 block one array per ``cuda.shared.array`` call site (file, line), made by the first thread that
