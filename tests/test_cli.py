@@ -301,6 +301,10 @@ def test_eval_on_another_text_notes_unknown_characters(capsys, tmp_path, trained
 def test_unknown_flag_is_one_line(capsys):
     code, _, err = run(capsys, "train", "--hiden", 8)
     assert_one_line_error(code, err, "--hiden", exit_code=2)
+    code, _, err = run(capsys, "sample", "--checkpoint", "ck", "--lenght", 5)  # the command's help, not the top's
+    assert_one_line_error(code, err, "unrecognized arguments: --lenght 5 (see `rnngraph sample --help`)", exit_code=2)
+    code, _, err = run(capsys, "--verbose")
+    assert_one_line_error(code, err, "unrecognized arguments: --verbose (see `rnngraph --help`)", exit_code=2)
 
 
 def test_resume_into_another_cell_or_shape(capsys, tmp_path, text_file, trained):

@@ -49,11 +49,20 @@ def test_a_resumed_run_stays_tied(capsys, tmp_path, text_file):
     assert load_checkpoint(ck).config.tie_weights and load_checkpoint(ck).step == 2
 
 
+def test_an_untied_run_resumed_with_tie_weights_is_a_one_line_error(capsys, tmp_path, text_file):
+    ck = tmp_path / "ck"
+    assert train(capsys, text_file, ck, *WORD[:-3], "--embed", 8, steps=1)[0] == 0  # untied
+    code, _, err = train(capsys, text_file, ck, *WORD, "--resume", steps=2)
+    assert_one_line_error(code, err, "the checkpoint was trained without --tie-weights: drop --tie-weights",
+                          exit_code=1)
+
+
 def test_embed_defaults_to_hidden(capsys, tmp_path, text_file):
-    code, _, err = run(capsys, "train", "--corpus", text_file, "--level", "word", "--window", 4, "--streams", 2,
-                       "--hidden", 6, "--tie-weights", "--steps", 1, "--device", "cpu", "--no-progress",
-                       "--eval-streams", 2, "--checkpoint", tmp_path / "ck")
+    code, out, err = run(capsys, "train", "--corpus", text_file, "--level", "word", "--window", 4, "--streams", 2,
+                         "--hidden", 6, "--tie-weights", "--steps", 1, "--device", "cpu", "--no-progress",
+                         "--eval-streams", 2, "--checkpoint", tmp_path / "ck")
     assert code == 0, err
+    assert "hidden 6, embed 6 (tied to the output layer) on " in out, out
     assert load_checkpoint(tmp_path / "ck").config.embed == 6
 
 

@@ -67,8 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="rnngraph: a graph compiler for LSTM-like recurrent networks.")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    parser.commands = {}  # name -> its parser: an unknown flag points to the command's --help
     for cmd in COMMANDS:
-        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
+        p = parser.commands[cmd.name] = sub.add_parser(cmd.name, help=cmd.help, description=cmd.help)
         cmd.add_arguments(p)
         p.set_defaults(run=cmd.run)
     return parser
@@ -146,7 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     141 when the reader of its output went away)."""
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:
+            parser.commands.get(getattr(args, "command", None), parser).error(
+                f"unrecognized arguments: {' '.join(unknown)}")
     except SystemExit as exc:  # --help, --version, or a usage error already printed
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     if getattr(args, "run", None) is None:

@@ -207,7 +207,8 @@ class _Trainer:
     # ------------------------------------------------------------------ pieces
     def banner(self) -> None:
         cfg, args = self.cfg, self.args
-        print(f"train {os.path.basename(cfg.cell)} x{cfg.layers}, hidden {cfg.hidden}, embed {cfg.embed} on "
+        print(f"train {os.path.basename(cfg.cell)} x{cfg.layers}, hidden {cfg.hidden}, embed {cfg.embed}"
+              f"{' (tied to the output layer)' if cfg.tie_weights else ''} on "
               f"{self.corpus.name} ({cfg.level} level, vocab {len(self.vocab):,}, {len(self.train_ids):,} "
               f"training {unit(cfg.level)}s, {self.data.windows_per_epoch:,} windows an epoch"
               + (f", softmax in chunks of {cfg.chunk:,}" if cfg.chunk is not None else "") + ")\n"

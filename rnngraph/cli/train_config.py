@@ -152,6 +152,10 @@ def _resumed_config(args, saved: LMConfig, directory: str) -> LMConfig:
         given = canon.get(name, lambda v: v)(given)
         if given != getattr(saved, name):
             flag, was = "--" + name.replace("_", "-"), getattr(saved, name)
+            if isinstance(was, bool):  # a switch: said as given or not
+                raise CheckpointError(
+                    f"{directory}: the checkpoint was trained {'with' if was else 'without'} {flag}: "
+                    f"drop {flag} to resume it, or train into a new --checkpoint directory")
             was = "unset (every word type)" if was is None and name == "max_words" else was
             raise CheckpointError(
                 f"{directory}: the checkpoint was trained with {flag} {was}, not {given}: "
