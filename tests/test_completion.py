@@ -46,6 +46,16 @@ BLANK = """\
     e) she
 """
 
+#: The same two questions as CSV tables (the Kaggle copy's testing_data.csv, test_answer.csv); a
+#: quoted sentence with a comma, and a blank line at the end.
+CSV = """\
+id,question,a),b),c),d),e)
+1,"she was not at _____ to her sister .",home,letter,father,sister,she
+2,"he had a _____ from his father, .",home,father,letter,sister,she
+
+"""
+CSV_ANSWERS = "id,answer\n1,a\n2,c)\n"
+
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
@@ -95,6 +105,28 @@ def test_reader_takes_both_forms_in_one_file(tmp_path):
         assert qs[1].candidates == ("home", "father", "letter", "sister", "she")
         assert qs[1].sentences[2] == "he had a letter from his father ."
     assert [q.number for q in qs] == [1, 2, 3] and qs[2].line == 13 and qs[2].sentences == qs[1].sentences
+
+
+def test_reader_reads_the_csv_tables(tmp_path):
+    qs = read_questions(write(tmp_path, "testing_data.csv", CSV))
+    assert [(q.number, q.line) for q in qs] == [(1, 2), (2, 3)]
+    assert qs[0].candidates == ("home", "letter", "father", "sister", "she")
+    assert qs[0].sentences[0] == "she was not at home to her sister ."
+    assert qs[1].sentences[2] == "he had a letter from his father, ."
+    assert read_answers(write(tmp_path, "test_answer.csv", CSV_ANSWERS)) == {1: 0, 2: 2}
+
+
+@pytest.mark.parametrize("text,needle", [
+    (CSV.replace(",she\n2,", ",she,extra\n2,"), "line 2: 8 field(s), expected 7"),
+    (CSV.replace("1,", "one,", 1), "line 2: the id 'one' is not a number"),
+    (CSV.replace("at _____ to", "at to"), "line 2: expected one blank ('_____') in question 1, found 0"),
+    (CSV.replace("\n2,", "\n1,"), "line 3: question 1 again (first at line 2)"),
+], ids=["fields", "id", "blank", "twice"])
+def test_csv_errors_name_file_and_line(tmp_path, text, needle):
+    with pytest.raises(QuestionsError, match=re.escape(needle)):
+        read_questions(write(tmp_path, "testing_data.csv", text))
+    with pytest.raises(QuestionsError, match=re.escape("line 3: answer 'x' to question 2")):
+        read_answers(write(tmp_path, "test_answer.csv", "id,answer\n1,a\n2,x\n"))
 
 
 def test_a_candidate_line_after_a_machine_form_question_names_the_line(tmp_path):

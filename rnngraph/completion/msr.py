@@ -26,6 +26,9 @@ underscores), then one line per candidate::
 ``Holmes.machine_format.answers.txt``) or the number and the letter (``1) [d] swear``,
 ``1) d``, ``1 d``); what follows the letter is not read.
 
+**CSV tables** (the copy on Kaggle, ``testing_data.csv`` and ``test_answer.csv``): a file whose
+first line is the header ``id,question,a),b),c),d),e)`` or ``id,answer`` (rnngraph/completion/msr_csv.py).
+
 Numbers need not start at 1 or be consecutive, but each question appears once. Errors
 (:class:`QuestionsError`) name the file and the line.
 """
@@ -34,6 +37,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from . import msr_csv
 
 LETTERS = "abcde"
 #: ``12c) sentence``: a machine-form candidate line.
@@ -65,16 +70,16 @@ class Question:
     line: int
 
 
-def _lines(path) -> list[tuple[int, str]]:
-    """(1-based line number, text) of the non-blank lines of a UTF-8 file.
-
-    Raises:
-        OSError: the file cannot be read. QuestionsError: it is not UTF-8, or has no non-blank line.
-    """
+def _text(path) -> str:
+    """A UTF-8 file's text. OSError: it cannot be read; QuestionsError: it is not UTF-8."""
     try:
-        text = Path(path).read_text(encoding="utf-8-sig")
+        return Path(path).read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         raise QuestionsError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def _lines(path, text: str) -> list[tuple[int, str]]:
+    """(1-based line number, text) of the non-blank lines of ``text``. QuestionsError when there is none."""
     lines = [(k, line.rstrip("\r\n")) for k, line in enumerate(text.splitlines(), 1) if line.strip()]
     if not lines:
         raise QuestionsError(f"{path}: empty: no questions")
@@ -83,18 +88,32 @@ def _lines(path) -> list[tuple[int, str]]:
 
 def read_questions(path) -> list[Question]:
     """The questions of a file in the machine or the blank form, or both (each question in the
-    form of its first line; see the module docstring), in file order.
+    form of its first line), or a CSV table (see the module docstring), in file order.
 
     Raises:
         OSError: the file cannot be read.
         QuestionsError (a ValueError), naming the file and line: not UTF-8; empty; a line of
             neither form; a machine-form line without exactly one ``[candidate]``; a blank-form
             question without exactly one blank (``___``); a question whose candidates are not
-            five, lettered a-e in order; an empty candidate; a question number seen before.
+            five, lettered a-e in order; an empty candidate; a question number seen before; a
+            CSV row without seven fields or a numeric id.
     """
+    text = _text(path)
+    lines = _lines(path, text)
+    if msr_csv.header(lines[0][1]) == msr_csv.QUESTION_COLUMNS:
+        groups = [_question(path, k, number, list(LETTERS), words,
+                            [_BLANK.sub(lambda _, w=w: w, sentence, count=1).strip() for w in words])
+                  for k, fields in msr_csv.rows(path, text, msr_csv.QUESTION_COLUMNS, QuestionsError)
+                  for number, sentence, words in [msr_csv.question_parts(path, k, fields, QuestionsError)]]
+        return _unique(path, groups)
     groups = []
-    for form, run in _runs(path, _lines(path)):
+    for form, run in _runs(path, lines):
         groups += _machine_groups(path, run) if form == "machine" else _blank_groups(path, run)
+    return _unique(path, groups)
+
+
+def _unique(path, groups: list[Question]) -> list[Question]:
+    """``groups``, after checking no question number comes twice (QuestionsError naming both lines)."""
     seen: dict[int, int] = {}
     for q in groups:
         if q.number in seen:
@@ -201,7 +220,12 @@ def read_answers(path) -> dict[int, int]:
             gives no number and letter; a letter outside a-e; a question answered twice.
     """
     answers, where = {}, {}
-    for k, line in _lines(path):
+    text = _text(path)
+    lines = _lines(path, text)
+    if msr_csv.header(lines[0][1]) == msr_csv.ANSWER_COLUMNS:  # "1,c": as the line "1 c"
+        lines = [(k, f"{fields[0]} {fields[1].rstrip(')')}")
+                 for k, fields in msr_csv.rows(path, text, msr_csv.ANSWER_COLUMNS, QuestionsError)]
+    for k, line in lines:
         m = _MACHINE.match(line) or _ANSWER.match(line)
         if not m:
             raise QuestionsError(f"{path}, line {k}: expected a question number and a letter "

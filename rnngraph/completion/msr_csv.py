@@ -1,0 +1,61 @@
+"""The MSR Sentence Completion Challenge as CSV tables (the copy distributed on Kaggle:
+``testing_data.csv`` and ``test_answer.csv``), read by :func:`rnngraph.completion.msr.read_questions`
+and :func:`~rnngraph.completion.msr.read_answers` when a file's first line is such a header.
+
+**Questions**: a header ``id,question,a),b),c),d),e)`` (column names compared without case, the
+``)`` optional), then one row per question: its number, the sentence with one blank (two or more
+underscores), the five candidates::
+
+    id,question,a),b),c),d),e)
+    1,"I have it from the same source that you are both an orphan and a bachelor and are _____ alone in London.",crying,instantaneously,residing,matched,walking
+
+**Answers**: a header ``id,answer``, then the number and the right letter (``c`` or ``c)``).
+Errors (:class:`~rnngraph.completion.msr.QuestionsError`) name the file and the line.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import re
+
+_BLANK = re.compile(r"_{2,}")
+QUESTION_COLUMNS = ["id", "question", "a", "b", "c", "d", "e"]
+ANSWER_COLUMNS = ["id", "answer"]
+
+
+def header(line: str) -> list[str] | None:
+    """The column names of a CSV header line (lower case, a trailing ``)`` dropped), or None when
+    ``line`` is not the questions' or the answers' header."""
+    try:
+        names = [n.strip().lower().rstrip(")") for n in next(csv.reader([line]))]
+    except (csv.Error, StopIteration):
+        return None
+    return names if names in (QUESTION_COLUMNS, ANSWER_COLUMNS) else None
+
+
+def rows(path, text: str, columns: list[str], error) -> list[tuple[int, list[str]]]:
+    """(line number, the row's fields) of the data rows under the header: each with exactly
+    ``columns`` fields, the id a number; ``error(message)`` makes the exception to raise."""
+    out = []
+    reader = csv.reader(io.StringIO(text))
+    next(reader)  # the header
+    for fields in reader:
+        k = reader.line_num
+        if not any(f.strip() for f in fields):
+            continue
+        if len(fields) != len(columns):
+            raise error(f"{path}, line {k}: {len(fields)} field(s), expected {len(columns)} ({','.join(columns)})")
+        if not fields[0].strip().isdigit():
+            raise error(f"{path}, line {k}: the id {fields[0]!r} is not a number")
+        out.append((k, [f.strip() for f in fields]))
+    return out
+
+
+def question_parts(path, k: int, fields: list[str], error) -> tuple[int, str, list[str]]:
+    """(number, sentence, five candidates) of a questions row; ``error`` as in :func:`rows`:
+    a sentence without exactly one blank."""
+    number, sentence, words = int(fields[0]), fields[1], fields[2:]
+    blanks = len(_BLANK.findall(sentence))
+    if blanks != 1:
+        raise error(f"{path}, line {k}: expected one blank ('_____') in question {number}, found {blanks}")
+    return number, sentence, words
