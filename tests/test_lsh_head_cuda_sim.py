@@ -1,7 +1,7 @@
 """``rg.LSHSoftmax`` in the compiled CUDA training step (rnngraph/codegen/lsh_step.py; G-SLIDE,
 Pan et al., IEEE TPDS 2022), tiny shapes in numba's simulator (the GPU tier runs the same): with
 every class active its steps equal the dense ``rg.SoftmaxCrossEntropy`` CUDA step's (loss and
-parameters after Adam, float32), ignored columns included; with few active classes (no padding,
+parameters after Adam, float32), ignored columns and lengths included; with few active classes (no padding,
 buckets that do not overflow: the same active sets on both backends) the loss, the head input's
 gradient and every parameter's gradient equal the NumPy backend's LSH step, and evaluation is
 dense; the index is rebuilt on the clock (finite calls only) and after set_parameters."""
@@ -32,8 +32,8 @@ def _data(rng, ignore=None):
     return x, y
 
 
-@pytest.mark.parametrize("ignore", [None, -100])
-def test_every_class_active_equals_the_dense_cuda_step(ignore):
+@pytest.mark.parametrize("ignore,lengths", [(None, None), (-100, [2, 1])])
+def test_every_class_active_equals_the_dense_cuda_step(ignore, lengths):
     config = LSHConfig(K=2, L=2, bin_size=4, capacity=4, min_active=V)
     dense = _step(rg.SoftmaxCrossEntropy(V, ignore_index=ignore))
     lsh = _step(rg.LSHSoftmax(V, config, seed=5, ignore_index=ignore))
@@ -41,7 +41,7 @@ def test_every_class_active_equals_the_dense_cuda_step(ignore):
     rng = np.random.default_rng(0)
     for _ in range(2):  # one step, then a second from the first's parameters and Adam moments
         x, y = _data(rng, ignore)
-        assert float(lsh.train(x, y)) == pytest.approx(float(dense.train(x, y)), rel=1e-5)
+        assert float(lsh.train(x, y, lengths)) == pytest.approx(float(dense.train(x, y, lengths)), rel=1e-5)
         want = dense.parameters
         for name, value in lsh.parameters.items():
             np.testing.assert_allclose(value, want[name], **TOL, err_msg=name)

@@ -103,7 +103,6 @@ class DeviceLSHHead:
         node = graph.by_name[graph.loss]
         self.head, self.loss, (self.weight, self.bias) = head, node.name, node.params
         self.classes, self.dim = graph.param_by_name[self.weight].shape
-        self.ignore_index = node.attr.get("ignore_index")
         self.index: DeviceLSHIndex | None = None
         self.stale = True
         self._pending = 0  # the counted columns of the last call, once settled finite
@@ -171,8 +170,9 @@ class DeviceLSHHead:
         self._launched += 1
         self._open.append(key)
         sc, idx, c = self._scratch_for(call, key), self.index, self.head.config
-        lsh_head_kernels.column_labels(targets, sc["labels"], sc["label_offsets"], ignore_index=self.ignore_index,
-                                       stream=st)
+        # the node's own ignore_index: a variable-length call's graph ignores its padded steps' id
+        lsh_head_kernels.column_labels(targets, sc["labels"], sc["label_offsets"],
+                                       ignore_index=call.attrs.get("ignore_index"), stream=st)
         lsh_kernels.dwta_hash(h, idx.bins, sc["codes"], bits=idx.hasher.bits, stream=st)
         lsh_kernels.tick(idx.counter, stream=st)
         lsh_kernels.active_sets(sc["codes"], idx.buckets, idx.fill, sc["labels"], sc["label_offsets"], idx.pad_order,
