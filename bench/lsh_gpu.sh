@@ -2,7 +2,7 @@
 # The LSH output layer's GPU checks and benchmark in one device command (run on the H200), parts
 # chosen by PARTS (default "tests bench"):
 #   tests  the LSH kernels' tests on the GPU (tests/test_lsh_kernels_sim.py, test_lsh_sparse_sim.py,
-#          test_lsh_layer_sim.py run in the GPU tier where a GPU is present)
+#          test_lsh_layer_sim.py, test_lsh_head_cuda_sim.py run in the GPU tier where a GPU is present)
 #   bench  bench/lsh_gpu.py: LSH vs dense fp32 / bf16 output layers vs PyTorch on the
 #          Amazon-670K-shaped synthetic set (LSH_ARGS: more arguments, e.g. --train 490449)
 #
@@ -15,7 +15,7 @@ for part in ${PARTS:-tests bench}; do
   case $part in
     tests)
       timeout "${TEST_TIMEOUT:-300}" python3 -m pytest -q -m gpu -p no:cacheprovider tests/test_lsh_kernels_sim.py \
-        tests/test_lsh_sparse_sim.py tests/test_lsh_layer_sim.py 2>&1 | tee "$OUT/lsh-gpu-tests.log" ;;
+        tests/test_lsh_sparse_sim.py tests/test_lsh_layer_sim.py tests/test_lsh_head_cuda_sim.py 2>&1 | tee "$OUT/lsh-gpu-tests.log" ;;
     bench)
       timeout 540 python3 bench/lsh_gpu.py ${LSH_ARGS:-} --out "$OUT/lsh-gpu.json" 2>&1 | tee "$OUT/lsh-gpu.log" ;;
   esac

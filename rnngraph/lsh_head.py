@@ -4,8 +4,9 @@
 The head traces one loss node ``head.loss`` (op ``lsh_softmax_xent``, rnngraph/ops_lsh.py) with
 the dense head's parameters ``head.W.weight`` (classes, n) and ``head.W.bias`` (classes,)
 (nn.Linear's init, the same names and draws as ``rg.SoftmaxCrossEntropy(classes)``), so weights
-move between the two heads. Evaluation is dense; training calls of ``rg.compile(...,
-device="cpu")`` are sparse over each column's LSH active set (rnngraph/lsh_train.py).
+move between the two heads. Evaluation is dense; training calls are sparse over each column's
+LSH active set: on the NumPy backend rnngraph/lsh_train.py, on the CUDA backend
+rnngraph/codegen/lsh_step.py (the same algorithm on the device, inside the step's CUDA graph).
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ class LSHSoftmax(SoftmaxCrossEntropy):
     (one label a column); with ``train(..., lengths=)`` the padded steps add nothing, as for
     SoftmaxCrossEntropy.
 
-    Training (``step.train`` of ``rg.compile(net, T, S, device="cpu")``): each of the T*S columns
+    Training (``step.train`` of ``rg.compile(net, T, S)``, either backend): each of the T*S columns
     is a sample; its query is the head's input h (n,). Per call, the active set of each column is
     the union of its L buckets in the index of the head's current weight rows (DWTA hashing, K
     hashes a table over bins of ``config.bin_size``), its true label added, padded with random
@@ -39,7 +40,17 @@ class LSHSoftmax(SoftmaxCrossEntropy):
     row as it would for a zero gradient. The index is built from the weights at the first training
     call (and after ``step.set_parameters``), then rebuilt from the current weights every
     ``config.rebuild_every`` trained columns (samples), with new bins and a new padding order every
-    ``config.redraw_every`` (the clock counts the columns that count in the loss).
+    ``config.redraw_every`` (the clock counts the columns that count in the loss, of finite calls).
+
+    On the CUDA backend (``device="cuda"``, or ``"auto"`` with a GPU; rnngraph/codegen/lsh_step.py)
+    the same happens on the device, within the step's captured CUDA graph: the queries (T*S, n)
+    hashed, the active sets gathered (labels included, ignored columns without one), the sparse
+    loss and its gradients -- h's (T*S, n) added to what BPTT reads, W's (classes, n) and b's
+    (classes,) at the touched rows of the step's zeroed gradient arena -- then the step's finite
+    check, clip and optimizer over every parameter as for any head (dense Adam over the arena, as
+    here). The index lives on the device and is rebuilt between calls on the same clock; its draws
+    (bins, padding order) are the NumPy index's for the seed, but the padding neurons are drawn on
+    the device (other neurons, the same number). ``config.densify`` has no GPU kernel.
 
     Evaluation (``step.forward``, and any loss outside a training call, e.g. ``rg.Reference``):
     the dense softmax over all classes, as G-SLIDE evaluates P@1 densely (cuBLAS); the network's
@@ -62,9 +73,10 @@ class LSHSoftmax(SoftmaxCrossEntropy):
         GraphError naming the head: classes not an integer >= 2, config neither an LSHConfig nor a
         dict of valid fields (K * bits over 31: an int32 bucket id), seed not a non-negative
         integer, ignore_index neither None nor an integer in [-2**31, classes). An LSHConfig made
-        apart raises ValueError naming the field when it is made.
-        ``rg.compile`` raises GraphError naming the head on the CUDA backend (the GPU kernels exist,
-        rnngraph/codegen/lsh_layer.py, but are not wired into the compiled step).
+        apart raises ValueError naming the field when it is made. ``rg.compile(..., device="cuda")``
+        raises GraphError naming the head for a config with ``densify=True``.
+
+    Source: G-SLIDE (Pan et al., IEEE TPDS 2022; public code PanZaifeng/G-SLIDE).
     """
 
     targets_doc = "class ids of shape (T, S)"
@@ -103,12 +115,6 @@ class LSHSoftmax(SoftmaxCrossEntropy):
         ``step.forward(x).outputs`` of the network, with ``parameters`` (``step.parameters``):
         what evaluation (P@1, sampling) reads; the result dtype of h and W."""
         return np.asarray(h) @ parameters["head.W.weight"].T + parameters["head.W.bias"]
-
-    def cuda_refusal(self) -> GraphError:
-        """The error ``rg.compile`` raises for this head on the CUDA backend."""
-        return GraphError(f"{self!r}: the compiled CUDA training step has no LSH head yet (the kernels exist: "
-                          f"rnngraph.codegen.lsh_layer.DeviceLSHLayer trains the layer standalone on the GPU); "
-                          f"compile with device='cpu'")
 
     def __repr__(self):
         c = self.config

@@ -1,4 +1,5 @@
-"""The training side of ``rg.LSHSoftmax`` on the NumPy backend: the LSH index of the head's
+"""The training side of ``rg.LSHSoftmax`` on the NumPy backend (the CUDA backend's:
+rnngraph/codegen/lsh_step.py, chosen by :func:`lsh_training`): the LSH index of the head's
 weights and the sparse loss that stands in for the dense ``lsh_softmax_xent`` during a training
 call (G-SLIDE, Pan et al., IEEE TPDS 2022; SLIDE, Chen et al., MLSys 2020).
 
@@ -21,6 +22,16 @@ import numpy as np
 from .lsh import LSHIndex, Ragged
 from .lsh.sparse_layer import active_logits, segment_log_softmax
 from .ops import REGISTRY, Op
+
+
+def lsh_training(head, graph, device: str):
+    """The training side of the ``rg.LSHSoftmax`` ``head`` of a step of ``graph`` on ``device``:
+    an :class:`LSHTraining` (``"cpu"``) or a :class:`rnngraph.codegen.lsh_step.DeviceLSHHead`
+    (``"cuda"``; GraphError naming the head for a densified config)."""
+    if device == "cuda":
+        from .codegen.lsh_step import DeviceLSHHead
+        return DeviceLSHHead(head, graph)
+    return LSHTraining(head, graph)
 
 
 class LSHTraining:

@@ -5,11 +5,12 @@ As a graph op it is the *dense* layer: logits W h + b over all classes and the s
 cross-entropy of ``chunked_softmax_xent`` with one chunk of all classes (the same values and
 gradients as ``linear`` then ``softmax_xent``). That is what evaluation runs (``step.forward``, a
 loss without training), as G-SLIDE (Pan et al., IEEE TPDS 2022) evaluates P@1 with the dense
-layer. A training call of ``rg.compile(..., device="cpu")`` replaces it, for that call only, by
-the sparse softmax over each column's LSH active set (rnngraph/lsh_train.py; SLIDE, Chen et al.,
-MLSys 2020). The attributes K, L and min_active are the head's :class:`rnngraph.lsh.LSHConfig`'s,
-for the schedule dump and the cost model; the rest of the config stays with the head.
-There are no GPU launchers (``cuda_loss`` None): ``rg.compile`` refuses the head on CUDA.
+layer. A training call replaces it, for that call only, by the sparse softmax over each column's
+LSH active set (SLIDE, Chen et al., MLSys 2020): rnngraph/lsh_train.py on the NumPy backend,
+rnngraph/codegen/lsh_step.py on CUDA, whose dense launchers (``cuda_loss``, codegen/losses.py: the
+chunked softmax cross-entropy over all classes) serve evaluation. The attributes K, L and
+min_active are the head's :class:`rnngraph.lsh.LSHConfig`'s, for the schedule dump and the cost
+model; the rest of the config stays with the head.
 """
 from __future__ import annotations
 
@@ -70,5 +71,6 @@ def active_estimate(g, node) -> int:
 
 
 # lsh_softmax_xent(h, y), params W (classes, n) and b (classes,), attributes K, L, min_active and
-# optionally ignore_index (as softmax_xent): evaluated densely; trained sparsely on the CPU.
-register(Op(LSH_OP, "loss", _shape, _forward, _vjp, (2, 2), ids=chunked_ids))
+# optionally ignore_index (as softmax_xent): evaluated densely; trained sparsely (both backends).
+register(Op(LSH_OP, "loss", _shape, _forward, _vjp, (2, 2), ids=chunked_ids,
+            cuda_loss=("run_lsh_softmax_xent", "run_lsh_softmax_xent_grad")))

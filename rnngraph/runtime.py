@@ -17,7 +17,7 @@ from .network import Sequential
 from .optim import Adam, Optimizer
 from .executor import ScheduleExecutor
 from .lsh_head import LSHSoftmax
-from .lsh_train import LSHTraining
+from .lsh_train import lsh_training
 from .codegen.tuning import LoopTuning
 from .loop_env import from_environment, resolve
 from .passes import schedule as build_schedule
@@ -94,8 +94,9 @@ class TrainingStep(StepFeed, StepState, TrainingOutcome):
         if nonfinite not in ("raise", "skip"):
             raise ValueError(f"nonfinite must be 'raise' or 'skip', got {nonfinite!r}")
         self.nonfinite, self.skipped_steps = nonfinite, 0
-        if device == "cuda" and isinstance(net.head, LSHSoftmax):
-            raise net.head.cuda_refusal()
+        # an rg.LSHSoftmax head's index and sparse training loss (rnngraph/lsh_train.py), if it trains
+        self._lsh = (lsh_training(net.head, self.graph, device) if isinstance(net.head, LSHSoftmax) and self.backward
+                     else None)
         self._given = (options, tuning)
         self._loop_env = from_environment()  # RNNGRAPH_LOOP, once: a bad value fails here, named
         options, tuning = resolve(self.streams, options, tuning, self._loop_env)
@@ -114,8 +115,6 @@ class TrainingStep(StepFeed, StepState, TrainingOutcome):
             self._params = params
             self._state = zero_states(self.graph, self.streams, dtype)
             self._executor = ScheduleExecutor(self.schedule, dtype)
-        # an rg.LSHSoftmax head's index and sparse training loss (rnngraph/lsh_train.py)
-        self._lsh = LSHTraining(net.head, self.graph) if isinstance(net.head, LSHSoftmax) else None
         # (T, S) -> (schedule, CUDA backend or NumPy executor): the shapes compiled so far, most
         # recently used last; the first backend's parameters and optimizer slots are everyone's
         # a plan of the variable-length graph is keyed (T, S, "lengths") (rnngraph/step_lengths.py)
@@ -258,8 +257,8 @@ def compile(net: Sequential, window: int, streams: int, device: str = "auto", dt
     that only evaluates (``forward``; the GPU generates and compiles no backward kernel, the
     schedule has no backward steps, and ``train`` raises RuntimeError), as
     ``rnngraph.lm.Evaluator`` makes; it takes no optimizer or clip_norm. A network with an
-    ``rg.LSHSoftmax`` head runs on the CPU (``"auto"`` picks it; ``"cuda"`` is a GraphError
-    naming the head). Returns a :class:`TrainingStep`. Raises TypeError for an optimizer that is
+    ``rg.LSHSoftmax`` head trains sparsely and evaluates densely on either backend (``"auto"``
+    picks CUDA where there is a GPU, as for any head; rnngraph/codegen/lsh_step.py). Returns a :class:`TrainingStep`. Raises TypeError for an optimizer that is
     not an rg.Adam/rg.AdamW/rg.SGD instance, or options / tuning of another type, and ValueError
     for non-positive window/streams, an unknown device or dtype, a bad RNNGRAPH_LOOP (naming it),
     an optimizer or clip_norm with backward=False (naming it); RuntimeError when CUDA is asked for
@@ -269,9 +268,5 @@ def compile(net: Sequential, window: int, streams: int, device: str = "auto", dt
         raise TypeError(f"rg.compile expects an rg.Sequential, got {type(net).__name__}")
     if not isinstance(backward, bool):
         raise TypeError(f"rg.compile: backward must be True or False, got {backward!r}")
-    if isinstance(net.head, LSHSoftmax):  # no GPU kernels yet: "auto" is the CPU, "cuda" refused by name
-        if device == "cuda":
-            raise net.head.cuda_refusal()
-        device = "cpu" if device == "auto" else device
     return TrainingStep(net, window, streams, resolve_device(device), dtype, optimizer, clip_norm, seed, plan,
                         cache_size, nonfinite, options, tuning, backward)

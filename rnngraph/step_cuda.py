@@ -3,7 +3,8 @@
 
 A training call enqueues the step and returns a :class:`rnngraph.lazy_loss.LazyLoss`; the
 previous call is settled first (its step count seeds the dropout masks), and its results reach
-the step through ``TrainingOutcome._cuda_finished`` (rnngraph/step_outcome.py).
+the step through ``TrainingOutcome._cuda_finished`` (rnngraph/step_outcome.py). An
+``rg.LSHSoftmax`` head's index and sparse loss: ``step._lsh``, rnngraph/codegen/lsh_step.py.
 """
 from __future__ import annotations
 
@@ -17,8 +18,10 @@ def cuda_backend(step, schedule, params, tuning, share=None):
     backward flag); ``share``: the backend of another (T, S) of the step, whose parameters and
     optimizer slots it uses (``params`` is then None)."""
     from .codegen.step import CudaBackend
-    return CudaBackend(schedule, params, step.optimizer, step.clip_norm, dropout_seed=step.seed, share=share,
-                       tuning=tuning, backward=step.backward)
+    backend = CudaBackend(schedule, params, step.optimizer, step.clip_norm, dropout_seed=step.seed, share=share,
+                          tuning=tuning, backward=step.backward)
+    backend.lsh = step._lsh  # an rg.LSHSoftmax head's DeviceLSHHead (codegen/lsh_step.py), or None
+    return backend
 
 
 def cuda_train(step, feed: dict):
@@ -26,7 +29,11 @@ def cuda_train(step, feed: dict):
     step._cuda.settle()  # the previous call (its step count seeds the masks)
     if step.dropout:
         step._cuda.train_masks(step.optimizer.steps)
-    return step._cuda.train(feed, step._loss_columns(feed), on_finish=step._cuda_finished)
+    columns, on_finish = step._loss_columns(feed), step._cuda_finished
+    if step._lsh:  # the index built or rebuilt on the clock, before the replay; the clock told when finite
+        step._lsh.before_call(step._cuda)
+        on_finish = step._lsh.counting(columns, on_finish)
+    return step._cuda.train(feed, columns, on_finish=on_finish)
 
 
 def cuda_forward(step, feed: dict, names, carry: bool, all_values: bool, with_loss: bool) -> StepForward:

@@ -3,7 +3,7 @@ every class active its training steps equal the dense ``rg.SoftmaxCrossEntropy``
 1e-12: loss and, through SGD with lr 1, every parameter's gradient), whole windows, a timestep at
 a time (plan="naive"), with lengths and with ignore_index; with few active classes only the
 touched rows move and evaluation is dense; the schedule dump; bad arguments; the CUDA backend
-refuses the head."""
+takes the head."""
 import numpy as np
 import pytest
 
@@ -108,20 +108,12 @@ def test_bad_arguments_name_the_head(make, match):
         make()
 
 
-def test_cuda_backend_refuses_the_head_at_compile(monkeypatch):
-    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")  # the simulator counts as CUDA: refused there too
-    net = rg.Sequential(rg.cells.lstm(hidden=H), rg.LSHSoftmax(V, FEW_ACTIVE), input_size=I)
-    with pytest.raises(GraphError, match=r"LSHSoftmax\(11, K=2, L=2, min_active=3\): the compiled CUDA training step has no LSH head"):
-        rg.compile(net, window=T, streams=S, device="cuda")
+def test_cuda_backend_takes_the_head_at_compile(monkeypatch):
+    """The head trains on CUDA too (tests/test_lsh_head_cuda_sim.py): "cuda" compiles it (the
+    simulator counts as CUDA), and "auto" picks CUDA where there is a GPU, as for any head."""
+    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")
     net = rg.Sequential(rg.cells.lstm(hidden=H), rg.LSHSoftmax(V, FEW_ACTIVE, ignore_index=-1), input_size=I)
-    with pytest.raises(GraphError, match=r"LSHSoftmax\(11, K=2, L=2, min_active=3, ignore_index=-1\): the compiled CUDA training step"):
-        rg.compile(net, window=T, streams=S, device="cuda")
-
-
-def test_auto_device_picks_the_cpu_for_the_head(monkeypatch):
-    """"auto" would be the GPU on a GPU machine (or the simulator), where the head has no kernels:
-    it is the CPU for this head; "cuda" is refused by the head's name before any device check."""
+    assert rg.compile(net, window=T, streams=S, device="cuda").device == "cuda"
     import rnngraph.devices as devices
-    monkeypatch.setattr(devices, "cuda_available", lambda: True)
-    net = rg.Sequential(rg.cells.lstm(hidden=H), rg.LSHSoftmax(V, FEW_ACTIVE), input_size=I)
-    assert rg.compile(net, window=T, streams=S, device="auto").device == "cpu"
+    monkeypatch.setattr(devices, "cuda_available", lambda simulator_ok=False: True)
+    assert rg.compile(net, window=T, streams=S, device="auto").device == "cuda"

@@ -105,16 +105,18 @@ def test_sparse_input_layer_forward_and_gradients():
 
 
 _PTX = r"""
-from rnngraph.codegen import lsh_kernels, lsh_sparse, sparse_input
+from rnngraph.codegen import lsh_head_kernels, lsh_kernels, lsh_sparse, sparse_input
 from rnngraph.codegen.library import ptx_f64_report
-print(json.dumps({"report": ptx_f64_report(lsh_kernels.KERNELS + lsh_sparse.KERNELS + sparse_input.KERNELS)}))
+kernels = lsh_kernels.KERNELS + lsh_sparse.KERNELS + sparse_input.KERNELS + lsh_head_kernels.KERNELS
+print(json.dumps({"report": ptx_f64_report(kernels)}))
 """
 
 
 @pytest.mark.slow
 def test_every_lsh_kernel_compiles_for_sm90_without_f64():
     from conftest import PTX_PREAMBLE
-    from rnngraph.codegen import lsh_kernels, lsh_sparse, sparse_input
+    from rnngraph.codegen import lsh_head_kernels, lsh_kernels, lsh_sparse, sparse_input
     report = run_outside_simulator(PTX_PREAMBLE + _PTX)["report"]
-    assert len(report) == len(lsh_kernels.KERNELS + lsh_sparse.KERNELS + sparse_input.KERNELS) == 11
+    kernels = lsh_kernels.KERNELS + lsh_sparse.KERNELS + sparse_input.KERNELS + lsh_head_kernels.KERNELS
+    assert len(report) == len(kernels) == 14
     assert {k: v for k, v in report.items() if v} == {}

@@ -24,6 +24,9 @@ class LibraryLaunches:
 
     def __init__(self, buf: Buffers, stream):
         self.buf, self.stream, self.g = buf, stream, buf.g
+        #: loss node -> (forward, backward) launchers used instead of its registry entry's while
+        #: set (an rg.LSHSoftmax head's sparse training loss: codegen/lsh_step.py)
+        self.loss_overrides: dict[str, tuple] = {}
 
     def views(self, t: int | None):
         """view(node, grad=False, delay=0): the (T*S, n) window (t None) or the (S, n) timestep t."""
@@ -87,12 +90,15 @@ class LibraryLaunches:
 
     def loss(self, n, backward: bool, t: int | None = None) -> None:
         """A loss node over the window (t None) or at timestep t: the launchers its registry
-        entry names in ``cuda_loss`` (codegen/losses.py), on views of its arguments, parameters
-        and (backward) their gradients."""
+        entry names in ``cuda_loss`` (codegen/losses.py), or its ``loss_overrides`` entry, on
+        views of its arguments, parameters and (backward) their gradients."""
         op, view = ops.REGISTRY[n.op], self.views(t)
-        if op.cuda_loss is None:
+        if n.name in self.loss_overrides:
+            fwd, bwd = self.loss_overrides[n.name]
+        elif op.cuda_loss is None:
             raise NotImplementedError(f"node {n.name!r}: loss op {n.op!r} has no GPU launchers (cuda_loss)")
-        fwd, bwd = (getattr(losses, name) for name in op.cuda_loss)
+        else:
+            fwd, bwd = (getattr(losses, name) for name in op.cuda_loss)
         args = [self.ids(r.node, t) if self.g.by_name[r.node].dtype == INDEX else view(r.node, delay=r.delay)
                 for r in n.args]
         call = losses.LossCall(args, [self.buf.P[p] for p in n.params], view(n.name).reshape(-1), n.attr,

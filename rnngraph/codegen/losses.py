@@ -1,13 +1,14 @@
 """The GPU side of the loss ops (``kind == "loss"`` in rnngraph.ops_losses): the mean-squared-error
 kernels, and the launchers the op registry names in each loss op's ``cuda_loss`` (the softmax
-cross-entropy's kernels are in codegen/reductions.py, the chunked one's in codegen/chunked_xent.py).
+cross-entropy's kernels are in codegen/reductions.py, the chunked one's in codegen/chunked_xent.py;
+an LSH head's dense evaluation is the chunked one's, its sparse training loss codegen/lsh_step.py).
 
 A launcher pair is ``forward(call)`` and ``backward(call)`` on a :class:`LossCall`, the views
 of one launch. The window's mean (the 1/columns seed) is the caller's (rnngraph.codegen.step).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from numba import cuda, float32
 
@@ -128,6 +129,24 @@ def run_chunked_softmax_xent_grad(call: LossCall) -> None:
                           chunk=call.attrs["chunk"], ignore_index=call.attrs.get("ignore_index"), stream=call.stream)
 
 
+#: classes a chunk of an ``lsh_softmax_xent`` head's dense evaluation (the same values as one chunk
+#: of all classes, to float32 rounding; bounds the logits' scratch at V = 100,000 and more)
+LSH_DENSE_CHUNK = 16384
+
+
+def run_lsh_softmax_xent(call: LossCall) -> None:
+    """``lsh_softmax_xent(h, ids)`` evaluated densely (rnngraph/ops_lsh.py): the chunked softmax
+    cross-entropy over all classes. Training calls run the sparse loss instead (codegen/lsh_step.py)."""
+    weight = call.params[0]
+    run_chunked_softmax_xent(replace(call, attrs={**call.attrs, "chunk": min(weight.shape[0], LSH_DENSE_CHUNK)}))
+
+
+def run_lsh_softmax_xent_grad(call: LossCall) -> None:
+    """Its dense gradients (a training call outside ``DeviceLSHHead.training`` only)."""
+    weight = call.params[0]
+    run_chunked_softmax_xent_grad(replace(call, attrs={**call.attrs, "chunk": min(weight.shape[0], LSH_DENSE_CHUNK)}))
+
+
 def run_mse(call: LossCall) -> None:
     """``mse(prediction, target)``: per-column mean squared error."""
     mse_forward(call.args[0], call.args[1], call.loss, stream=call.stream)
@@ -142,5 +161,6 @@ def run_mse_grad(call: LossCall) -> None:
         mse_backward(y, x, call.gloss, gargs[1], stream=call.stream)
 
 
-__all__ = ["KERNELS", "LossCall", "mse_backward", "mse_forward", "run_chunked_softmax_xent",
-           "run_chunked_softmax_xent_grad", "run_mse", "run_mse_grad", "run_softmax_xent", "run_softmax_xent_grad"]
+__all__ = ["KERNELS", "LSH_DENSE_CHUNK", "LossCall", "mse_backward", "mse_forward", "run_chunked_softmax_xent",
+           "run_chunked_softmax_xent_grad", "run_lsh_softmax_xent", "run_lsh_softmax_xent_grad", "run_mse",
+           "run_mse_grad", "run_softmax_xent", "run_softmax_xent_grad"]

@@ -222,11 +222,12 @@ def _mix31(x):
     return x
 
 
-def _collect_kernel(codes, buckets, fill, label_ids, label_offsets, threshold, want, pad_order, seed, keys, counts,
-                    sizes):
+def _collect_kernel(codes, buckets, fill, label_ids, label_offsets, threshold, want, pad_order, seed, counter, keys,
+                    counts, sizes):
     """One block a sample i: counts its buckets' ids and its labels in its hash table
     keys[i], counts[i] (cleared first), pads to ``want`` active neurons from the walk of
-    ``pad_order``, and writes the number of active neurons to sizes[i]."""
+    ``pad_order`` (its start drawn from ``seed + counter[0]`` and i), and writes the number of
+    active neurons to sizes[i]."""
     sm = cuda.shared.array(SCAN_THREADS, int32)
     i = cuda.blockIdx.x
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
@@ -255,7 +256,7 @@ def _collect_kernel(codes, buckets, fill, label_ids, label_offsets, threshold, w
     taken = 0
     if need > 0:
         classes = pad_order.shape[0]
-        start = _mix31((_mix31(seed & 0x7FFFFFFF) + i) & 0x7FFFFFFF) % classes
+        start = _mix31((_mix31((seed + counter[0]) & 0x7FFFFFFF) + i) & 0x7FFFFFFF) % classes
         w0 = 0
         while taken < need and w0 < classes:   # uniform over the block: taken, w0 are block totals
             w = w0 + tid
@@ -301,7 +302,30 @@ def _compact_kernel(keys, counts, threshold, offsets, ids):
             ids[base + cuda.atomic.add(at, 0, 1)] = keys[i, s]
 
 
+def _tick_kernel(counter):
+    """counter[0] += 1 (one thread)."""
+    counter[0] += 1
+
+
 collect_kernel = cached(cuda.jit(_collect_kernel))
+tick_kernel = cached(cuda.jit(_tick_kernel))
+_ZERO_COUNTERS: dict = {}  # context -> an int64 (1,) zero the collect kernel reads when no counter is given
+
+
+def _zero_counter():
+    key = 0 if in_simulator() else id(cuda.current_context())
+    if key not in _ZERO_COUNTERS:
+        _ZERO_COUNTERS[key] = cuda.to_device(np.zeros(1, np.int64))
+    return _ZERO_COUNTERS[key]
+
+
+def tick(counter, *, stream=None):
+    """Advances the (1,) int64 device ``counter`` by one, on the device (no host copy: a CUDA
+    graph may hold it). Returns counter. ValueError naming it on a wrong shape or dtype."""
+    counter = as_device(counter, stream)
+    check("tick counter", counter, 1, (np.int64,), shape=(1,))
+    tick_kernel[1, 1, launch_stream(stream)](counter)
+    return counter
 offsets_kernel = cached(cuda.jit(_offsets_kernel))
 compact_kernel = cached(cuda.jit(_compact_kernel))
 
@@ -320,7 +344,7 @@ def table_slots(L: int, capacity: int, min_active: int, max_labels: int) -> int:
 
 
 def active_sets(codes, buckets, fill, label_ids, label_offsets, pad_order, keys, counts, sizes, offsets, ids, *,
-                threshold: int = 1, min_active: int = 0, seed: int = 0, stream=None):
+                threshold: int = 1, min_active: int = 0, seed: int = 0, counter=None, stream=None):
     """The active output neurons of N samples, in the compact (ids, offsets) layout.
 
     Args:
@@ -340,6 +364,9 @@ def active_sets(codes, buckets, fill, label_ids, label_offsets, pad_order, keys,
         min_active: pad each set to ``min(min_active, V)``.
         seed: with the sample's index, draws its start in the padding walk (change it every
             call: the call counter, say).
+        counter: None, or a (1,) int64 device array added to ``seed`` on the device: a count a
+            kernel advances (:func:`tick`), so that a launch captured into a CUDA graph draws new
+            starts at each replay.
 
     Returns (ids, offsets). Raises ValueError naming the array on a wrong shape or dtype, or a
     scratch table whose size is not a power of two.
@@ -359,6 +386,8 @@ def active_sets(codes, buckets, fill, label_ids, label_offsets, pad_order, keys,
     check("active_sets sizes", sizes, 1, (np.int32,), shape=(n,))
     check("active_sets offsets", offsets, 1, (np.int64,), shape=(n + 1,))
     check("active_sets ids", ids, 1, (np.int32,))
+    counter = _zero_counter() if counter is None else as_device(counter, stream)
+    check("active_sets counter", counter, 1, (np.int64,), shape=(1,))
     if keys.shape[1] & (keys.shape[1] - 1) or keys.shape[1] < 2:
         raise ValueError(f"active_sets keys: the table size {keys.shape[1]} must be a power of two")
     want = min(int(min_active), pad_order.shape[0])
@@ -366,7 +395,7 @@ def active_sets(codes, buckets, fill, label_ids, label_offsets, pad_order, keys,
     if n:
         t = set_threads()
         collect_kernel[n, t, s](codes, buckets, fill, label_ids, label_offsets, np.int32(threshold),
-                                np.int32(want), pad_order, np.int64(seed), keys, counts, sizes)
+                                np.int32(want), pad_order, np.int64(seed), counter, keys, counts, sizes)
     offsets_kernel[1, 32 if in_simulator() else SCAN_THREADS, s](sizes, offsets)
     if n:
         compact_kernel[n, set_threads(), s](keys, counts, np.int32(threshold), offsets, ids)
@@ -378,9 +407,10 @@ KERNELS = [
     (_zero_int_kernel, "void(int32[::1])"),
     (_table_insert_kernel, "void(int32[:, ::1], int32[:, :, ::1], int32[:, ::1])"),
     (_collect_kernel, "void(int32[:, ::1], int32[:, :, ::1], int32[:, ::1], int32[::1], int64[::1], int32, int32, "
-                      "int32[::1], int64, int32[:, ::1], int32[:, ::1], int32[::1])"),
+                      "int32[::1], int64, int64[::1], int32[:, ::1], int32[:, ::1], int32[::1])"),
+    (_tick_kernel, "void(int64[::1])"),
     (_offsets_kernel, "void(int32[::1], int64[::1])"),
     (_compact_kernel, "void(int32[:, ::1], int32[:, ::1], int32, int64[::1], int32[::1])"),
 ]
 
-__all__ = ["KERNELS", "active_sets", "dwta_hash", "fill_tables", "set_bound", "table_slots", "zero_ints"]
+__all__ = ["KERNELS", "active_sets", "dwta_hash", "fill_tables", "set_bound", "table_slots", "tick", "zero_ints"]

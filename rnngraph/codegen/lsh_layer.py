@@ -11,8 +11,8 @@ current weights every ``rebuild_every`` samples, new bins and padding order ever
 cuBLAS where CuPy is present). The draws (bins, padding order) are NumPy's from the seed, as
 rnngraph/lsh/index.py's; the padding starts come from the device.
 
-It is not yet the ``rg.LSHSoftmax`` head of a compiled CUDA training step (that head trains on
-the CPU only); bench/lsh_gpu.py uses this class.
+A standalone layer (bench/lsh_gpu.py uses it); the ``rg.LSHSoftmax`` head of a compiled CUDA
+training step runs the same kernels inside the step (codegen/lsh_step.py).
 """
 from __future__ import annotations
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from contextlib import nullcontext
 
 import numpy as np
 from numba import cuda
@@ -118,6 +119,7 @@ class CudaBackend:
         self._masks_are_ones = False
         self._curand = None  # see _device_rng: None until first asked, then a tuple or False
         self._every: CudaProgram | None = None  # the program storing every node (see forward)
+        self.lsh = None  # an rg.LSHSoftmax head's sparse training loss (codegen/lsh_step.py), set by its step
 
     def _slot_names(self, name: str) -> list[str]:
         return [f"m/{name}", f"v/{name}"] if isinstance(self.optimizer, Adam) else [f"momentum/{name}"]
@@ -394,11 +396,12 @@ class CudaBackend:
         """The forward, the zeroed gradients, the loss gradient's seed and BPTT; with a gradient
         reducer also the loss summed into ``_reduced[0]``."""
         b, g, st = self.buf, self.g, self.stream
-        self.program.run_forward(direct=True)
-        library.fill(b.grad_arena, 0.0, stream=st)
-        library.fill(b.param_grad_arena, 0.0, stream=st)
-        library.fill_from(b.window(g.loss, grad=True), self._hyper, 0, stream=st)  # 1/columns
-        self.program.run_backward(direct=True)
+        with self.lsh.training(self.program) if self.lsh else nullcontext():  # an LSH head: its sparse loss
+            self.program.run_forward(direct=True)
+            library.fill(b.grad_arena, 0.0, stream=st)
+            library.fill(b.param_grad_arena, 0.0, stream=st)
+            library.fill_from(b.window(g.loss, grad=True), self._hyper, 0, stream=st)  # 1/columns
+            self.program.run_backward(direct=True)
         if self.gradient_reducer is not None:
             library.column_sum(b.window(g.loss).reshape(self.T * self.S, 1), self._reduced[0:1], stream=st)
 

@@ -23,7 +23,8 @@ The Extreme Classification Repository's text format and a synthetic data set of 
 
 The CUDA kernels are in ``rnngraph/codegen/`` (``lsh_kernels.py`` hashing, tables, active sets;
 ``lsh_sparse.py`` the sparse softmax and touched-row Adam; ``lsh_layer.py`` a standalone GPU
-layer); the ``rg.LSHSoftmax`` head (rnngraph/lsh_head.py) trains on the CPU only so far.
+layer; ``lsh_step.py`` the ``rg.LSHSoftmax`` head (rnngraph/lsh_head.py) in the compiled CUDA
+training step, which trains it as the NumPy backend does).
 """
 from .active import active_sets, draw_pad_order
 from .config import LSHConfig, RebuildClock
