@@ -11,6 +11,9 @@ calls, CUDA events on torch's current stream)::
 rnn is ``rnngraph.torch.RNN(cell, H, L, input_size=H)`` for each ``--cells`` entry, or
 ``nn.LSTM(H, H, L)`` with cuDNN's TF32 off (``cudnn-fp32``) and on (``cudnn-tf32``,
 PyTorch's default for cuDNN RNNs). Every ratio divides by the faster nn.LSTM of the same B.
+``--precisions fp32 tf32 bf16`` times each cell in each ``precision=`` of rnngraph.torch.RNN
+(rnngraph/precision.py: the once-per-window GEMMs on tensor cores; the loops' products stay
+fp32), in the same run as both cuDNN anchors; the targets are fp32's.
 
 At each B in ``--overhead-batches`` it also times the module's own overhead: the bare compiled
 RNN (``rnn.compiled(...)``'s forward and backward on torch tensors, no autograd) against the
@@ -23,6 +26,8 @@ addition per parameter more).
 Usage (GPU)::
 
     python3 bench/torch_layer.py --out bench/results/h200-YYYYMMDD-torch-layer-lstm.json --cells lstm
+    python3 bench/torch_layer.py --cells lstm --hidden 1024 --layers 1 --batches 1 64 128 \
+        --precisions fp32 tf32 bf16 --out bench/results/h200-YYYYMMDD-torch-layer-precision.json
     python3 bench/torch_layer.py --device cpu --hidden 32 --window 10 --batches 2 --iters 3   # a smoke run
 """
 from __future__ import annotations
@@ -100,6 +105,8 @@ def main(argv=None) -> int:
     ap.add_argument("--plan", choices=["wavefront", "scc-sequential"],
                     help="force rnngraph's plan (default: the cost model's choice)")
     ap.add_argument("--no-anchor", action="store_true", help="skip nn.LSTM (smoke runs)")
+    ap.add_argument("--precisions", nargs="+", choices=["fp32", "tf32", "bf16"], default=["fp32"],
+                    help="rnngraph's precision= values to time, each cell in each (default fp32)")
     add_protocol_arguments(ap)
     args = ap.parse_args(argv)
     dev = torch.device(args.device)
@@ -122,8 +129,9 @@ def main(argv=None) -> int:
                 print(f"B={B:3d} {name:14s} {r['ms']:8.3f} ms", flush=True)
             _tf32(False)
         best = min(anchors.values()) if anchors else None
-        for cell in args.cells:
-            rnn, head = RNN(cell, H, L, input_size=H, plan=args.plan).to(dev), torch.nn.Linear(H, args.head).to(dev)
+        for cell, precision in [(c, p) for c in args.cells for p in args.precisions]:
+            rnn = RNN(cell, H, L, input_size=H, plan=args.plan, precision=precision).to(dev)
+            head = torch.nn.Linear(H, args.head).to(dev)
             step = training_loop(rnn, head, x, target)
             t0 = time.perf_counter()
             step()
@@ -132,13 +140,13 @@ def main(argv=None) -> int:
             first = time.perf_counter() - t0
             r = measure(step, timer, proto)
             ratio = r["ms"] / best if best else None
-            target_ratio = TARGETS.get((cell, B))
-            rec = {"impl": "rnngraph", "cell": cell, "B": B, "step_ms": r["ms"], "iters": r["iters"],
+            target_ratio = TARGETS.get((cell, B)) if precision == "fp32" else None
+            rec = {"impl": "rnngraph", "cell": cell, "precision": precision, "B": B, "step_ms": r["ms"], "iters": r["iters"],
                    "first_call_s": first, "vs_faster_cudnn": ratio, "target": target_ratio,
                    "met": None if ratio is None or target_ratio is None else ratio <= target_ratio,
                    "plan": rnn.compiled(dev, x.dtype).schedule(T, B).plan}
             result["records"].append(rec)
-            print(f"B={B:3d} {cell:14s} {r['ms']:8.3f} ms  x{ratio if ratio else float('nan'):.3f} of the faster "
+            print(f"B={B:3d} {cell:14s} {precision} {r['ms']:8.3f} ms  x{ratio if ratio else float('nan'):.3f} of the faster "
                   f"nn.LSTM (target {target_ratio}) first call {first:.1f} s", flush=True)
             if B in args.overhead_batches:
                 o = {"cell": cell, "B": B, **overhead(rnn, x, proto, timer)}

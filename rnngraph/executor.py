@@ -7,21 +7,39 @@ time). In backward, a GEMM kernel computes input gradients only; its weight grad
 ``wgrad`` kernel that follows (once per window); likewise a loop's ``post_sums`` layer norms,
 whose gain and bias gradients are the ``reduce`` kernels after the loop. Results equal :class:`rnngraph.reference.Reference`'s
 naive time-stepping (the property tests check it), with the same layouts and API.
+
+A schedule in precision ``"tf32"`` or ``"bf16"`` (rnngraph/precision.py) is emulated as the CUDA
+backend runs it: the GEMMs of its phases (forward products, input-gradient products, weight
+gradients) multiply operands rounded to that format (:func:`rnngraph.precision.round_operand`) in
+float32; the loops' products, bias sums and everything else stay float32.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from .precision import round_operand
 from .reference import Forward, Gradients, Reference, mean_loss
 from .schedule import Loop, Phase, Schedule
 
 
 class ScheduleExecutor(Reference):
-    """Runs ``schedule`` with NumPy in ``dtype`` ("float64" or "float32"); same API as Reference."""
+    """Runs ``schedule`` with NumPy in ``dtype`` ("float64" or "float32"); same API as Reference.
+    The schedule's ``precision`` is emulated (module docstring); ValueError, naming it, for a
+    reduced precision with dtype float64."""
 
     def __init__(self, schedule: Schedule, dtype: str = "float64"):
         super().__init__(schedule.graph, dtype)
         self.schedule = schedule
+        self.precision = getattr(schedule, "precision", "fp32")
+        if self.precision != "fp32" and dtype != "float32":
+            raise ValueError(f"precision={self.precision!r} needs dtype float32, got dtype {dtype!r}")
+
+    def _rounded(self, xs: list, ps: list, k) -> tuple[list, list]:
+        """A phase GEMM's arguments and weight as the schedule's precision stores them (the bias,
+        ``ps[1]``, stays); other kernels' unchanged."""
+        if self.precision == "fp32" or k.kind not in ("gemm", "wgrad"):
+            return xs, ps
+        return [round_operand(x, self.precision) for x in xs], [round_operand(p, self.precision) for p in ps[:1]] + ps[1:]
 
     # ------------------------------------------------------------------ window helpers
     @staticmethod
@@ -68,7 +86,7 @@ class ScheduleExecutor(Reference):
                     for name in k.ops:
                         n = g.by_name[name]
                         xs = [self._window(values, hist, r.node, r.delay).reshape(T * S, -1) for r in n.args]
-                        y = self.op(n).forward(xs, [ps[p] for p in n.params], n.attr)
+                        y = self.op(n).forward(*self._rounded(xs, [ps[p] for p in n.params], k), n.attr)
                         values[name][...] = y.reshape(T, S, n.size)
             else:
                 for t, k in self._ticks(step, T):
@@ -142,11 +160,20 @@ class ScheduleExecutor(Reference):
             xs = [self._window(fwd.values, hist, r.node, r.delay).reshape(T * S, -1) for r in n.args]
             y = fwd.values[name].reshape(T * S, -1)
             if k.kind in ("wgrad", "reduce"):  # parameter gradients only: a GEMM's, a loop's layer norm's
-                _, gps = self.op(n).vjp(gy, y, xs, [fwd.params[p] for p in n.params], n.attr)
+                pa = [fwd.params[p] for p in n.params]
+                _, gps = self.op(n).vjp(gy, y, xs, pa, n.attr)
+                if self.precision != "fp32" and k.kind == "wgrad":  # the weight's from rounded operands
+                    (gy_r, *xs_r), _ = self._rounded([gy, *xs], [], k)
+                    gps = [self.op(n).vjp(gy_r, y, xs_r, pa, n.attr)[1][0], *gps[1:]]
                 for p, gp in zip(n.params, gps):
                     gparams[p] += gp
                 continue
-            gxs = self._vjp(n, gy, y, xs, fwd.params, gparams, args_only=k.kind == "gemm")
+            if k.kind == "gemm" and self.precision != "fp32":  # input gradients from rounded operands
+                (gy_r,), _ = self._rounded([gy], [], k)
+                ps_r = dict(fwd.params, **{n.params[0]: round_operand(fwd.params[n.params[0]], self.precision)})
+                gxs = self._vjp(n, gy_r, y, xs, ps_r, gparams, args_only=True)
+            else:
+                gxs = self._vjp(n, gy, y, xs, fwd.params, gparams, args_only=k.kind == "gemm")
             for r, gx in zip(n.args, gxs):
                 if gx is not None:
                     self._push(grads, ghist, r.node, r.delay, gx.reshape(T, S, -1))

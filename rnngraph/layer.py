@@ -30,6 +30,7 @@ from .masks import draw_mask, mask_inputs, mask_seed
 from .network import Sequential
 from .passes import PLANS
 from .passes import schedule as build_schedule
+from .precision import check_gpu, check_precision
 from .reference import DTYPES, check_ids, id_limits, init_params
 from .schedule import Schedule
 from .schedule_options import ScheduleOptions
@@ -69,7 +70,7 @@ class CompiledRNN:
 
     def __init__(self, net: Sequential, device: str, dtype: str, seed: int, plan: str | None,
                  cache_size: int, parameters: dict | None = None, options: ScheduleOptions | None = None,
-                 tuning: LoopTuning | None = None):
+                 tuning: LoopTuning | None = None, precision: str = "fp32"):
         if not isinstance(net, Sequential):
             raise TypeError(f"rg.compile_rnn expects an rg.Sequential, got {type(net).__name__}")
         if net.has_loss:
@@ -79,6 +80,9 @@ class CompiledRNN:
             raise ValueError(f"dtype {dtype!r} is not supported (float32, float64)")
         if device == "cuda" and dtype != "float32":
             raise ValueError("the CUDA backend runs float32")
+        self.precision = check_precision(precision, dtype)
+        if device == "cuda":
+            check_gpu(self.precision)
         if isinstance(cache_size, bool) or not isinstance(cache_size, (int, np.integer)) or cache_size < 1:
             raise ValueError(f"cache_size must be a positive integer, got {cache_size!r}")
         if plan not in (None, "naive", *PLANS):
@@ -146,7 +150,8 @@ class CompiledRNN:
         for key in ((window, streams, True), (window, streams, False)):
             if key in self._plans:
                 return self._plans[key].schedule
-        return build_schedule(self.graph, window, streams, self.dtype, self.plan, self._values(streams)[0])
+        return build_schedule(self.graph, window, streams, self.dtype, self.plan, self._values(streams)[0],
+                              precision=self.precision)
 
     def _values(self, streams: int) -> tuple[ScheduleOptions, LoopTuning]:
         """The schedule options and loop tuning of plans over ``streams`` streams."""
@@ -163,7 +168,7 @@ class CompiledRNN:
                 return self._plans[key]
         options, tuning = self._values(S)
         graph = self.net.masked_graph if masked else self.graph
-        sched = build_schedule(graph, T, S, self.dtype, self.plan, options)
+        sched = build_schedule(graph, T, S, self.dtype, self.plan, options, precision=self.precision)
         if self._device:
             from .codegen.layer_device import DevicePlan
             plan = DevicePlan(sched, self._device, backward, tuning)
@@ -367,7 +372,8 @@ class HostPlan:
 
 def compile_rnn(net: Sequential, device: str = "auto", dtype: str = "float32", seed: int = 0,
                 plan: str | None = None, cache_size: int = 8, parameters: dict | None = None,
-                options: ScheduleOptions | None = None, tuning: LoopTuning | None = None) -> CompiledRNN:
+                options: ScheduleOptions | None = None, tuning: LoopTuning | None = None,
+                precision: str = "fp32") -> CompiledRNN:
     """Compile ``net`` (cells, optional rg.Embedding first and rg.Dropout between, no loss head)
     as a layer: :meth:`CompiledRNN.forward` / :meth:`CompiledRNN.backward` for any (T, S).
 
@@ -378,11 +384,14 @@ def compile_rnn(net: Sequential, device: str = "auto", dtype: str = "float32", s
     CUDA device arrays are used in place, so a caller such as rnngraph.torch can own the
     memory; on the CPU so are C-contiguous NumPy arrays of ``dtype``); options, tuning: the
     schedule options and the loop kernels' code shape, as for :func:`rnngraph.compile` (None:
-    the defaults for each S with RNNGRAPH_LOOP's keys). Raises TypeError /
+    the defaults for each S with RNNGRAPH_LOOP's keys); precision: "fp32" (default), "tf32" or
+    "bf16", as for :func:`rnngraph.compile` (the once-per-window GEMMs on tensor cores; the CPU
+    emulates it). Raises TypeError /
     GraphError for a network that is not a loss-free
     rg.Sequential, TypeError for options / tuning of another type, ValueError for bad options
-    (a bad RNNGRAPH_LOOP included, naming it), RuntimeError when CUDA is asked for but absent.
+    (a bad RNNGRAPH_LOOP included, naming it) or a bad precision (naming it), RuntimeError when
+    CUDA is asked for but absent or tf32/bf16 on a GPU without tensor cores (naming the GPU).
     """
     from .devices import resolve_device
     device = resolve_device(device)
-    return CompiledRNN(net, device, dtype, seed, plan, cache_size, parameters, options, tuning)
+    return CompiledRNN(net, device, dtype, seed, plan, cache_size, parameters, options, tuning, precision)

@@ -21,6 +21,7 @@ from .lsh_train import lsh_training
 from .codegen.tuning import LoopTuning
 from .loop_env import from_environment, resolve
 from .passes import schedule as build_schedule
+from .precision import check_gpu, check_precision
 from .reference import DTYPES, init_params, zero_states
 from .schedule import Schedule
 from .step_cuda import cuda_backend, cuda_forward, cuda_train
@@ -71,7 +72,7 @@ class TrainingStep(StepFeed, StepState, TrainingOutcome):
     def __init__(self, net: Sequential, window: int, streams: int, device: str, dtype: str,
                  optimizer: Optimizer | None, clip_norm: float | None, seed: int, plan: str | None = None,
                  cache_size: int = 8, nonfinite: str = "raise", options: ScheduleOptions | None = None,
-                 tuning: LoopTuning | None = None, backward: bool = True):
+                 tuning: LoopTuning | None = None, backward: bool = True, precision: str = "fp32"):
         self.net, self.graph = net, net.graph
         self.backward = bool(backward)
         if not self.backward:  # nothing would use them: refused rather than ignored
@@ -87,6 +88,7 @@ class TrainingStep(StepFeed, StepState, TrainingOutcome):
         if clip_norm is not None and not clip_norm > 0:
             raise ValueError(f"clip_norm must be positive or None, got {clip_norm!r}")
         self.dtype, self.clip_norm, self.device = dtype, clip_norm, device
+        self.precision = check_precision(precision, dtype)
         if optimizer is not None and not isinstance(optimizer, Optimizer):
             raise TypeError(f"optimizer must be an rg.Adam, rg.AdamW or rg.SGD instance, got {optimizer!r}")
         self.optimizer = optimizer if optimizer is not None else Adam()
@@ -109,6 +111,7 @@ class TrainingStep(StepFeed, StepState, TrainingOutcome):
         if device == "cuda":
             if dtype != "float32":
                 raise ValueError("the CUDA backend runs float32")
+            check_gpu(self.precision)  # tf32 / bf16 need tensor cores: the GPU named otherwise
             self._cuda = cuda_backend(self, self.schedule, params, tuning)
         else:
             self._cuda = None
@@ -130,7 +133,7 @@ class TrainingStep(StepFeed, StepState, TrainingOutcome):
     def _build(self, graph, T: int, S: int, options: ScheduleOptions) -> Schedule:
         """The schedule of ``graph`` for (T, S); an evaluation-only step's has no backward steps
         (what it compiles, and what ``step.schedule`` shows)."""
-        sched = build_schedule(graph, T, S, self.dtype, self.plan, options)
+        sched = build_schedule(graph, T, S, self.dtype, self.plan, options, precision=self.precision)
         return sched if self.backward else sched.forward_only()
 
     def _use(self, T: int, S: int, masked: bool = False) -> None:
@@ -236,7 +239,7 @@ def compile(net: Sequential, window: int, streams: int, device: str = "auto", dt
             optimizer: Optimizer | None = None, clip_norm: float | None = None, seed: int = 0,
             plan: str | None = None, cache_size: int = 8, nonfinite: str = "raise",
             options: ScheduleOptions | None = None, tuning: LoopTuning | None = None,
-            backward: bool = True) -> TrainingStep:
+            backward: bool = True, precision: str = "fp32") -> TrainingStep:
     """Compile ``net`` for windows of ``window`` timesteps over ``streams`` parallel streams.
 
     device: ``"cpu"`` (NumPy backend), ``"cuda"`` or ``"auto"``; dtype ``"float32"``/``"float64"``;
@@ -256,17 +259,24 @@ def compile(net: Sequential, window: int, streams: int, device: str = "auto", dt
     of the ``RNNGRAPH_LOOP`` environment variable, read once, here; backward: False for a step
     that only evaluates (``forward``; the GPU generates and compiles no backward kernel, the
     schedule has no backward steps, and ``train`` raises RuntimeError), as
-    ``rnngraph.lm.Evaluator`` makes; it takes no optimizer or clip_norm. A network with an
+    ``rnngraph.lm.Evaluator`` makes; it takes no optimizer or clip_norm; precision: ``"fp32"``
+    (default: strict fp32 everywhere), ``"tf32"`` or ``"bf16"``: the once-per-window GEMMs
+    (hoisted products, input-gradient products of the phases, weight gradients) on tensor cores
+    with operands in that format and fp32 accumulation, everything else fp32 (rnngraph/precision.py;
+    the loops' recurrent products are not on tensor cores yet); float32 only; the CPU backend
+    emulates it (operands rounded to the format, ties to even). A network with an
     ``rg.LSHSoftmax`` head trains sparsely and evaluates densely on either backend (``"auto"``
-    picks CUDA where there is a GPU, as for any head; rnngraph/codegen/lsh_step.py). Returns a :class:`TrainingStep`. Raises TypeError for an optimizer that is
+    picks CUDA where there is a GPU, as for any head; rnngraph/codegen/lsh_step.py). Returns a
+    :class:`TrainingStep`. Raises TypeError for an optimizer that is
     not an rg.Adam/rg.AdamW/rg.SGD instance, or options / tuning of another type, and ValueError
     for non-positive window/streams, an unknown device or dtype, a bad RNNGRAPH_LOOP (naming it),
-    an optimizer or clip_norm with backward=False (naming it); RuntimeError when CUDA is asked for
-    but unavailable.
+    an optimizer or clip_norm with backward=False (naming it), a precision other than fp32/tf32/bf16
+    or a reduced one with dtype float64; RuntimeError when CUDA is asked for but unavailable, or
+    for tf32/bf16 on a GPU without tensor cores (compute capability below 8.0, naming the GPU).
     """
     if not isinstance(net, Sequential):
         raise TypeError(f"rg.compile expects an rg.Sequential, got {type(net).__name__}")
     if not isinstance(backward, bool):
         raise TypeError(f"rg.compile: backward must be True or False, got {backward!r}")
     return TrainingStep(net, window, streams, resolve_device(device), dtype, optimizer, clip_norm, seed, plan,
-                        cache_size, nonfinite, options, tuning, backward)
+                        cache_size, nonfinite, options, tuning, backward, precision)

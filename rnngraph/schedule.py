@@ -110,7 +110,8 @@ class Loop:
 class Schedule:
     """The compiled plan of a graph for windows of ``window`` timesteps over ``streams`` streams,
     built with ``options`` (what the passes decided beyond the graph; None: not recorded, as in a
-    Schedule not built by ``rnngraph.passes.schedule``)."""
+    Schedule not built by ``rnngraph.passes.schedule``); ``precision`` (rnngraph/precision.py): the
+    operand format of its once-per-window GEMMs (:func:`gemm_precision` says each GEMM's)."""
 
     graph: Graph = field(repr=False)
     window: int
@@ -121,6 +122,7 @@ class Schedule:
     forward: tuple
     backward: tuple
     options: ScheduleOptions | None = None
+    precision: str = "fp32"
 
     # ------------------------------------------------------------------ statistics
     def kernels(self, direction: str = "both") -> list[Kernel]:
@@ -200,13 +202,24 @@ def _chunks_text(g: Graph, k: Kernel) -> str:
     return f"   [{classes} classes in {len(bounds)} chunk{plural} of {min(chunk, classes)}{tail}]"
 
 
-def _kernel_line(k: Kernel, indent: str, g: Graph) -> str:
+def gemm_precision(s: Schedule, step, k: Kernel) -> str | None:
+    """The operand format of kernel ``k`` of ``step`` (a Phase or Loop of ``s``) when it is a GEMM
+    (kind gemm or wgrad), else None: ``s.precision`` in a phase (the once-per-window products:
+    hoisted, input gradients, weight gradients), ``"fp32"`` in a loop (the recurrent products are
+    not on tensor cores yet; a per-timestep loop's cuBLAS products stay fp32 alike)."""
+    if k.kind not in ("gemm", "wgrad"):
+        return None
+    return s.precision if isinstance(step, Phase) else "fp32"
+
+
+def _kernel_line(k: Kernel, indent: str, g: Graph, precision: str | None = None) -> str:
     text = f"{indent}{k.name:<4} {k.kind:<9}  {_ops_text(k)}"
     if k.reads:
         text += f"  <- {', '.join(k.reads)}"
     if k.kind not in ("gemm", "wgrad", "gather") or set(k.writes) != set(k.ops):
         text += f"  -> {', '.join(k.writes)}" if k.writes else ""
-    return f"{text}   {k.rows} x {k.cols}{_chunks_text(g, k)}"
+    tag = f"   [{precision}]" if precision else ""
+    return f"{text}   {k.rows} x {k.cols}{_chunks_text(g, k)}{tag}"
 
 
 def _fmt_flops(f: float) -> str:
@@ -226,10 +239,13 @@ def _sync_text(s: Loop) -> str:
     return f", grid sync after level{'s' if len(syncs) > 1 else ''} {', '.join(map(str, syncs))}"
 
 
-def _step_lines(s, window: int, columns: int, g: Graph) -> list[str]:
+def _step_lines(s, window: int, columns: int, g: Graph, sched: Schedule | None = None) -> list[str]:
+    """The dump's lines of step ``s``; with ``sched`` (a schedule in a precision other than fp32)
+    each GEMM line ends with its operand format (:func:`gemm_precision`)."""
+    tagged = (lambda k: gemm_precision(sched, s, k)) if sched is not None else (lambda k: None)
     if isinstance(s, Phase):
         lines = [f"  {s.name}  [once per window over {columns} columns]"]
-        lines += [_kernel_line(k, "    ", g) for k in s.kernels]
+        lines += [_kernel_line(k, "    ", g, tagged(k)) for k in s.kernels]
         return lines
     span = f"t={window - 1}..0" if s.reverse else f"t=0..{window - 1}"
     syncs = s.reduction_syncs
@@ -249,7 +265,7 @@ def _step_lines(s, window: int, columns: int, g: Graph) -> list[str]:
             ks = s.at(level, offset)
             for j, k in enumerate(ks):
                 head = f"      level {level}  " if j == 0 else " " * 15
-                lines.append(_kernel_line(k, head, g))
+                lines.append(_kernel_line(k, head, g, tagged(k)))
     return lines
 
 
@@ -261,19 +277,30 @@ def _options_line(s: Schedule) -> list[str]:
     return [f"  options (not the defaults for S={s.streams}): " + ", ".join(f"{k}={v}" for k, v in changed.items())]
 
 
+def _precision_line(s: Schedule) -> list[str]:
+    """What a precision other than fp32 changes (fp32: no line, the dump as before)."""
+    if s.precision == "fp32":
+        return []
+    return [f"  precision {s.precision}: the once-per-window GEMMs on tensor cores ({s.precision} operands, fp32 "
+            f"accumulation); the loops' recurrent products, a chunked softmax's products and pointwise math stay fp32"]
+
+
 def format_schedule(s: Schedule) -> str:
-    """The schedule dump: header, the options that differ from the defaults, forward and backward
-    steps (``backward  none (forward only)`` without any), then totals."""
+    """The schedule dump: header, the options that differ from the defaults, the precision (when
+    not fp32: then each GEMM line ends with its operand format), forward and backward steps
+    (``backward  none (forward only)`` without any), then totals."""
     g = s.graph
     hidden = sorted({g.by_name[st.node].size for st in g.states})
-    lines = [f"schedule {g.name}  window={s.window} streams={s.streams} {s.dtype}  "
+    prec = f"  precision={s.precision}" if s.precision != "fp32" else ""
+    lines = [f"schedule {g.name}  window={s.window} streams={s.streams} {s.dtype}{prec}  "
              f"hidden={','.join(map(str, hidden)) or '-'}  plan={s.plan}",
-             f"  why: {s.reason}", *_options_line(s), "forward"]
+             f"  why: {s.reason}", *_options_line(s), *_precision_line(s), "forward"]
+    sched = s if s.precision != "fp32" else None
     for step in s.forward:
-        lines += _step_lines(step, s.window, s.window * s.streams, g)
+        lines += _step_lines(step, s.window, s.window * s.streams, g, sched)
     lines.append("backward" if s.backward else "backward  none (forward only)")
     for step in s.backward:
-        lines += _step_lines(step, s.window, s.window * s.streams, g)
+        lines += _step_lines(step, s.window, s.window * s.streams, g, sched)
     par = s.work / max(s.critical_path, 1)
     lines.append(f"work {_fmt_flops(s.work)}   critical path {s.critical_path} levels   "
                  f"parallelism bound {_fmt_flops(par)}/level   launches/window {s.launches}")

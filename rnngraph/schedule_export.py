@@ -11,26 +11,35 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from .schedule import Loop, Phase, Schedule
+from .schedule import Loop, Phase, Schedule, gemm_precision
 
 
 def to_json(s: Schedule) -> dict:
     """The schedule as plain data: keys ``graph``, ``window``, ``streams``, ``dtype``, ``plan``,
     ``reason``, ``forward``/``backward`` (lists of steps with their kernels; a loop's
     ``grid_syncs_after`` lists the levels whose end needs a grid sync), ``work_flops``,
-    ``critical_path_levels``, ``parallelism_flops_per_level``, ``launches_per_window``."""
+    ``critical_path_levels``, ``parallelism_flops_per_level``, ``launches_per_window``; in a
+    precision other than fp32 also ``precision``, and each GEMM kernel's ``precision``
+    (rnngraph.schedule.gemm_precision)."""
+
+    def kernel(x, k):
+        d = asdict(k)
+        if s.precision != "fp32" and gemm_precision(s, x, k):
+            d["precision"] = gemm_precision(s, x, k)
+        return d
 
     def step(x):
         if isinstance(x, Phase):
-            return {"type": "phase", "name": x.name, "kernels": [asdict(k) for k in x.kernels]}
+            return {"type": "phase", "name": x.name, "kernels": [kernel(x, k) for k in x.kernels]}
         return {"type": "loop", "name": x.name, "reverse": x.reverse, "mode": x.mode, "levels": x.levels,
                 "reduction_syncs": x.reduction_syncs, "grid_syncs_after": list(x.sync_after),
                 "early_row_sums": list(x.early_sums), "post_loop_sums": list(x.post_sums),
                 "flagged": list(x.flagged), "ticks": x.ticks,
                 "stages": [{"offset": o, "label": lbl} for o, lbl in x.stages],
-                "kernels": [asdict(k) for k in x.kernels]}
+                "kernels": [kernel(x, k) for k in x.kernels]}
 
-    return {"graph": s.graph.name, "window": s.window, "streams": s.streams, "dtype": s.dtype,
+    extra = {"precision": s.precision} if s.precision != "fp32" else {}
+    return {"graph": s.graph.name, "window": s.window, "streams": s.streams, "dtype": s.dtype, **extra,
             "plan": s.plan, "reason": s.reason,
             "forward": [step(x) for x in s.forward], "backward": [step(x) for x in s.backward],
             "work_flops": s.work, "critical_path_levels": s.critical_path,

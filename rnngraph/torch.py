@@ -26,6 +26,7 @@ from .network import Dropout, Sequential
 from .reference import init_params
 from .errors import GraphError, positive_int
 from .passes import PLANS
+from .precision import check_precision
 from .schedule_options import ScheduleOptions
 from .torch_function import CompiledFunction, from_backend, stack_states, to_backend, to_backend_dict
 from .torch_packed import PackedSequence, unpack
@@ -54,6 +55,11 @@ class RNN(nn.Module):
         cache_size: compiled (T, B) plans kept per device.
         options, tuning: an ``rg.ScheduleOptions`` and an ``rg.LoopTuning`` for every (T, B)
             (default: those of each B, with RNNGRAPH_LOOP's keys; see ``rg.compile_rnn``).
+        precision: "fp32" (default), "tf32" or "bf16": the once-per-window GEMMs (input
+            products over the window, weight gradients) on tensor cores with operands in that
+            format and fp32 accumulation, as ``rg.compile``'s (rnngraph/precision.py); float32
+            only (a float64 module with tf32/bf16 is a ValueError at its first call); the CPU
+            emulates it. ValueError naming it for another value.
         bidirectional: a reverse direction in every layer (nn.LSTM's): outputs (T, B, 2H),
             states (2 * layers, B, H); ``pairs`` holds one compiled RNN per layer running both
             directions side by side (rnngraph/torch_bidirectional.py).
@@ -77,7 +83,7 @@ class RNN(nn.Module):
     Precision: CPU tensors run in the module's dtype (float32 or float64), CUDA tensors in
     float32 (the generated kernels). Under ``torch.autocast`` the inputs are cast to the
     module's dtype and the computation stays in it (like cuDNN RNNs' fp32 weights under
-    autocast, this layer does not run in reduced precision).
+    autocast, this layer does not run in reduced precision: ``precision=`` chooses that).
 
     Raises ValueError / TypeError naming the argument for a wrong shape, dtype or device of x
     or h0 (a CPU tensor for a module on the GPU included), TypeError for options / tuning of
@@ -87,7 +93,7 @@ class RNN(nn.Module):
     def __init__(self, cell, hidden: int, layers: int = 1, input_size: int | None = None, dropout: float = 0.0,
                  batch_first: bool = False, plan: str | None = None, cache_size: int = 8,
                  options: ScheduleOptions | None = None, tuning: LoopTuning | None = None,
-                 bidirectional: bool = False, **cell_kwargs):
+                 bidirectional: bool = False, precision: str = "fp32", **cell_kwargs):
         super().__init__()
         if isinstance(cell, str):
             if not getattr(getattr(_cells, cell, None), "is_cell", False):
@@ -106,6 +112,7 @@ class RNN(nn.Module):
         positive_int(cache_size, "cache_size")
         check(options, tuning)
         self.options, self.tuning = options, tuning
+        self.precision = check_precision(precision)
         self.bidirectional = bool(bidirectional)
         if dropout and layers == 1:  # nn.LSTM's warning
             warnings.warn(f"dropout={dropout} has no effect with layers=1: it drops the outputs of every layer but "
@@ -116,7 +123,7 @@ class RNN(nn.Module):
             from .torch_bidirectional import LayerPair
             self.pairs = nn.ModuleList(
                 LayerPair(cell, hidden, 1, input_size if k == 0 else 2 * hidden, plan=plan, cache_size=cache_size,
-                          options=options, tuning=tuning, **cell_kwargs) for k in range(layers))
+                          options=options, tuning=tuning, precision=precision, **cell_kwargs) for k in range(layers))
             self.cell_name, self.state_args = self.pairs[0].cell_name, self.pairs[0].state_args
             self.net = self.graph = None
             return
@@ -204,7 +211,7 @@ class RNN(nn.Module):
         values = {name: (p.detach() if backend == "cuda" else p.detach().numpy()) for name, p in params.items()}
         rnn = compile_rnn(self.net, device=backend, dtype=_TORCH_DTYPES[dtype], plan=self.plan,
                           cache_size=self.cache_size, parameters=values, options=self.options,
-                          tuning=self.tuning)
+                          tuning=self.tuning, precision=self.precision)
         self._compiled[key] = (ptrs, rnn)
         return rnn
 

@@ -5,6 +5,7 @@ import argparse
 import sys
 
 from ..cellfile import resolve_cell
+from ..precision import PRECISIONS
 from .arguments import CLIError, positive_int, probability
 
 
@@ -26,6 +27,9 @@ def _schedule_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plan", choices=("wavefront", "scc-sequential", "naive"), default=None,
                    help="force a plan (default: the cost model chooses; naive: one kernel per op per timestep)")
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32", help="(default float32)")
+    p.add_argument("--precision", choices=PRECISIONS, default="fp32",
+                   help="operand format of the once-per-window GEMMs: fp32, or tf32 / bf16 on tensor cores with "
+                        "fp32 accumulation (each GEMM line then names its format) (default fp32)")
     p.add_argument("--format", choices=FORMATS, default="text", help="(default text)")
     p.add_argument("--out", default=None, help="write here instead of stdout (required for gantt: a PNG)")
 
@@ -43,7 +47,9 @@ def run_schedule(args) -> int:
     net = stacked(factory, args.layers, args.hidden, input_size=args.input_size, vocab=args.vocab,
                   dropout=args.dropout)
     options, _ = resolve(args.streams, overrides=from_environment())  # RNNGRAPH_LOOP's schedule keys
-    s = schedule(net.graph, args.window, args.streams, args.dtype, args.plan, options)
+    if args.precision != "fp32" and args.dtype != "float32":
+        raise CLIError(f"--precision {args.precision} needs --dtype float32 (tensor cores take at most fp32 operands)")
+    s = schedule(net.graph, args.window, args.streams, args.dtype, args.plan, options, precision=args.precision)
     if args.format == "gantt":
         if not args.out:
             raise CLIError("--format gantt writes a PNG: give --out FILE.png")

@@ -37,7 +37,8 @@ def _device(choice: str, dtype: str, float64: str) -> str:
 
 
 def _compile(net, cfg: LMConfig, device: str, **kw):
-    return rg_compile(net, window=cfg.window, streams=cfg.streams, device=device, dtype=cfg.dtype, **kw)
+    return rg_compile(net, window=cfg.window, streams=cfg.streams, device=device, dtype=cfg.dtype,
+                      precision=cfg.precision, **kw)
 
 
 def _footprint(net, window: int, streams: int, dtype: str, device: str, training: bool, slots: int = 2):

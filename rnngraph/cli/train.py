@@ -148,7 +148,8 @@ class _Trainer:
         device = _device(choice, cfg.dtype, f"and {self.ckdir} is a {cfg.dtype} checkpoint: use --device cpu"
                          if ck is not None else f"not --dtype {cfg.dtype}: use --device cpu or --dtype float32")
         eval_net = build_network(cfg, len(self.vocab), dropout=0.0) if cfg.dropout else self.net  # no dropout
-        self.evaluator = Evaluator(eval_net, cfg.window, args.eval_streams, cfg.dtype, device=device)
+        self.evaluator = Evaluator(eval_net, cfg.window, args.eval_streams, cfg.dtype, device=device,
+                                   precision=cfg.precision)
         self._check_fits(ck, device, eval_net)
         local = cfg if procs is None else dataclasses.replace(cfg, streams=procs.hi - procs.lo)  # its streams
         self.step = _compile(self.net, local, device, optimizer=from_config(cfg.optimizer),
@@ -219,6 +220,7 @@ class _Trainer:
               + (f", weight decay {cfg.optimizer['weight_decay']:g}" if "weight_decay" in cfg.optimizer else "")
               + f", clip {cfg.clip}"
               + (f", dropout {cfg.dropout:g}" if cfg.dropout else "") + f", {self.step.device} {cfg.dtype}"
+              + (f" ({cfg.precision} GEMMs)" if cfg.precision != "fp32" else "")
               + (f", {self.procs.world} processes" if self.procs is not None else ""),
               flush=True)
         if args.show_schedule:

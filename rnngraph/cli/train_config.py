@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..precision import PRECISIONS
 from ..cellfile import canonical_cell, read_cell_source
 from ..lm import (DEFAULT_LR_FINAL, LR_SCHEDULES, CheckpointError, LMConfig, canonical_corpus, make_lr_schedule,
                   make_optimizer)
@@ -36,6 +37,11 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--chunk", metavar="N|auto|none", type=chunk_choice,
                    help=CHUNK_HELP + "; a resumed run may change it (default auto; a resumed run: the checkpoint's)")
     g.add_argument("--dtype", choices=("float32", "float64"), help=f"(default {d['dtype']})")
+    g.add_argument("--precision", choices=PRECISIONS,
+                   help="operand format of the once-per-window GEMMs (input products, weight gradients): fp32, "
+                        "or tf32 / bf16 on tensor cores with fp32 accumulation (the recurrent products stay fp32; "
+                        "the CPU emulates it); --dtype float32 only; a resumed run may change it (default fp32; "
+                        "a resumed run: the checkpoint's)")
     g.add_argument("--seed", metavar="SEED", type=int,
                    help=f"parameter initialisation seed (default {d['seed']})")
     g = p.add_argument_group("data (a resumed run takes these from the checkpoint too)")
@@ -130,6 +136,7 @@ def _config_from_args(args) -> LMConfig:
         if d["embed"] != d["hidden"]:
             raise CLIError(f"--tie-weights makes the embedding table the output weight, so --embed ({d['embed']}) "
                            f"must equal --hidden ({d['hidden']})")
+    precision = _precision(args.precision or "fp32", d["dtype"])
     optimizer = make_optimizer(d["optimizer"], d["lr"], args.weight_decay).config()
     source = read_cell_source(d["cell"])  # stored with the checkpoints (see rnngraph.cellfile)
     return LMConfig(cell=canonical_cell(d["cell"]), cell_source=source, layers=d["layers"], hidden=d["hidden"],
@@ -138,7 +145,8 @@ def _config_from_args(args) -> LMConfig:
                     corpus=canonical_corpus(d["corpus"]), seed=d["seed"], dtype=d["dtype"],
                     max_words=d["max_words"], optimizer=optimizer,
                     clip=d["clip"] or None, dropout=d["dropout"],
-                    lr_schedule=make_lr_schedule(d["lr_schedule"], args.lr_final), tie_weights=d["tie_weights"])
+                    lr_schedule=make_lr_schedule(d["lr_schedule"], args.lr_final), tie_weights=d["tie_weights"],
+                    precision=precision)
 
 
 def _resumed_config(args, saved: LMConfig, directory: str) -> LMConfig:
@@ -180,4 +188,14 @@ def _resumed_config(args, saved: LMConfig, directory: str) -> LMConfig:
         cfg.clip = args.clip or None
     if args.dropout is not None:
         cfg.dropout = args.dropout
+    if args.precision is not None:
+        cfg.precision = _precision(args.precision, cfg.dtype)
     return cfg
+
+
+def _precision(precision: str, dtype: str) -> str:
+    """``--precision``'s value; CLIError when it needs float32 and ``dtype`` is not."""
+    if precision != "fp32" and dtype != "float32":
+        raise CLIError(f"--precision {precision} needs --dtype float32 (tensor cores take at most fp32 operands), "
+                       f"not {dtype}")
+    return precision

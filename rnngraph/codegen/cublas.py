@@ -22,7 +22,8 @@ one; ``cublasSetStream`` resets the workspace, so it is set after each stream ch
 library is the first ``libcublas.so*`` mapped into the process once CuPy's cuBLAS module is
 imported: CuPy's, or torch's if torch loaded one first (either serves: the handle is ours).
 cuBLAS supports capture of SGEMM with host-pointer scalars (the cuBLAS documentation, "CUDA
-Graphs Support"). The math mode stays the default (no TF32), as CuPy's. The handles live as
+Graphs Support"). The math mode stays the default (no TF32), as CuPy's: a TF32 product asks for it
+by its compute type (``cublasGemmEx`` with :data:`COMPUTE_32F_FAST_TF32`, codegen/gemm_precision.py). The handles live as
 long as the process (one a thread and device; never destroyed).
 """
 from __future__ import annotations
@@ -39,6 +40,7 @@ WORKSPACE_BYTES = 32 << 20
 OP_N, OP_T = 0, 1  # cublasOperation_t
 R_32F, R_16BF = 0, 14  # cudaDataType_t
 COMPUTE_32F = 68  # cublasComputeType_t: fp32 accumulation
+COMPUTE_32F_FAST_TF32 = 77  # cublasComputeType_t: fp32 operands rounded to TF32 on tensor cores, fp32 accumulation
 GEMM_DEFAULT = -1  # cublasGemmAlgo_t
 
 

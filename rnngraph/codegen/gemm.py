@@ -15,6 +15,8 @@ from .optim_kernels import fill
 from .device import (as_device, blocks, check, column_chunk, elementwise_threads, have_cupy, in_simulator,
                      launch_stream, stream_handle)
 from .kernel_cache import cached
+from .gemm_precision import reduced_gemm_launcher
+from ..precision import check_precision
 
 TILE = 16  # the numba GEMM's tile: TILE x TILE threads a block, one output each
 _TILE_PAD = TILE + 1  # shared rows padded by one word against bank conflicts
@@ -115,7 +117,7 @@ def _gemm_dims(a, b, out, trans_a, trans_b):
 
 
 def gemm(a, b, out, *, trans_a: bool = False, trans_b: bool = False, alpha: float = 1.0,
-         beta: float = 0.0, stream=None, backend: str | None = None):
+         beta: float = 0.0, stream=None, backend: str | None = None, precision: str = "fp32"):
     """``out = alpha * op(a) @ op(b) + beta * out`` on the device, in place.
 
     a: float32 (M, K), or (K, M) with ``trans_a``; b: float32 (K, N), or (N, K) with ``trans_b``;
@@ -125,16 +127,20 @@ def gemm(a, b, out, *, trans_a: bool = False, trans_b: bool = False, alpha: floa
 
     backend: ``"cublas"`` (zero-copy, on ``stream``, codegen/cublas.py), ``"numba"`` (the tiled kernel), or
     None: cuBLAS where :func:`have_cupy`, else numba (always numba in the simulator).
-    Returns ``out``. Raises ValueError for shapes that do not chain or a non-contiguous last axis.
+    precision: the operands' format (rnngraph/precision.py): ``"fp32"`` (SGEMM), ``"tf32"`` or
+    ``"bf16"`` (tensor cores, fp32 accumulation: codegen/gemm_precision.py; numba's GEMM
+    multiplies the operands rounded as the NumPy backend's emulation rounds them).
+    Returns ``out``. Raises ValueError for shapes that do not chain, a non-contiguous last axis or
+    an unknown precision.
     """
     run, out = gemm_launcher(a, b, out, trans_a=trans_a, trans_b=trans_b, alpha=alpha, beta=beta,
-                             stream=stream, backend=backend)
+                             stream=stream, backend=backend, precision=precision)
     run()
     return out
 
 
 def gemm_launcher(a, b, out, *, trans_a: bool = False, trans_b: bool = False, alpha: float = 1.0,
-                  beta: float = 0.0, stream=None, backend: str | None = None):
+                  beta: float = 0.0, stream=None, backend: str | None = None, precision: str = "fp32"):
     """:func:`gemm`'s checks and argument preparation done once: returns (run, out), where
     ``run()`` launches the product on these arrays (same arguments and errors as :func:`gemm`).
 
@@ -148,15 +154,26 @@ def gemm_launcher(a, b, out, *, trans_a: bool = False, trans_b: bool = False, al
         backend = "cublas" if have_cupy() else "numba"
     if backend not in ("cublas", "numba"):
         raise ValueError(f"gemm: backend must be 'cublas', 'numba' or None, got {backend!r}")
+    check_precision(precision, where="gemm: precision")
     if m == 0 or n == 0:
         return (lambda: None), out
+    if precision != "fp32" and k > 0:
+        return reduced_gemm_launcher(a, b, out, m, n, k, trans_a, trans_b, alpha, beta, stream, backend, precision,
+                                     _row_stride, _device_ptr,
+                                     lambda ra, rb: _numba_launcher(ra, rb, out, m, n, trans_a, trans_b, alpha,
+                                                                    beta, stream)), out
     if backend == "cublas" and k > 0:  # k == 0 (out = beta * out) goes to the numba kernel
         return _cublas_launcher(a, b, out, m, n, k, trans_a, trans_b, alpha, beta, stream), out
+    return _numba_launcher(a, b, out, m, n, trans_a, trans_b, alpha, beta, stream), out
+
+
+def _numba_launcher(a, b, out, m, n, trans_a, trans_b, alpha, beta, stream):
+    """A function launching the tiled numba GEMM on these arrays."""
     grid = (blocks(n, TILE), blocks(m, TILE))
     flags = (np.int32(bool(trans_a)), np.int32(bool(trans_b)), np.float32(alpha), np.float32(beta))
     # configured at each call: the simulator's kernel[grid, block] sets the grid on the kernel
     # object itself, so a configuration kept from build time would take the last one set
-    return (lambda: gemm_kernel[grid, (TILE, TILE), launch_stream(stream)](a, b, out, *flags)), out
+    return lambda: gemm_kernel[grid, (TILE, TILE), launch_stream(stream)](a, b, out, *flags)
 
 
 def _row_stride(x) -> int:

@@ -36,6 +36,7 @@ from numba import cuda, float32
 
 from . import chunked_xent as _chunked_mod
 from . import gemm as _gemm_mod
+from . import precision_kernels as _precision_mod
 from . import losses as _loss_mod
 from . import optim_kernels as _optim_mod
 from . import reductions as _red_mod
@@ -150,7 +151,7 @@ def dropout_threshold(u, p: float, *, stream=None):
 KERNELS: list[tuple] = (_gemm_mod.KERNELS + _red_mod.KERNELS + _loss_mod.KERNELS + _chunked_mod.KERNELS
                         + _EMBEDDING_KERNELS
                         + [(_dropout_threshold_kernel, "void(float32[::1], float32, float32)")]
-                        + _optim_mod.KERNELS)
+                        + _optim_mod.KERNELS + _precision_mod.KERNELS)
 
 
 # ---------------------------------------------------------------------------- PTX check

@@ -20,10 +20,13 @@ from .row_reductions import row_code
 
 
 class LibraryLaunches:
-    """The library kernels of the graph of ``buf`` (a :class:`Buffers`), launched on ``stream``."""
+    """The library kernels of the graph of ``buf`` (a :class:`Buffers`), launched on ``stream``;
+    ``precision`` (rnngraph/precision.py): the operand format of the GEMMs over the whole window
+    (forward and input-gradient products of the phases, weight gradients); a per-timestep loop's
+    GEMMs stay fp32, as the persistent loops' in-kernel products do."""
 
-    def __init__(self, buf: Buffers, stream):
-        self.buf, self.stream, self.g = buf, stream, buf.g
+    def __init__(self, buf: Buffers, stream, precision: str = "fp32"):
+        self.buf, self.stream, self.g, self.precision = buf, stream, buf.g, precision
         #: loss node -> (forward, backward) launchers used instead of its registry entry's while
         #: set (an rg.LSHSoftmax head's sparse training loss: codegen/lsh_step.py)
         self.loss_overrides: dict[str, tuple] = {}
@@ -51,12 +54,14 @@ class LibraryLaunches:
         it (cuBLAS where CuPy is present, else the numba GEMM)."""
         b, r, view = self.buf, n.args[0], self.views(t)
         W = b.P[n.params[0]]
+        precision = self.precision if t is None else "fp32"
         if backward:
             run, _ = library.gemm_launcher(view(n.name, grad=True), W, view(r.node, grad=True, delay=r.delay),
-                                           beta=1.0, stream=self.stream)
+                                           beta=1.0, stream=self.stream, precision=precision)
             return run
         out = view(n.name)
-        run, _ = library.gemm_launcher(view(r.node, delay=r.delay), W, out, trans_b=True, stream=self.stream)
+        run, _ = library.gemm_launcher(view(r.node, delay=r.delay), W, out, trans_b=True, stream=self.stream,
+                                       precision=precision)
         if len(n.params) < 2:
             return run
         bias = b.P[n.params[1]]
@@ -67,7 +72,7 @@ class LibraryLaunches:
         b, r = self.buf, n.args[0]
         gy = b.window(n.name, grad=True)
         run, _ = library.gemm_launcher(gy, b.window(r.node, r.delay), b.PG[n.params[0]], trans_a=True, beta=1.0,
-                                       stream=self.stream)
+                                       stream=self.stream, precision=self.precision)
         if len(n.params) < 2:
             return run
         gb = b.PG[n.params[1]]

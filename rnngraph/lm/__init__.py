@@ -102,18 +102,21 @@ def describe_loss(nats: float, level: str) -> str:
 class Evaluator:
     """Mean loss of a network over a whole token array, forward only, with its own streams and
     states: S streams over contiguous chunks, states carried through each chunk from zero.
-    Compiled steps are cached per (window, streams); parameters are copied in at each call."""
+    Compiled steps are cached per (window, streams); parameters are copied in at each call.
+    precision: as for :func:`rnngraph.compile` (the model's, so that it is measured as it trains)."""
 
     def __init__(self, net: Sequential, window: int, streams: int, dtype: str = "float32",
-                 device: str = "cpu"):
+                 device: str = "cpu", precision: str = "fp32"):
         self.net, self.window, self.streams, self.dtype, self.device = net, window, streams, dtype, device
+        self.precision = precision
         self._steps: dict[tuple[int, int], TrainingStep] = {}
 
     def _step(self, window: int, streams: int, params: dict) -> TrainingStep:
         key = (window, streams)
         if key not in self._steps:
             self._steps[key] = compile(self.net, window=window, streams=streams, device=self.device,
-                                       dtype=self.dtype, backward=False)  # forward only: no backward kernels
+                                       dtype=self.dtype, backward=False,  # forward only: no backward kernels
+                                       precision=self.precision)
         step = self._steps[key]
         step.set_parameters(params)
         step.reset_state()

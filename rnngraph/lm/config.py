@@ -6,6 +6,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
+from ..precision import check_precision
 from ..optim import SGD, Adam, AdamW, Optimizer, cosine_lr
 
 
@@ -40,7 +41,9 @@ class LMConfig:
     tie_weights: the head's output weight is the embedding table (``rg.SoftmaxCrossEntropy(V,
     tie_weights=True)``; Press & Wolf 2017, PyTorch's word_language_model ``--tied``), so there is
     no ``head.W.weight`` and embed must equal hidden (checkpoints written before it existed load
-    as False).
+    as False); precision: the once-per-window GEMMs' operand format, ``"fp32"``, ``"tf32"`` or
+    ``"bf16"`` (rnngraph/precision.py; checkpoints written before it existed load as fp32; the
+    parameters are float32 in every precision, so a resumed run may change it).
     """
 
     cell: str = "lstm"
@@ -61,10 +64,11 @@ class LMConfig:
     cell_source: str | None = None
     chunk: int | None = None
     tie_weights: bool = False
+    precision: str = "fp32"
 
     #: Fields that older checkpoints lack, with the value that reproduces what they trained.
     OPTIONAL = {"dropout": 0.0, "lr_schedule": {"name": "constant"}, "cell_source": None, "chunk": None,
-                "tie_weights": False}
+                "tie_weights": False, "precision": "fp32"}
     #: Fields that fix the parameters' shapes or the data layout: a resumed run must agree.
     FIXED = ("cell", "layers", "hidden", "embed", "window", "streams", "level", "corpus", "dtype",
              "max_words", "tie_weights")
@@ -85,6 +89,7 @@ class LMConfig:
             raise ValueError(f"chunk must be null or a positive integer, got {d['chunk']!r}")
         if not isinstance(d["tie_weights"], bool):
             raise ValueError(f"tie_weights must be true or false, got {d['tie_weights']!r}")
+        check_precision(d["precision"], d["dtype"])
         return cls(**{k: d[k] for k in names})
 
 

@@ -10,9 +10,11 @@ evaluator of the same shape) prints that line only, ending ``as above``.
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 from ..debug import debug_level
 from ..ir import Graph
+from ..precision import check_precision
 from ..schedule import Schedule
 from ..schedule_options import ScheduleOptions
 from .fuse import fuse
@@ -38,14 +40,18 @@ PIPELINE = (
 
 
 def schedule(graph: Graph, window: int, streams: int, dtype: str = "float32", plan: str | None = None,
-             options: ScheduleOptions | None = None) -> Schedule:
+             options: ScheduleOptions | None = None, precision: str = "fp32") -> Schedule:
     """Compile ``graph`` into the Schedule of one training window of ``window`` timesteps over
     ``streams`` streams. ``plan`` forces "wavefront" or "scc-sequential" (default: the cost model),
     or asks for "naive" (one kernel per op per timestep: the baseline the passes are measured by).
     ``options``: what the passes decide beyond the graph (rnngraph/schedule_options.py; None:
-    ``ScheduleOptions.defaults(streams)``); the Schedule keeps them.
-    Raises GraphError (and subclasses) for an invalid graph; ValueError for window/streams < 1;
-    TypeError for options that are not a ScheduleOptions."""
+    ``ScheduleOptions.defaults(streams)``); the Schedule keeps them. ``precision``: the operand
+    format of the once-per-window GEMMs (rnngraph/precision.py; the passes decide nothing by it,
+    the Schedule records it for the backends and the dump).
+    Raises GraphError (and subclasses) for an invalid graph; ValueError for window/streams < 1,
+    an unknown precision or a reduced one with dtype float64 (one line naming it); TypeError for
+    options that are not a ScheduleOptions."""
+    check_precision(precision, dtype)
     for what, v in (("window", window), ("streams", streams)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"{what} must be a positive integer, got {v!r}")
@@ -60,7 +66,8 @@ def schedule(graph: Graph, window: int, streams: int, dtype: str = "float32", pl
             verify(state, p.__name__)
         if trace:
             print(f"    after {p.__name__:<12} {_summary(state)}", file=sys.stderr)
-    return lower(state)
+    sched = lower(state)
+    return sched if precision == "fp32" else replace(sched, precision=precision)
 
 
 _TRACED: set = set()  # the compiles whose passes RNNGRAPH_DEBUG=2 has printed
