@@ -129,6 +129,18 @@ def test_csv_errors_name_file_and_line(tmp_path, text, needle):
         read_answers(write(tmp_path, "test_answer.csv", "id,answer\n1,a\n2,x\n"))
 
 
+def test_csv_tables_after_blank_lines_and_without_rows(tmp_path):
+    # the header is the first non-blank line (it was the first line, so the header was read as a row)
+    qs = read_questions(write(tmp_path, "testing_data.csv", "\n\n" + CSV))
+    assert [(q.number, q.line) for q in qs] == [(1, 4), (2, 5)]
+    assert read_answers(write(tmp_path, "test_answer.csv", "\n" + CSV_ANSWERS)) == {1: 0, 2: 2}
+    # a header and no rows is an error (it read as no questions, no answers)
+    with pytest.raises(QuestionsError, match=re.escape("testing_data.csv: no rows under the header id,question,a")):
+        read_questions(write(tmp_path, "testing_data.csv", CSV.splitlines()[0] + "\n\n"))
+    with pytest.raises(QuestionsError, match=re.escape("test_answer.csv: no rows under the header id,answer")):
+        read_answers(write(tmp_path, "test_answer.csv", "id,answer\n"))
+
+
 def test_a_candidate_line_after_a_machine_form_question_names_the_line(tmp_path):
     path = write(tmp_path, "q.txt", MACHINE[:MACHINE.index("2a)")] + "    a) home\n")
     with pytest.raises(QuestionsError) as info:

@@ -96,7 +96,7 @@ def read_questions(path) -> list[Question]:
             neither form; a machine-form line without exactly one ``[candidate]``; a blank-form
             question without exactly one blank (``___``); a question whose candidates are not
             five, lettered a-e in order; an empty candidate; a question number seen before; a
-            CSV row without seven fields or a numeric id.
+            CSV row without seven fields or a numeric id; a CSV header without rows.
     """
     text = _text(path)
     lines = _lines(path, text)
@@ -217,7 +217,8 @@ def read_answers(path) -> dict[int, int]:
     Raises:
         OSError: the file cannot be read.
         QuestionsError (a ValueError), naming the file and line: not UTF-8; empty; a line that
-            gives no number and letter; a letter outside a-e; a question answered twice.
+            gives no number and letter; a letter outside a-e; a question answered twice; a CSV
+            row without two fields or a numeric id; a CSV header without rows.
     """
     answers, where = {}, {}
     text = _text(path)

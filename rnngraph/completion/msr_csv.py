@@ -34,11 +34,14 @@ def header(line: str) -> list[str] | None:
 
 
 def rows(path, text: str, columns: list[str], error) -> list[tuple[int, list[str]]]:
-    """(line number, the row's fields) of the data rows under the header: each with exactly
-    ``columns`` fields, the id a number; ``error(message)`` makes the exception to raise."""
+    """(line number, the row's fields) of the data rows under the header (the first non-blank
+    row; blank lines before it are skipped): each with exactly ``columns`` fields, the id a
+    number, at least one row; ``error(message)`` makes the exception to raise."""
     out = []
     reader = csv.reader(io.StringIO(text))
-    next(reader)  # the header
+    for fields in reader:  # up to and including the header
+        if any(f.strip() for f in fields):
+            break
     for fields in reader:
         k = reader.line_num
         if not any(f.strip() for f in fields):
@@ -48,6 +51,8 @@ def rows(path, text: str, columns: list[str], error) -> list[tuple[int, list[str
         if not fields[0].strip().isdigit():
             raise error(f"{path}, line {k}: the id {fields[0]!r} is not a number")
         out.append((k, [f.strip() for f in fields]))
+    if not out:
+        raise error(f"{path}: no rows under the header {','.join(columns)}")
     return out
 
 
