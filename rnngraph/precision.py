@@ -1,7 +1,7 @@
 """The ``precision`` option: which number format the matrix products' operands take.
 
-- ``"fp32"`` (the default): IEEE fp32 operands and accumulation, on the FFMA units: today's
-  behaviour, bit for bit.
+- ``"fp32"`` (the default): IEEE fp32 operands and accumulation, on the FFMA units: the same
+  results as a step compiled without the option, bit for bit.
 - ``"tf32"``: the once-per-window GEMMs (hoisted products over the window, the input-gradient
   products of the backward phases, the weight gradients) run on tensor cores with TF32 operands
   and fp32 accumulation. TF32 (NVIDIA, "TensorFloat-32 in the A100 GPU", 2020; the PTX ISA's

@@ -114,7 +114,7 @@ def test_float32_loop_kernels_have_no_f64(issue_cells):
 
 # The large-S code shape before the launch bounds (rows=4, cols=8, unroll=4), on which the H=64 part of the
 # inner-loop test below was
-# calibrated. The H=64 test nets' inner products are too short for today's default shape from S=2 (the
+# calibrated. The H=64 test nets' inner products are too short for the current default shape from S=2 (the
 # unrolled loop runs once or not at all, so the block with the most FMAs also holds the item's
 # prologue: 60 other instructions to 32 FMAs in the LSTM backward, signed or not); H=512 covers it.
 PRE_BOUNDS_SHAPE = {"hidden": 64, "tuning": {"rows": 4, "cols": 8, "unroll": 4, "bounds": 0}}
