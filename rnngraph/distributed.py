@@ -131,13 +131,14 @@ class _DeviceGradientReducer:
             with torch.cuda.stream(torch.cuda.ExternalStream(stream_handle(stream))):
                 for a in arrays:  # NCCL's stream waits for the step's, the step's for NCCL's
                     tensor = torch.as_tensor(a, device="cuda")
-                    collective(what, lambda: dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=self.group))
+                    collective(what, lambda: dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=self.group),
+                               self.step)
             return
         for a in arrays:
             host = a.copy_to_host(stream=stream)
             stream.synchronize()
             tensor = torch.from_numpy(host)  # shares host's memory: the result lands in host
-            collective(what, lambda: dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=self.group))
+            collective(what, lambda: dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=self.group), self.step)
             a.copy_to_device(host, stream=stream)
 
 
@@ -159,7 +160,9 @@ def distributed(step, group=None):
     applies the global batch's update on every process. Returns ``step`` (hooked in place).
 
     Raises TypeError when ``step`` is not a TrainingStep, RuntimeError when no process group is initialised,
-    PeerFailure when another process fails during the set-up or any later training call.
+    ValueError for a CPU step and a group whose only backend is NCCL, PeerFailure when another
+    process fails during the set-up or any later training call (a CUDA step's call that fails so
+    leaves its parameters, optimizer slots, states and step count as they were).
     """
     from .runtime import TrainingStep
     import torch
@@ -172,6 +175,9 @@ def distributed(step, group=None):
                            "(under torchrun: init_process_group('gloo'))")
     rank, world = dist.get_rank(group), dist.get_world_size(group)
     device = "cuda" if dist.get_backend(group) == "nccl" else "cpu"  # an NCCL-only group moves CUDA tensors only
+    if device == "cuda" and not step._cuda:
+        raise ValueError("group: an NCCL process group moves CUDA tensors only, and this step runs on the CPU: "
+                         "init_process_group('gloo') (or 'cpu:gloo,cuda:nccl'), or compile the step for CUDA")
     counts = torch.zeros(world, dtype=torch.int64, device=device)
     counts[rank] = step.streams
     collective("the exchange of stream counts", lambda: dist.all_reduce(counts, group=group), step)

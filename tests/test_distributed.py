@@ -62,6 +62,39 @@ def test_distributed_needs_a_process_group_and_a_training_step():
         rg.distributed(object())
 
 
+@pytest.fixture
+def one_process_group(tmp_path):
+    """A gloo process group of this process alone."""
+    import datetime
+
+    torch.distributed.init_process_group("gloo", init_method=f"file://{tmp_path / 'rendezvous'}", rank=0,
+                                         world_size=1, timeout=datetime.timedelta(seconds=60))
+    yield
+    torch.distributed.destroy_process_group()
+
+
+def test_a_cpu_step_with_an_nccl_only_group_is_a_value_error(one_process_group, monkeypatch):
+    # it went on to an all-reduce of CPU tensors over NCCL (a PeerFailure blaming another process)
+    monkeypatch.setattr(torch.distributed, "get_backend", lambda group=None: "nccl")
+    with pytest.raises(ValueError, match=r"group: an NCCL process group moves CUDA tensors only.*'gloo'"):
+        rg.distributed(w.compiled(2))
+
+
+def test_a_failed_all_reduce_of_a_cuda_step_names_the_step_and_counts_no_step(one_process_group, monkeypatch):
+    step = rg.distributed(w.compiled(2, device="cuda"))
+    before = {k: np.array(v) for k, v in step.parameters.items()}
+
+    def closed(*args, **kwargs):
+        raise RuntimeError("Connection closed by peer")
+    monkeypatch.setattr(torch.distributed, "all_reduce", closed)
+    x, y = w.windows(1)[0]
+    with pytest.raises(rg.PeerFailure, match="the all-reduce of the gradients at step 1 failed.*Connection closed"):
+        step.train(x[:, :2], y[:, :2])
+    assert step.optimizer.steps == 0  # it counted the failed call (1), Adam's next bias correction then wrong
+    for name, want in before.items():
+        np.testing.assert_array_equal(step.parameters[name], want, err_msg=name)
+
+
 # ---------------------------------------------------------------------------------- processes
 @pytest.mark.parametrize("world", [2, 3])
 def test_three_steps_on_several_processes_equal_one_process(tmp_path, world):

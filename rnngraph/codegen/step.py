@@ -336,7 +336,11 @@ class CudaBackend:
         if reduce:
             self._staging.to_device("loss sum and columns", self._reduced, np.array([0.0, columns], np.float32))
             self._backward_graph()
-            self.gradient_reducer([self.buf.param_grad_arena, self._reduced], self.stream)
+            try:
+                self.gradient_reducer([self.buf.param_grad_arena, self._reduced], self.stream)
+            except BaseException:  # a peer failed: nothing was updated, so the call did not count
+                opt.steps -= 1
+                raise
             self._update_graph()
             reduced = self._staging.to_host("loss sum and columns", self._reduced)
         else:
