@@ -57,6 +57,17 @@ def host_array(a) -> np.ndarray:
     return np.asarray(a)
 
 
+def check_ignore_index(ignore_index, classes: int, call: str) -> None:
+    """GraphError, one line starting ``{call}, ignore_index=...)``, unless ``ignore_index`` is None or
+    an integer in [IGNORE_INDEX_MIN, classes) (PyTorch's ``ignore_index``: a class id such as a
+    padding id, or a negative marker such as -100; int32 ids, so at least -2**31)."""
+    if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, Integral)
+                                     or not IGNORE_INDEX_MIN <= ignore_index < classes):
+        raise GraphError(f"{call}, ignore_index={ignore_index!r}): ignore_index must be None or an integer in "
+                         f"[{IGNORE_INDEX_MIN}, {classes}) (a class id such as a padding id, or a negative marker "
+                         f"such as -100)")
+
+
 def _describe(a) -> str:
     dtype = getattr(a, "dtype", None)
     return f"{dtype} array of shape {tuple(getattr(a, 'shape', np.shape(a)))}"
@@ -145,11 +156,7 @@ class SoftmaxCrossEntropy(Head):
                  tie_weights: bool = False):
         if isinstance(vocab, bool) or not isinstance(vocab, Integral) or vocab < 2:
             raise GraphError(f"rg.SoftmaxCrossEntropy({vocab!r}): needs an integer number of classes >= 2")
-        if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, Integral)
-                                         or not IGNORE_INDEX_MIN <= ignore_index < vocab):
-            raise GraphError(f"rg.SoftmaxCrossEntropy({vocab}, ignore_index={ignore_index!r}): ignore_index must "
-                             f"be None or an integer in [{IGNORE_INDEX_MIN}, {vocab}) (a class id such as a "
-                             f"padding id, or a negative marker such as -100)")
+        check_ignore_index(ignore_index, vocab, f"rg.SoftmaxCrossEntropy({vocab}")
         if chunk is not None and (isinstance(chunk, bool) or not isinstance(chunk, Integral) or chunk < 1):
             raise GraphError(f"rg.SoftmaxCrossEntropy({vocab}, chunk={chunk!r}): chunk must be None (the dense "
                              f"head) or a positive integer (classes per chunk)")

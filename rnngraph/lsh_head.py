@@ -15,9 +15,8 @@ from numbers import Integral
 import numpy as np
 
 from .errors import GraphError
-from .heads import SoftmaxCrossEntropy
+from .heads import SoftmaxCrossEntropy, check_ignore_index
 from .lsh import LSHConfig
-from .ops import IGNORE_INDEX_MIN
 from .trace import Builder, Value
 
 
@@ -94,11 +93,7 @@ class LSHSoftmax(SoftmaxCrossEntropy):
                              f"or a dict of its fields")
         if isinstance(seed, bool) or not isinstance(seed, Integral) or seed < 0:
             raise GraphError(f"rg.LSHSoftmax({classes}, seed={seed!r}): seed must be a non-negative integer")
-        if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, Integral)
-                                         or not IGNORE_INDEX_MIN <= ignore_index < classes):
-            raise GraphError(f"rg.LSHSoftmax({classes}, ignore_index={ignore_index!r}): ignore_index must be None "
-                             f"or an integer in [{IGNORE_INDEX_MIN}, {classes}) (a class id such as a padding id, "
-                             f"or a negative marker such as -100)")
+        check_ignore_index(ignore_index, classes, f"rg.LSHSoftmax({classes}")
         super().__init__(classes, ignore_index)
         self.classes, self.config, self.seed = int(classes), config, int(seed)
 
