@@ -76,6 +76,10 @@ def test_distributed_outside_torchrun_is_a_one_line_error(capsys, monkeypatch, t
     small = ["--hidden", "8", "--embed", "4", "--window", "8"]
     code, _, err = run(capsys, "train", "--corpus", text_file, *small, "--device", "cuda", "--distributed")
     assert_one_line_error(code, err, "--distributed --device cuda: LOCAL_RANK not set")
+    monkeypatch.setenv("LOCAL_RANK", "gpu0")  # was int()'s "invalid literal for int() with base 10: 'gpu0'"
+    code, _, err = run(capsys, "train", "--corpus", text_file, *small, "--device", "cuda", "--distributed")
+    assert_one_line_error(code, err, "--distributed --device cuda: LOCAL_RANK 'gpu0' is not a GPU number")
+    monkeypatch.delenv("LOCAL_RANK")
     code, _, err = run(capsys, "train", "--corpus", text_file, *small, "--device", "cpu", "--streams", "1", "--distributed")
     assert_one_line_error(code, err, "--streams 1: fewer streams than the 2 processes")
 

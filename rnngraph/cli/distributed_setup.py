@@ -66,14 +66,18 @@ def join(args, streams: int, environ=os.environ) -> Processes:
 
 def _use_gpu(environ) -> str:
     """Make GPU ``LOCAL_RANK`` this process's (numba's current device, and torch's) and return the
-    process group's backend. CLIError naming LOCAL_RANK when it is unset or past the GPUs."""
+    process group's backend. CLIError naming LOCAL_RANK when it is unset, not a number or past the
+    GPUs."""
     from numba import cuda
 
     from ..codegen.device import in_simulator
 
     if "LOCAL_RANK" not in environ:
         raise CLIError("--distributed --device cuda: LOCAL_RANK not set (torchrun sets it: one GPU a process)")
-    local = int(environ["LOCAL_RANK"])
+    local = environ["LOCAL_RANK"].strip()
+    if not local.isdigit():
+        raise CLIError(f"--distributed --device cuda: LOCAL_RANK {local!r} is not a GPU number (torchrun sets it)")
+    local = int(local)
     if in_simulator():
         return "gloo"
     gpus = len(cuda.gpus) if cuda.is_available() else 0
