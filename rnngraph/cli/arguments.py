@@ -81,3 +81,11 @@ class Command:
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace], int]
     shrink: str = "free some memory"
+
+
+def precision_flag(precision: str, dtype: str) -> str:
+    """``--precision``'s value; CLIError naming both flags when it needs float32 and ``dtype`` is not."""
+    if precision != "fp32" and dtype != "float32":
+        raise CLIError(f"--precision {precision} needs --dtype float32 (tensor cores take at most fp32 operands), "
+                       f"not {dtype}")
+    return precision

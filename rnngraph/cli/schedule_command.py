@@ -6,7 +6,7 @@ import sys
 
 from ..cellfile import resolve_cell
 from ..precision import PRECISIONS
-from .arguments import CLIError, positive_int, probability
+from .arguments import CLIError, positive_int, precision_flag, probability
 
 
 FORMATS = ("text", "json", "dot", "gantt")
@@ -47,9 +47,8 @@ def run_schedule(args) -> int:
     net = stacked(factory, args.layers, args.hidden, input_size=args.input_size, vocab=args.vocab,
                   dropout=args.dropout)
     options, _ = resolve(args.streams, overrides=from_environment())  # RNNGRAPH_LOOP's schedule keys
-    if args.precision != "fp32" and args.dtype != "float32":
-        raise CLIError(f"--precision {args.precision} needs --dtype float32 (tensor cores take at most fp32 operands)")
-    s = schedule(net.graph, args.window, args.streams, args.dtype, args.plan, options, precision=args.precision)
+    precision = precision_flag(args.precision, args.dtype)
+    s = schedule(net.graph, args.window, args.streams, args.dtype, args.plan, options, precision=precision)
     if args.format == "gantt":
         if not args.out:
             raise CLIError("--format gantt writes a PNG: give --out FILE.png")

@@ -9,7 +9,7 @@ from ..cellfile import canonical_cell, read_cell_source
 from ..lm import (DEFAULT_LR_FINAL, LR_SCHEDULES, CheckpointError, LMConfig, canonical_corpus, make_lr_schedule,
                   make_optimizer)
 from .arguments import (CHUNK_HELP, CLIError, chunk_choice, fraction, nonnegative_float, nonnegative_int, positive_float,
-                        positive_int, probability)
+                        positive_int, precision_flag, probability)
 
 
 #: --steps when not given (a resumed cosine run: the step its schedule ends at).
@@ -136,7 +136,7 @@ def _config_from_args(args) -> LMConfig:
         if d["embed"] != d["hidden"]:
             raise CLIError(f"--tie-weights makes the embedding table the output weight, so --embed ({d['embed']}) "
                            f"must equal --hidden ({d['hidden']})")
-    precision = _precision(args.precision or "fp32", d["dtype"])
+    precision = precision_flag(args.precision or "fp32", d["dtype"])
     optimizer = make_optimizer(d["optimizer"], d["lr"], args.weight_decay).config()
     source = read_cell_source(d["cell"])  # stored with the checkpoints (see rnngraph.cellfile)
     return LMConfig(cell=canonical_cell(d["cell"]), cell_source=source, layers=d["layers"], hidden=d["hidden"],
@@ -189,13 +189,6 @@ def _resumed_config(args, saved: LMConfig, directory: str) -> LMConfig:
     if args.dropout is not None:
         cfg.dropout = args.dropout
     if args.precision is not None:
-        cfg.precision = _precision(args.precision, cfg.dtype)
+        cfg.precision = precision_flag(args.precision, cfg.dtype)
     return cfg
 
-
-def _precision(precision: str, dtype: str) -> str:
-    """``--precision``'s value; CLIError when it needs float32 and ``dtype`` is not."""
-    if precision != "fp32" and dtype != "float32":
-        raise CLIError(f"--precision {precision} needs --dtype float32 (tensor cores take at most fp32 operands), "
-                       f"not {dtype}")
-    return precision
