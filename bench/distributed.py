@@ -24,6 +24,7 @@ import numpy as np
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The command line: model shape, T, S per process, warm-up and timed windows, device, --out."""
     p = argparse.ArgumentParser(prog="distributed.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--hidden", type=int, default=512)
@@ -64,6 +65,9 @@ def _process_group(device: str):
 
 
 def main(argv=None) -> dict:
+    """Join the process group (torchrun's, or one of its own), train --warmup then --steps windows
+    of the char LM through rg.distributed, and return this run's row (rank 0 also appends it to
+    --out): tokens/s over the slowest process's seconds, ms a step, the last loss (nats)."""
     args = build_parser().parse_args(argv)
     if args.smoke:
         args.layers, args.hidden, args.embed, args.vocab, args.window, args.streams = 1, 8, 4, 11, 4, 2
