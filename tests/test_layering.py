@@ -255,3 +255,35 @@ def test_importing_the_package_leaves_numba_cuda_alone():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parent.parent).stdout
     assert out.strip() == "[]", out
+
+
+#: the one module of rnngraph/ that holds inline PTX (a port off numba-cuda touches this file only)
+PTX_HOME = "codegen/ptx.py"
+
+
+def inline_ptx_lines(source: str) -> list[int]:
+    """The lines of ``source`` that build inline assembly: ``InlineAsm`` (llvmlite) or a call
+    ``asm(`` / ``_asm(`` (not ``inspect_asm(``)."""
+    import re
+    return [i for i, line in enumerate(source.splitlines(), 1)
+            if "InlineAsm" in line or re.search(r"\b_?asm\(", line)]
+
+
+def test_the_checker_sees_inline_ptx():
+    assert inline_ptx_lines("x = 1\nbuilder.call(ir.InlineAsm(fn, t, c), args)\n") == [2]
+    assert inline_ptx_lines('_asm(builder, "trap;", "~{memory}")\n') == [1]
+    assert inline_ptx_lines('asm("mov.u32 %0, %laneid;")\n') == [1]
+    assert inline_ptx_lines("d.inspect_asm()\nptx = compile_ptx(f)\n") == []
+
+
+def test_inline_ptx_lives_only_in_codegen_ptx():
+    """No module of rnngraph/ but codegen/ptx.py writes inline PTX (grid_barrier.py and
+    flag_exchange.py import their instructions from it)."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        lines = inline_ptx_lines(path.read_text(encoding="utf-8"))
+        if rel != PTX_HOME and lines:
+            found[rel] = lines
+    assert found == {}, f"inline PTX outside {PTX_HOME} (file: lines): {found}; move it there"
+    assert inline_ptx_lines((PACKAGE / PTX_HOME).read_text(encoding="utf-8"))

@@ -9,8 +9,8 @@ atomic, so a reader that sees the tag sees the value stored with it: no fence be
 flag (NCCL's low-latency protocol stores 8 bytes of data and flag in the same way).
 
 On the GPU the words are stored with ``st.relaxed.gpu`` and read with ``ld.relaxed.gpu`` (from L2,
-coherent at GPU scope, never a stale L1 line; inline PTX with side effects, never hoisted out of
-the poll loop). The instructions name the global state space and take the array's generic
+coherent at GPU scope, never a stale L1 line; inline PTX with side effects, codegen/ptx.py's,
+never hoisted out of the poll loop). The instructions name the global state space and take the array's generic
 address, which for global memory is the same address on these GPUs (what the H200 ran,
 bench/results/h200-20261201-flags-gpu-final.log); the generic forms (no ``.global``) would not rely on that. A reader
 polls at most ``SPIN_LIMIT`` times, then executes ``trap`` (the launch
@@ -55,45 +55,12 @@ if SIMULATOR:
 else:
     from llvmlite import ir
     from numba import cuda, types, uint32, uint64
-    from numba.cuda import cgutils
     from numba.cuda.extending import intrinsic
 
-    from .grid_barrier import _asm  # inline PTX with side effects
-
-    def _pointer(context, builder, sig, args):
-        """The address of F[r, s, j] (no wraparound: the indices are never negative)."""
-        aryty, inds = sig.args[0], [context.cast(builder, v, t, types.intp) for v, t in zip(args[1:4], sig.args[1:4])]
-        ary = context.make_array(aryty)(context, builder, value=args[0])
-        return cgutils.get_item_pointer(context, builder, aryty, ary, inds, wraparound=False)
-
-    def _flag_array(F) -> bool:
-        return isinstance(F, types.Array) and F.dtype == types.uint64 and F.ndim == 3
-
-    @intrinsic
-    def flag_load(typingctx, F, r, s, j):
-        """The word at F[r, s, j], read with ``ld.relaxed.gpu``."""
-        if not _flag_array(F):
-            return None
-
-        def codegen(context, builder, sig, args):
-            ptr = _pointer(context, builder, sig, args)
-            return _asm(builder, "ld.relaxed.gpu.global.u64 $0, [$1];", "=l,l,~{memory}", ir.IntType(64), [ptr],
-                        [ptr.type])
-        return types.uint64(F, r, s, j), codegen
-
-    @intrinsic
-    def _store_word(typingctx, F, r, s, j, word):
-        """F[r, s, j] = ``word`` with ``st.relaxed.gpu``."""
-        if not _flag_array(F):
-            return None
-
-        def codegen(context, builder, sig, args):
-            w = context.cast(builder, args[4], sig.args[4], types.uint64)
-            ptr = _pointer(context, builder, sig, args)
-            _asm(builder, "st.relaxed.gpu.global.u64 [$0], $1;", "l,l,~{memory}", args=[ptr, w],
-                 arg_types=[ptr.type, w.type])
-            return context.get_dummy_value()
-        return types.void(F, r, s, j, word), codegen
+    # inline PTX (codegen/ptx.py): ld/st.relaxed.gpu of F[r, s, j], trap
+    from .ptx import load_relaxed_gpu_u64 as flag_load
+    from .ptx import store_relaxed_gpu_u64 as _store_word
+    from .ptx import trap as _trap
 
     @intrinsic
     def _bits(typingctx, value):
@@ -110,13 +77,6 @@ else:
             w = context.cast(builder, args[0], sig.args[0], types.uint64)
             return builder.bitcast(builder.trunc(w, ir.IntType(32)), ir.FloatType())
         return types.float32(word), codegen
-
-    @intrinsic
-    def _trap(typingctx):
-        def codegen(context, builder, sig, args):
-            _asm(builder, "trap;", "~{memory}")
-            return context.get_dummy_value()
-        return types.void(), codegen
 
     @cuda.jit(device=True, inline=True)
     def flag_store(F, r, s, j, value):

@@ -1,6 +1,6 @@
 """A grid-wide barrier for the persistent loop kernels, inlined into them (knob ``barrier`` of
-codegen/tuning.py; GPU only: this module defines numba intrinsics and is imported by generated
-modules that use it, never in the CUDA simulator, which runs ``grid.sync()``).
+codegen/tuning.py; GPU only: built on the inline-PTX intrinsics of codegen/ptx.py and imported by
+generated modules that use it, never in the CUDA simulator, which runs ``grid.sync()``).
 
 numba's ``cuda.cg.this_grid().sync()`` calls ``cudaCGSynchronize`` of the CUDA device runtime,
 a separately compiled library call that first looks up the grid's workspace. This is the same
@@ -50,39 +50,11 @@ guess, but an earlier inline atomic-counter barrier (polled with atomics) was sl
 """
 from __future__ import annotations
 
-from llvmlite import ir
-from numba import cuda, types, uint32
-from numba.cuda.extending import intrinsic
+from numba import cuda, uint32
+
+from .ptx import fence_acq_rel_gpu, load_relaxed_gpu, red_release_gpu_add  # inline PTX: codegen/ptx.py
 
 TOP_BIT = 0x80000000
-
-
-def _asm(builder, text: str, constraints: str, ret=None, args=(), arg_types=()):
-    fn = ir.FunctionType(ret or ir.VoidType(), list(arg_types))
-    return builder.call(ir.InlineAsm(fn, text, constraints, side_effect=True), list(args))
-
-
-@intrinsic
-def fence_acq_rel_gpu(typingctx):
-    """``fence.acq_rel.gpu``: release (earlier writes before later ones) and acquire at GPU scope."""
-    def codegen(context, builder, sig, args):
-        _asm(builder, "fence.acq_rel.gpu;", "~{memory}")
-        return context.get_dummy_value()
-    return types.void(), codegen
-
-
-@intrinsic
-def load_relaxed_gpu(typingctx, counter):
-    """Element 0 of a uint32 array, read with ``ld.relaxed.gpu`` (coherent at GPU scope: not a
-    stale L1 copy; never hoisted out of a loop)."""
-    if not (isinstance(counter, types.Array) and counter.dtype == types.uint32 and counter.ndim == 1):
-        return None
-
-    def codegen(context, builder, sig, args):
-        data = context.make_array(sig.args[0])(context, builder, value=args[0]).data
-        return _asm(builder, "ld.relaxed.gpu.u32 $0, [$1];", "=r,l,~{memory}", ir.IntType(32), [data],
-                    [data.type])
-    return types.uint32(counter), codegen
 
 
 @cuda.jit(device=True, inline=True)
@@ -129,23 +101,6 @@ def grid_barrier_backoff(counter, nblocks):
             cuda.nanosleep(uint32(32))
         fence_acq_rel_gpu()
     cuda.syncthreads()
-
-
-@intrinsic
-def red_release_gpu_add(typingctx, counter, value):
-    """``red.release.gpu.global.add.u32`` of ``value`` to element 0 of a uint32 array: the add
-    without a returned value, ordered after the thread's (and, through the block barrier before
-    it, the block's) earlier writes at GPU scope."""
-    if not (isinstance(counter, types.Array) and counter.dtype == types.uint32 and counter.ndim == 1):
-        return None
-
-    def codegen(context, builder, sig, args):
-        data = context.make_array(sig.args[0])(context, builder, value=args[0]).data
-        val = context.cast(builder, args[1], sig.args[1], types.uint32)
-        _asm(builder, "red.release.gpu.global.add.u32 [$0], $1;", "l,r,~{memory}", args=[data, val],
-             arg_types=[data.type, ir.IntType(32)])
-        return context.get_dummy_value()
-    return types.void(counter, value), codegen
 
 
 @cuda.jit(device=True, inline=True)
