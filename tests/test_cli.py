@@ -67,6 +67,9 @@ def test_sample_names_the_prime_characters_outside_the_vocabulary(capsys, traine
     V = len(load_checkpoint(trained).vocab)
     assert err.strip() == (f"note: --prime: 2 of its 6 chars are not in the checkpoint's vocabulary ({V} chars) and "
                            f"are fed to the network as <unk>: 'Z', 'q'")
+    code, out, err = run(capsys, "sample", "--checkpoint", trained, "--prime", "sheZ", "--length", 1)
+    assert code == 0 and err.strip() == (f"note: --prime: 1 of its 4 chars is not in the checkpoint's vocabulary "
+                                         f"({V} chars) and is fed to the network as <unk>: 'Z'")
 
 
 def test_eval_prints_bits_per_char(capsys, trained):
@@ -278,11 +281,13 @@ def test_checkpoint_every_needs_a_checkpoint(capsys, text_file):
     assert_one_line_error(code, err, "--checkpoint-every", "--checkpoint DIR")
 
 
-def test_text_is_the_corpus_option_and_zero_steps_says_so(capsys, text_file):
+def test_text_is_the_corpus_option_and_zero_steps_says_so(capsys, tmp_path, text_file):
     """--text FILE (an alias) is --corpus FILE; with --steps 0 and no checkpoint the
-    message does not speak of a checkpoint."""
-    code, out, _ = run(capsys, "train", "--text", text_file, *TINY, "--steps", 0)
+    message does not speak of a checkpoint, and no empty --checkpoint directory is left (eval and
+    --resume rejected it as an incomplete checkpoint)."""
+    code, out, _ = run(capsys, "train", "--text", text_file, *TINY, "--steps", 0, "--checkpoint", tmp_path / "ck")
     assert code == 0 and "nothing trained yet" in out and "checkpoint" not in out.split("nothing to do")[1]
+    assert not (tmp_path / "ck").exists()
     code, out, _ = run(capsys, "train", "--text", text_file, *TINY, "--steps", 2, "--eval-every", 2)
     assert code == 0 and text_file.name in out
 
@@ -303,6 +308,8 @@ def test_unknown_flag_is_one_line(capsys):
     assert_one_line_error(code, err, "--hiden", exit_code=2)
     code, _, err = run(capsys, "sample", "--checkpoint", "ck", "--lenght", 5)  # the command's help, not the top's
     assert_one_line_error(code, err, "unrecognized arguments: --lenght 5 (see `rnngraph sample --help`)", exit_code=2)
+    code, _, err = run(capsys, "train", "--step", 5)  # a prefix of --steps: not taken for it
+    assert_one_line_error(code, err, "unrecognized arguments: --step 5 (see `rnngraph train --help`)", exit_code=2)
     code, _, err = run(capsys, "--verbose")
     assert_one_line_error(code, err, "unrecognized arguments: --verbose (see `rnngraph --help`)", exit_code=2)
 

@@ -79,7 +79,17 @@ def test_distributed_outside_torchrun_is_a_one_line_error(capsys, monkeypatch, t
     monkeypatch.setenv("LOCAL_RANK", "gpu0")  # was int()'s "invalid literal for int() with base 10: 'gpu0'"
     code, _, err = run(capsys, "train", "--corpus", text_file, *small, "--device", "cuda", "--distributed")
     assert_one_line_error(code, err, "--distributed --device cuda: LOCAL_RANK 'gpu0' is not a GPU number")
-    monkeypatch.delenv("LOCAL_RANK")
+    monkeypatch.setenv("LOCAL_RANK", "0")  # outside the simulator, on a machine without a GPU
+    import rnngraph.codegen.device as device
+    from numba import cuda
+    monkeypatch.setattr(device, "in_simulator", lambda: False)
+    monkeypatch.setattr(cuda, "is_available", lambda: False)
+    code, _, err = run(capsys, "train", "--corpus", text_file, *small, "--device", "cuda", "--distributed")
+    assert_one_line_error(code, err, "--distributed --device cuda, but numba finds no CUDA GPU on this machine: "
+                                     "use --device cpu")  # was 'LOCAL_RANK 0, but ... 0 GPU(s): start at most 0'
+    monkeypatch.undo()
+    for name, value in (("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "127.0.0.1"), ("MASTER_PORT", "1")):
+        monkeypatch.setenv(name, value)
     code, _, err = run(capsys, "train", "--corpus", text_file, *small, "--device", "cpu", "--streams", "1", "--distributed")
     assert_one_line_error(code, err, "--streams 1: fewer streams than the 2 processes")
 

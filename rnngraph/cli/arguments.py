@@ -23,7 +23,13 @@ class Reported(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose usage errors are one line: ``rnngraph: error: ...``."""
+    """An ArgumentParser whose usage errors are one line: ``rnngraph: error: ...``, and which takes
+    flags whole only (argparse's default took ``--step 5`` for ``--steps 5``: a misspelling that
+    happens to be a prefix would silently mean another flag)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message):
         self.exit(2, f"{PROG}: error: {message} (see `{self.prog} --help`)\n")

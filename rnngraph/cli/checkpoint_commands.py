@@ -46,8 +46,10 @@ def _prime_note(vocab, prime: str, level: str) -> str | None:
         return None
     distinct = list(dict.fromkeys(outside))
     shown = ", ".join(repr(t) for t in distinct[:8]) + (f" and {len(distinct) - 8} more" if len(distinct) > 8 else "")
-    return (f"note: --prime: {len(outside)} of its {len(tokens)} {unit(level)}s are not in the checkpoint's "
-            f"vocabulary ({len(vocab):,} {unit(level)}s) and are fed to the network as <unk>: {shown}")
+    are = "is" if len(outside) == 1 else "are"
+    return (f"note: --prime: {len(outside)} of its {len(tokens)} {unit(level)}s {are} not in the checkpoint's "
+            f"vocabulary ({len(vocab):,} {unit(level)}s) and {are} fed to the "
+            f"network as <unk>: {shown}")
 
 
 def run_sample(args) -> int:

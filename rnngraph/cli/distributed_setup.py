@@ -81,6 +81,8 @@ def _use_gpu(environ) -> str:
     if in_simulator():
         return "gloo"
     gpus = len(cuda.gpus) if cuda.is_available() else 0
+    if gpus == 0:
+        raise CLIError("--distributed --device cuda, but numba finds no CUDA GPU on this machine: use --device cpu")
     if local >= gpus:
         raise CLIError(f"--distributed --device cuda: LOCAL_RANK {local}, but this machine has {gpus} GPU(s): "
                        f"start at most {gpus} processes a node")

@@ -166,7 +166,8 @@ class _Trainer:
         if self.ckdir:  # fail now, not at the first checkpoint
             if os.path.exists(self.ckdir) and not os.path.isdir(self.ckdir):
                 raise CLIError(f"--checkpoint {self.ckdir}: exists and is not a directory")
-            os.makedirs(self.ckdir, exist_ok=True)
+            if args.steps > self.done:  # nothing to train: no empty directory left behind
+                os.makedirs(self.ckdir, exist_ok=True)
         self.resumed = ck
         self.recent: list[float] = []  # the last losses, for the progress bar
         self.train_time = 0.0
