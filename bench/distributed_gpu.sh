@@ -3,7 +3,7 @@
 # machine: device kind nvidia-h200-x2/-x4/-x8), the 2 x 512 char LM at S = 64 per GPU:
 # bench/distributed.py under torchrun once per count, rows in $OUT/distributed.json.
 #
-#   device run: kind nvidia-h200-x8 (or -x4, -x2), carry [".whl"], command:  bash bench/distributed_gpu.sh
+#   on a machine with 2, 4 or 8 GPUs, from the repository root:  bash bench/distributed_gpu.sh
 # DIST_ARGS: more arguments for bench/distributed.py (e.g. "--streams 32 --steps 50").
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"

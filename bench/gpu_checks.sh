@@ -3,7 +3,7 @@
 #   GPU tier tests, then a subset of the benchmark grid (LSTM, peephole and layer-norm
 #   LSTM at H=512, T=100, S in {1, 64}, against cuDNN); BENCH_ARGS replaces that selection
 #   (e.g. BENCH_ARGS="--time-budget 400" for the whole grid). Results go to $OUT.
-# Expects numpy 2.4.6 carried in .whl/ (a wheel; numba-cuda 0.30.4 cannot compile kernels with numpy 2.5) and PYTHONPATH set by the caller.
+# Expects numpy 2.4.6 copied in .whl/ (a wheel; numba-cuda 0.30.4 cannot compile kernels with numpy 2.5) and PYTHONPATH set by the caller.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"

@@ -1,7 +1,7 @@
 # Sourced by the device scripts of bench/ (torch_layer_gpu.sh, lengths_gpu.sh): the repository root
-# as the working directory, $OUT made, numpy 2.4.6 from the carried .whl/ installed into /tmp/site
+# as the working directory, $OUT made, numpy 2.4.6 from the copied .whl/ installed into /tmp/site
 # (the H200 image's numpy 2.5 cannot compile numba-cuda kernels), the package run from the tree,
-# RNNGRAPH_CACHE in the carried .cache/rg, and the GPU named in the log.
+# RNNGRAPH_CACHE in the copied .cache/rg, and the GPU named in the log.
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"

@@ -9,8 +9,8 @@
 #           more arguments, e.g. --bidirectional)
 #   example examples/japanese_vowels.py with its defaults (3 seeds on the test set)
 #
-#   device run: carry [".whl", ".cache/rg"], command:  bash bench/lengths_gpu.sh
-# Prepared here beforehand (both git-ignored): .whl/ (bash ../shared/gpu-wheels.sh: numpy 2.4.6)
+#   on the GPU machine (no network needed; bring .whl, .cache/rg with the tree):  bash bench/lengths_gpu.sh
+# Prepared here beforehand (both git-ignored): .whl/ (numpy 2.4.6 wheels: numba-cuda 0.30 cannot compile kernels with numpy 2.5)
 # and JapaneseVowels in .cache/rg/uea (RNNGRAPH_CACHE=$PWD/.cache/rg python3 -c "from rnngraph.data
 # import japanese_vowels; japanese_vowels()": the machine has no network).
 set -uo pipefail

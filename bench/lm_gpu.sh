@@ -3,7 +3,7 @@
 # LSTM with rnngraph and with torch.nn.LSTM (cuDNN) on the Austen corpus, same batches, same
 # budget each, and writes $OUT/lm_vs_torch.json (+ .log).
 #
-#   device run: carry [".whl", ".cache/rg"], timeout_s 600, command:  bash bench/lm_gpu.sh
+#   on the GPU machine (no network needed; bring .whl, .cache/rg with the tree):  bash bench/lm_gpu.sh
 #
 # Prepared here beforehand (both paths are git-ignored):
 #   .whl/       a numpy 2.4.6 wheel: numba-cuda 0.30.4 cannot compile kernels with numpy 2.5
@@ -26,7 +26,7 @@ if [ "${LM_SKIP_WHEELS:-0}" != 1 ] && ls .whl/*.whl >/dev/null 2>&1; then
     || { echo "pip install of .whl/*.whl failed"; exit 1; }
   export PYTHONPATH=/tmp/site:$PWD
 else
-  echo "warning: no .whl/*.whl carried: using the image's numpy (numba-cuda may fail to compile)"
+  echo "warning: no .whl/*.whl here: using the image's numpy (numba-cuda may fail to compile)"
   export PYTHONPATH=$PWD
 fi
 export PYTHONUNBUFFERED=1 RNNGRAPH_CACHE=$PWD/.cache/rg

@@ -67,7 +67,7 @@ The GPU machine has no network: carry the corpus in a cache directory. Prepare i
     # or copy an existing cache: mkdir -p .cache/rg/austen && cp ~/.cache/rnngraph/austen/*.txt .cache/rg/austen/
     pip download numpy==2.4.6 --no-deps -d .whl   # numba-cuda 0.30.4 cannot compile kernels with numpy 2.5
 
-then one device call (``carry: [".whl", ".cache/rg"]``) runs ``bash bench/lm_gpu.sh``
+then, on the GPU machine with ``.whl/`` and ``.cache/rg/`` copied along, ``bash bench/lm_gpu.sh`` runs
 (see that file: both models, ``LM_MINUTES`` each, in one command under the 10-minute limit; on a
 machine with 2 GPUs the two run side by side, one per GPU). ``--cache DIR`` reads
 ``DIR/austen/NAME.txt`` and refuses to start (instead of trying ``apt-get``) when they are missing.

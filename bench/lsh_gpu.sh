@@ -6,8 +6,8 @@
 #   bench  bench/lsh_gpu.py: LSH vs dense fp32 / bf16 output layers vs PyTorch on the
 #          Amazon-670K-shaped synthetic set (LSH_ARGS: more arguments, e.g. --train 490449)
 #
-#   device run: carry [".whl"], command:  bash bench/lsh_gpu.sh
-# Prepared here beforehand (git-ignored): .whl/ (bash ../shared/gpu-wheels.sh: numpy 2.4.6).
+#   on the GPU machine (no network needed; bring .whl with the tree):  bash bench/lsh_gpu.sh
+# Prepared here beforehand (git-ignored): .whl/ (numpy 2.4.6 wheels: numba-cuda 0.30 cannot compile kernels with numpy 2.5).
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
 for part in ${PARTS:-tests bench}; do

@@ -8,8 +8,8 @@
 #   startup  bench/startup.py: first-call time of fresh processes (cold and warm kernel cache) and
 #            steady step time against torch.nn.LSTM (STARTUP_ARGS: more arguments)
 #
-#   device run: carry [".whl"], command:  bash bench/startup_gpu.sh
-# Prepared here beforehand (git-ignored): .whl/ (bash ../shared/gpu-wheels.sh: numpy 2.4.6).
+#   on the GPU machine (no network needed; bring .whl with the tree):  bash bench/startup_gpu.sh
+# Prepared here beforehand (git-ignored): .whl/ (numpy 2.4.6 wheels: numba-cuda 0.30 cannot compile kernels with numpy 2.5).
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
 for part in ${PARTS:-tests trace startup}; do

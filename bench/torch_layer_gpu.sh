@@ -11,8 +11,8 @@
 #   demo      the GPU demo's training recipe (scripts/demo.sh on a GPU): 2 x 512 LSTM on Austen,
 #             then bits/char on the test half
 #
-#   device run: carry [".whl", ".cache/rg"], command:  bash bench/torch_layer_gpu.sh
-# Prepared here beforehand (both git-ignored): .whl/ (bash ../shared/gpu-wheels.sh: numpy 2.4.6)
+#   on the GPU machine (no network needed; bring .whl, .cache/rg with the tree):  bash bench/torch_layer_gpu.sh
+# Prepared here beforehand (both git-ignored): .whl/ (numpy 2.4.6 wheels: numba-cuda 0.30 cannot compile kernels with numpy 2.5)
 # and the corpus in .cache/rg (RNNGRAPH_CACHE=$PWD/.cache/rg python3 -c "from rnngraph.data import
 # load_austen; load_austen()").
 set -uo pipefail
