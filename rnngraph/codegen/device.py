@@ -135,6 +135,13 @@ def check(name: str, x, ndim: int, dtypes=(np.float32,), shape: tuple | None = N
             raise ValueError(f"{name}: expected shape {want}, got {got}")
 
 
+def check_ragged(prefix: str, ids, offsets, rows: int) -> None:
+    """:func:`check` of a compact ragged list of ``rows`` rows (rnngraph/lsh/ragged.py's layout):
+    ``{prefix}ids`` int32 (nnz,), ``{prefix}offsets`` int64 (rows + 1,); ValueError naming either."""
+    check(f"{prefix}ids", ids, 1, (np.int32,))
+    check(f"{prefix}offsets", offsets, 1, (np.int64,), shape=(rows + 1,))
+
+
 INDEX_DTYPES = (np.int32, np.int64)
 
 

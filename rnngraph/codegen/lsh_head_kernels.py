@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda, float32, int32
 
-from .device import as_device, check, in_simulator, launch_stream, row_threads
+from .device import as_device, check, check_ragged, in_simulator, launch_stream, row_threads
 from .kernel_cache import cached
 from .lsh_kernels import SCAN_THREADS, _block_scan
 from .lsh_sparse import _distinct_labels, _is_label
@@ -101,8 +101,7 @@ def column_labels(targets, label_ids, label_offsets, *, ignore_index=None, strea
     targets, label_ids, label_offsets = (as_device(a, stream) for a in (targets, label_ids, label_offsets))
     check("column_labels targets", targets, 1, (np.int32, np.int64))
     n = targets.shape[0]
-    check("column_labels label_ids", label_ids, 1, (np.int32,))
-    check("column_labels label_offsets", label_offsets, 1, (np.int64,), shape=(n + 1,))
+    check_ragged("column_labels label_", label_ids, label_offsets, n)
     if label_ids.shape[0] < max(n, 1):
         raise ValueError(f"column_labels label_ids: needs at least {max(n, 1)} entries, got {label_ids.shape[0]}")
     use = ignore_index is not None
@@ -130,10 +129,8 @@ def sparse_xent_backward(x, weight, ids, offsets, label_ids, label_offsets, p, g
     check("sparse_xent_backward x", x, 2)
     n, dim = x.shape
     check("sparse_xent_backward weight", weight, 2, shape=(None, dim))
-    check("sparse_xent_backward ids", ids, 1, (np.int32,))
-    check("sparse_xent_backward offsets", offsets, 1, (np.int64,), shape=(n + 1,))
-    check("sparse_xent_backward label_ids", label_ids, 1, (np.int32,))
-    check("sparse_xent_backward label_offsets", label_offsets, 1, (np.int64,), shape=(n + 1,))
+    check_ragged("sparse_xent_backward ", ids, offsets, n)
+    check_ragged("sparse_xent_backward label_", label_ids, label_offsets, n)
     check("sparse_xent_backward p", p, 1)
     check("sparse_xent_backward gloss", gloss, 1, shape=(n,))
     check("sparse_xent_backward gx", gx, 2, shape=x.shape)

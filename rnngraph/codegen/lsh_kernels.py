@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda, int32
 
-from .device import as_device, blocks, check, elementwise_threads, in_simulator, launch_stream
+from .device import as_device, blocks, check, check_ragged, elementwise_threads, in_simulator, launch_stream
 from .kernel_cache import cached
 
 #: threads of the one-block-a-sample kernels (the simulator gets 8: each simulated thread costs)
@@ -378,14 +378,12 @@ def active_sets(codes, buckets, fill, label_ids, label_offsets, pad_order, keys,
     check("active_sets buckets", buckets, 3, (np.int32,))
     check("active_sets codes", codes, 2, (np.int32,), shape=(None, buckets.shape[0]))
     check("active_sets fill", fill, 2, (np.int32,), shape=buckets.shape[:2])
-    check("active_sets label_ids", label_ids, 1, (np.int32,))
-    check("active_sets label_offsets", label_offsets, 1, (np.int64,), shape=(n + 1,))
+    check_ragged("active_sets label_", label_ids, label_offsets, n)
     check("active_sets pad_order", pad_order, 1, (np.int32,))
     check("active_sets keys", keys, 2, (np.int32,), shape=(n, None))
     check("active_sets counts", counts, 2, (np.int32,), shape=keys.shape)
     check("active_sets sizes", sizes, 1, (np.int32,), shape=(n,))
-    check("active_sets offsets", offsets, 1, (np.int64,), shape=(n + 1,))
-    check("active_sets ids", ids, 1, (np.int32,))
+    check_ragged("active_sets ", ids, offsets, n)
     counter = _zero_counter() if counter is None else as_device(counter, stream)
     check("active_sets counter", counter, 1, (np.int64,), shape=(1,))
     if keys.shape[1] & (keys.shape[1] - 1) or keys.shape[1] < 2:

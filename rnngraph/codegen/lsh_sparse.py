@@ -35,7 +35,7 @@ import math
 import numpy as np
 from numba import cuda, float32
 
-from .device import as_device, check, in_simulator, launch_stream, row_threads
+from .device import as_device, check, check_ragged, in_simulator, launch_stream, row_threads
 from .kernel_cache import cached
 from .optim_kernels import adam_hyper, adam_rule
 from .reductions import SMEM, block_max, block_sum
@@ -210,10 +210,8 @@ def sparse_xent(x, weight, bias, ids, offsets, label_ids, label_offsets, z, loss
     check("sparse_xent x", x, 2)
     check("sparse_xent weight", weight, 2, shape=(None, dim))
     check("sparse_xent bias", bias, 1, shape=(weight.shape[0],))
-    check("sparse_xent ids", ids, 1, (np.int32,))
-    check("sparse_xent offsets", offsets, 1, (np.int64,), shape=(n + 1,))
-    check("sparse_xent label_ids", label_ids, 1, (np.int32,))
-    check("sparse_xent label_offsets", label_offsets, 1, (np.int64,), shape=(n + 1,))
+    check_ragged("sparse_xent ", ids, offsets, n)
+    check_ragged("sparse_xent label_", label_ids, label_offsets, n)
     check("sparse_xent z", z, 1)
     check("sparse_xent loss", loss, 1, shape=(n,))
     backward = dx is not None
@@ -306,8 +304,7 @@ def dense_xent(z, bias, label_ids, label_offsets, loss, *, scale: float = 1.0, s
                                                                               loss))
     check("dense_xent z", z, 2)
     check("dense_xent bias", bias, 1, shape=(z.shape[1],))
-    check("dense_xent label_ids", label_ids, 1, (np.int32,))
-    check("dense_xent label_offsets", label_offsets, 1, (np.int64,), shape=(z.shape[0] + 1,))
+    check_ragged("dense_xent label_", label_ids, label_offsets, z.shape[0])
     check("dense_xent loss", loss, 1, shape=(z.shape[0],))
     if z.shape[0]:
         dense_xent_kernel[z.shape[0], 8 if in_simulator() else row_threads(z.shape[1]), launch_stream(stream)](
