@@ -298,8 +298,8 @@ def test_the_data_parallel_benchmark_runs_one_cpu_process_and_appends_its_row(tm
 
 @pytest.mark.slow
 def test_lsh_gpu_smoke_runs_on_the_cpu(tmp_path):
-    """bench/lsh_gpu.py --smoke: tiny shapes, the LSH and dense fp32 layers in the simulator,
-    PyTorch on the CPU; the bf16 layer (cuBLAS) recorded as an error, the JSON written."""
+    """bench/lsh_gpu.py --smoke: tiny shapes, the LSH and dense fp32 / bf16 layers in the simulator
+    (bf16: numba's GEMM on rounded operands), PyTorch on the CPU, the JSON written."""
     out = tmp_path / "lsh.json"
     result = load("lsh_gpu").main(["--smoke", "--variants", "lsh,dense-fp32,dense-bf16,torch-fp32", "--out", str(out)])
     assert json.loads(out.read_text())["benchmark"] == "lsh_gpu"
@@ -308,4 +308,15 @@ def test_lsh_gpu_smoke_runs_on_the_cpu(tmp_path):
         assert "error" not in recs[name], recs[name]
         assert 0 <= recs[name]["p_at_1"] <= 1 and recs[name]["epoch_s_mean"] > 0
     assert recs["lsh"]["mean_active_per_batch"] >= 8 * 4      # min_active 8, batches of 4
-    assert "needs cuBLAS" in recs["dense-bf16"]["error"]
+    assert "error" not in recs["dense-bf16"], recs["dense-bf16"]
+    assert recs["dense-bf16"]["loss"][-1] != recs["dense-fp32"]["loss"][-1]  # the bf16 rounding shows
+
+
+def test_word_lm_smoke_times_the_numpy_backend(tmp_path):
+    """bench/word_lm.py --smoke: the NumPy backend's step on tiny shapes, tokens/s = T * S / step."""
+    out = tmp_path / "word.json"
+    result = load("word_lm").main(["--smoke", "--out", str(out)])
+    saved = json.loads(out.read_text())
+    assert saved["benchmark"] == "word_lm" and saved["gpu"] == [] and saved["memory"] == []
+    cpu = result["cpu"]
+    assert cpu["impl"] == "rnngraph-numpy" and cpu["tokens_per_s"] == pytest.approx(3 * 2 / cpu["step_ms"] * 1e3)

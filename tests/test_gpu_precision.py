@@ -1,0 +1,65 @@
+"""The reduced-precision GEMMs of the CUDA backend on a real GPU (cuBLAS ``cublasGemmEx``,
+codegen/gemm_precision.py): tensor cores are used (the error is TF32's / bf16's, far above
+float32's) and stay within their precision; a training step in bf16 equals the NumPy backend's
+emulation far more closely than float32 does, and one in TF32 stays within the emulation's own
+distance from float32 (cuBLAS rounds its TF32 operands in its own way, not necessarily to
+nearest as rnngraph/precision.py does)."""
+import numpy as np
+import pytest
+
+import rnngraph as rg
+from rnngraph.precision import round_bf16
+
+pytestmark = pytest.mark.gpu
+
+
+def _gemm(a, b, precision):
+    from numba import cuda
+
+    from rnngraph.codegen import library
+    out = cuda.to_device(np.zeros((a.shape[0], b.shape[0]), np.float32))
+    library.gemm(cuda.to_device(a), cuda.to_device(b), out, trans_b=True, precision=precision)
+    cuda.synchronize()
+    return out.copy_to_host().astype(np.float64)
+
+
+def test_cublas_gemm_in_each_precision_has_its_own_error():
+    """(64, 256) x (48, 256)^T of standard normals: float32 errs by about 1e-6 of the exact
+    product, TF32 and bf16 by about 1e-2 (k = 256 products of 11- and 8-bit significands); bf16's
+    operands are rounded by our conversion kernel, so its result is the exact product of the
+    rounded operands to float32 accumulation."""
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((64, 256)).astype(np.float32), rng.standard_normal((48, 256)).astype(np.float32)
+    exact = a.astype(np.float64) @ b.astype(np.float64).T
+    err = {p: np.abs(_gemm(a, b, p) - exact).max() for p in ("fp32", "tf32", "bf16")}
+    print("max abs error against the float64 product:", err)
+    assert err["fp32"] < 1e-4
+    assert 20 * err["fp32"] < err["tf32"] < 0.1
+    assert 20 * err["fp32"] < err["bf16"] < 0.5
+    rounded = round_bf16(a).astype(np.float64) @ round_bf16(b).astype(np.float64).T
+    assert np.abs(_gemm(a, b, "bf16") - rounded).max() < 1e-3
+
+
+def _params_after_one_step(device, precision):
+    net = rg.stacked(rg.cells.lstm, 1, 64, vocab=50, embed=32)
+    step = rg.compile(net, window=8, streams=16, device=device, optimizer=rg.SGD(lr=1.0), clip_norm=5.0, seed=1,
+                      precision=precision)
+    rng = np.random.default_rng(0)
+    x, y = rng.integers(0, 50, (8, 16)), rng.integers(0, 50, (8, 16))
+    loss = float(step.train(x, y))
+    return loss, step.parameters
+
+
+@pytest.mark.parametrize("precision, closer", [("bf16", 0.1), ("tf32", 1.0)])
+def test_training_step_in_a_precision_is_near_its_numpy_emulation(precision, closer):
+    loss_gpu, gpu = _params_after_one_step("cuda", precision)
+    loss_cpu, cpu = _params_after_one_step("cpu", precision)
+    loss_fp32, fp32 = _params_after_one_step("cuda", "fp32")
+    same = max(np.abs(gpu[k] - cpu[k]).max() for k in cpu)
+    apart = max(np.abs(fp32[k] - cpu[k]).max() for k in cpu)
+    used = max(np.abs(gpu[k] - fp32[k]).max() for k in cpu)
+    print(f"{precision}: |gpu - emulation| {same:.3g}, |fp32 gpu - emulation| {apart:.3g}, "
+          f"|gpu - fp32 gpu| {used:.3g}; losses {loss_gpu:.6f} {loss_cpu:.6f} {loss_fp32:.6f}")
+    assert loss_gpu == pytest.approx(loss_cpu, rel=1e-3)
+    assert same <= closer * apart, (same, apart)
+    assert used > 1e-6  # the reduced precision was used on the GPU
