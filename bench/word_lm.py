@@ -113,7 +113,7 @@ def child_memory(a) -> dict:
     if a.child_memory == "torch":
         import torch
         torch.cuda.init()
-        free0, total = torch.cuda.mem_get_info()
+        free0, _ = torch.cuda.mem_get_info()
         m = torch_model(a, tf32=False, vocab=V)
         for i in range(2):
             m.train(*batch(a, i, V))
@@ -123,7 +123,7 @@ def child_memory(a) -> dict:
                 "torch_peak_allocated_bytes": torch.cuda.max_memory_allocated(),
                 "torch_reserved_bytes": torch.cuda.memory_reserved()}
     from numba import cuda
-    free0, total = cuda.current_context().get_memory_info()
+    free0, _ = cuda.current_context().get_memory_info()
     step = compile_rnngraph(a, "cuda", vocab=V)
     for i in range(2):
         float(step.train(*batch(a, i, V)))
