@@ -11,7 +11,9 @@ naive time-stepping (the property tests check it), with the same layouts and API
 A schedule in precision ``"tf32"`` or ``"bf16"`` (rnngraph/precision.py) is emulated as the CUDA
 backend runs it: the GEMMs of its phases (forward products, input-gradient products, weight
 gradients) multiply operands rounded to that format (:func:`rnngraph.precision.round_operand`) in
-float32; the loops' products, bias sums and everything else stay float32.
+float32, and so do the loops' products where the schedule puts them on tensor cores
+(``ScheduleOptions.loop_tensor_cores``: rnngraph/schedule.py ``loop_precision``); bias sums and
+everything else stay float32.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import numpy as np
 
 from .precision import round_operand
 from .reference import Forward, Gradients, Reference, mean_loss
-from .schedule import Loop, Phase, Schedule
+from .schedule import Loop, Phase, Schedule, loop_precision
 
 
 class ScheduleExecutor(Reference):
@@ -31,15 +33,17 @@ class ScheduleExecutor(Reference):
         super().__init__(schedule.graph, dtype)
         self.schedule = schedule
         self.precision = getattr(schedule, "precision", "fp32")
+        self.loop_precision = loop_precision(schedule)
         if self.precision != "fp32" and dtype != "float32":
             raise ValueError(f"precision={self.precision!r} needs dtype float32, got dtype {dtype!r}")
 
-    def _rounded(self, xs: list, ps: list, k) -> tuple[list, list]:
-        """A phase GEMM's arguments and weight as the schedule's precision stores them (the bias,
-        ``ps[1]``, stays); other kernels' unchanged."""
-        if self.precision == "fp32" or k.kind not in ("gemm", "wgrad"):
+    def _rounded(self, xs: list, ps: list, k, precision: str | None = None) -> tuple[list, list]:
+        """A GEMM's arguments and weight as ``precision`` (default: the phases' precision) stores
+        them (the bias, ``ps[1]``, stays); other kernels' unchanged."""
+        precision = precision or self.precision
+        if precision == "fp32" or k.kind not in ("gemm", "wgrad"):
             return xs, ps
-        return [round_operand(x, self.precision) for x in xs], [round_operand(p, self.precision) for p in ps[:1]] + ps[1:]
+        return [round_operand(x, precision) for x in xs], [round_operand(p, precision) for p in ps[:1]] + ps[1:]
 
     # ------------------------------------------------------------------ window helpers
     @staticmethod
@@ -93,7 +97,8 @@ class ScheduleExecutor(Reference):
                     for name in k.ops:
                         n = g.by_name[name]
                         xs = [self._read(values, hist, r.node, t - r.delay) for r in n.args]
-                        values[name][t] = self.op(n).forward(xs, [ps[p] for p in n.params], n.attr)
+                        params = [ps[p] for p in n.params]
+                        values[name][t] = self.op(n).forward(*self._rounded(xs, params, k, self.loop_precision), n.attr)
         final = {s.name: np.stack([self._read(values, hist, s.node, T - k) for k in range(s.depth, 0, -1)])
                  for s in g.states}
         loss = mean_loss(values[g.loss], self.loss_columns(values)) if g.loss else None
@@ -118,17 +123,21 @@ class ScheduleExecutor(Reference):
         grads, ghist, gparams = self._seed(fwd, d_outputs, d_final_states, loss_scale)
         T = next(iter(grads.values())).shape[0]
         hist = {s.node: fwd.states[s.name] for s in g.states}
+        rounded = {}  # weight -> its rounded copy (reduced precision), made once a backward
         for step in self.schedule.backward:
             if isinstance(step, Phase):
                 for k in step.kernels:
-                    self._phase_backward(k, fwd, hist, grads, ghist, gparams)
+                    self._phase_backward(k, fwd, hist, grads, ghist, gparams, rounded)
                 continue
             for t, k in self._ticks(step, T):
                 for name in reversed(k.ops):
                     n = g.by_name[name]
                     xs = [self._read(fwd.values, hist, r.node, t - r.delay) for r in n.args]
-                    args_only = k.kind == "gemm" or name in step.post_sums
-                    gxs = self._vjp(n, grads[name][t], fwd.values[name][t], xs, fwd.params, gparams, args_only)
+                    if k.kind == "gemm" and self.loop_precision != "fp32":
+                        gxs = self._rounded_input_grads(n, grads[name][t], fwd.values[name][t], xs, fwd.params, rounded)
+                    else:
+                        args_only = k.kind == "gemm" or name in step.post_sums
+                        gxs = self._vjp(n, grads[name][t], fwd.values[name][t], xs, fwd.params, gparams, args_only)
                     for r, gx in zip(n.args, gxs):
                         if gx is not None:
                             self._at(grads, ghist, r.node, t - r.delay, gx)
@@ -147,8 +156,18 @@ class ScheduleExecutor(Reference):
             gparams[p] += gp
         return gxs
 
-    def _phase_backward(self, k, fwd, hist, grads, ghist, gparams) -> None:
-        """One once-per-window backward kernel over all T*S columns."""
+    def _rounded_input_grads(self, n, gy, y, xs, params: dict, rounded: dict) -> list:
+        """A GEMM node's input gradients in the reduced precision: the output gradient and the
+        weight rounded (the weight's rounded copy kept in ``rounded``), multiplied in float32."""
+        w = n.params[0]
+        if w not in rounded:
+            rounded[w] = round_operand(params[w], self.precision)
+        return self._vjp(n, round_operand(gy, self.precision), y, xs, dict(params, **{w: rounded[w]}), None,
+                         args_only=True)
+
+    def _phase_backward(self, k, fwd, hist, grads, ghist, gparams, rounded) -> None:
+        """One once-per-window backward kernel over all T*S columns (``rounded``: the weights'
+        rounded copies, :meth:`_rounded_input_grads`)."""
         g = self.graph
         for name in reversed(k.ops):
             n = g.by_name[name]
@@ -169,9 +188,7 @@ class ScheduleExecutor(Reference):
                     gparams[p] += gp
                 continue
             if k.kind == "gemm" and self.precision != "fp32":  # input gradients from rounded operands
-                (gy_r,), _ = self._rounded([gy], [], k)
-                ps_r = dict(fwd.params, **{n.params[0]: round_operand(fwd.params[n.params[0]], self.precision)})
-                gxs = self._vjp(n, gy_r, y, xs, ps_r, gparams, args_only=True)
+                gxs = self._rounded_input_grads(n, gy, y, xs, fwd.params, rounded)
             else:
                 gxs = self._vjp(n, gy, y, xs, fwd.params, gparams, args_only=k.kind == "gemm")
             for r, gx in zip(n.args, gxs):

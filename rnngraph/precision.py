@@ -4,20 +4,23 @@
   results as a step compiled without the option, bit for bit.
 - ``"tf32"``: the once-per-window GEMMs (hoisted products over the window, the input-gradient
   products of the backward phases, the weight gradients) run on tensor cores with TF32 operands
-  and fp32 accumulation. TF32 (NVIDIA, "TensorFloat-32 in the A100 GPU", 2020; the PTX ISA's
+  and fp32 accumulation; with ``ScheduleOptions.loop_tensor_cores`` (off by default: measured
+  slower, rnngraph/schedule_options.py) so do the recurrent products inside the persistent loop
+  kernels (``mma.sync``, codegen/loop_mma.py). TF32 (NVIDIA, "TensorFloat-32 in the A100 GPU", 2020; the PTX ISA's
   ``.tf32`` type) is fp32's sign and 8-bit exponent with 10 of its 23 mantissa bits: the same
   range as fp32, a unit roundoff of 2^-11.
 - ``"bf16"``: the same GEMMs with bf16 operands (the upper 16 bits of an IEEE fp32: sign, 8-bit
   exponent, 7 mantissa bits; unit roundoff 2^-8), fp32 accumulation and output.
 
 Everything else stays fp32 in every precision: states, cell values, pointwise math, the
-recurrent products inside the persistent loop kernels (not on tensor cores yet), the loss heads'
-products, master weights and optimizer state.
+recurrent products inside the loops (unless ``loop_tensor_cores``), the loss heads' products,
+master weights and optimizer state.
 
 The NumPy backend emulates a precision by rounding the operands of the same GEMMs to the
 format (round to nearest, ties to even, on the fp32 bit pattern: :func:`round_tf32`,
 :func:`round_bf16`) and multiplying them in float32, so tests have a reference for the CUDA
-backend; the simulator's numba GEMM applies the same rounding (codegen/precision_kernels.py).
+backend; the simulator's numba GEMM applies the same rounding (codegen/precision_kernels.py),
+and so do its loop kernels' products with ``loop_tensor_cores`` (codegen/operand_rounding.py).
 The hardware may round differently where a value lies exactly halfway (cuBLAS does not document
 its fp32 -> TF32 conversion; ``mma.sync`` fed raw fp32 bits ignores the low 13), so the GPU is
 compared within tolerances, not bit for bit.

@@ -263,7 +263,8 @@ def compile(net: Sequential, window: int, streams: int, device: str = "auto", dt
     (default: strict fp32 everywhere), ``"tf32"`` or ``"bf16"``: the once-per-window GEMMs
     (hoisted products, input-gradient products of the phases, weight gradients) on tensor cores
     with operands in that format and fp32 accumulation, everything else fp32 (rnngraph/precision.py;
-    the loops' recurrent products are not on tensor cores yet); float32 only; the CPU backend
+    the loops' recurrent products too with ``options.loop_tensor_cores``, off by default: measured
+    slower); float32 only; the CPU backend
     emulates it (operands rounded to the format, ties to even). A network with an
     ``rg.LSHSoftmax`` head trains sparsely and evaluates densely on either backend (``"auto"``
     picks CUDA where there is a GPU, as for any head; rnngraph/codegen/lsh_step.py). Returns a

@@ -202,14 +202,20 @@ def _chunks_text(g: Graph, k: Kernel) -> str:
     return f"   [{classes} classes in {len(bounds)} chunk{plural} of {min(chunk, classes)}{tail}]"
 
 
+def loop_precision(s: Schedule) -> str:
+    """The operand format of the loops' recurrent products: ``s.precision`` where the schedule's
+    options put them on tensor cores (``loop_tensor_cores``; a persistent loop's by ``mma.sync``,
+    codegen/loop_mma.py, a per-timestep loop's on cuBLAS), else ``"fp32"``."""
+    return s.precision if s.options is not None and s.options.loop_tensor_cores else "fp32"
+
+
 def gemm_precision(s: Schedule, step, k: Kernel) -> str | None:
     """The operand format of kernel ``k`` of ``step`` (a Phase or Loop of ``s``) when it is a GEMM
     (kind gemm or wgrad), else None: ``s.precision`` in a phase (the once-per-window products:
-    hoisted, input gradients, weight gradients), ``"fp32"`` in a loop (the recurrent products are
-    not on tensor cores yet; a per-timestep loop's cuBLAS products stay fp32 alike)."""
+    hoisted, input gradients, weight gradients), :func:`loop_precision` in a loop."""
     if k.kind not in ("gemm", "wgrad"):
         return None
-    return s.precision if isinstance(step, Phase) else "fp32"
+    return s.precision if isinstance(step, Phase) else loop_precision(s)
 
 
 def _kernel_line(k: Kernel, indent: str, g: Graph, precision: str | None = None) -> str:
@@ -281,6 +287,10 @@ def _precision_line(s: Schedule) -> list[str]:
     """What a precision other than fp32 changes (fp32: no line, the dump as before)."""
     if s.precision == "fp32":
         return []
+    if loop_precision(s) != "fp32":
+        return [f"  precision {s.precision}: every GEMM on tensor cores ({s.precision} operands, fp32 accumulation: "
+                f"the once-per-window ones on cuBLAS, the loops' recurrent products by mma.sync inside the "
+                f"persistent kernels); a chunked softmax's products and pointwise math stay fp32"]
     return [f"  precision {s.precision}: the once-per-window GEMMs on tensor cores ({s.precision} operands, fp32 "
             f"accumulation); the loops' recurrent products, a chunked softmax's products and pointwise math stay fp32"]
 

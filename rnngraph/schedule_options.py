@@ -16,7 +16,13 @@ history is in bench/HISTORY.md):
 - ``flagged_exchange`` at S = 1: the flags take the grid sync out of the S=1 LSTM's timestep
   (0.947 -> 0.752 ms; bench/results/h200-20261201-flags-sweep-flags-rows.json);
 - ``post_loop_sums`` always: the in-loop sums' shared-memory atomics retried under contention
-  (layernorm_lstm S=64 8.36 -> 6.99 ms, bench/results/h200-20261201-lngrad-sweep-lngrad.json).
+  (layernorm_lstm S=64 8.36 -> 6.99 ms, bench/results/h200-20261201-lngrad-sweep-lngrad.json);
+- ``loop_tensor_cores`` never: the persistent loops' products on tensor cores (codegen/loop_mma.py)
+  were slower than on the FFMA units in every shape measured (LSTM fwd+bwd, tf32 / bf16 against
+  fp32 loops: H=512 S=1 2.38 / 2.25 vs 1.60 ms, S=64 5.86 / 5.57 vs 4.61 ms; H=1024 S=64 16.1 vs
+  11.4 ms with only the window GEMMs in tf32; bench/results/h200-20261203-torch-layer-loop-mma-h512.json,
+  -h1024.json): each fragment load touches 8 rows or streams of 16 bytes, against a
+  lane-contiguous FFMA load.
 """
 from __future__ import annotations
 
@@ -48,7 +54,11 @@ class ScheduleOptions:
       timestep instead of after a grid sync (passes/flag_exchange.py);
     - ``post_loop_sums``: a persistent backward loop leaves its layer norms' gain and bias
       gradients to ``reduce`` kernels after it (passes/param_grad_sums.py); False: the loop adds
-      them up itself.
+      them up itself;
+    - ``loop_tensor_cores``: in a reduced precision (rnngraph/precision.py) the loops' recurrent
+      products take it too -- on tensor cores in the persistent kernels (``mma.sync``,
+      codegen/loop_mma.py), operands rounded in the NumPy emulation and the simulator; False:
+      they stay fp32 (FFMA), only the once-per-window GEMMs take the precision. No effect in fp32.
 
     Raises ValueError naming the field and the value for anything but True or False.
     """
@@ -56,6 +66,7 @@ class ScheduleOptions:
     persistent_layer_norms: bool = False
     flagged_exchange: bool = False
     post_loop_sums: bool = True
+    loop_tensor_cores: bool = False
 
     def __post_init__(self):
         for f in fields(self):
@@ -69,7 +80,7 @@ class ScheduleOptions:
         ValueError unless ``streams`` is a positive integer."""
         check_streams(streams)
         return cls(persistent_layer_norms=streams <= LN_PERSISTENT_STREAMS,
-                   flagged_exchange=streams <= FLAGGED_EXCHANGE_STREAMS, post_loop_sums=True)
+                   flagged_exchange=streams <= FLAGGED_EXCHANGE_STREAMS, post_loop_sums=True, loop_tensor_cores=False)
 
     def replace(self, **changes) -> "ScheduleOptions":
         """A copy with ``changes`` (validated like the constructor)."""

@@ -23,7 +23,7 @@ from rnngraph.codegen.loop import LoopEmitter
 from rnngraph.codegen.pointwise import PRELUDE, Names
 from rnngraph.loop_env import parse, resolve
 from rnngraph.passes import schedule
-from rnngraph.schedule import Loop
+from rnngraph.schedule import Loop, loop_precision
 
 def polled_in_loop(ptx):
     lines = [" ".join(l.split()) for l in ptx.splitlines()]
@@ -58,15 +58,15 @@ for cell, S, knob, *opts in json.loads(CONFIGS):  # opts: {"hidden": H, "tuning"
     # the config's keys (``flags`` for the schedule, the others for the code shape) over the defaults for S
     keys = ",".join(f"{k}={v}" for k, v in {**opts.get("tuning", {}), "barrier": knob}.items())
     options, tuning = resolve(S, overrides=parse(keys))
-    hidden = opts.get("hidden", 64)
+    hidden, precision = opts.get("hidden", 64), opts.get("precision", "fp32")
     net = rg.stacked(rg.cells.STANDARD[cell], 1, hidden, input_size=hidden)
     g, names = net.graph, Names(net.graph)
-    s = schedule(g, 4, S, "float32", None, options)
+    s = schedule(g, 4, S, "float32", None, options, precision=precision)
     kernel_of = {m: k.ops for k in s.kernels("forward") for m in k.ops}
     params = {names.param(p.name): p for p in g.params}
     for loop in [st for st in s.forward + s.backward if isinstance(st, Loop) and st.mode == "persistent"]:
         src, args = LoopEmitter(g, loop, "k", coop=True, recompute=kernel_of, streams=S, nblocks=132,
-                                tuning=tuning).source()
+                                tuning=tuning, precision=loop_precision(s)).source()
         kern = module.load(PRELUDE + "\n\n" + src).k
         arrays = [np.zeros((2, 2, 2), np.float32) if a[0] in "VGNM" else
                   np.zeros(params["P" + a[1:]].shape[::-1 if a[0] == "T" else 1], np.float32) for a in args]
@@ -74,7 +74,8 @@ for cell, S, knob, *opts in json.loads(CONFIGS):  # opts: {"hidden": H, "tuning"
         sig = tuple(typeof(v) for v in [4, S] + ([np.zeros(1, np.uint32)] if knob else []) + flags + arrays)
         ptx, _ = cuda.compile_ptx(kern.py_func, sig, cc=(9, 0))
         body = "\n".join(l for l in ptx.splitlines() if not l.strip().startswith("//"))
-        out[f"{cell} S={S} barrier={knob} H={hidden} {loop.name}"] = {
+        out[f"{cell} S={S} barrier={knob} H={hidden} {precision} mma={int(options.loop_tensor_cores)} {loop.name}"] = {
+            "mma": re.findall(r"mma\.sync\.aligned\.[a-z0-9.]+", body),
             "polled_in_loop": polled_in_loop(ptx), "fences": ptx.count("fence.acq_rel.gpu"),
             "red_release": ptx.count("red.release.gpu.global.add.u32"),
             "cg_syncs": ptx.count("cudaCGSynchronize,"), "nanosleep": ptx.count("nanosleep"),
@@ -109,7 +110,7 @@ def test_float32_loop_kernels_have_no_f64(issue_cells):
     # words (the S=1 defaults: passes/flag_exchange.py) are zeroed
     assert all(r["cg_syncs"] == r["syncs"] + ("layernorm" in name or r["flagged"] > 0) for name, r in result.items()), result
     assert [name for name, r in result.items() if r["flagged"]] == [
-        f"{c} S=1 barrier=0 H=64 {lp}" for c in ("lstm", "peephole_lstm", "gru") for lp in ("loop0", "loop0 (backward)")]
+        f"{c} S=1 barrier=0 H=64 fp32 mma=0 {lp}" for c in ("lstm", "peephole_lstm", "gru") for lp in ("loop0", "loop0 (backward)")]
 
 
 # The large-S code shape before the launch bounds (rows=4, cols=8, unroll=4), on which the H=64 part of the
@@ -199,3 +200,26 @@ print(json.dumps(out))
     assert r["1"]["cg"] == 1 and r["1"]["relaxed"] >= 1 and r["1"]["red"] == 0
     assert r["3"]["cg"] == 1 and r["3"]["red"] == 1 and r["3"]["relaxed"] >= 2  # + the phase read
     assert all(v["f64"] == 0 for v in r.values())
+
+
+@pytest.mark.slow
+def test_loop_tensor_cores_emit_mma_and_no_f64(tmp_path):
+    """With ``loop_tensor_cores`` (RNNGRAPH_LOOP key ``mma``) and a reduced precision, every loop
+    kernel's products are ``mma.sync`` of that precision (codegen/loop_mma.py), with no float64
+    instruction: the LSTM at S = 64 (shared weight copies, K-split) and the GRU at S = 1 (flagged
+    vectors, an inner dimension of 72: a partial last k-step of bf16). Without the key the same
+    precision leaves the loops without ``mma``."""
+    on = {"tuning": {"mma": 1}}
+    configs = [["lstm", 64, 0, {**on, "precision": p}] for p in ("tf32", "bf16")] + \
+        [["gru", 1, 0, {**on, "precision": "bf16", "hidden": 72}], ["lstm", 64, 0, {"precision": "tf32"}]]
+    result = compile_loops(configs, tmp_path)
+    assert len(result) == 8, sorted(result)  # 4 configurations x (forward, backward)
+    want = {"tf32": "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
+            "bf16": "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"}
+    for name, r in result.items():
+        assert r["f64"] == 0, name
+        if "mma=1" in name:
+            precision = "bf16" if " bf16 " in name else "tf32"
+            assert r["mma"] and set(r["mma"]) == {want[precision]}, (name, r["mma"])
+        else:
+            assert r["mma"] == [], name

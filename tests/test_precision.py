@@ -184,22 +184,26 @@ def test_cpu_emulation_against_float64_within_the_derived_bound(precision, unit)
     assert worst32 < 1e-5 and worst > 4 * worst32
 
 
-def test_cpu_emulation_rounds_only_the_phase_gemms():
+@pytest.mark.parametrize("loop_tensor_cores", [False, True])
+def test_cpu_emulation_rounds_the_loop_products_only_with_loop_tensor_cores(loop_tensor_cores):
     """A forward in tf32 equals one computed by hand: the hoisted input product from rounded inputs
-    and weights, the loop's recurrent product in plain float32."""
+    and weights; the loop's recurrent product in plain float32 by default, from rounded operands
+    with ``loop_tensor_cores`` (where the GPU runs it on tensor cores inside the loop kernel)."""
+    options = rg.ScheduleOptions.defaults(2).replace(loop_tensor_cores=loop_tensor_cores)
     rnn = rg.compile_rnn(rg.Sequential(rg.cells.elman(hidden=4), input_size=3), device="cpu", precision="tf32",
-                         seed=2)
+                         seed=2, options=options)
     x = np.random.default_rng(1).standard_normal((3, 2, 3)).astype(np.float32)
     y, _ = rnn.forward(x)
     p = rnn.parameters
     zx = (round_tf32(x.reshape(6, 3)) @ round_tf32(p["layer0.W.weight"]).T + p["layer0.W.bias"]).reshape(3, 2, 4)
-    h = np.zeros((2, 4), np.float32)
+    rnd = round_tf32 if loop_tensor_cores else (lambda a: a)
+    other = (lambda a: a) if loop_tensor_cores else round_tf32
+    h = h_other = np.zeros((2, 4), np.float32)
     for t in range(3):
-        h = np.tanh(zx[t] + h @ p["layer0.U.weight"].T + p["layer0.U.bias"])
+        h = np.tanh(zx[t] + rnd(h) @ rnd(p["layer0.U.weight"]).T + p["layer0.U.bias"])
+        h_other = np.tanh(zx[t] + other(h_other) @ other(p["layer0.U.weight"]).T + p["layer0.U.bias"])
         np.testing.assert_allclose(y[t], h, atol=2e-6)
-    rounded_loop = np.tanh(zx[1] + round_tf32(np.tanh(zx[0] + p["layer0.U.bias"])) @ round_tf32(
-        p["layer0.U.weight"]).T + p["layer0.U.bias"])
-    assert not np.allclose(y[1], rounded_loop, atol=1e-6, rtol=0)  # the loop's product was not rounded
+    assert not np.allclose(y[2], h_other, atol=1e-5, rtol=0)  # the other choice shows
 
 
 # ---------------------------------------------------------------------------- schedule dump
@@ -222,6 +226,11 @@ def test_schedule_dump_names_each_gemms_precision_and_fp32_is_unchanged():
     assert d["precision"] == "bf16"
     kinds = {(k["kind"], k.get("precision")) for st in d["forward"] + d["backward"] for k in st["kernels"]}
     assert ("wgrad", "bf16") in kinds and ("gemm", "fp32") in kinds and ("pointwise", None) in kinds
+    # with the loops' products on tensor cores every GEMM is bf16, and the dump says so
+    tc = schedule(g, 4, 2, options=rg.ScheduleOptions.defaults(2).replace(loop_tensor_cores=True), precision="bf16")
+    lines = str(tc).splitlines()
+    assert "loop_tensor_cores=True" in str(tc) and any("by mma.sync inside the persistent kernels" in ln for ln in lines)
+    assert all(ln.endswith("[bf16]") for ln in lines if " gemm " in ln or " wgrad " in ln)
 
 
 def test_schedule_command_takes_precision(capsys):

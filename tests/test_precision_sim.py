@@ -59,15 +59,18 @@ def test_gemm_in_a_precision_equals_numpy_on_rounded_operands(precision):
 
 
 @SIM
+@pytest.mark.parametrize("loop_tensor_cores", [False, True])
 @pytest.mark.parametrize("precision", ["tf32", "bf16"])
-def test_training_step_matches_numpy_backend_in_the_same_precision(precision):
+def test_training_step_matches_numpy_backend_in_the_same_precision(precision, loop_tensor_cores):
     """One training step (forward, BPTT, clip, SGD) of a 1-layer LSTM LM: the simulator's CUDA
     backend equals the NumPy backend in the same precision to float32 rounding (1e-6 on O(1)
     values), while the fp32 NumPy backend differs from both by far more (the rounding is applied
-    on both sides, to the same GEMMs)."""
+    on both sides, to the same GEMMs: with ``loop_tensor_cores`` the loop kernel's products too,
+    codegen/operand_rounding.py)."""
     net = rg.stacked(rg.cells.lstm, 1, H, vocab=V, embed=3)
+    options = rg.ScheduleOptions.defaults(S).replace(loop_tensor_cores=loop_tensor_cores)
     mk = lambda dev, p: rg.compile(net, window=T, streams=S, device=dev, optimizer=rg.SGD(lr=1.0),  # noqa: E731
-                                   clip_norm=5.0, seed=1, precision=p)
+                                   clip_norm=5.0, seed=1, precision=p, options=options)
     cpu, gpu, fp32 = mk("cpu", precision), mk("cuda", precision), mk("cpu", "fp32")
     rng = np.random.default_rng(0)
     x, y = rng.integers(0, V, (T, S)), rng.integers(0, V, (T, S))

@@ -39,8 +39,9 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--dtype", choices=("float32", "float64"), help=f"(default {d['dtype']})")
     g.add_argument("--precision", choices=PRECISIONS,
                    help="operand format of the once-per-window GEMMs (input products, weight gradients): fp32, "
-                        "or tf32 / bf16 on tensor cores with fp32 accumulation (the recurrent products stay fp32; "
-                        "the CPU emulates it); --dtype float32 only; a resumed run may change it (default fp32; "
+                        "or tf32 / bf16 on tensor cores with fp32 accumulation (the recurrent products stay fp32 "
+                        "unless RNNGRAPH_LOOP has mma=1; the CPU emulates it); --dtype float32 only; a resumed run "
+                        "may change it (default fp32; "
                         "a resumed run: the checkpoint's)")
     g.add_argument("--seed", metavar="SEED", type=int,
                    help=f"parameter initialisation seed (default {d['seed']})")

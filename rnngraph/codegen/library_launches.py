@@ -22,11 +22,14 @@ from .row_reductions import row_code
 class LibraryLaunches:
     """The library kernels of the graph of ``buf`` (a :class:`Buffers`), launched on ``stream``;
     ``precision`` (rnngraph/precision.py): the operand format of the GEMMs over the whole window
-    (forward and input-gradient products of the phases, weight gradients); a per-timestep loop's
-    GEMMs stay fp32, as the persistent loops' in-kernel products do."""
+    (forward and input-gradient products of the phases, weight gradients); ``loop_precision``
+    that of a per-timestep loop's GEMMs (rnngraph/schedule.py ``loop_precision``: fp32 unless the
+    schedule puts the loops' products on tensor cores, as the persistent loops' in-kernel
+    products)."""
 
-    def __init__(self, buf: Buffers, stream, precision: str = "fp32"):
+    def __init__(self, buf: Buffers, stream, precision: str = "fp32", loop_precision: str = "fp32"):
         self.buf, self.stream, self.g, self.precision = buf, stream, buf.g, precision
+        self.loop_precision = loop_precision
         #: loss node -> (forward, backward) launchers used instead of its registry entry's while
         #: set (an rg.LSHSoftmax head's sparse training loss: codegen/lsh_step.py)
         self.loss_overrides: dict[str, tuple] = {}
@@ -54,7 +57,7 @@ class LibraryLaunches:
         it (cuBLAS where CuPy is present, else the numba GEMM)."""
         b, r, view = self.buf, n.args[0], self.views(t)
         W = b.P[n.params[0]]
-        precision = self.precision if t is None else "fp32"
+        precision = self.precision if t is None else self.loop_precision
         if backward:
             run, _ = library.gemm_launcher(view(n.name, grad=True), W, view(r.node, grad=True, delay=r.delay),
                                            beta=1.0, stream=self.stream, precision=precision)

@@ -190,9 +190,11 @@ class LoopEmitter:
     the other arguments: see plan_loop_kernel."""
 
     def __init__(self, g: Graph, loop: Loop, name: str, coop: bool = True, recompute: dict | None = None,
-                 streams: int = 1, nblocks: int = 1, tuning: LoopTuning | None = None, virtual_blocks: int = 0):
+                 streams: int = 1, nblocks: int = 1, tuning: LoopTuning | None = None, virtual_blocks: int = 0,
+                 precision: str = "fp32"):
         self.g, self.loop, self.recompute = g, loop, recompute or {}
-        self.plan = plan_loop_kernel(g, loop, name, coop, self.recompute, streams, nblocks, tuning, virtual_blocks)
+        self.plan = plan_loop_kernel(g, loop, name, coop, self.recompute, streams, nblocks, tuning, virtual_blocks,
+                                     precision)
 
     @property
     def barrier(self) -> bool:

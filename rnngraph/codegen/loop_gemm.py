@@ -21,7 +21,9 @@ thread (item, row, stream) adds the item's KS partial sums and stores the output
 from __future__ import annotations
 
 from .loop_items import GemmRows
+from .loop_mma import emit_mma_rows
 from .loop_pointwise import owned_row
+from .loop_prologue import ROUNDING
 from .source import Source
 from .warp_reduce import transpose_reduce, tree_reduce
 
@@ -33,8 +35,14 @@ def emit_rows(src: Source, r: GemmRows, coop: bool, vector_loads: bool = True) -
     every word carries the tag row + 1 (:func:`emit_poll`), and takes the values from them.
     ``vector_loads`` False (a timing knock-out): an unflagged vector element is the first row's
     weight of the same step instead, already in a register."""
+    if r.mma:
+        emit_mma_rows(src, r, vector_loads)
+        if r.ksplit > 1:
+            sum_split_partials(src, r)
+        return
     RB, SB, KS, kp, reps, uL, inner = r.rows, r.streams, r.ksplit, r.partials, r.reps, r.unit, r.inner
     start, step, kstep = ("warp", "nwarps", 32) if coop else ("tid", "bdim", 1)
+    rnd = (lambda x: f"{ROUNDING[r.rounding]}({x})") if r.rounding else (lambda x: x)  # noqa: E731
     src(f"nrows = nj * {reps}", f"ngroups = (nrows + {RB - 1}) // {RB}")
     if KS > 1:
         src(f"kw = {start}")
@@ -64,10 +72,10 @@ def emit_rows(src: Source, r: GemmRows, coop: bool, vector_loads: bool = True) -
                 for u in range(unroll):
                     k = kof(u)
                     for m, t in enumerate(r.terms):
-                        src(*(f"w{m}_{a}_{u} = {t.weight.format(r=f'r{a}', rem=f'rem{a}', k=k)}" for a in range(RB)))
+                        src(*(f"w{m}_{a}_{u} = {rnd(t.weight.format(r=f'r{a}', rem=f'rem{a}', k=k))}" for a in range(RB)))
                         vec = t.vector if vector_loads else f"w{m}_0_{u}"
                         for i in range(SB):
-                            src(f"v = {f'flag_value(fw{m}_{i}_{u})' if t.flag else vec.format(s=f's{i}', k=k)}",
+                            src(f"v = {rnd(f'flag_value(fw{m}_{i}_{u})' if t.flag else vec.format(s=f's{i}', k=k))}",
                                 *(f"acc{a}_{i} += w{m}_{a}_{u} * v" for a in range(RB)))
                 src(f"kk += {unroll * stride}")
         _reduce_and_store(src, r, coop)
@@ -75,6 +83,14 @@ def emit_rows(src: Source, r: GemmRows, coop: bool, vector_loads: bool = True) -
             src(f"item += {step}")
             return
         src(f"kw += {step}")
+    sum_split_partials(src, r)
+
+
+def sum_split_partials(src: Source, r: GemmRows) -> None:
+    """After a split row loop (``r.ksplit`` > 1): a block barrier, then a thread per (item, row,
+    stream) adds the item's parts from ``r.partials`` (laid out [item * KS + part, row * streams +
+    stream]) and stores the sum."""
+    RB, SB, KS, kp, reps, uL = r.rows, r.streams, r.ksplit, r.partials, r.reps, r.unit
     src("cuda.syncthreads()", "# the items' split partial sums: a thread per (item, row, stream)", "i = tid")
     with src.block(f"while i < ((S + {SB - 1}) // {SB}) * ngroups * {RB * SB}:"):
         src(f"item = i // {RB * SB}", f"c = i - item * {RB * SB}", f"aa = c // {SB}", "sb = item // ngroups",

@@ -14,11 +14,15 @@ from .loop_prefetch import Prefetch
 class GemmTerm:
     """One product of a GEMM row loop: ``weight`` the read of W at {r} (global) or {rem} (shared
     copy) and {k}; ``vector`` the read of the vector at {s}, {k}; ``flag`` (flag buffer, row) where
-    the vector is polled from flag words (passes/flag_exchange.py), else None."""
+    the vector is polled from flag words (passes/flag_exchange.py), else None. ``prepared``: the
+    weight is read from a shared copy already in the tensor-core operand format (a WeightCopy
+    with ``convert``: TF32-rounded floats, or bf16 pairs packed in uint32 words, {k} then the
+    pair's index)."""
 
     weight: str
     vector: str
     flag: tuple | None
+    prepared: bool = False
 
 
 @dataclass(frozen=True)
@@ -29,7 +33,14 @@ class GemmRows:
     them at most a block; ``ksplit`` workers an item (1: none), their partial sums in the shared
     array ``partials``; the inner loop unrolled ``unroll`` times; ``butterfly``: the item's partial
     sums reduced across the warp by the transpose butterfly (else a tree a sum, or no shuffles in
-    the simulator)."""
+    the simulator).
+
+    ``mma`` ("tf32" or "bf16"; "" for none): the item's products run on tensor cores, a warp per
+    item of ``rows`` = 16 x (row tiles) rows and ``streams`` = 8 x (stream tiles) streams, each
+    tile one ``mma.sync`` accumulator (codegen/loop_mma.py); ``unroll`` then counts k-steps of 8
+    (TF32) or 16 (bf16) columns. ``rounding`` ("tf32" or "bf16"; "" for none): the FFMA loop
+    rounds both operands of each product to that format first (the simulator's stand-in for the
+    tensor cores, rounding as rnngraph/precision.py does)."""
 
     comment: str
     terms: tuple
@@ -44,6 +55,8 @@ class GemmRows:
     partials: str
     unroll: int
     butterfly: bool
+    mma: str = ""
+    rounding: str = ""
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,16 @@ GEMM_ACCUMULATORS = 32
 LN_SMEM_FLOATS = 5
 #: threads a simulated block runs with (codegen/program.py launches the simulator's loop kernels so)
 SIM_THREADS = 8
+#: words a tensor-core shared weight copy's row has beyond its data (WeightCopy): a fragment load
+#: reads word (row g, column c + t) in lane 4g + t, i.e. bank 4g + t + const with this pad
+MMA_ROW_PAD = 4
+#: columns (the inner dimension) one ``mma.sync`` step multiplies, by precision (codegen/ptx.py)
+MMA_K = {"tf32": 8, "bf16": 16}
+#: k-steps a tensor-core loop trip at most (``tuning.unroll`` bounds it too): a trip loads every
+#: step's fragments before its products, 6 to 10 registers a step
+MMA_UNROLL = 4
+#: rows and streams of one ``mma.sync`` accumulator tile (m16n8)
+MMA_ROWS, MMA_STREAMS = 16, 8
 #: knob ``barrier`` (codegen/tuning.py) -> the function of codegen/grid_barrier.py (GPU only) a
 #: generated module imports as ``grid_barrier``
 BARRIER_FUNCTIONS = {1: "grid_barrier", 2: "grid_barrier_backoff", 3: "grid_barrier_red"}
@@ -69,7 +79,12 @@ class SmemArray:
 @dataclass(frozen=True)
 class WeightCopy:
     """Weight ``weight``'s rows owned by a block (``reps`` rows a unit of the level's ``unit``,
-    ``inner`` columns) copied into the shared array ``array`` of ``rows`` rows at kernel start."""
+    ``inner`` columns) copied into the shared array ``array`` of ``rows`` rows at kernel start.
+    ``convert`` ("" for a plain float32 copy): the tensor-core operand format the copy is stored
+    in -- "tf32", float32 values rounded with ``cvt.rna``; "bf16", uint32 words of two bf16 (columns
+    2j, 2j + 1; a missing last column zero) -- its rows ``cols`` words long: the words, then
+    :data:`MMA_ROW_PAD` more, so the eight rows an ``mma`` fragment load touches fall in distinct
+    banks (codegen/loop_mma.py)."""
 
     array: str
     weight: str
@@ -77,6 +92,8 @@ class WeightCopy:
     unit: int
     inner: int
     rows: int
+    convert: str = ""
+    cols: int = 0
 
 
 @dataclass(frozen=True)
@@ -98,7 +115,10 @@ class LoopKernelPlan:
     """Everything :func:`plan_loop_kernel` decided about one persistent loop kernel (see the module
     docstring). ``barrier``: the inline barrier's variant (``tuning.barrier``), 0 for numba's grid
     sync; ``ln_shape``: the row sums' code shape (``lnsum``, 0 also when its arrays did not fit);
-    ``smem_left``: the bytes of the budget nothing took; ``loop``: the schedule's loop it plans.
+    ``smem_left``: the bytes of the budget nothing took; ``loop``: the schedule's loop it plans;
+    ``precision`` (rnngraph/precision.py): the format of the in-loop products' operands -- on the
+    GPU "tf32" and "bf16" put them on tensor cores (GemmRows ``mma``), in the simulator the FFMA
+    loop rounds them (``rounding``).
     ``knockout`` (bench/loop_profile.py's timing variants only; empty for every real kernel): the
     constructs the emitters leave out: "grid-sync" (the time loop's grid syncs become ``pass``),
     "gemm", "pointwise", "ln-sums" (those sections of each stage body, then ``pass``),
@@ -127,6 +147,7 @@ class LoopKernelPlan:
     transposed: frozenset
     buffers: tuple
     knockout: frozenset = frozenset()
+    precision: str = "fp32"
 
     @property
     def args(self) -> tuple:
@@ -185,22 +206,24 @@ def _walk(loop: Loop):
 
 def plan_loop_kernel(g: Graph, loop: Loop, name: str, coop: bool = True, recompute: dict | None = None,
                      streams: int = 1, nblocks: int = 1, tuning: LoopTuning | None = None,
-                     virtual_blocks: int = 0) -> LoopKernelPlan:
+                     virtual_blocks: int = 0, precision: str = "fp32") -> LoopKernelPlan:
     """The plan of the persistent kernel ``name`` for ``loop`` (``loop.reverse``: backward).
 
     ``coop``: warp-cooperative GEMM rows with shuffles (the GPU); False for the simulator.
     ``recompute``: node -> ops of the forward kernel computing it (backward pointwise kernels
     recompute it). ``streams``: the S the kernel is launched for. ``nblocks``: the grid (one block
     a multiprocessor; it sizes the shared arrays). ``virtual_blocks`` (simulator tests): one
-    block's threads split into this many "blocks". Raises NotImplementedError for a backward GEMM
-    whose merged members differ in size."""
+    block's threads split into this many "blocks". ``precision``: the in-loop products' operand
+    format (:class:`LoopKernelPlan`). Raises NotImplementedError for a backward GEMM whose merged
+    members differ in size."""
     tuning, recompute, vb = tuning or LoopTuning(), recompute or {}, virtual_blocks
     names = Names(g)
     budget = _Budget(0 if vb else tuning.smem_kib * 1024)
     buffers: set[str] = set()
     flagged = [names.grad(v[2:]) if v.startswith("d.") else names.value(v) for v in loop.flagged]
     flag_buffers = {b: "F" + b[1:] for b in flagged}
-    ctx = _Context(g, loop, names, recompute, flag_buffers, tuning, coop, streams, nblocks, vb, budget, buffers)
+    ctx = _Context(g, loop, names, recompute, flag_buffers, tuning, coop, streams, nblocks, vb, budget, buffers,
+                   precision)
 
     # 1. the layer norms' row-sum arrays
     ln_slots = max(tuning.threads, streams)
@@ -246,16 +269,21 @@ def plan_loop_kernel(g: Graph, loop: Loop, name: str, coop: bool = True, recompu
         ln_zero=tuple(dict.fromkeys(ln_zero)), smem=tuple(budget.arrays), smem_left=budget.left,
         weight_copies=tuple(ctx.copies.values()), local_grads=tuple(ctx.local_grads), prefetch=tuple(prefetch.items()),
         levels=tuple(levels), transposed=frozenset(ctx.transposed),
-        buffers=tuple(sorted(buffers - local - set(flag_buffers.values()), key=buffer_key)))
+        buffers=tuple(sorted(buffers - local - set(flag_buffers.values()), key=buffer_key)), precision=precision)
 
 
 class _Context:
     """The state :func:`plan_loop_kernel` carries through the loop's work."""
 
-    def __init__(self, g, loop, names, recompute, flag_buffers, tuning, coop, streams, nblocks, vb, budget, buffers):
+    def __init__(self, g, loop, names, recompute, flag_buffers, tuning, coop, streams, nblocks, vb, budget, buffers,
+                 precision):
         self.g, self.loop, self.names, self.recompute, self.flag_buffers = g, loop, names, recompute, flag_buffers
         self.tuning, self.coop, self.streams, self.nblocks, self.vb = tuning, coop, streams, nblocks, vb
         self.budget, self.buffers = budget, buffers
+        reduced = precision != "fp32"
+        #: the products' tensor-core format (GPU) or the FFMA loop's operand rounding (simulator)
+        self.mma = precision if reduced and coop and not vb else ""
+        self.rounding = precision if reduced and not self.mma else ""
         self.copies: dict[tuple, WeightCopy] = {}  # (weight, reps, unit, inner) -> its shared copy
         self.local_grads: list[LocalGradSum] = []
         self.transposed: set[str] = set()
@@ -325,7 +353,8 @@ class _Context:
                 self.buffers.update({w, out, X} | ({b} if b else set()))
                 reps = n.size // uL
                 comment = f"# {k.name}: {n.name} = {n.params[0]} @ {ref}{' + bias' if b else ''}"
-                terms = (GemmTerm(self._weight(w, reps, uL, K), f"{X}[{xrow}, {{s}}, {{k}}]", self._flag(X, xrow)),)
+                weight, prepared = self._weight(w, reps, uL, K)
+                terms = (GemmTerm(weight, f"{X}[{xrow}, {{s}}, {{k}}]", self._flag(X, xrow), prepared),)
                 store = f"{out}[{names.depth(n.name)} + t, {{s}}, {{r}}] = {{acc}}" + (f" + {b}[{{r}}]" if b else "")
                 rows.append(self._rows(comment, reps, uL, K, terms, store))
             return GemmItem(k, tuple(rows))
@@ -340,25 +369,30 @@ class _Context:
             self.buffers.update((wt, gy))
             self.transposed.add(n.params[0])
             row = f"{names.depth(n.name)} + t"
-            terms.append(GemmTerm(self._weight(wt, K // uL, uL, R), f"{gy}[{row}, {{s}}, {{k}}]", self._flag(gy, row)))
+            weight, prepared = self._weight(wt, K // uL, uL, R)
+            terms.append(GemmTerm(weight, f"{gy}[{row}, {{s}}, {{k}}]", self._flag(gy, row), prepared))
         comment = f"# {k.name}: d.{ref} += sum W^T d.({', '.join(k.ops)})"
         return GemmItem(k, (self._rows(comment, K // uL, uL, R, tuple(terms), f"{GX}[{xrow}, {{s}}, {{r}}] += {{acc}}"),))
 
     def _flag(self, buf: str, row: str) -> tuple | None:
         return (self.flag_buffers[buf], row) if buf in self.flag_buffers else None
 
-    def _weight(self, w: str, reps: int, uL: int, inner: int) -> str:
-        """The read of weight ``w`` at (owned row {r} / its place {rem}, column {k}): from a shared
-        copy of the block's rows while the budget holds it, else from global memory."""
+    def _weight(self, w: str, reps: int, uL: int, inner: int) -> tuple[str, bool]:
+        """(the read of weight ``w`` at (owned row {r} / its place {rem}, column {k}), whether it
+        is ``prepared``: GemmTerm): from a shared copy of the block's rows while the budget holds it
+        (for tensor-core products stored in their operand format, WeightCopy ``convert``), else
+        from global memory."""
         key = (w, reps, uL, inner)
         if key not in self.copies:
             rows = -(-uL // self.nblocks) * reps
-            if not self.budget.take(rows * inner * 4):
-                return f"{w}[{{r}}, {{k}}]"
+            cols = (inner + 1) // 2 if self.mma == "bf16" else inner
+            cols += MMA_ROW_PAD if self.mma else 0
+            if not self.budget.take(rows * cols * 4):
+                return f"{w}[{{r}}, {{k}}]", False
             sw = f"sw{len(self.copies)}"
-            self.copies[key] = WeightCopy(sw, w, reps, uL, inner, rows)
-            self.budget.arrays.append(SmemArray(sw, (rows, inner), rows * inner * 4, "weight rows"))
-        return f"{self.copies[key].array}[{{rem}}, {{k}}]"
+            self.copies[key] = WeightCopy(sw, w, reps, uL, inner, rows, self.mma, cols)
+            self.budget.arrays.append(SmemArray(sw, (rows, cols), rows * cols * 4, "weight rows"))
+        return f"{self.copies[key].array}[{{rem}}, {{k}}]", bool(self.mma)
 
     def item_shape(self, block_rows: int) -> tuple[int, int]:
         """(streams, rows) of a GEMM work item when a block owns at most ``block_rows`` rows: up to
@@ -377,6 +411,8 @@ class _Context:
         is left of the budget (or in simulated blocks). The inner loop is unrolled ``tuning.unroll``
         times, at most as often as a worker's stride fits in the inner dimension."""
         block_rows = -(-uL // max(1, self.vb or self.nblocks)) * reps
+        if self.mma:
+            return self._mma_rows(comment, reps, uL, inner, terms, store, block_rows)
         SB, RB = self.item_shape(block_rows)
         kstep = 32 if self.coop else 1
         items = -(-self.streams // SB) * -(-block_rows // RB)
@@ -389,5 +425,26 @@ class _Context:
             self.budget.arrays.append(SmemArray(kp, (items * KS, RB * SB), items * KS * RB * SB * 4, "split partial sums"))
         unroll = max(1, min(self.tuning.unroll, inner // (kstep * KS)))
         butterfly = bool(self.coop and self.tuning.xreduce and RB * SB <= 32)
-        return GemmRows(comment, terms, store, reps, uL, inner, SB, RB, items, KS, kp, unroll, butterfly)
+        return GemmRows(comment, terms, store, reps, uL, inner, SB, RB, items, KS, kp, unroll, butterfly,
+                        rounding=self.rounding)
+
+    def _mma_rows(self, comment: str, reps: int, uL: int, inner: int, terms: tuple, store: str,
+                  block_rows: int) -> GemmRows:
+        """A tensor-core row loop (GemmRows ``mma``): items of one or two 16-row tiles (two where
+        the block owns more than 16 rows: each B fragment then serves two products) by one 8-stream
+        tile, so that a block has as many items as it can; a K-split and unroll as :meth:`_rows`,
+        in k-steps of MMA_K columns."""
+        kstep = MMA_K[self.mma]
+        RB = MMA_ROWS * (2 if block_rows > MMA_ROWS else 1)
+        SB = MMA_STREAMS
+        items = -(-self.streams // SB) * -(-block_rows // RB)
+        workers = self.tuning.threads // 32
+        parts = max(1, min(self.tuning.ksplit, max(1, inner // kstep), workers // max(1, items)))
+        kp = f"kp{self.nsplit}"
+        KS = parts if parts > 1 and self.budget.take(items * parts * RB * SB * 4) else 1
+        if KS > 1:
+            self.nsplit += 1
+            self.budget.arrays.append(SmemArray(kp, (items * KS, RB * SB), items * KS * RB * SB * 4, "split partial sums"))
+        unroll = max(1, min(self.tuning.unroll, MMA_UNROLL, inner // (kstep * KS)))
+        return GemmRows(comment, terms, store, reps, uL, inner, SB, RB, items, KS, kp, unroll, False, mma=self.mma)
 

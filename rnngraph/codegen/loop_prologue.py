@@ -10,6 +10,12 @@ from .loop_plan import BARRIER_FUNCTIONS, LoopKernelPlan
 from .pointwise import Names
 from .source import Source
 
+#: a tensor-core loop kernel's imports by precision (codegen/ptx.py, GPU only)
+MMA_IMPORTS = {"tf32": "from rnngraph.codegen.ptx import cvt_rna_tf32, mma_tf32_m16n8k8",
+               "bf16": "from numba import uint32\nfrom rnngraph.codegen.ptx import mma_bf16_m16n8k16, pack_bf16x2"}
+#: the simulator's operand rounding function of each precision (codegen/operand_rounding.py)
+ROUNDING = {"tf32": "round_tf32_value", "bf16": "round_bf16_value"}
+
 
 def imports(plan: LoopKernelPlan) -> list[str]:
     """The module-level imports the kernel needs: the inline grid barrier's function (GPU,
@@ -21,6 +27,13 @@ def imports(plan: LoopKernelPlan) -> list[str]:
     if plan.flag_buffers:
         out.append("from numba import uint32\n"
                    "from rnngraph.codegen.flag_exchange import flag_load, flag_store, flag_tag, flag_value, flag_wait")
+    mma = {r.mma for lv in plan.levels for st in lv.stages for item in st.items for r in getattr(item, "rows", ())} - {""}
+    for precision in sorted(mma):
+        out.append(MMA_IMPORTS[precision])
+    rounding = {r.rounding for lv in plan.levels for st in lv.stages for item in st.items
+                for r in getattr(item, "rows", ())} - {""}
+    if rounding:
+        out.append(f"from rnngraph.codegen.operand_rounding import {', '.join(ROUNDING[p] for p in sorted(rounding))}")
     return out
 
 
@@ -73,13 +86,28 @@ def emit_prologue(src: Source, g: Graph, plan: LoopKernelPlan) -> None:
 
 
 def _weight_copy(src: Source, c) -> None:
-    """The block's owned rows of weight ``c.weight`` into its shared array (a WeightCopy)."""
-    src(f"# {c.weight}: the block's {c.reps} x {c.rows // c.reps} owned rows into shared memory",
-        f"{c.array} = cuda.shared.array(({c.rows}, {c.inner}), float32)",
+    """The block's owned rows of weight ``c.weight`` into its shared array (a WeightCopy), in the
+    format of its ``convert``: float32 as they are, TF32-rounded, or bf16 pairs (columns 2j and
+    2j + 1 in word j, the lower column in the low half; past the last column a zero)."""
+    words = (c.inner + 1) // 2 if c.convert == "bf16" else c.inner
+    what = {"": "", "tf32": ", rounded to TF32", "bf16": ", as bf16 pairs"}[c.convert]
+    src(f"# {c.weight}: the block's {c.reps} x {c.rows // c.reps} owned rows into shared memory{what}",
+        f"{c.array} = cuda.shared.array(({c.rows}, {c.cols or c.inner}), {'uint32' if c.convert == 'bf16' else 'float32'})",
         f"j0 = (bid * {c.unit}) // nblocks", f"nj = ((bid + 1) * {c.unit}) // nblocks - j0", "i = tid")
-    with src.block(f"while i < nj * {c.reps} * {c.inner}:"):
-        src(f"lr = i // {c.inner}", f"kk = i - lr * {c.inner}", f"jj = lr // {c.reps}",
-            f"{c.array}[lr, kk] = {c.weight}[j0 + jj + (lr - jj * {c.reps}) * {c.unit}, kk]", "i += bdim")
+    with src.block(f"while i < nj * {c.reps} * {words}:"):
+        src(f"lr = i // {words}", f"kk = i - lr * {words}", f"jj = lr // {c.reps}")
+        if not c.convert:
+            src(f"{c.array}[lr, kk] = {c.weight}[j0 + jj + (lr - jj * {c.reps}) * {c.unit}, kk]", "i += bdim")
+            return
+        src(f"wr = j0 + jj + (lr - jj * {c.reps}) * {c.unit}")
+        if c.convert == "bf16":
+            hi = f"{c.weight}[wr, 2 * kk + 1]"
+            if c.inner % 2:
+                hi = f"({c.weight}[wr, min(2 * kk + 1, {c.inner - 1})] if 2 * kk + 1 < {c.inner} else float32(0.0))"
+            src(f"{c.array}[lr, kk] = pack_bf16x2({c.weight}[wr, 2 * kk], {hi})")
+        else:
+            src(f"{c.array}[lr, kk] = cvt_rna_tf32({c.weight}[wr, kk])")
+        src("i += bdim")
 
 
 def _flag_start(src: Source, g: Graph, plan: LoopKernelPlan) -> None:

@@ -23,7 +23,7 @@ import numpy as np
 from numba import cuda
 
 from ..ops import is_row_reduction
-from ..schedule import Kernel, Phase, Schedule, gradient_inputs
+from ..schedule import Kernel, Phase, Schedule, gradient_inputs, loop_precision
 from . import module
 from .buffers import Buffers
 from .device import blocks, in_simulator
@@ -78,7 +78,7 @@ class CudaProgram(LoopLaunches):
         self.stream = stream or cuda.stream()
         self.sim = in_simulator()
         self.buf = buffers if buffers is not None else Buffers(self.g, self.T, self.S, self.stream, params)
-        self.lib = LibraryLaunches(self.buf, self.stream, schedule.precision)
+        self.lib = LibraryLaunches(self.buf, self.stream, schedule.precision, loop_precision(schedule))
         self.virtual_blocks = SIM_BLOCKS if self.sim and SIM_BLOCKS > 1 else 0  # LoopEmitter's virtual_blocks
         self.sources: list[str] = [PRELUDE]
         self.loop_threads: dict[str, int] = {}  # persistent kernel -> threads per block it launches with

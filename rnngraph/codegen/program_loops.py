@@ -33,7 +33,7 @@ class LoopLaunches:
         nblocks = 1 if self.sim else cuda.get_current_device().MULTIPROCESSOR_COUNT
         virtual = self.virtual_blocks
         plan = plan_loop_kernel(self.g, loop, name, coop=not self.sim, recompute=self.kernel_of, streams=self.S,
-                                nblocks=nblocks, tuning=tuning, virtual_blocks=virtual)
+                                nblocks=nblocks, tuning=tuning, virtual_blocks=virtual, precision=self.lib.loop_precision)
         src, _ = emit_loop_kernel(self.g, plan, self.kernel_of)
         self.sources.append(src)
         self.loop_plans[name] = plan

@@ -1,0 +1,195 @@
+"""A persistent loop kernel's GEMM rows on tensor cores (a GemmRows with ``mma``: precision
+"tf32" or "bf16", GPU only): each warp computes work items of 16 or 32 rows x 8 streams with
+``mma.sync`` (codegen/ptx.py: m16n8k8 TF32, m16n8k16 bf16; fp32 accumulation), the same
+sum_m W_m[r, :] . v_m[s, :] that codegen/loop_gemm.py's FFMA rows compute, stored the same way.
+
+Fragments (PTX ISA, "Matrix Fragments for mma.m16n8k8" / "... m16n8k16"; codegen/ptx.py's
+docstring; g = lane // 4, t = lane % 4): A is 16 weight rows x the step's columns, B the step's
+columns x 8 streams (B = v^T: lane group g reads stream g's vector), C and D 16 rows x 8 streams,
+lane (g, t) holding rows g and g + 8 at streams 2t and 2t + 1. Per k-step of columns c0..:
+
+- TF32 (8 columns): a0 = W[g, c0 + t], a1 = W[g + 8, c0 + t], a2 = W[g, c0 + t + 4],
+  a3 = W[g + 8, c0 + t + 4]; b0 = v[g, c0 + t], b1 = v[g, c0 + t + 4]; each rounded with
+  ``cvt.rna`` (a shared weight copy is stored rounded: codegen/loop_prologue.py).
+- bf16 (16 columns): a0 = W[g, c0 + 2t : + 2], a1 the same of row g + 8, a2 = W[g, c0 + 2t + 8 :
+  + 2], a3 row g + 8; b0 = v[g, c0 + 2t : + 2], b1 = v[g, c0 + 2t + 8 : + 2]; each pair packed
+  with ``cvt.rn.bf16x2`` (a shared copy holds the packed words: word j = columns 2j, 2j + 1).
+
+A shared copy's rows are padded by MMA_ROW_PAD words, so a fragment load's 32 lanes (8 rows x 4
+consecutive words) hit 32 distinct banks. Rows past the block's own are clamped to its last row
+and streams past S to stream S - 1 (their products are computed and not stored); a last k-step
+that runs past the inner dimension reads zeros there. Every branch is uniform across the warp
+(``mma.sync.aligned``); a flagged vector's poll, whose lanes leave the loop at different trips,
+ends with ``cuda.syncwarp()``.
+
+K-split (``ksplit`` KS > 1): worker kw takes steps part, part + KS, ... of item kw // KS and puts
+its accumulators into ``partials`` [kw, row * streams + stream]; codegen/loop_gemm.py's
+``sum_split_partials`` adds them after a block barrier.
+"""
+from __future__ import annotations
+
+from .loop_items import GemmRows
+from .loop_plan import MMA_K, MMA_ROWS, MMA_STREAMS
+from .loop_pointwise import owned_row
+from .source import Source
+
+#: the intrinsic of each precision (codegen/ptx.py)
+MMA_FUNCTIONS = {"tf32": "mma_tf32_m16n8k8", "bf16": "mma_bf16_m16n8k16"}
+
+
+class _Step:
+    """The reads of one k-step at column ``kb`` (a uint64 variable) of row loop ``r``: which
+    lane-column offset each fragment register takes and how a weight or vector element is read,
+    converted and (``guarded``: the last, partial step) masked past the inner dimension."""
+
+    def __init__(self, r: GemmRows, kb: str, guarded: bool):
+        self.r, self.kb, self.guarded, self.bf16 = r, kb, guarded, r.mma == "bf16"
+
+    def _element(self, read: str, col: str, limit: int, zero: str = "float32(0.0)") -> str:
+        """``read`` (a format string with {c}) at column ``col``; guarded: 0 past ``limit``."""
+        if not self.guarded:
+            return read.format(c=col)
+        return f"({read.format(c=f'min({col}, uint64({limit - 1}))')} if {col} < uint64({limit}) else {zero})"
+
+    def masked(self, value: str, col: str) -> str:
+        """``value`` (read at column ``col``, clamped), or 0 past the inner dimension when guarded."""
+        return f"({value} if {col} < uint64({self.r.inner}) else float32(0.0))" if self.guarded else value
+
+    def _convert(self, read: str, cols: tuple) -> str:
+        """One register from ``read`` at the lane's columns ``cols`` (offset variables): TF32, one
+        rounded element; bf16, two elements packed."""
+        inner, kb = self.r.inner, self.kb
+        if self.bf16:
+            lo, hi = (self._element(read, f"{kb} + {c}", inner) for c in cols)
+            return f"pack_bf16x2({lo}, {hi})"
+        return f"cvt_rna_tf32({self._element(read, f'{kb} + {cols[0]}', inner)})"
+
+    def weight(self, term, a: int, h: int, half: int) -> str:
+        """Register a0..a3 (``half`` 0: columns of a0/a1, 1: of a2/a3) of row tile ``a``, row
+        g + 8 h, from ``term``'s weight."""
+        read = term.weight.format(r=f"r{a}{h}", rem=f"rem{a}{h}", k="{c}")
+        if term.prepared:  # a shared copy in the operand format: one word, no conversion
+            if self.bf16:
+                words = (self.r.inner + 1) // 2
+                return self._element(read, f"kh + lq{half}", words, "uint32(0)")
+            return self._element(read, f"{self.kb} + lq{half}", self.r.inner)
+        return self._convert(read, LANE_COLUMNS[self.r.mma][half])
+
+    def vector(self, read: str, half: int) -> str:
+        """Register b0 / b1 (``half``) from the vector read ``read`` (a format string with {c})."""
+        return self._convert(read, LANE_COLUMNS[self.r.mma][half])
+
+
+#: the lane's column offsets (variables emitted by :func:`emit_mma_rows`) of each register half:
+#: TF32 one column (t, t + 4), bf16 two (2t and 2t + 1, 2t + 8 and 2t + 9)
+LANE_COLUMNS = {"tf32": (("lq0",), ("lq1",)), "bf16": (("le0", "le1"), ("le2", "le3"))}
+
+
+def emit_mma_rows(src: Source, r: GemmRows, vector_loads: bool = True) -> None:
+    """The tensor-core row loop ``r`` (see the module docstring): its terms' weight and vector
+    reads as in codegen/loop_gemm.py's ``emit_rows`` (the weight with {r}/{rem} and {k}, the
+    vector with {s} and {k}; a flagged vector polled from its flag words); ``vector_loads`` False
+    (a timing knock-out): B is the first weight register instead."""
+    RB, SB, KS, kp, reps, uL, inner = r.rows, r.streams, r.ksplit, r.partials, r.reps, r.unit, r.inner
+    RT, ST, K, fn = RB // MMA_ROWS, SB // MMA_STREAMS, MMA_K[r.mma], MMA_FUNCTIONS[r.mma]
+    src(f"# tensor cores ({r.mma}): items of {RB} rows x {SB} streams, k-steps of {K}",
+        "lg = lane // 4", "lt = lane - lg * 4", "lu = uint64(lt)", "lq0 = lu", "lq1 = lu + uint64(4)")
+    if r.mma == "bf16":
+        src("le0 = lu + lu", "le1 = le0 + uint64(1)", "le2 = le0 + uint64(8)", "le3 = le0 + uint64(9)")
+    src(f"nrows = nj * {reps}", f"ngroups = (nrows + {RB - 1}) // {RB}")
+    count = f"((S + {SB - 1}) // {SB}) * ngroups"
+    src("kw = warp" if KS > 1 else "item = warp")
+    with src.block(f"while {'kw' if KS > 1 else 'item'} < {count}{f' * {KS}' if KS > 1 else ''}:"):
+        if KS > 1:
+            src(f"item = kw // {KS}")
+        src("sb = item // ngroups", f"g0 = (item - sb * ngroups) * {RB}")
+        for a in range(RT):
+            for h in range(2):
+                src(f"rem{a}{h} = min(g0 + {a * MMA_ROWS + 8 * h} + lg, nrows - 1)",
+                    *owned_row(f"rem{a}{h}", f"r{a}{h}", reps, uL))
+        for i in range(ST):
+            src(f"s{i} = min(sb * {SB} + {i * MMA_STREAMS} + lg, S - 1)",
+                *(f"acc{a}_{i}_{c} = float32(0.0)" for a in range(RT) for c in range(4)))
+        flagged = [(m, t.flag) for m, t in enumerate(r.terms) if t.flag]
+        for m, (_, row) in flagged:
+            src(f"ftag{m} = uint32({row}) + uint32(1)")
+        src(f"kk = (kw - item * {KS}) * {K}" if KS > 1 else "kk = 0")
+        stride, U = K * KS, r.unroll
+        loops = [(U, f"kk + {(U - 1) * stride + K} <= {inner}")] + ([(1, f"kk + {K} <= {inner}")] if U > 1 else [])
+        for unroll, cond in loops:
+            with src.block(f"while {cond}:"):
+                _steps(src, r, unroll, stride, False, vector_loads)
+                src(f"kk += {unroll * stride}")
+        if inner % K:
+            with src.block(f"if kk < {inner}:  # the last, partial k-step"):
+                _steps(src, r, 1, stride, True, vector_loads)
+        _store(src, r)
+        src(f"kw += nwarps" if KS > 1 else "item += nwarps")
+
+
+def _steps(src: Source, r: GemmRows, unroll: int, stride: int, guarded: bool, vector_loads: bool) -> None:
+    """``unroll`` k-steps at kk, kk + stride, ...: every step's fragments loaded first, then the
+    products (independent loads in flight before the first ``mma``)."""
+    RT, ST, fn = r.rows // MMA_ROWS, r.streams // MMA_STREAMS, MMA_FUNCTIONS[r.mma]
+    products = []
+    for u in range(unroll):
+        kb = f"kb{u}"
+        src(f"{kb} = uint64(kk + {u * stride})" if u else f"{kb} = uint64(kk)")
+        if r.mma == "bf16":
+            src(f"kh = {kb} >> uint64(1)")
+        step = _Step(r, kb, guarded)
+        for m, t in enumerate(r.terms):
+            for a in range(RT):
+                src(*(f"fa{m}_{a}_{2 * half + h}_{u} = {step.weight(t, a, h, half)}" for half in range(2) for h in range(2)))
+            for i in range(ST):
+                if not vector_loads:
+                    src(*(f"fb{m}_{i}_{half}_{u} = fa{m}_0_{half}_{u}" for half in range(2)))
+                elif t.flag:
+                    _poll(src, r, step, m, t, i, u)
+                else:
+                    src(*(f"fb{m}_{i}_{half}_{u} = {step.vector(t.vector.format(s=f's{i}', k='{c}'), half)}"
+                          for half in range(2)))
+            products += [(m, a, i, u) for a in range(RT) for i in range(ST)]
+    for m, a, i, u in products:
+        acc = [f"acc{a}_{i}_{c}" for c in range(4)]
+        src(f"{', '.join(acc)} = {fn}({', '.join(f'fa{m}_{a}_{j}_{u}' for j in range(4))}, "
+            f"fb{m}_{i}_0_{u}, fb{m}_{i}_1_{u}, {', '.join(acc)})")
+
+
+def _poll(src: Source, r: GemmRows, step: _Step, m: int, t, i: int, u: int) -> None:
+    """Stream tile ``i``'s B registers of term ``m`` from flag words: the lane's words (clamped to
+    the inner dimension) loaded until every tag is ``ftag<m>`` (codegen/flag_exchange.py), the
+    warp reconverged, then the values converted as :meth:`_Step.vector` does."""
+    F, row = t.flag
+    cols = [c for half in LANE_COLUMNS[r.mma] for c in half]
+    words = [(c, f"fw{m}_{i}_{j}_{u}") for j, c in enumerate(cols)]
+    src("fspin = 0")
+    with src.block("while True:"):
+        src(*(f"{w} = flag_load({F}, {row}, s{i}, min({step.kb} + {c}, uint64({r.inner - 1})))" for c, w in words))
+        with src.block(f"if ({' | '.join(f'(flag_tag({w}) ^ ftag{m})' for _, w in words)}) == 0:"):
+            src("break")
+        src("fspin = flag_wait(fspin)")
+    src("cuda.syncwarp()")
+    for half, cs in enumerate(LANE_COLUMNS[r.mma]):
+        vals = [step.masked(f"flag_value({w})", f"{step.kb} + {c}") for c, w in words if c in cs]
+        conv = f"pack_bf16x2({vals[0]}, {vals[1]})" if r.mma == "bf16" else f"cvt_rna_tf32({vals[0]})"
+        src(f"fb{m}_{i}_{half}_{u} = {conv}")
+
+
+def _store(src: Source, r: GemmRows) -> None:
+    """Each lane's accumulators: rows g0 + 16 a + 8 h + g, streams sb * SB + 8 i + 2 t + e, stored
+    where both exist (KS = 1), or all into the worker's row of the split partial sums."""
+    RT, ST, SB = r.rows // MMA_ROWS, r.streams // MMA_STREAMS, r.streams
+    for a in range(RT):
+        for h in range(2):
+            row = a * MMA_ROWS + 8 * h
+            for i in range(ST):
+                if r.ksplit == 1:
+                    src(f"ss = sb * {SB} + {i * MMA_STREAMS} + 2 * lt")
+                for e in range(2):
+                    acc = f"acc{a}_{i}_{2 * h + e}"
+                    if r.ksplit > 1:
+                        src(f"{r.partials}[kw, ({row} + lg) * {SB} + {i * MMA_STREAMS + e} + 2 * lt] = {acc}")
+                        continue
+                    with src.block(f"if g0 + {row} + lg < nrows and ss + {e} < S:"):
+                        src(r.store.format(r=f"r{a}{h}", s=f"(ss + {e})", acc=acc))
