@@ -20,7 +20,17 @@ a hit when the top class is one of the sample's labels). The LSH variants also r
 active-set size. Data: rnngraph/data/xc_synthetic.py with Amazon-670K's feature and label counts
 and a stated subset of samples (``--train``, ``--test``).
 
+Label frequencies (``--label-skew`` s, the generator's ``label_skew``): the default, 0, stays the
+uniform draw (the same set as before the flag), where a label has about 1.5 training samples
+and every model's P@1 is near 0 (0.0003 to 0.0015 on the H200): a speed test only. s >= ~1 gives
+a long-tailed, Zipf-law set, as real extreme-classification sets are, where P@1 is meaningful: at
+s = 1.1, 90% of the test samples have a label seen 20 times or more in training. The results'
+``label_stats`` say how skewed the set is, with ``most_frequent_label_p_at_1``, the P@1 of always
+answering the training set's most frequent label (0.137 at s = 1.0, 0.237 at s = 1.1 with the
+default shape), the floor a model must beat.
+
   H200 (bench/lsh_gpu.sh):  python3 bench/lsh_gpu.py --out $OUT/lsh-gpu.json
+  long-tailed labels:       python3 bench/lsh_gpu.py --label-skew 1.1 --out $OUT/lsh-gpu-skew1.1.json
   CPU check (the simulator or NumPy, tiny shapes; tests/test_bench.py):  python bench/lsh_gpu.py --smoke
 """
 from __future__ import annotations
@@ -43,7 +53,9 @@ SMOKE = dict(train=8, test=4, features=40, labels=64, hidden=8, batch=4, epochs=
              lsh=dict(K=2, L=2, bin_size=4, capacity=8, min_active=8, rebuild_every=8, redraw_every=16))
 
 
-def parse(argv=None):
+def parse(argv=None) -> argparse.Namespace:
+    """The command line (``argv``, sys.argv's when None) as a namespace, with ``config`` the
+    :class:`LSHConfig` of the LSH flags; ``--smoke`` replaces the shape and the LSH config by SMOKE's."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU (CUDA simulator / NumPy)")
     ap.add_argument("--train", type=int, default=490_449, help="training samples (Amazon-670K's count)")
@@ -64,6 +76,9 @@ def parse(argv=None):
     ap.add_argument("--rebuild-every", type=int, default=6400)
     ap.add_argument("--redraw-every", type=int, default=128_000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--label-skew", type=float, default=0.0,
+                    help="Zipf exponent of the label frequencies (xc_synthetic's label_skew); 0: uniform, "
+                         ">= ~1: long-tailed, where P@1 is meaningful")
     ap.add_argument("--out", default=None, help="JSON results file")
     a = ap.parse_args(argv)
     a.config = LSHConfig(K=a.K, L=a.L, min_active=a.min_active, rebuild_every=a.rebuild_every,
@@ -78,9 +93,15 @@ def parse(argv=None):
 
 # ---------------------------------------------------------------------------- data on the device
 class Split:
-    """A split's CSR arrays on the device (features and labels), sliced per batch without copies."""
+    """A split's CSR arrays on the device (features and labels), sliced per batch without copies.
+
+    Attributes: n, the samples; f_off (n+1,) int64, f_ids int32, f_val float32 the features;
+    l_off (n+1,) int64, l_ids int32 the labels (device arrays); host_f_off, host_l_off,
+    host_labels their host copies; max_labels, the most labels of a sample.
+    """
 
     def __init__(self, data, rows):
+        """``data`` (an XCDataset), ``rows`` the indices of its samples in this split."""
         from numba import cuda
         fo, lo = data.feature_offsets, data.label_offsets
         take = lambda off, ids: np.concatenate([ids[off[i]:off[i + 1]] for i in rows])  # noqa: E731
@@ -94,11 +115,15 @@ class Split:
         self.max_labels = int(np.diff(self.host_l_off).max())
 
     def batches(self, size):
+        """Yields (s, e, f_off, l_off) a batch of ``size`` samples (the last maybe fewer): rows
+        [s, e) and their (e-s+1,) int64 feature and label offsets, views of the device arrays (not
+        rebased: they index f_ids and l_ids of the whole split)."""
         for s in range(0, self.n, size):
             e = min(s + size, self.n)
             yield s, e, self.f_off[s:e + 1], self.l_off[s:e + 1]
 
     def labels_of(self, i):
+        """Sample ``i``'s labels, an int32 host array."""
         return self.host_labels[self.host_l_off[i]:self.host_l_off[i + 1]]
 
 
@@ -107,6 +132,8 @@ class SparseHidden:
     """The first layer: (F, H) feature-major weights, ReLU, dense Adam."""
 
     def __init__(self, features, hidden, lr, rng):
+        """float32 weights (F, H) and bias (H,) uniform in +-1/sqrt(F) from ``rng`` (a NumPy
+        Generator), their gradients and Adam moments zero, on the device; ``lr`` Adam's step size."""
         from numba import cuda
         b = 1 / np.sqrt(features)
         z = lambda *s: cuda.to_device(np.zeros(s, np.float32))  # noqa: E731
@@ -117,6 +144,8 @@ class SparseHidden:
         self.lr, self.steps, self.h = lr, 0, {}
 
     def forward(self, split, f_off, n):
+        """(n, H) float32 device array, ReLU(x W + b) of the batch with feature offsets ``f_off``
+        ((n+1,) int64 into ``split``'s arrays); one buffer per batch size, overwritten next call."""
         from numba import cuda
         from rnngraph.codegen.sparse_input import sparse_linear_relu
         if n not in self.h:
@@ -124,6 +153,8 @@ class SparseHidden:
         return sparse_linear_relu(f_off, split.f_ids, split.f_val, self.w, self.b, self.h[n])
 
     def backward_update(self, split, f_off, h, dh):
+        """Gradients from ``dh`` ((n, H) float32, the loss's gradient at the ReLU output ``h``),
+        then one Adam step of the weights and bias; gradients zeroed after."""
         from rnngraph.codegen.optim_kernels import adam_update, fill
         from rnngraph.codegen.sparse_input import sparse_linear_relu_backward
         sparse_linear_relu_backward(f_off, split.f_ids, split.f_val, h, dh, self.gw, self.gb)
@@ -134,22 +165,32 @@ class SparseHidden:
 
 
 class LSHHead:
+    """The LSH output layer (codegen/lsh_layer.py's DeviceLSHLayer) and the active-set sizes of
+    the batches it trained on."""
+
     def __init__(self, a, hidden, rng, adam, max_labels):
+        """``a`` the parsed flags (labels, LSH config, seed, lr), ``hidden`` H, ``adam`` "touched"
+        or "dense", ``max_labels`` the most labels of a sample; ``rng`` unused (the layer seeds its own)."""
         from rnngraph.codegen.lsh_layer import DeviceLSHLayer
         self.layer = DeviceLSHLayer(hidden, a.labels, a.config, seed=a.seed, lr=a.lr, adam=adam,
                                     max_labels=max_labels)
         self.active = []
 
     def step(self, h, split, l_off):
+        """One training step on ``h`` ((n, H) float32) with labels at ``l_off`` ((n+1,) int64 into
+        split.l_ids); returns (loss, dh): (n,) float32 per-sample losses (nats) and (n, H) float32."""
         loss, dh = self.layer.train_batch(h, split.l_ids, l_off)
         offsets = self.layer.scratch(h.shape[0])["offsets"]
         self.active.append(offsets[h.shape[0]:h.shape[0] + 1])   # read after the epoch (no sync here)
         return loss, dh
 
     def logits(self, h, out):
+        """``out`` ((n, C) float32) = the dense logits of ``h`` ((n, H) float32); returns out."""
         return self.layer.dense_logits(h, out)
 
     def stats(self):
+        """{"mean_active_per_batch": the mean active-set size (labels, summed over a batch's
+        samples) of the last 50 batches}; reads the device (synchronises)."""
         sizes = [int(o.copy_to_host()[0]) for o in self.active[-50:]]
         return {"mean_active_per_batch": float(np.mean(sizes)) if sizes else None}
 
@@ -159,6 +200,8 @@ class DenseHead:
     accumulation (codegen/gemm_precision.py, as ``precision="bf16"`` of a compiled step), dense_xent, Adam."""
 
     def __init__(self, a, hidden, rng, bf16):
+        """float32 (C, H) weights and (C,) bias uniform in +-1/sqrt(H) from ``rng``, zero gradients
+        and Adam moments, on the device; ``bf16`` for bf16 GEMM operands."""
         from numba import cuda
         b = 1 / np.sqrt(hidden)
         z = lambda *s: cuda.to_device(np.zeros(s, np.float32))  # noqa: E731
@@ -170,6 +213,7 @@ class DenseHead:
         self.lr, self.steps, self.precision, self.scratch = a.lr, 0, "bf16" if bf16 else "fp32", {}
 
     def _buffers(self, n):
+        """(z, loss, dh): (n, C), (n,), (n, H) float32 device buffers for batches of ``n``, made once."""
         from numba import cuda
         if n not in self.scratch:
             self.scratch[n] = (cuda.device_array((n, self.w.shape[0]), np.float32), cuda.device_array(n, np.float32),
@@ -177,11 +221,13 @@ class DenseHead:
         return self.scratch[n]
 
     def logits(self, h, out):
+        """``out`` ((n, C) float32) = h W^T + b for ``h`` (n, H) float32; returns out."""
         from rnngraph.codegen.gemm import add_bias, gemm
         gemm(h, self.w, out, trans_b=True, precision=self.precision)
         return add_bias(out, self.b)
 
     def step(self, h, split, l_off):
+        """As :meth:`LSHHead.step`, with every one of the C logits."""
         from rnngraph.codegen.gemm import column_sum, gemm
         from rnngraph.codegen.lsh_sparse import dense_xent
         from rnngraph.codegen.optim_kernels import adam_update
@@ -198,11 +244,13 @@ class DenseHead:
         return loss, dh
 
     def stats(self):
+        """{}: nothing beyond the common record."""
         return {}
 
 
 def p_at_1(head, hidden, split, batch):
-    """P@1 of the dense logits on ``split``."""
+    """P@1 of the dense logits on ``split``, a float in [0, 1]: the fraction of its samples whose
+    arg-max class is one of their labels (``hidden`` a SparseHidden, ``batch`` samples at a time)."""
     from numba import cuda
     hits = 0
     out = None
@@ -217,10 +265,13 @@ def p_at_1(head, hidden, split, batch):
 
 
 def head_classes(head):
+    """C, the output layer's classes."""
     return head.layer.classes if isinstance(head, LSHHead) else head.w.shape[0]
 
 
 def argmax_rows(x):
+    """(n,) int64 host array, each row's arg-max of ``x`` ((n, C) float32 device array): by CuPy on
+    the device where it is present, else on the host."""
     try:
         import cupy as cp
         from rnngraph.codegen.device import have_cupy
@@ -232,11 +283,15 @@ def argmax_rows(x):
 
 
 def sync():
+    """Waits for the device's queued work (cuda.synchronize)."""
     from numba import cuda
     cuda.synchronize()
 
 
 def run_rnngraph(a, variant, train, test):
+    """Trains ``variant`` (an rnngraph one of VARIANTS) for a.epochs on ``train`` and returns its
+    record: epoch_s (seconds a timed epoch), loss (each epoch's last batch's mean loss, nats),
+    p_at_1 on ``test``, and the head's stats."""
     rng = np.random.default_rng(a.seed)
     hidden = SparseHidden(a.features, a.hidden, a.lr, rng)
     max_labels = max(train.max_labels, test.max_labels)
@@ -267,6 +322,8 @@ def run_rnngraph(a, variant, train, test):
 
 # ---------------------------------------------------------------------------- PyTorch
 def run_torch(a, variant, train, test):
+    """As :func:`run_rnngraph` for "torch-fp32" or "torch-bf16" (PyTorch on the GPU, else the CPU),
+    with the splits' host arrays; no head stats."""
     import torch
     dev = "cuda" if torch.cuda.is_available() else "cpu"
     torch.manual_seed(a.seed)
@@ -286,6 +343,8 @@ def run_torch(a, variant, train, test):
     l_ids, l_off = T(train.host_labels, torch.long), train.host_l_off
 
     def hidden(ids, vals, offs, s):
+        """(n, H) ReLU output of a batch: ``ids`` int64, ``vals`` float32 tensors of its features,
+        ``offs`` ((n+1,) int64 host) their offsets in the whole split; ``s`` unused."""
         return torch.relu(emb(ids, T(offs[:-1] - offs[0], torch.long), per_sample_weights=vals) + b1)
 
     rec = {"epoch_s": [], "loss": []}
@@ -328,22 +387,36 @@ def run_torch(a, variant, train, test):
 
 
 # ---------------------------------------------------------------------------- main
+def label_stats(train: Split, test: Split, labels: int) -> dict:
+    """How long-tailed the set is: ``train``'s distinct labels and its most frequent label's
+    count (ints), and ``most_frequent_label_p_at_1``, the P@1 on ``test`` of always answering that
+    label (a float in [0, 1]), the floor a model must beat (near 0 for uniform labels, not for a
+    skewed set). ``labels`` is C."""
+    counts = np.bincount(train.host_labels, minlength=labels)
+    top = counts.argmax()
+    hits = [top in test.labels_of(i) for i in range(test.n)]
+    return {"distinct_train_labels": int((counts > 0).sum()), "most_frequent_train_label_count": int(counts[top]),
+            "most_frequent_label_p_at_1": float(np.mean(hits)) if hits else 0.0}
+
+
 def main(argv=None) -> dict:
+    """Runs the benchmark on the command line ``argv`` (module docstring); returns the results,
+    also written to ``--out`` as JSON after each variant."""
     a = parse(argv)
     from rnngraph.bench.results import device_name, versions, write_results
     from rnngraph.codegen.device import in_simulator
     from rnngraph.data.xc_synthetic import synthetic_xc
 
     t0 = time.perf_counter()
-    data = synthetic_xc(a.train + a.test, a.features, a.labels, seed=a.seed).data
+    data = synthetic_xc(a.train + a.test, a.features, a.labels, seed=a.seed, label_skew=a.label_skew).data
     train, test = Split(data, range(a.train)), Split(data, range(a.train, a.train + a.test))
     result = {"benchmark": "lsh_gpu", "date": datetime.datetime.now().isoformat(timespec="seconds"),
               "device": device_name(not in_simulator()), "versions": versions(), "smoke": a.smoke,
               "shape": {k: getattr(a, k) for k in ("train", "test", "features", "labels", "hidden", "batch", "epochs",
-                                                  "lr", "seed")},
+                                                  "lr", "seed", "label_skew")},
               "lsh_config": {k: getattr(a.config, k) for k in ("K", "L", "bin_size", "capacity", "min_active",
                                                                 "rebuild_every", "redraw_every")},
-              "data_s": time.perf_counter() - t0, "records": []}
+              "data_s": time.perf_counter() - t0, "label_stats": label_stats(train, test, a.labels), "records": []}
     for variant in a.variants.split(","):
         rec = {"variant": variant}
         try:

@@ -298,11 +298,20 @@ def test_the_data_parallel_benchmark_runs_one_cpu_process_and_appends_its_row(tm
 
 @pytest.mark.slow
 def test_lsh_gpu_smoke_runs_on_the_cpu(tmp_path):
-    """bench/lsh_gpu.py --smoke: tiny shapes, the LSH and dense fp32 / bf16 layers in the simulator
-    (bf16: numba's GEMM on rounded operands), PyTorch on the CPU, the JSON written."""
+    """bench/lsh_gpu.py --smoke --label-skew 1.1: tiny shapes, the LSH and dense fp32 / bf16 layers
+    in the simulator (bf16: numba's GEMM on rounded operands), PyTorch on the CPU, the JSON written
+    with the skew, and the label stats of the skewed set (the generator's, so the flag reached it)."""
     out = tmp_path / "lsh.json"
-    result = load("lsh_gpu").main(["--smoke", "--variants", "lsh,dense-fp32,dense-bf16,torch-fp32", "--out", str(out)])
-    assert json.loads(out.read_text())["benchmark"] == "lsh_gpu"
+    bench = load("lsh_gpu")
+    assert bench.parse(["--smoke"]).label_skew == 0.0                     # uniform unless asked
+    result = bench.main(["--smoke", "--label-skew", "1.1", "--variants", "lsh,dense-fp32,dense-bf16,torch-fp32",
+                         "--out", str(out)])
+    saved = json.loads(out.read_text())
+    assert saved["benchmark"] == "lsh_gpu" and saved["shape"]["label_skew"] == 1.1
+    d = rg.data.synthetic_xc(8 + 4, 40, 64, seed=0, label_skew=1.1).data  # SMOKE's shape: 8 train, 4 test
+    counts = np.bincount(d.label_ids[:d.label_offsets[8]], minlength=64)
+    assert saved["label_stats"]["distinct_train_labels"] == (counts > 0).sum()
+    assert saved["label_stats"]["most_frequent_train_label_count"] == counts.max() == 5  # uniform: 14 labels, 2
     recs = {r["variant"]: r for r in result["records"]}
     for name in ("lsh", "dense-fp32") + (("torch-fp32",) if importlib.util.find_spec("torch") else ()):
         assert "error" not in recs[name], recs[name]

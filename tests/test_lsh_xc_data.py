@@ -1,6 +1,7 @@
 """The Extreme Classification Repository's text format (rnngraph/data/xc.py) on a fixture with
 its edge cases, each malformed case's error (file and line), writing then reading back; the
-synthetic generator (xc_synthetic.py): seeded, and its labels recoverable from its prototypes."""
+synthetic generator (xc_synthetic.py): seeded, its labels recoverable from its prototypes, and its
+label_skew (uniform at 0, bit for bit; a Zipf law above; bad values named)."""
 import numpy as np
 import pytest
 
@@ -90,6 +91,40 @@ def test_the_generator_is_seeded_and_has_its_shape():
         synthetic_xc(5, 10, 3, prototype_features=20)
     with pytest.raises(ValueError, match="num_labels must be a positive integer"):
         synthetic_xc(5, 10, 0)
+
+
+def test_label_skew_0_is_the_uniform_draw_bit_for_bit():
+    """``label_skew=0`` gives the generator's set without the argument, and that set is still the
+    one drawn before the argument existed (its first labels and value sum, pinned)."""
+    a, b = synthetic_xc(30, 40, 20, seed=5).data, synthetic_xc(30, 40, 20, seed=5, label_skew=0.0).data
+    for name in ("feature_offsets", "feature_ids", "feature_values", "label_offsets", "label_ids"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    assert a.label_ids[:12].tolist() == [7, 9, 19, 4, 2, 9, 17, 12, 15, 8, 15, 6]
+    assert a.label_offsets[:6].tolist() == [0, 2, 3, 4, 7, 9]
+    assert a.feature_values.astype(np.float64).sum() == pytest.approx(489.4778859221842, rel=1e-12)
+
+
+def test_label_skew_makes_the_label_counts_a_zipf_law():
+    """label_skew 1.1 over 1,000 labels: the most frequent label about 160 times the mean count
+    (uniform: about 2), the top 50 sorted counts on a log-log line of slope about -1.1 (measured
+    -1.06 to -1.08 for seeds 0 to 3: repeats within a sample count once, flattening the top), and
+    the frequent labels a seeded permutation, not the low ids."""
+    skewed = [np.bincount(synthetic_xc(4000, 50, 1000, seed=s, label_skew=1.1).data.label_ids, minlength=1000)
+              for s in (0, 1)]
+    uniform = np.bincount(synthetic_xc(4000, 50, 1000, seed=0).data.label_ids, minlength=1000)
+    assert uniform.max() < 4 * uniform.mean()
+    for counts in skewed:
+        assert counts.max() > 100 * counts.mean()
+        top = np.sort(counts)[::-1][:50]
+        slope = np.polyfit(np.log(np.arange(1, 51)), np.log(top), 1)[0]
+        assert -1.2 < slope < -0.95, slope
+    assert skewed[0].argmax() != skewed[1].argmax() and skewed[0].argmax() != 0
+
+
+@pytest.mark.parametrize("bad", [-0.5, float("nan"), float("inf"), "1", True])
+def test_a_bad_label_skew_is_named(bad):
+    with pytest.raises(ValueError, match="label_skew must be a finite number >= 0"):
+        synthetic_xc(5, 10, 3, prototype_features=4, label_skew=bad)
 
 
 def test_labels_are_recoverable_by_the_nearest_prototype_far_above_chance():
