@@ -13,7 +13,8 @@ variants then draw the same NumPy masks).
 
 Usage (GPU):  python bench/lm_dropout_check.py --cache .cache/rg [--steps 1000] [--dropout 0.5]
 The model and data options of bench/lm_vs_torch.py (``--hidden``, ``--window``, ``--streams``,
-``--lr``, ``--clip``, ``--seed``, ``--text``, ``--device``, ...) pass through.
+``--lr``, ``--clip``, ``--seed``, ``--text``, ``--device``, ...) pass through; its ``--level`` and
+``--max-words`` are refused (this check is char level only).
 Measured on the H200, 2026-11-30 (bench/results/h200-20261130-lm-dropout-check.log, run as this script's draft with the
 same variants, batches and output): after 1000 windows the per-block training curves lie within
 0.011 bits/char of each other (torch and host masks within 0.006); validation 2.049 (torch),
@@ -65,6 +66,8 @@ def main(argv=None) -> int:
     bad = sorted({a.split("=")[0] for a in rest if a.split("=")[0] in ignored})
     if bad:
         ap.error(f"{', '.join(bad)}: lm_vs_torch.py's run options have no meaning here")
+    if {a.split("=")[0] for a in rest} & {"--level", "--max-words"}:
+        ap.error("--level, --max-words: this check trains and scores the char-level model only")
     args = lvt.build_parser().parse_args(["--eval-streams", "8", "--dropout", str(ours.dropout)] + rest)
     steps, valid_chars = ours.steps, ours.valid_chars
     try:

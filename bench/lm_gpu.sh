@@ -17,6 +17,11 @@
 # Environment: LM_MINUTES, LM_PARALLEL (auto|0|1), LM_DEADLINE (seconds after this script starts by
 # which everything must be over; default 585), LM_ARGS (more lm_vs_torch.py arguments, e.g.
 # "--tf32" or "--streams 128"), LM_SKIP_WHEELS=1 (use the installed numpy: a dry run on a CPU machine).
+# The 2x1024 word model (perplexity, issue 27), side by side on two GPUs, 4 minutes each:
+#   LM_MINUTES=4 LM_ARGS="--level word --hidden 1024 --embed 1024 --window 35 --dropout 0.5 --eval-every 60s" \
+#     bash bench/lm_gpu.sh
+# (on one GPU its compiles and evaluations may leave too little of 585 s for 2 x 4 minutes under the
+# --wall-limit this script sets: run lm_vs_torch.py itself, as its docstring's usage shows).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}

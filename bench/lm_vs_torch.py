@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Char-level language model on Jane Austen: rnngraph against torch.nn.LSTM, same data, same budget.
+r"""Language model on Jane Austen, char or word level: rnngraph against torch.nn.LSTM, same data, same budget.
 
 The target: a 2-layer LSTM, hidden 512, char level, reaches < 1.6 bits/char on
 the held-out text within 10 minutes of training; in the same run a torch.nn.LSTM model of the
 same shape trains on the same data (window, streams, optimizer), and both tokens/s and both
-final bits/char are reported.
+final bits/char are reported. ``--level word`` (issue 27) asks the same of a word model: the
+perplexity each library reaches after an equal training budget.
 
 Both models
     rnngraph  rg.stacked(rg.cells.lstm, L, H, vocab=V, embed=E, dropout=P) (= rg.Sequential(rg.Embedding(V, E),
@@ -21,11 +22,12 @@ Both models
     ``--dropout P`` (default 0: none) is Zaremba et al. 2014's placement (the non-recurrent
     connections: the input of every LSTM layer and of the softmax), inverted dropout in both; the
     masks come from each library's own generator, so with P > 0 the first losses differ.
-see the same windows: ``rnngraph.data.batches(train_ids, T, S)`` over the CharVocab ids of the
-training split, states carried from window to window and reset at each epoch start (as
-``rnngraph train`` does). By default torch starts from rnngraph's initial weights (``--init
-rnngraph``: same seed, PyTorch's layout and gate order), so the two runs differ only in the
-implementation's arithmetic; the first training losses of both are recorded to show it.
+Both see the same windows: ``rnngraph.data.batches(train_ids, T, S)`` over the token ids of the
+training split (int32; CharVocab, or WordVocab at word level: below), states carried from window
+to window and reset at each epoch start (as ``rnngraph train`` does). By default torch starts
+from rnngraph's initial weights (``--init rnngraph``: same seed, PyTorch's layout and gate
+order), so the two runs differ only in the implementation's arithmetic; the first training
+losses of both are recorded to show it.
 ``data_sha256`` (the first ``--hash-batches`` windows) is recorded per model: equal values mean
 identical batches.
 
@@ -41,6 +43,25 @@ of the best validation point (``--keep-best``), tokens/s (steady state: training
 first step / training time after it), and the training time and tokens to reach ``--target``
 (1.6) bits/char. The JSON (``--out``) is rewritten after every evaluation, so a run cut short
 (``timeout``: SIGTERM is caught) keeps its curves; a table is printed at the end.
+
+Word level (``--level word``): the tokens and the vocabulary are ``rnngraph train --level word``'s
+(rnngraph.lm.build_vocab: lowercased words, punctuation marks, digits and newlines, rnngraph/data/vocab.py;
+every word type of the training split, or its ``--max-words N`` most frequent; ``<unk>`` is id 0
+and stands for the held-out splits' unseen words, scored like any other word, as ``rnngraph eval``
+does). Both models' softmax is over that vocabulary (V = 13,353 on the Austen corpus: 834,758
+training words, 372 windows an epoch at T=35, S=64), rnngraph's head dense (rg.stacked; ``rnngraph
+train`` chunks it only above 32,768 words). The scores are perplexities, exp(mean nats per word),
+in fields named ``*_ppl`` where char level has ``*_bpc``: ``train_ppl`` and ``valid_ppl`` on the
+curve, ``valid_ppl``/``test_ppl`` in ``final`` and ``best``, ``best_valid_ppl``; ``--target``
+is a perplexity there and has no default (no ``time_to_target``). The config records ``level``,
+``max_words``, ``vocab`` (the vocabulary's size, ``<unk>`` included) and the splits' lengths as
+``train_words``, ``valid_words``, ... (``train_chars``, ... at char level). The other defaults
+are char level's: give the word model's shape on the command line (below). Expected for the
+2 x 1024 model on one H200 (estimates from the step times of
+bench/results/h200-20261202-word-lm-2x1024.json, not readings): ~143k words/s for rnngraph fp32,
+~151k for cuDNN with TF32 off -> ~35M words, ~40 epochs, in 4 minutes; without dropout a model of
+44M parameters overfits 835k words long before that, hence ``--dropout 0.5`` (Zaremba et al.'s
+medium model) in the usage line below; ``best`` scores the best validation point either way.
 
 Defaults (the GPU run): L=2, H=512, E=128 (V is 82 characters: a 128-wide embedding is no
 bottleneck, and it is the input width of the LM step measured in bench/results/h200-20261129.json),
@@ -75,6 +96,15 @@ machine with 2 GPUs the two run side by side, one per GPU). ``--cache DIR`` read
 Usage::
 
     python3 bench/lm_vs_torch.py --cache .cache/rg --minutes 4 --out bench/results/h200-lm-YYYYMMDD.json
+    # the 2 x 1024 word model of bench/word_lm.py (E = 1024, T = 35, S = 64), 4 minutes each on one GPU
+    # (2 x 4 min of training + compiling and evaluations within 10 minutes; should those take more than
+    # ~90 s, --wall-limit ends torch's training early and its stopped_by says "wall-limit"):
+    timeout -k 5 590 python3 bench/lm_vs_torch.py --level word --layers 2 --hidden 1024 --embed 1024 \
+        --window 35 --streams 64 --dropout 0.5 --cache .cache/rg --minutes 4 --eval-every 60s \
+        --wall-limit 570 --out bench/results/h200-YYYYMMDD-lm-word-2x1024.json
+    # two GPUs: the two models side by side, one per GPU (bench/lm_gpu.sh; LM_ARGS pass through)
+    LM_MINUTES=4 LM_ARGS="--level word --hidden 1024 --embed 1024 --window 35 --dropout 0.5 --eval-every 60s" \
+        bash bench/lm_gpu.sh
     python3 bench/lm_vs_torch.py --text book.txt --hidden 64 --steps 50 --eval-every 10 --out /tmp/x.json
     python3 bench/lm_vs_torch.py --merge a.json b.json --out both.json   # runs of one model each
 """
@@ -103,6 +133,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # rnngraph from
 LN2 = math.log(2.0)
 IMPLS = ("rnngraph", "torch")
 FORMAT = "lm_vs_torch/1"
+#: per --level: (suffix of the score fields: train_bpc, valid_ppl, ...; the score's name; its format in the
+#: progress lines and the table; what the split lengths count in prose)
+METRICS = {"char": ("bpc", "bits/char", "{:.3f}", "characters"),
+           "word": ("ppl", "perplexity", "{:.2f}", "words")}
+#: --target's default per level: 1.6 bits/char; word level has none (time_to_target is left out)
+DEFAULT_TARGET = {"char": 1.6, "word": None}
 
 
 class Terminated(BaseException):
@@ -138,6 +174,12 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--text", metavar="FILE", help="any UTF-8 text (90/5/5 split) instead of the Austen corpus")
     d.add_argument("--cache", metavar="DIR", help="corpus cache root (RNNGRAPH_CACHE): reads DIR/austen/NAME.txt, "
                    "never fetches")
+    d.add_argument("--level", choices=tuple(METRICS), default="char",
+                   help="tokens: characters (scored in bits/char; default) or words (scored in perplexity), the "
+                        "vocabulary of rnngraph.lm.build_vocab, as `rnngraph train --level` builds it")
+    d.add_argument("--max-words", type=int, default=None, metavar="N",
+                   help="word level: keep only the N most frequent word types of the training split, the rest "
+                        "becoming <unk> (default: every word type)")
     m = p.add_argument_group("model and training (the same for both)")
     m.add_argument("--layers", type=int, default=2)
     m.add_argument("--hidden", type=int, default=512)
@@ -171,7 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--wall-limit", type=float, default=None, metavar="SECONDS",
                    help="safety net under a hard timeout: no model trains on once the process has run this long "
                         "(its final evaluation still runs); the budgets stay --minutes each")
-    b.add_argument("--target", type=float, default=1.6, help="bits/char to reach (default 1.6)")
+    b.add_argument("--target", type=float, default=None,
+                   help="validation score to reach: bits/char at char level (default 1.6), perplexity at word level "
+                        "(default: none)")
     b.add_argument("--keep-best", action=argparse.BooleanOptionalAction, default=True,
                    help="also score the weights of the best validation point at the end (default on)")
     b.add_argument("--hash-batches", type=int, default=50, help="windows hashed into data_sha256 (default 50)")
@@ -207,6 +251,11 @@ def check_args(args) -> list[str]:
         raise RunError(f"--wall-limit must be > 0 seconds, got {args.wall_limit}")
     if args.eval_tokens < 0 or args.hash_batches < 0:
         raise RunError("--eval-tokens and --hash-batches must be >= 0")
+    if args.max_words is not None and (args.level != "word" or args.max_words < 1):
+        raise RunError(f"--max-words takes a number >= 1 and needs --level word, got --max-words {args.max_words} "
+                       f"at --level {args.level}")
+    if args.target is not None and not (args.target > 0 and math.isfinite(args.target)):
+        raise RunError(f"--target must be a positive number, got {args.target}")
     impls = [s.strip() for s in args.impl.split(",") if s.strip()]
     bad = [s for s in impls if s not in IMPLS]
     if bad or not impls or len(set(impls)) != len(impls):
@@ -486,8 +535,18 @@ def write_json(path: str | None, result: dict) -> None:
 
 
 # ---------------------------------------------------------------------------------- training one model
-def bpc(nats: float | None) -> float | None:
-    return None if nats is None else nats / LN2
+def score(nats: float | None, level: str) -> float | None:
+    """Mean nats per token (float; None passes through) -> the level's score (METRICS): bits/char
+    (nats / ln 2) at char level, perplexity (exp(nats), the exponent capped at 700 to stay a
+    finite float64, as rnngraph.lm.describe_loss does) at word level."""
+    if nats is None:
+        return None
+    return nats / LN2 if level == "char" else math.exp(min(nats, 700.0))
+
+
+def target_of(args) -> float | None:
+    """--target, else the level's default (DEFAULT_TARGET: 1.6 bits/char; none at word level)."""
+    return DEFAULT_TARGET[args.level] if args.target is None else args.target
 
 
 def train_model(model, args, data: dict, rec: dict, save, log, t_process: float) -> None:
@@ -502,10 +561,12 @@ def train_model(model, args, data: dict, rec: dict, save, log, t_process: float)
     valid_curve = data["valid_curve_ids"]
     budget = args.minutes * 60.0 if args.minutes else math.inf
     every_kind, every = args.eval_every
+    key, _, spec, _ = METRICS[args.level]
+    target = target_of(args)
     rec.update({"curve": [], "first_losses": [], "steps": 0, "tokens": 0, "train_s": 0.0, "eval_s": 0.0,
                 "windows_per_epoch": W, "status": "training"})
     digest = hashlib.sha256()
-    best = {"bpc": math.inf, "params": None, "step": None}
+    best = {"score": math.inf, "params": None, "step": None}
     recent: list[float] = []
     step_times: list[float] = []
     started = time.perf_counter()
@@ -521,25 +582,27 @@ def train_model(model, args, data: dict, rec: dict, save, log, t_process: float)
         nats, count = model.evaluate(valid_curve)
         dt = time.perf_counter() - t0
         rec["eval_s"] += dt
-        v = bpc(nats)
+        v = score(nats, args.level)
         point = {"step": rec["steps"], "tokens": rec["tokens"], "epoch": round(rec["steps"] / W, 4),
                  "train_s": round(rec["train_s"], 3), "wall_s": round(time.perf_counter() - started, 3),
-                 "train_bpc": bpc(sum(recent) / len(recent)) if recent else None, "valid_bpc": v,
+                 f"train_{key}": score(sum(recent) / len(recent), args.level) if recent else None, f"valid_{key}": v,
                  "valid_tokens": count, "eval_s": round(dt, 3), "lr": lr_now}
         recent.clear()
         rec["curve"].append(point)
-        if math.isfinite(v) and v < best["bpc"]:
-            best.update(bpc=v, step=rec["steps"], train_s=rec["train_s"])
+        if math.isfinite(v) and v < best["score"]:
+            best.update(score=v, step=rec["steps"], train_s=rec["train_s"])
             if args.keep_best and rec["steps"] > 0:
                 best["params"] = model.snapshot()
-        if rec.get("time_to_target") is None and v < args.target:
-            rec["time_to_target"] = {k: point[k] for k in ("step", "tokens", "epoch", "train_s", "wall_s", "valid_bpc")}
-        rec["best_valid_bpc"], rec["best_step"] = best["bpc"], best["step"]
+        if rec.get("time_to_target") is None and target is not None and v < target:
+            rec["time_to_target"] = {k: point[k] for k in ("step", "tokens", "epoch", "train_s", "wall_s",
+                                                           f"valid_{key}")}
+        rec[f"best_valid_{key}"], rec["best_step"] = best["score"], best["step"]
         if rec["steps"] > 1 and rec["train_s"] > rec["first_step_s"]:
             rec["tokens_per_s"] = (rec["tokens"] - T * S) / (rec["train_s"] - rec["first_step_s"])
         log(f"[{model.name:8}] step {rec['steps']:>6,}  epoch {point['epoch']:6.2f}  "
             f"{rec['tokens'] / 1e6:7.2f}M tokens  "
-            f"train {rec['train_s']:6.1f} s  train bpc {_fmt(point['train_bpc'])}  valid bpc {_fmt(v)}  "
+            f"train {rec['train_s']:6.1f} s  train {key} {_fmt(point[f'train_{key}'], spec)}  "
+            f"valid {key} {_fmt(v, spec)}  "
             f"{_fmt(rec.get('tokens_per_s'), '{:,.0f}')} tok/s  (eval {dt:.1f} s)")
         save()
 
@@ -604,24 +667,25 @@ def train_model(model, args, data: dict, rec: dict, save, log, t_process: float)
     final = {}
     for split in ("valid", "test"):
         nats, count = model.evaluate(data[f"{split}_ids"])
-        final[f"{split}_bpc"], final[f"{split}_tokens"] = bpc(nats), count
+        final[f"{split}_{key}"], final[f"{split}_tokens"] = score(nats, args.level), count
         rec["final"] = final
         save()
     if args.keep_best and best["params"] is not None and best["step"] != rec["steps"]:
         b = {"step": best["step"], "train_s": round(best["train_s"], 3)}
         for split in ("valid", "test"):
             nats, count = model.evaluate(data[f"{split}_ids"], best["params"])
-            b[f"{split}_bpc"] = bpc(nats)
+            b[f"{split}_{key}"] = score(nats, args.level)
         rec["best"] = b
     elif best["step"] == rec["steps"]:
         rec["best"] = {"step": rec["steps"], "train_s": round(rec["train_s"], 3), **{
-            k: final[k] for k in ("valid_bpc", "test_bpc")}}
+            k: final[k] for k in (f"valid_{key}", f"test_{key}")}}
     rec["final_eval_s"] = time.perf_counter() - t0
     rec["status"] = "diverged" if stopped_by.startswith("diverged") else "done"
     save()
-    log(f"[{model.name:8}] final valid {_fmt(final['valid_bpc'])}  test {_fmt(final['test_bpc'])} bits/char"
-        + (f"; best (step {rec['best']['step']:,}) valid {_fmt(rec['best']['valid_bpc'])} test "
-           f"{_fmt(rec['best']['test_bpc'])}" if rec.get("best") else ""))
+    log(f"[{model.name:8}] final valid {_fmt(final[f'valid_{key}'], spec)}  test {_fmt(final[f'test_{key}'], spec)} "
+        f"{METRICS[args.level][1]}"
+        + (f"; best (step {rec['best']['step']:,}) valid {_fmt(rec['best'][f'valid_{key}'], spec)} test "
+           f"{_fmt(rec['best'][f'test_{key}'], spec)}" if rec.get("best") else ""))
 
 
 def _fmt(v, spec: str = "{:.3f}") -> str:
@@ -630,8 +694,11 @@ def _fmt(v, spec: str = "{:.3f}") -> str:
 
 # ---------------------------------------------------------------------------------- report
 def table(result: dict) -> str:
+    """The results as a text table, scores in the level's unit (files written before --level: char)."""
+    level, target = result["config"].get("level", "char"), result["config"]["target"]
+    key, score_name, spec, _ = METRICS[level]
     rows = [("impl", "device", "steps", "epochs", "tokens", "train s", "tok/s", "step ms", "valid", "test",
-             "best valid", "best test", f"t(<{result['config']['target']:g}) s")]
+             "best valid", "best test", f"t(<{target:g}) s" if target is not None else "t(target) s")]
     for name, r in result["impls"].items():
         if "error" in r and "curve" not in r:
             rows.append((name, r.get("device", "-"), "error: " + r["error"].splitlines()[-1][:90]))
@@ -640,8 +707,9 @@ def table(result: dict) -> str:
         rows.append((name, r.get("device", "-"), f"{r.get('steps', 0):,}", _fmt(r.get("epochs"), "{:.1f}"),
                      f"{r.get('tokens', 0) / 1e6:.1f}M", _fmt(r.get("train_s"), "{:.0f}"),
                      _fmt(r.get("tokens_per_s"), "{:,.0f}"), _fmt(r.get("step_ms", {}).get("median"), "{:.2f}"),
-                     _fmt(f.get("valid_bpc")), _fmt(f.get("test_bpc")), _fmt(b.get("valid_bpc")),
-                     _fmt(b.get("test_bpc")), _fmt(tt["train_s"], "{:.0f}") if tt else "not reached"))
+                     _fmt(f.get(f"valid_{key}"), spec), _fmt(f.get(f"test_{key}"), spec),
+                     _fmt(b.get(f"valid_{key}"), spec), _fmt(b.get(f"test_{key}"), spec),
+                     _fmt(tt["train_s"], "{:.0f}") if tt else "not reached" if target is not None else "no target"))
     width = [max(len(r[i]) for r in rows if i < len(r) and len(r) > 3) for i in range(len(rows[0]))]
     lines = []
     for r in rows:
@@ -649,7 +717,7 @@ def table(result: dict) -> str:
             lines.append("  ".join(r))
         else:
             lines.append("  ".join(c.rjust(w) if i > 1 else c.ljust(w) for i, (c, w) in enumerate(zip(r, width))))
-    return "\n".join(lines) + "\n(bits/char; valid/test: final weights on the whole splits; best: weights of the " \
+    return "\n".join(lines) + f"\n({score_name}; valid/test: final weights on the whole splits; best: weights of the " \
                               "best validation point; t: training seconds to the first validation below target)"
 
 
@@ -658,9 +726,10 @@ def merge(paths: list[str], out: str | None) -> dict:
     base = dict(results[0])
     base["impls"] = {}
     keys = ("layers", "hidden", "embed", "window", "streams", "lr", "clip", "seed", "init", "corpus", "dropout",
-            "weight_decay")
+            "weight_decay", "level", "max_words", "vocab")
     for p, r in zip(paths, results):
-        old = {"dropout": 0.0, "weight_decay": 0.0}  # files written before these options ran without them
+        # files written before these options ran without them
+        old = {"dropout": 0.0, "weight_decay": 0.0, "level": "char", "max_words": None}
         diff = [k for k in keys if r["config"].get(k, old.get(k)) != base["config"].get(k, old.get(k))]
         if diff:
             raise RunError(f"{p}: its config differs from {paths[0]}'s in {diff}")
@@ -720,22 +789,36 @@ def main(argv=None) -> int:
             signal.signal(sig, handler)
 
 
+def encode_corpus(args, corpus):
+    """The vocabulary of ``args.level`` built from the training split as ``rnngraph train --level
+    LEVEL --max-words N`` builds it (rnngraph.lm.build_vocab: CharVocab, or WordVocab of the
+    lowercased word, punctuation and newline tokens, ``<unk>`` = id 0), and the three splits'
+    token ids under it (int32 arrays of shape (tokens,); unseen words of the held-out splits are
+    ``<unk>``). RunError when a split is too short for a window per stream or for a prediction."""
+    from rnngraph.lm import build_vocab
+
+    noun = METRICS[args.level][3]
+    vocab = build_vocab(args.level, corpus.train, args.max_words)
+    train_ids = vocab.encode(corpus.train)
+    valid_ids, test_ids = vocab.encode(corpus.valid), vocab.encode(corpus.test)
+    if len(train_ids) < args.window * args.streams + 1:
+        raise RunError(f"the training split has {len(train_ids):,} {noun}, fewer than one window per stream "
+                       f"(--window {args.window} x --streams {args.streams} needs {args.window * args.streams + 1:,})")
+    if len(valid_ids) < 2 or len(test_ids) < 2:
+        raise RunError(f"the validation and test splits need at least 2 {noun} each")
+    return vocab, train_ids, valid_ids, test_ids
+
+
 def _run(args, impls: list[str], log) -> int:
-    from rnngraph.data import CharVocab, CorpusError
+    from rnngraph.data import CorpusError
+    from rnngraph.lm import unit
 
     t_start = time.perf_counter()
     try:
         corpus = load_corpus(args)
     except CorpusError as exc:
         raise RunError(str(exc)) from None
-    vocab = CharVocab.build(corpus.train)
-    train_ids = vocab.encode(corpus.train)
-    valid_ids, test_ids = vocab.encode(corpus.valid), vocab.encode(corpus.test)
-    if len(train_ids) < args.window * args.streams + 1:
-        raise RunError(f"the training split has {len(train_ids):,} characters, fewer than one window per stream "
-                       f"(--window {args.window} x --streams {args.streams} needs {args.window * args.streams + 1:,})")
-    if len(valid_ids) < 2 or len(test_ids) < 2:
-        raise RunError("the validation and test splits need at least 2 characters each")
+    vocab, train_ids, valid_ids, test_ids = encode_corpus(args, corpus)
     valid_curve = valid_ids[: args.eval_tokens + 1] if args.eval_tokens else valid_ids
     data = {"train_ids": train_ids, "valid_ids": valid_ids, "test_ids": test_ids, "valid_curve_ids": valid_curve}
     W = ((len(train_ids) - 1) // args.streams) // args.window
@@ -743,9 +826,10 @@ def _run(args, impls: list[str], log) -> int:
     config.update(eval_every=f"{args.eval_every[1]:g}{'s' if args.eval_every[0] == 's' else ''}"
                   if args.eval_every[0] != "off" else "0", impl=impls, corpus=corpus.name if not args.text else
                   os.path.basename(args.text), cell="lstm", optimizer="adamw" if args.weight_decay else "adam",
-                  vocab=len(vocab), dtype="float32",
-                  train_chars=len(train_ids), valid_chars=len(valid_ids), test_chars=len(test_ids),
-                  valid_curve_chars=len(valid_curve), windows_per_epoch=W, tokens_per_window=args.window * args.streams,
+                  vocab=len(vocab), dtype="float32", target=target_of(args),
+                  **{f"{split}_{unit(args.level)}s": len(ids) for split, ids in (
+                      ("train", train_ids), ("valid", valid_ids), ("test", test_ids), ("valid_curve", valid_curve))},
+                  windows_per_epoch=W, tokens_per_window=args.window * args.streams,
                   budget="per model: --minutes of training time (evaluation excluded) or --steps, first reached")
     result = {"format": FORMAT, "bench": "bench/lm_vs_torch.py",
               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -753,8 +837,9 @@ def _run(args, impls: list[str], log) -> int:
               "status": "running"}
     save = lambda: write_json(args.out, result)  # noqa: E731
     save()
-    log(f"{corpus!r}, vocab {len(vocab)}; {args.layers}x LSTM {args.hidden}, embed {args.embed}; window {args.window} "
-        f"x {args.streams} streams ({args.window * args.streams:,} tokens, {W:,} windows an epoch); "
+    log(f"{corpus!r}, {args.level} level, vocab {len(vocab):,}; {args.layers}x LSTM {args.hidden}, "
+        f"embed {args.embed}; window {args.window} x {args.streams} streams ({args.window * args.streams:,} tokens, "
+        f"{W:,} windows an epoch); "
         + (f"AdamW lr {args.lr:g}, weight decay {args.weight_decay:g}, " if args.weight_decay else
            f"Adam lr {args.lr:g}, ")
         + f"clip {args.clip:g}" + (f", dropout {args.dropout:g}" if args.dropout else "")

@@ -1,7 +1,8 @@
 """bench/lm_vs_torch.py on the CPU with tiny settings: the JSON it writes (curves, tokens/s, finite
 bits/char), identical batches and starting weights for rnngraph and torch.nn.LSTM, the
 evaluation layout against rnngraph.lm.Evaluator, epoch resets, merging, interruption and bad
-input. The torch parts skip without torch."""
+input; at --level word, perplexity over the library's word vocabulary. The torch parts skip
+without torch."""
 import importlib.util
 import json
 import math
@@ -12,7 +13,7 @@ import pytest
 
 import rnngraph as rg
 from rnngraph.data import CharVocab, batches
-from rnngraph.lm import Evaluator
+from rnngraph.lm import Evaluator, build_vocab
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -123,6 +124,75 @@ def test_dropout_in_both_models(tmp_path, text_file):
     r = lvt.RnngraphModel(args, 10)
     assert str(r.net.graph) == str(build_network(LMConfig(layers=1, hidden=8, embed=4, dropout=0.4), 10).graph)
     assert lvt.main(["--text", str(text_file), "--dropout", "1", "--steps", "1"]) == 2
+
+
+def _word_vocab_and_splits(text_file, max_words=None):
+    """The library's word vocabulary of the tiny text (rnngraph.lm.build_vocab, as ``rnngraph train
+    --level word`` builds it) and the validation split's ids under it."""
+    corpus = lvt.load_corpus(lvt.build_parser().parse_args(["--text", str(text_file)]))
+    vocab = build_vocab("word", corpus.train, max_words)
+    return corpus, vocab, vocab.encode(corpus.valid)
+
+
+def test_word_level_scores_perplexity(tmp_path, text_file):
+    """--level word: the library's word vocabulary, perplexity = exp(nats per word) in *_ppl fields,
+    the level and the vocabulary's size in the config, no bits/char anywhere."""
+    rc, res = run(tmp_path, text_file, "--level", "word", "--impl", "rnngraph", "--steps", "6", "--eval-every", "2")
+    assert rc == 0 and res["status"] == "complete"
+    cfg, r = res["config"], res["impls"]["rnngraph"]
+    corpus, vocab, valid_ids = _word_vocab_and_splits(text_file)
+    assert cfg["level"] == "word" and cfg["max_words"] is None and cfg["target"] is None
+    assert cfg["vocab"] == len(vocab) and len(vocab) != len(CharVocab.build(corpus.train))
+    assert cfg["train_words"] == len(vocab.encode(corpus.train)) and cfg["valid_words"] == len(valid_ids)
+    assert "train_chars" not in cfg and "bpc" not in json.dumps([cfg, r])
+    assert r["status"] == "done" and r["steps"] == 6 and r["tokens"] == 6 * 8 * 4
+    curve = r["curve"]
+    assert [p["step"] for p in curve] == [0, 2, 4, 6] and curve[0]["train_ppl"] is None
+    for v in [p["valid_ppl"] for p in curve] + [p["train_ppl"] for p in curve[1:]] + [
+            r["final"]["valid_ppl"], r["final"]["test_ppl"], r["best"]["valid_ppl"], r["best_valid_ppl"]]:
+        assert math.isfinite(v) and 1.0 < v < 2 * len(vocab)
+    assert curve[-1]["valid_ppl"] < curve[0]["valid_ppl"]  # it learns
+    assert r["final"]["valid_tokens"] > 0 and "time_to_target" not in r
+    # step 0 scores the untrained weights: exp of rnngraph.lm.Evaluator's mean nats per word
+    net = rg.stacked(rg.cells.lstm, 2, 16, vocab=len(vocab), embed=8)
+    nats, count = Evaluator(net, 8, 4)(rg.init_params(net.graph, 0, "float32"), valid_ids)
+    assert curve[0]["valid_ppl"] == pytest.approx(math.exp(nats), rel=1e-5) and curve[0]["valid_tokens"] == count
+    # runs of the other level do not merge with it
+    char = dict(res, config=dict(cfg, level="char"))
+    (tmp_path / "char.json").write_text(json.dumps(char))
+    assert lvt.main(["--merge", str(tmp_path / "out.json"), str(tmp_path / "char.json"),
+                     "--out", str(tmp_path / "m.json")]) == 2
+
+
+def test_word_level_max_words_and_bad_flags(tmp_path, text_file, capsys):
+    rc, res = run(tmp_path, text_file, "--level", "word", "--max-words", "5", "--impl", "rnngraph", "--steps", "1",
+                  "--eval-every", "0", "--target", "1000")
+    _, vocab, _ = _word_vocab_and_splits(text_file, 5)
+    assert rc == 0 and res["config"]["vocab"] == len(vocab) == 6 and res["config"]["max_words"] == 5
+    r = res["impls"]["rnngraph"]
+    assert r["time_to_target"]["step"] == 0 and r["time_to_target"]["valid_ppl"] < 1000  # below at once
+    capsys.readouterr()
+    assert lvt.main(["--text", str(text_file), "--max-words", "5", "--steps", "1"]) == 2  # char level
+    assert "needs --level word" in capsys.readouterr().err
+    assert lvt.main(["--text", str(text_file), "--level", "word", "--max-words", "0", "--steps", "1"]) == 2
+    assert lvt.main(["--text", str(text_file), "--level", "word", "--target", "-1", "--steps", "1"]) == 2
+    assert lvt.main(["--text", str(text_file), "--level", "word", "--window", "700", "--steps", "1"]) == 2
+    assert "words, fewer than one window" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        lvt.build_parser().parse_args(["--level", "sentence"])
+
+
+def test_word_level_both_models_share_vocabulary_and_batches(tmp_path, text_file):
+    pytest.importorskip("torch")
+    rc, res = run(tmp_path, text_file, "--level", "word", "--steps", "4", "--eval-every", "2")
+    assert rc == 0 and res["status"] == "complete" and res["same_batches"] is True
+    a, b = res["impls"]["rnngraph"], res["impls"]["torch"]
+    assert a["data_sha256"] == b["data_sha256"] and a["first_batch_sha256"] == b["first_batch_sha256"]
+    assert a["parameters"] == b["parameters"]  # the embedding and the softmax span the same V words
+    np.testing.assert_allclose(a["first_losses"], b["first_losses"], rtol=1e-4)
+    for k in ("valid", "test"):
+        assert a["final"][f"{k}_tokens"] == b["final"][f"{k}_tokens"]
+        assert a["final"][f"{k}_ppl"] == pytest.approx(b["final"][f"{k}_ppl"], rel=1e-3)
 
 
 def test_torch_native_init_differs(tmp_path, text_file):
