@@ -1,6 +1,7 @@
 """Splits, text files, vocabularies and truncated-BPTT batches."""
 
 import json
+import subprocess
 import string
 
 import numpy as np
@@ -224,3 +225,24 @@ def test_batch_errors():
         batches(np.zeros(100), 2, 2)
     with pytest.raises(CorpusError, match="start must be"):
         batches(np.arange(100), 2, 2, start=-1)
+
+
+def test_austen_fetch_from_a_relative_cache_dir_passes_paths_valid_in_the_cache(tmp_path, monkeypatch):
+    """Regression: ``load_austen(".cache/rg")`` ran ``dpkg-deb -x .cache/rg/<pkg>.deb .cache/rg/deb``
+    inside .cache/rg, where those relative paths name nothing ("failed to read archive"). Every
+    path the commands get must exist from the directory they run in."""
+    from rnngraph.data import austen
+    from rnngraph.data.errors import FetchError
+    (tmp_path / "rel").mkdir()
+    (tmp_path / "rel" / f"{austen.PACKAGE}_1.0.0-1_all.deb").write_bytes(b"not a deb")
+    monkeypatch.chdir(tmp_path)
+    seen = []
+
+    def run(cmd, cwd):
+        seen.append(cmd)
+        assert (cwd / cmd[2]).exists(), (cmd, cwd)  # the archive, as the command in cwd sees it
+        return subprocess.CompletedProcess(cmd, 2, "", "stopped by the test")
+    monkeypatch.setattr(austen, "_run", run)
+    with pytest.raises(FetchError, match="dpkg-deb -x .*failed"):
+        austen.load_austen("rel")
+    assert seen and seen[0][0] == "dpkg-deb"

@@ -55,7 +55,9 @@ def load_austen(cache_dir: str | os.PathLike | None = None) -> dict[str, str]:
             says whether ``apt-get update`` is needed, or how to supply the ``.deb`` by hand).
         CorpusError: the cache or the package's database is unreadable or lacks a novel.
     """
-    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    # absolute: apt-get and dpkg-deb run inside the cache directory (a relative path given here
+    # would name a place below it)
+    cache = (Path(cache_dir) if cache_dir is not None else default_cache_dir()).absolute()
     texts = _read_cached(cache)
     if texts is not None:
         return texts
