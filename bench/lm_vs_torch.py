@@ -161,7 +161,7 @@ def parse_every(text: str) -> tuple[str, float]:
             v = float(int(t.removesuffix("steps")))
             kind = "steps"
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--eval-every takes SECONDSs (30s) or STEPS (200), got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"--eval-every takes SECONDS + s (30s) or STEPS (200), got {text!r}") from None
     if v < 0 or not math.isfinite(v):
         raise argparse.ArgumentTypeError(f"--eval-every must be >= 0, got {text!r}")
     return ("off", 0.0) if v == 0 else (kind, v)
@@ -206,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--minutes", type=float, default=10.0, help="training time per model (default 10); 0 = no limit")
     b.add_argument("--steps", type=int, default=None, help="at most this many windows per model")
     b.add_argument("--eval-every", type=parse_every, default=("s", 30.0),
-                   help="SECONDSs of training time (30s, default) or a number of STEPS; 0 = only at the end")
+                   help="SECONDS + s of training time (30s, default) or a number of STEPS; 0 = only at the end")
     b.add_argument("--eval-tokens", type=int, default=0,
                    help="evaluate the curve on this validation prefix (0 = the whole split, default)")
     b.add_argument("--eval-streams", type=int, default=64, help="streams of the evaluation (default 64)")

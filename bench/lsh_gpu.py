@@ -31,7 +31,10 @@ default shape), the floor a model must beat.
 
   H200 (bench/lsh_gpu.sh):  python3 bench/lsh_gpu.py --out $OUT/lsh-gpu.json
   long-tailed labels:       python3 bench/lsh_gpu.py --label-skew 1.1 --out $OUT/lsh-gpu-skew1.1.json
-  CPU check (the simulator or NumPy, tiny shapes; tests/test_bench.py):  python bench/lsh_gpu.py --smoke
+  CPU check (numba's CUDA simulator, tiny shapes; tests/test_bench.py):
+                            NUMBA_ENABLE_CUDASIM=1 python bench/lsh_gpu.py --smoke
+  (the simulator must be chosen before numba loads; without it and without a GPU numba's driver
+  error ends the run). The exit status is 1 when a variant failed (its error is in the JSON).
 """
 from __future__ import annotations
 
@@ -76,7 +79,7 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--rebuild-every", type=int, default=6400)
     ap.add_argument("--redraw-every", type=int, default=128_000)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--label-skew", type=float, default=0.0,
+    ap.add_argument("--label-skew", type=_label_skew, default=0.0,
                     help="Zipf exponent of the label frequencies (xc_synthetic's label_skew); 0: uniform, "
                          ">= ~1: long-tailed, where P@1 is meaningful")
     ap.add_argument("--out", default=None, help="JSON results file")
@@ -399,6 +402,17 @@ def label_stats(train: Split, test: Split, labels: int) -> dict:
             "most_frequent_label_p_at_1": float(np.mean(hits)) if hits else 0.0}
 
 
+def _label_skew(text: str) -> float:
+    """``--label-skew``'s value: a finite number >= 0 (argparse's one-line error otherwise)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (value >= 0 and np.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"--label-skew takes a finite number >= 0, got {text!r}")
+    return value
+
+
 def main(argv=None) -> dict:
     """Runs the benchmark on the command line ``argv`` (module docstring); returns the results,
     also written to ``--out`` as JSON after each variant."""
@@ -441,4 +455,5 @@ def main(argv=None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    failed = [r["variant"] for r in main()["records"] if "error" in r]
+    raise SystemExit(f"failed variants: {', '.join(failed)}" if failed else 0)

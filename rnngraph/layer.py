@@ -31,7 +31,7 @@ from .network import Sequential
 from .passes import PLANS
 from .passes import schedule as build_schedule
 from .precision import check_gpu, check_precision
-from .reference import DTYPES, check_ids, id_limits, init_params
+from .reference import DTYPES, check_ids, dtype_name, id_limits, init_params
 from .schedule import Schedule
 from .schedule_options import ScheduleOptions
 
@@ -76,8 +76,7 @@ class CompiledRNN:
         if net.has_loss:
             raise GraphError("rg.compile_rnn compiles a network without a loss head; drop the "
                              "rg.SoftmaxCrossEntropy (or train it with rg.compile)")
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype {dtype!r} is not supported (float32, float64)")
+        dtype = dtype_name(dtype)
         if device == "cuda" and dtype != "float32":
             raise ValueError("the CUDA backend runs float32")
         self.precision = check_precision(precision, dtype)

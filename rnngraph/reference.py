@@ -108,6 +108,19 @@ def mean_loss(per_column: np.ndarray, count: int) -> float:
     return float(np.sum(per_column, dtype=np.float64) / count) if count else 0.0
 
 
+def dtype_name(dtype) -> str:
+    """``"float32"`` or ``"float64"`` for ``dtype`` given as that string or as a NumPy float type
+    (``np.float32``, ``np.dtype("float64")``); ValueError naming the value for anything else."""
+    if not isinstance(dtype, str):
+        try:
+            dtype = np.dtype(dtype).name
+        except TypeError:
+            pass
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be 'float32' or 'float64' (or the NumPy type), got {dtype!r}")
+    return dtype
+
+
 def _dtype(name: str):
     try:
         return DTYPES[name]

@@ -22,7 +22,7 @@ from .codegen.tuning import LoopTuning
 from .loop_env import from_environment, resolve
 from .passes import schedule as build_schedule
 from .precision import check_gpu, check_precision
-from .reference import DTYPES, init_params, zero_states
+from .reference import dtype_name, init_params, zero_states
 from .schedule import Schedule
 from .step_cuda import cuda_backend, cuda_forward, cuda_train
 from .step_feed import StepFeed
@@ -83,8 +83,7 @@ class TrainingStep(StepFeed, StepState, TrainingOutcome):
                                      f"it takes no {name} (got {got}); leave {name} out")
         self.window = positive_int(window, "window")
         self.streams = positive_int(streams, "streams")
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype {dtype!r} is not supported (float32, float64)")
+        dtype = dtype_name(dtype)
         if clip_norm is not None and not clip_norm > 0:
             raise ValueError(f"clip_norm must be positive or None, got {clip_norm!r}")
         self.dtype, self.clip_norm, self.device = dtype, clip_norm, device

@@ -290,7 +290,8 @@ def _precision_line(s: Schedule) -> list[str]:
     if loop_precision(s) != "fp32":
         return [f"  precision {s.precision}: every GEMM on tensor cores ({s.precision} operands, fp32 accumulation: "
                 f"the once-per-window ones on cuBLAS, the loops' recurrent products by mma.sync inside the "
-                f"persistent kernels); a chunked softmax's products and pointwise math stay fp32"]
+                f"persistent kernels or on cuBLAS per timestep); a chunked softmax's products and pointwise math "
+                f"stay fp32"]
     return [f"  precision {s.precision}: the once-per-window GEMMs on tensor cores ({s.precision} operands, fp32 "
             f"accumulation); the loops' recurrent products, a chunked softmax's products and pointwise math stay fp32"]
 

@@ -4,7 +4,7 @@
 for the schedule's S); the Schedule keeps it, and its dump names the options that differ from
 the defaults. The code shape of the loop kernels is ``rnngraph.codegen.tuning.LoopTuning``. Both
 are given to ``rg.compile`` / ``rg.compile_rnn`` / ``rnngraph.torch.RNN`` as ``options=`` and
-``tuning=``, or set through ``RNNGRAPH_LOOP`` (keys ``ln``, ``flags``, ``lngrad`` here), which
+``tuning=``, or set through ``RNNGRAPH_LOOP`` (keys ``ln``, ``flags``, ``lngrad``, ``mma`` here), which
 only the API reads (rnngraph/loop_env.py).
 
 Each default, its reason and the measurements behind it (H200, fwd+bwd, H=512, T=100; the
@@ -17,12 +17,13 @@ history is in bench/HISTORY.md):
   (0.947 -> 0.752 ms; bench/results/h200-20261201-flags-sweep-flags-rows.json);
 - ``post_loop_sums`` always: the in-loop sums' shared-memory atomics retried under contention
   (layernorm_lstm S=64 8.36 -> 6.99 ms, bench/results/h200-20261201-lngrad-sweep-lngrad.json);
-- ``loop_tensor_cores`` never: the persistent loops' products on tensor cores (codegen/loop_mma.py)
-  were slower than on the FFMA units in every shape measured (LSTM fwd+bwd, tf32 / bf16 against
-  fp32 loops: H=512 S=1 2.38 / 2.25 vs 1.60 ms, S=64 5.86 / 5.57 vs 4.61 ms; H=1024 S=64 16.1 vs
-  11.4 ms with only the window GEMMs in tf32; bench/results/h200-20261203-torch-layer-loop-mma-h512.json,
-  -h1024.json): each fragment load touches 8 rows or streams of 16 bytes, against a
-  lane-contiguous FFMA load.
+- ``loop_tensor_cores`` never: with the persistent loops' products on tensor cores
+  (codegen/loop_mma.py) a tf32 / bf16 LSTM step (fwd+bwd, rnngraph.torch.RNN) took H=512 S=1
+  2.38 / 2.25 ms and S=64 5.86 / 5.57 ms, more than the all-fp32 step (1.60, 4.61 ms;
+  bench/results/h200-20261203-torch-layer-loop-mma-h512.json), and H=1024 S=64 16.1 / 16.1 ms
+  and S=128 29.6 / 29.5 ms (-h1024.json), against 11.4 / 11.8 and 22.5 / 22.2 ms with only the
+  window GEMMs in that precision (h200-20261202-torch-layer-precision-h1024.json): each fragment
+  load touches 8 rows or streams of 16 bytes, against a lane-contiguous FFMA load.
 """
 from __future__ import annotations
 

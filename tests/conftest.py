@@ -104,3 +104,22 @@ class _H200:  # device functions called from a kernel compile for the current de
     compute_capability = (9, 0)
 numba.cuda.dispatcher.get_current_device = _H200
 """
+
+
+def tensor_core_layer_run(cell: str, H: int, S: int, device: str, precision: str, T: int = 6) -> dict:
+    """Forward and backward of one ``cell`` layer (hidden H, input H; rg.compile_rnn with the
+    loops' products on tensor cores, ``loop_tensor_cores``, seed 4) over (T, S, H) standard
+    normals with a dy of normals (seed 5): y, dx, the final states ("h_T.<name>") and the
+    parameter gradients ("d.<name>"), float64 arrays by name."""
+    import numpy as np
+
+    import rnngraph as rg
+    net = rg.Sequential(rg.cells.STANDARD[cell](hidden=H), input_size=H)
+    options = rg.ScheduleOptions.defaults(S).replace(loop_tensor_cores=True)
+    rnn = rg.compile_rnn(net, device=device, precision=precision, seed=4, options=options)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((T, S, H)).astype(np.float32)
+    y, hT = rnn.forward(x)
+    dx, _, dparams = rnn.backward(rng.standard_normal(np.shape(y)).astype(np.float32))
+    out = {"y": y, "dx": dx, **{f"h_T.{k}": v for k, v in hT.items()}, **{f"d.{k}": v for k, v in dparams.items()}}
+    return {k: np.asarray(v, np.float64) for k, v in out.items()}

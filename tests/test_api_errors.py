@@ -150,3 +150,16 @@ def test_an_evaluation_only_schedule_shows_only_what_it_compiles():
     assert (ev.schedule.window, ev.schedule.streams, ev.schedule.backward) == (4, 3, ())
     ev.forward(x, x, lengths=[4, 2, 1])  # the variable-length graph's plan
     assert ev.schedule.graph is ev.net.masked_graph and ev.schedule.backward == ()
+
+
+def test_dtype_takes_the_numpy_type_and_names_a_bad_one():
+    """``dtype=np.float64`` (or ``np.dtype("float32")``) is the string's dtype; before, it was
+    refused with "dtype <class 'numpy.float64'> is not supported (float32, float64)"."""
+    net = rg.Sequential(rg.cells.elman(hidden=3), input_size=2)
+    assert rg.compile_rnn(net, device="cpu", dtype=np.float64).dtype == "float64"
+    assert _lm_step(dtype=np.dtype("float32")).dtype == "float32"
+    for bad in (np.float16, "float16", int):
+        with pytest.raises(ValueError, match=r"^dtype must be 'float32' or 'float64' \(or the NumPy type\), got "):
+            rg.compile_rnn(net, device="cpu", dtype=bad)
+        with pytest.raises(ValueError, match="dtype must be 'float32' or 'float64'"):
+            _lm_step(dtype=bad)

@@ -304,6 +304,10 @@ def test_lsh_gpu_smoke_runs_on_the_cpu(tmp_path):
     out = tmp_path / "lsh.json"
     bench = load("lsh_gpu")
     assert bench.parse(["--smoke"]).label_skew == 0.0                     # uniform unless asked
+    for bad in ("-1", "nan", "inf"):  # argparse's one-line error (exit 2), not a traceback later
+        with pytest.raises(SystemExit) as e:
+            bench.parse(["--smoke", "--label-skew", bad])
+        assert e.value.code == 2
     result = bench.main(["--smoke", "--label-skew", "1.1", "--variants", "lsh,dense-fp32,dense-bf16,torch-fp32",
                          "--out", str(out)])
     saved = json.loads(out.read_text())

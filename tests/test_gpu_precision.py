@@ -10,6 +10,8 @@ import pytest
 import rnngraph as rg
 from rnngraph.precision import round_bf16
 
+from conftest import tensor_core_layer_run
+
 pytestmark = pytest.mark.gpu
 
 
@@ -65,20 +67,6 @@ def test_training_step_in_a_precision_is_near_its_numpy_emulation(precision, clo
     assert used > 1e-6  # the reduced precision was used on the GPU
 
 
-def _layer_run(cell, S, device, precision, H=128, T=6):
-    """forward + backward of one ``cell`` layer (H, input H) over (T, S, H) normals with dy of
-    normals: every output and gradient, float64, by name."""
-    net = rg.Sequential(rg.cells.STANDARD[cell](hidden=H), input_size=H)
-    options = rg.ScheduleOptions.defaults(S).replace(loop_tensor_cores=True)
-    rnn = rg.compile_rnn(net, device=device, precision=precision, seed=4, options=options)
-    rng = np.random.default_rng(5)
-    x = rng.standard_normal((T, S, H)).astype(np.float32)
-    y, hT = rnn.forward(x)
-    dx, dh0, dparams = rnn.backward(rng.standard_normal(np.shape(y)).astype(np.float32))
-    out = {"y": y, "dx": dx, **{f"h_T.{k}": v for k, v in hT.items()}, **{f"d.{k}": v for k, v in dparams.items()}}
-    return {k: np.asarray(v, np.float64) for k, v in out.items()}
-
-
 @pytest.mark.parametrize("precision", ["bf16", "tf32"])
 @pytest.mark.parametrize("S", [1, 64])
 @pytest.mark.parametrize("cell", ["lstm", "gru", "peephole_lstm", "layernorm_lstm"])
@@ -91,9 +79,9 @@ def test_loop_kernels_on_tensor_cores_match_the_emulation(cell, S, precision):
     and then, a whole bf16 / TF32 step in one element (the worst elements: 0.08-0.18 of the fp32
     distance for bf16 and 0.15-0.35 for TF32 at S=64 on the H200). So the mean relative difference
     is compared (a quarter of fp32's), and the worst element within the fp32 distance."""
-    gpu = _layer_run(cell, S, "cuda", precision)
-    emulation = _layer_run(cell, S, "cpu", precision)
-    fp32 = _layer_run(cell, S, "cpu", "fp32")
+    gpu = tensor_core_layer_run(cell, 128, S, "cuda", precision)
+    emulation = tensor_core_layer_run(cell, 128, S, "cpu", precision)
+    fp32 = tensor_core_layer_run(cell, 128, S, "cpu", "fp32")
     scale = {k: max(1e-3, np.abs(v).max()) for k, v in emulation.items()}
 
     def distance(other, reduce):

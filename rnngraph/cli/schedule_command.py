@@ -28,8 +28,9 @@ def _schedule_arguments(p: argparse.ArgumentParser) -> None:
                    help="force a plan (default: the cost model chooses; naive: one kernel per op per timestep)")
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32", help="(default float32)")
     p.add_argument("--precision", choices=PRECISIONS, default="fp32",
-                   help="operand format of the once-per-window GEMMs: fp32, or tf32 / bf16 on tensor cores with "
-                        "fp32 accumulation (each GEMM line then names its format) (default fp32)")
+                   help="operand format of the once-per-window GEMMs (and of the loops' products with "
+                        "RNNGRAPH_LOOP=mma=1): fp32, or tf32 / bf16 on tensor cores with fp32 accumulation (each "
+                        "GEMM line then names its format) (default fp32)")
     p.add_argument("--format", choices=FORMATS, default="text", help="(default text)")
     p.add_argument("--out", default=None, help="write here instead of stdout (required for gantt: a PNG)")
 

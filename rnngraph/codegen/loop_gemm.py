@@ -40,7 +40,7 @@ def emit_rows(src: Source, r: GemmRows, coop: bool, vector_loads: bool = True) -
         if r.ksplit > 1:
             sum_split_partials(src, r)
         return
-    RB, SB, KS, kp, reps, uL, inner = r.rows, r.streams, r.ksplit, r.partials, r.reps, r.unit, r.inner
+    RB, SB, KS, reps, uL, inner = r.rows, r.streams, r.ksplit, r.reps, r.unit, r.inner
     start, step, kstep = ("warp", "nwarps", 32) if coop else ("tid", "bdim", 1)
     rnd = (lambda x: f"{ROUNDING[r.rounding]}({x})") if r.rounding else (lambda x: x)  # noqa: E731
     src(f"nrows = nj * {reps}", f"ngroups = (nrows + {RB - 1}) // {RB}")

@@ -15,8 +15,9 @@ lane (g, t) holding rows g and g + 8 at streams 2t and 2t + 1. Per k-step of col
   + 2], a3 row g + 8; b0 = v[g, c0 + 2t : + 2], b1 = v[g, c0 + 2t + 8 : + 2]; each pair packed
   with ``cvt.rn.bf16x2`` (a shared copy holds the packed words: word j = columns 2j, 2j + 1).
 
-A shared copy's rows are padded by MMA_ROW_PAD words, so a fragment load's 32 lanes (8 rows x 4
-consecutive words) hit 32 distinct banks. Rows past the block's own are clamped to its last row
+A shared copy's rows are padded to a length of 4 mod 8 words (codegen/loop_plan.py
+``mma_row_words``), so a fragment load's 32 lanes (8 rows x 4 consecutive words) hit 32 distinct
+banks. Rows past the block's own are clamped to its last row
 and streams past S to stream S - 1 (their products are computed and not stored); a last k-step
 that runs past the inner dimension reads zeros there. Every branch is uniform across the warp
 (``mma.sync.aligned``); a flagged vector's poll, whose lanes leave the loop at different trips,
@@ -90,8 +91,8 @@ def emit_mma_rows(src: Source, r: GemmRows, vector_loads: bool = True) -> None:
     reads as in codegen/loop_gemm.py's ``emit_rows`` (the weight with {r}/{rem} and {k}, the
     vector with {s} and {k}; a flagged vector polled from its flag words); ``vector_loads`` False
     (a timing knock-out): B is the first weight register instead."""
-    RB, SB, KS, kp, reps, uL, inner = r.rows, r.streams, r.ksplit, r.partials, r.reps, r.unit, r.inner
-    RT, ST, K, fn = RB // MMA_ROWS, SB // MMA_STREAMS, MMA_K[r.mma], MMA_FUNCTIONS[r.mma]
+    RB, SB, KS, reps, uL, inner = r.rows, r.streams, r.ksplit, r.reps, r.unit, r.inner
+    RT, ST, K = RB // MMA_ROWS, SB // MMA_STREAMS, MMA_K[r.mma]
     src(f"# tensor cores ({r.mma}): items of {RB} rows x {SB} streams, k-steps of {K}",
         "lg = lane // 4", "lt = lane - lg * 4", "lu = uint64(lt)", "lq0 = lu", "lq1 = lu + uint64(4)")
     if r.mma == "bf16":

@@ -49,9 +49,14 @@ GEMM_ACCUMULATORS = 32
 LN_SMEM_FLOATS = 5
 #: threads a simulated block runs with (codegen/program.py launches the simulator's loop kernels so)
 SIM_THREADS = 8
-#: words a tensor-core shared weight copy's row has beyond its data (WeightCopy): a fragment load
-#: reads word (row g, column c + t) in lane 4g + t, i.e. bank 4g + t + const with this pad
-MMA_ROW_PAD = 4
+def mma_row_words(words: int) -> int:
+    """The row length (in 4-byte words) of a tensor-core shared weight copy whose rows hold
+    ``words`` words: the next length that is 4 mod 8. A fragment load reads word (row g, column
+    c + t) in lane 4g + t (g < 8, t < 4); with a row length W = 4 mod 8 the eight values g W mod 32
+    are eight distinct multiples of 4, so the 32 lanes hit 32 distinct banks."""
+    return words + (4 - words) % 8
+
+
 #: columns (the inner dimension) one ``mma.sync`` step multiplies, by precision (codegen/ptx.py)
 MMA_K = {"tf32": 8, "bf16": 16}
 #: k-steps a tensor-core loop trip at most (``tuning.unroll`` bounds it too): a trip loads every
@@ -82,9 +87,9 @@ class WeightCopy:
     ``inner`` columns) copied into the shared array ``array`` of ``rows`` rows at kernel start.
     ``convert`` ("" for a plain float32 copy): the tensor-core operand format the copy is stored
     in -- "tf32", float32 values rounded with ``cvt.rna``; "bf16", uint32 words of two bf16 (columns
-    2j, 2j + 1; a missing last column zero) -- its rows ``cols`` words long: the words, then
-    :data:`MMA_ROW_PAD` more, so the eight rows an ``mma`` fragment load touches fall in distinct
-    banks (codegen/loop_mma.py)."""
+    2j, 2j + 1; a missing last column zero) -- its rows ``cols`` words long (``inner`` for a plain
+    copy; :func:`mma_row_words` of the words for a converted one, so that an ``mma`` fragment load
+    is free of bank conflicts: codegen/loop_mma.py)."""
 
     array: str
     weight: str
@@ -92,8 +97,8 @@ class WeightCopy:
     unit: int
     inner: int
     rows: int
-    convert: str = ""
-    cols: int = 0
+    convert: str
+    cols: int
 
 
 @dataclass(frozen=True)
@@ -386,7 +391,7 @@ class _Context:
         if key not in self.copies:
             rows = -(-uL // self.nblocks) * reps
             cols = (inner + 1) // 2 if self.mma == "bf16" else inner
-            cols += MMA_ROW_PAD if self.mma else 0
+            cols = mma_row_words(cols) if self.mma else cols
             if not self.budget.take(rows * cols * 4):
                 return f"{w}[{{r}}, {{k}}]", False
             sw = f"sw{len(self.copies)}"

@@ -92,7 +92,7 @@ def _weight_copy(src: Source, c) -> None:
     words = (c.inner + 1) // 2 if c.convert == "bf16" else c.inner
     what = {"": "", "tf32": ", rounded to TF32", "bf16": ", as bf16 pairs"}[c.convert]
     src(f"# {c.weight}: the block's {c.reps} x {c.rows // c.reps} owned rows into shared memory{what}",
-        f"{c.array} = cuda.shared.array(({c.rows}, {c.cols or c.inner}), {'uint32' if c.convert == 'bf16' else 'float32'})",
+        f"{c.array} = cuda.shared.array(({c.rows}, {c.cols}), {'uint32' if c.convert == 'bf16' else 'float32'})",
         f"j0 = (bid * {c.unit}) // nblocks", f"nj = ((bid + 1) * {c.unit}) // nblocks - j0", "i = tid")
     with src.block(f"while i < nj * {c.reps} * {words}:"):
         src(f"lr = i // {words}", f"kk = i - lr * {words}", f"jj = lr // {c.reps}")

@@ -2,8 +2,9 @@
 of a warp holds which element of A, B and C/D (PTX ISA, "Matrix Fragments for mma.m16n8k8" and
 "Matrix Fragments for mma.m16n8k16 with floating point type"; described in codegen/ptx.py's
 docstring), a matrix split into its per-lane fragments and back, and a reference of one warp's
-MMA computed from the fragments -- what a GPU test compares the intrinsics against, and what the
-loop kernels' code generator will index by. CPU only, no numba.
+MMA computed from the fragments -- what a GPU test compares the intrinsics against, the layout
+codegen/loop_mma.py's lane offsets follow, and what tests/mma_stand_ins.py computes the products
+with in the simulator. CPU only, no numba.
 
 Index tables (int arrays; the last axis is (row, column) of the matrix):
 

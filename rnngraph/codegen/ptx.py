@@ -17,8 +17,8 @@ sections named below):
   :func:`load_relaxed_gpu_u64`, :func:`store_relaxed_gpu_u64`; :func:`trap` ("trap");
 - tensor cores ("Warp Level Matrix Multiply-Accumulate Instructions", ``mma``; compute capability
   8.0 or higher, PTX ISA 7.0): :func:`mma_tf32_m16n8k8`, :func:`mma_bf16_m16n8k16`, with the
-  operand conversions :func:`cvt_rna_tf32` and :func:`pack_bf16x2` ("cvt"). Nothing calls them
-  from the loop kernels yet (issue 26's next step, which needs the GPU).
+  operand conversions :func:`cvt_rna_tf32` and :func:`pack_bf16x2` ("cvt"); the loop kernels'
+  tensor-core row loops call them (codegen/loop_mma.py, ``ScheduleOptions.loop_tensor_cores``).
 
 Fragment layouts of the two ``mma`` shapes (PTX ISA, "Matrix Fragments for mma.m16n8k8" and
 "Matrix Fragments for mma.m16n8k16 with floating point type"), in the terms of this module:
