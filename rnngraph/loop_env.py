@@ -27,8 +27,8 @@ KEYS = tuple(SCHEDULE_KEYS) + TUNING_KEYS
 def parse(text: str) -> MappingProxyType:
     """RNNGRAPH_LOOP's ``text`` (``"key=value,..."``; blank items ignored) as a read-only mapping
     key -> int, every value checked. Raises ValueError naming the variable, its whole text and
-    the key: for an item without ``=``, an unknown key, a value that is not an integer or is out
-    of the knob's range."""
+    the key: for an item without ``=``, an unknown key, a key given twice, a value that is not an
+    integer or is out of the knob's range."""
     where = f"{VARIABLE}={text!r}"
     values = {}
     for item in filter(str.strip, text.split(",")):
@@ -38,6 +38,8 @@ def parse(text: str) -> MappingProxyType:
             raise ValueError(f"{where}: expected key=value pairs with keys {sorted(KEYS)}, got {item!r}")
         if key not in KEYS:
             raise ValueError(f"{where}: unknown key {key!r} (keys: {sorted(KEYS)})")
+        if key in values:  # which one was meant is not ours to guess
+            raise ValueError(f"{where}: {key} given twice")
         try:
             value = int(val)
         except ValueError:

@@ -38,6 +38,15 @@ def test_max_words_still_caps_the_vocabulary(capsys, tmp_path, text_file):
     assert_one_line_error(code, err, "trained with --max-words 5, not 7")
 
 
+def test_max_words_at_char_level_is_refused_not_ignored(capsys, tmp_path, text_file):
+    """It used to train a char model as if the flag were not there."""
+    code, _, err = train(capsys, text_file, tmp_path / "chars", "--window", 4, "--streams", 2, "--max-words", 5,
+                         steps=1)
+    assert_one_line_error(code, err, "--max-words 5 keeps the most frequent word types: it needs --level word "
+                                     "(the tokens are chars)")
+    assert not (tmp_path / "chars").exists()
+
+
 # ---- the chunked head -----------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def chunked(tmp_path_factory, text_file):

@@ -77,7 +77,8 @@ def test_budget_limits_the_shared_arrays():
                                        ("ksplit=0", "ksplit must be in"), ("ksplit=33", "ksplit must be in"),
                                        ("prefetch=2", "prefetch must be 0 or 1"), ("flags=2", "flags must be 0 or 1"),
                                        ("ln=2", "ln must be 0 or 1"), ("lngrad=2", "lngrad must be 0 or 1, got 2"),
-                                       ("rows", "expected key=value"), ("loads=1", "unknown key 'loads'")])  # a dropped knob
+                                       ("rows", "expected key=value"), ("loads=1", "unknown key 'loads'"),  # a dropped knob
+                                       ("mma=2", "mma must be 0 or 1"), ("mma=1,rows=4,mma=0", "mma given twice")])
 def test_bad_environment_names_the_variable(monkeypatch, text, msg):
     """RNNGRAPH_LOOP is parsed at the API boundary: rg.compile fails at once, naming the variable
     and its whole text (regression: "rows=17" printed without it), for every graph (regression:

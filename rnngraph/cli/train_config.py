@@ -130,6 +130,9 @@ def _check_lr_final(args, schedule: str) -> None:
 
 def _config_from_args(args) -> LMConfig:
     d = {k: (getattr(args, k) if getattr(args, k) is not None else v) for k, v in TRAIN_DEFAULTS.items()}
+    if d["max_words"] is not None and d["level"] != "word":  # refused rather than ignored
+        raise CLIError(f"--max-words {d['max_words']} keeps the most frequent word types: it needs --level word "
+                       f"(the tokens are {d['level']}s)")
     _check_weight_decay(args, d["optimizer"])
     _check_lr_final(args, d["lr_schedule"])
     if d["tie_weights"]:
