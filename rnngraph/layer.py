@@ -377,7 +377,7 @@ def compile_rnn(net: Sequential, device: str = "auto", dtype: str = "float32", s
     as a layer: :meth:`CompiledRNN.forward` / :meth:`CompiledRNN.backward` for any (T, S).
 
     device: "cpu" (NumPy), "cuda" (generated kernels, float32) or "auto"; dtype "float32" or
-    "float64" (CPU); seed: parameter initialisation (as rg.compile) and dropout masks; plan:
+    "float64" (CPU; or the NumPy type); seed: parameter initialisation (as rg.compile) and dropout masks; plan:
     force "wavefront" / "scc-sequential" / "naive" (default: the cost model's choice per (T,
     S)); cache_size: compiled (T, S) plans kept; parameters: initial values (name -> array; on
     CUDA device arrays are used in place, so a caller such as rnngraph.torch can own the

@@ -241,7 +241,7 @@ def compile(net: Sequential, window: int, streams: int, device: str = "auto", dt
             backward: bool = True, precision: str = "fp32") -> TrainingStep:
     """Compile ``net`` for windows of ``window`` timesteps over ``streams`` parallel streams.
 
-    device: ``"cpu"`` (NumPy backend), ``"cuda"`` or ``"auto"``; dtype ``"float32"``/``"float64"``;
+    device: ``"cpu"`` (NumPy backend), ``"cuda"`` or ``"auto"``; dtype ``"float32"``/``"float64"`` (or the NumPy type);
     optimizer default Adam(lr=1e-3); clip_norm: global gradient-norm clip (None = off);
     seed: parameter initialisation seed, and the seed of the dropout masks (see
     :class:`TrainingStep`); plan: force "wavefront" or "scc-sequential" (default:
