@@ -23,7 +23,7 @@ from __future__ import annotations
 from .loop_items import GemmRows
 from .loop_mma import emit_mma_rows
 from .loop_pointwise import owned_row
-from .loop_prologue import ROUNDING
+from .operand_rounding import ROUNDING
 from .source import Source
 from .warp_reduce import transpose_reduce, tree_reduce
 

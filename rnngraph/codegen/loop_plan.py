@@ -49,6 +49,8 @@ GEMM_ACCUMULATORS = 32
 LN_SMEM_FLOATS = 5
 #: threads a simulated block runs with (codegen/program.py launches the simulator's loop kernels so)
 SIM_THREADS = 8
+
+
 def mma_row_words(words: int) -> int:
     """The row length (in 4-byte words) of a tensor-core shared weight copy whose rows hold
     ``words`` words: the next length that is 4 mod 8. A fragment load reads word (row g, column
@@ -120,10 +122,7 @@ class LoopKernelPlan:
     """Everything :func:`plan_loop_kernel` decided about one persistent loop kernel (see the module
     docstring). ``barrier``: the inline barrier's variant (``tuning.barrier``), 0 for numba's grid
     sync; ``ln_shape``: the row sums' code shape (``lnsum``, 0 also when its arrays did not fit);
-    ``smem_left``: the bytes of the budget nothing took; ``loop``: the schedule's loop it plans;
-    ``precision`` (rnngraph/precision.py): the format of the in-loop products' operands -- on the
-    GPU "tf32" and "bf16" put them on tensor cores (GemmRows ``mma``), in the simulator the FFMA
-    loop rounds them (``rounding``).
+    ``smem_left``: the bytes of the budget nothing took; ``loop``: the schedule's loop it plans.
     ``knockout`` (bench/loop_profile.py's timing variants only; empty for every real kernel): the
     constructs the emitters leave out: "grid-sync" (the time loop's grid syncs become ``pass``),
     "gemm", "pointwise", "ln-sums" (those sections of each stage body, then ``pass``),
@@ -152,7 +151,6 @@ class LoopKernelPlan:
     transposed: frozenset
     buffers: tuple
     knockout: frozenset = frozenset()
-    precision: str = "fp32"
 
     @property
     def args(self) -> tuple:
@@ -218,8 +216,9 @@ def plan_loop_kernel(g: Graph, loop: Loop, name: str, coop: bool = True, recompu
     ``recompute``: node -> ops of the forward kernel computing it (backward pointwise kernels
     recompute it). ``streams``: the S the kernel is launched for. ``nblocks``: the grid (one block
     a multiprocessor; it sizes the shared arrays). ``virtual_blocks`` (simulator tests): one
-    block's threads split into this many "blocks". ``precision``: the in-loop products' operand
-    format (:class:`LoopKernelPlan`). Raises NotImplementedError for a backward GEMM whose merged
+    block's threads split into this many "blocks". ``precision`` (rnngraph/precision.py): the
+    in-loop products' operand format -- on the GPU "tf32" and "bf16" put them on tensor cores
+    (GemmRows ``mma``), in the simulator the FFMA loop rounds them (``rounding``). Raises NotImplementedError for a backward GEMM whose merged
     members differ in size."""
     tuning, recompute, vb = tuning or LoopTuning(), recompute or {}, virtual_blocks
     names = Names(g)
@@ -274,7 +273,7 @@ def plan_loop_kernel(g: Graph, loop: Loop, name: str, coop: bool = True, recompu
         ln_zero=tuple(dict.fromkeys(ln_zero)), smem=tuple(budget.arrays), smem_left=budget.left,
         weight_copies=tuple(ctx.copies.values()), local_grads=tuple(ctx.local_grads), prefetch=tuple(prefetch.items()),
         levels=tuple(levels), transposed=frozenset(ctx.transposed),
-        buffers=tuple(sorted(buffers - local - set(flag_buffers.values()), key=buffer_key)), precision=precision)
+        buffers=tuple(sorted(buffers - local - set(flag_buffers.values()), key=buffer_key)))
 
 
 class _Context:
@@ -421,6 +420,18 @@ class _Context:
         SB, RB = self.item_shape(block_rows)
         kstep = 32 if self.coop else 1
         items = -(-self.streams // SB) * -(-block_rows // RB)
+        KS, kp = self._split(items, RB, SB, inner, kstep)
+        unroll = max(1, min(self.tuning.unroll, inner // (kstep * KS)))
+        butterfly = bool(self.coop and self.tuning.xreduce and RB * SB <= 32)
+        return GemmRows(comment, terms, store, reps, uL, inner, SB, RB, items, KS, kp, unroll, butterfly,
+                        rounding=self.rounding)
+
+    def _split(self, items: int, RB: int, SB: int, inner: int, kstep: int) -> tuple[int, str]:
+        """(KS, the partial sums' array ``kp<n>``) of a row loop of ``items`` items of RB rows x SB
+        streams: the workers (warps; threads in the simulator) a block has beyond its items share
+        them, no more than ``tuning.ksplit`` nor one chunk of ``kstep`` columns a part, and 1 where
+        the array (items x parts x RB x SB floats) does not fit in what is left of the budget or
+        in simulated blocks."""
         workers = self.tuning.threads // 32 if self.coop else SIM_THREADS
         parts = max(1, min(self.tuning.ksplit, max(1, inner // kstep), workers // max(1, items)))
         kp = f"kp{self.nsplit}"
@@ -428,10 +439,7 @@ class _Context:
         if KS > 1:
             self.nsplit += 1
             self.budget.arrays.append(SmemArray(kp, (items * KS, RB * SB), items * KS * RB * SB * 4, "split partial sums"))
-        unroll = max(1, min(self.tuning.unroll, inner // (kstep * KS)))
-        butterfly = bool(self.coop and self.tuning.xreduce and RB * SB <= 32)
-        return GemmRows(comment, terms, store, reps, uL, inner, SB, RB, items, KS, kp, unroll, butterfly,
-                        rounding=self.rounding)
+        return KS, kp
 
     def _mma_rows(self, comment: str, reps: int, uL: int, inner: int, terms: tuple, store: str,
                   block_rows: int) -> GemmRows:
@@ -443,13 +451,7 @@ class _Context:
         RB = MMA_ROWS * (2 if block_rows > MMA_ROWS else 1)
         SB = MMA_STREAMS
         items = -(-self.streams // SB) * -(-block_rows // RB)
-        workers = self.tuning.threads // 32
-        parts = max(1, min(self.tuning.ksplit, max(1, inner // kstep), workers // max(1, items)))
-        kp = f"kp{self.nsplit}"
-        KS = parts if parts > 1 and self.budget.take(items * parts * RB * SB * 4) else 1
-        if KS > 1:
-            self.nsplit += 1
-            self.budget.arrays.append(SmemArray(kp, (items * KS, RB * SB), items * KS * RB * SB * 4, "split partial sums"))
+        KS, kp = self._split(items, RB, SB, inner, kstep)
         unroll = max(1, min(self.tuning.unroll, MMA_UNROLL, inner // (kstep * KS)))
         return GemmRows(comment, terms, store, reps, uL, inner, SB, RB, items, KS, kp, unroll, False, mma=self.mma)
 

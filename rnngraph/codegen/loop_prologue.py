@@ -7,14 +7,13 @@ from __future__ import annotations
 
 from ..ir import Graph
 from .loop_plan import BARRIER_FUNCTIONS, LoopKernelPlan
+from .operand_rounding import ROUNDING
 from .pointwise import Names
 from .source import Source
 
 #: a tensor-core loop kernel's imports by precision (codegen/ptx.py, GPU only)
 MMA_IMPORTS = {"tf32": "from rnngraph.codegen.ptx import cvt_rna_tf32, mma_tf32_m16n8k8",
                "bf16": "from numba import uint32\nfrom rnngraph.codegen.ptx import mma_bf16_m16n8k16, pack_bf16x2"}
-#: the simulator's operand rounding function of each precision (codegen/operand_rounding.py)
-ROUNDING = {"tf32": "round_tf32_value", "bf16": "round_bf16_value"}
 
 
 def imports(plan: LoopKernelPlan) -> list[str]:
@@ -27,11 +26,10 @@ def imports(plan: LoopKernelPlan) -> list[str]:
     if plan.flag_buffers:
         out.append("from numba import uint32\n"
                    "from rnngraph.codegen.flag_exchange import flag_load, flag_store, flag_tag, flag_value, flag_wait")
-    mma = {r.mma for lv in plan.levels for st in lv.stages for item in st.items for r in getattr(item, "rows", ())} - {""}
-    for precision in sorted(mma):
+    rows = [r for lv in plan.levels for st in lv.stages for item in st.items for r in getattr(item, "rows", ())]
+    for precision in sorted({r.mma for r in rows} - {""}):
         out.append(MMA_IMPORTS[precision])
-    rounding = {r.rounding for lv in plan.levels for st in lv.stages for item in st.items
-                for r in getattr(item, "rows", ())} - {""}
+    rounding = {r.rounding for r in rows} - {""}
     if rounding:
         out.append(f"from rnngraph.codegen.operand_rounding import {', '.join(ROUNDING[p] for p in sorted(rounding))}")
     return out

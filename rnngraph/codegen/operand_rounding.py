@@ -13,6 +13,9 @@ import numpy as np
 
 from ..precision import round_bf16, round_tf32
 
+#: the function of this module that rounds to each precision, as generated code names it
+ROUNDING = {"tf32": "round_tf32_value", "bf16": "round_bf16_value"}
+
 
 def round_tf32_value(x) -> np.float32:
     """``x`` (a float) as float32 rounded to TF32 (rnngraph/precision.py ``round_tf32``)."""
