@@ -537,11 +537,11 @@ def write_json(path: str | None, result: dict) -> None:
 # ---------------------------------------------------------------------------------- training one model
 def score(nats: float | None, level: str) -> float | None:
     """Mean nats per token (float; None passes through) -> the level's score (METRICS): bits/char
-    (nats / ln 2) at char level, perplexity (exp(nats), the exponent capped at 700 to stay a
-    finite float64, as rnngraph.lm.describe_loss does) at word level."""
+    (nats / ln 2) at char level, perplexity (rnngraph.lm.perplexity) at word level."""
+    from rnngraph.lm import perplexity
     if nats is None:
         return None
-    return nats / LN2 if level == "char" else math.exp(min(nats, 700.0))
+    return nats / LN2 if level == "char" else perplexity(nats)
 
 
 def target_of(args) -> float | None:

@@ -403,14 +403,13 @@ def label_stats(train: Split, test: Split, labels: int) -> dict:
 
 
 def _label_skew(text: str) -> float:
-    """``--label-skew``'s value: a finite number >= 0 (argparse's one-line error otherwise)."""
+    """``--label-skew``'s value, checked as the generator checks it (xc_synthetic.py's
+    ``check_label_skew``), or argparse's one-line error."""
+    from rnngraph.data.xc_synthetic import check_label_skew
     try:
-        value = float(text)
+        return check_label_skew(float(text))
     except ValueError:
-        value = float("nan")
-    if not (value >= 0 and np.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"--label-skew takes a finite number >= 0, got {text!r}")
-    return value
+        raise argparse.ArgumentTypeError(f"--label-skew takes a finite number >= 0, got {text!r}") from None
 
 
 def main(argv=None) -> dict:

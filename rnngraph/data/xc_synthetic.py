@@ -86,7 +86,7 @@ def synthetic_xc(num_samples: int, num_features: int, num_labels: int, *, seed: 
     if not 0 < keep <= 1 or noise < 0 or noise_features < 0:
         raise ValueError(f"keep must be in (0, 1], noise >= 0 and noise_features >= 0, got {keep}, {noise}, "
                          f"{noise_features}")
-    skew = _label_skew(label_skew)
+    skew = check_label_skew(label_skew)
     rng = np.random.default_rng(seed)
     proto_ids = np.argsort(rng.random((c, f)), axis=1)[:, :p] if c * f <= 1 << 22 else \
         rng.integers(0, f, size=(c, p))                          # distinct when small; rare repeats add up
@@ -121,7 +121,7 @@ def synthetic_xc(num_samples: int, num_features: int, num_labels: int, *, seed: 
     return SyntheticXC(data, proto_ids, proto_values)
 
 
-def _label_skew(value) -> float:
+def check_label_skew(value) -> float:
     """``value`` as a float; ValueError naming ``label_skew`` unless it is a finite real >= 0
     (not a bool)."""
     if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value) or value < 0:

@@ -92,11 +92,16 @@ def unit(level: str) -> str:
     return "char" if level == "char" else "word"
 
 
+def perplexity(nats: float) -> float:
+    """exp(mean nats per token), the exponent capped at 700 so that it stays a finite float64."""
+    return math.exp(min(nats, 700.0))
+
+
 def describe_loss(nats: float, level: str) -> str:
     """``2.345 bits/char`` at char level, ``123.4 perplexity`` at word level."""
     if level == "char":
         return f"{nats / LN2:.3f} bits/char"
-    return f"{math.exp(min(nats, 700.0)):.1f} perplexity"
+    return f"{perplexity(nats):.1f} perplexity"
 
 
 class Evaluator:
@@ -212,6 +217,6 @@ def sample(net: Sequential, params: dict, vocab, prime: str, length: int, temper
 
 __all__ = ["CheckpointError", "CellFileError", "LMConfig", "Checkpoint", "Evaluator", "build_network",
            "build_vocab", "load_corpus", "load_checkpoint", "save_checkpoint", "has_checkpoint",
-           "resolve_cell", "sample", "generate", "describe_loss", "choose_chunk", "make_optimizer", "make_lr_schedule", "scheduled_lr",
+           "resolve_cell", "sample", "generate", "describe_loss", "perplexity", "choose_chunk", "make_optimizer", "make_lr_schedule", "scheduled_lr",
            # and the constants, and the helpers of the command line
            "AUTO_CHUNK", "AUTO_CHUNK_ABOVE", "CONFIG_FILE", "DEFAULT_LR_FINAL", "FORMAT", "LN2", "LR_SCHEDULES", "PARAMS_FILE", "canonical_corpus", "unit"]
