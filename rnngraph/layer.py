@@ -25,7 +25,7 @@ from .errors import GraphError, ShapeError, positive_int
 from .executor import ScheduleExecutor
 from .ir import INDEX
 from .loop_env import check, from_environment, resolve
-from .lengths import check_lengths, length_masks, valid_steps, zero_padded_steps
+from .lengths import check_lengths, valid_steps, with_lengths
 from .masks import draw_mask, mask_inputs, mask_seed
 from .network import Sequential
 from .passes import PLANS
@@ -283,12 +283,11 @@ class CompiledRNN:
         T, S = self._window(x)
         h0 = self._check_states("h0", h0, S, complete=True)
         masks = self._masks(masks, T, S, train)
+        valid = None  # (T, S) NumPy: 1 at the valid steps; the plan makes the masks and zeroes x's padding
         if lengths is not None:
             lengths = check_lengths(lengths, T, S)
             if not np.all(lengths == T):  # else the masks are all ones: the plain graph computes the same
-                valid = valid_steps(lengths, T, x, DTYPES[self.dtype])
-                masks = {**masks, **length_masks(self.net.masked_graph, valid)}
-                x = zero_padded_steps(x, valid)
+                valid = valid_steps(lengths, T, None, DTYPES[self.dtype])
             else:
                 lengths = None
         kind = array_kind(x)
@@ -305,7 +304,7 @@ class CompiledRNN:
         plan = self._plan(T, S, backward=train, masked=lengths is not None)
         if train:
             self._calls += 1
-        y, h_T, fwd = plan.forward(x, h0, masks, keep=train, copy_states=copy_states)
+        y, h_T, fwd = plan.forward(x, h0, masks, keep=train, copy_states=copy_states, valid=valid)
         self.last = None
         if self._device:  # the plan's buffers now hold this call's activations (inference too)
             plan.generation += 1
@@ -351,10 +350,12 @@ class HostPlan:
         self.generation = 0
         self.key: tuple = ()
 
-    def forward(self, x, h0: dict, masks: dict, keep: bool, copy_states: bool = True):
+    def forward(self, x, h0: dict, masks: dict, keep: bool, copy_states: bool = True, valid=None):
         """(y (T, S, n), h_T name -> (depth, S, size), the Forward if ``keep`` else None), new
         NumPy arrays in the plan's dtype (``copy_states`` changes nothing here); x (T, S, I)
-        floats or (T, S) ids, h0 every state or {}."""
+        floats or (T, S) ids, h0 every state or {}; valid (T, S) of rnngraph.lengths.valid_steps
+        for a plan of the variable-length graph, else None."""
+        x, masks = with_lengths(self.executor.graph, x, masks, valid)
         out = self.executor.graph.outputs[0]
         feed = {"x": x, **{m: np.asarray(v) for m, v in masks.items()}}
         fwd = self.executor.forward(self.params, feed, {k: np.asarray(v) for k, v in h0.items()})

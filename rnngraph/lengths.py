@@ -10,7 +10,8 @@ rnngraph builds that into the graph rather than into each backend. The masked gr
 (``Sequential.masked_graph``) traces every cell as written, then replaces
 
 - each state's next value ``s' = cell(...)`` by ``select(m, s', s[t-1])``, and
-- each cell's output ``y`` by ``select(m, y, m)`` (m is 0 where it is not kept, so: zero),
+- each cell's output ``y`` by ``select(m, y, m)`` (m is 0 where it is not kept, so: zero;
+  an output that is a state's next value is read from the held state, the same where kept),
 
 where ``m`` is a float graph input ``lengths.mask<size>`` of the state's size carrying the
 attribute ``lengths`` (one input per distinct size, shared by the layers), 1 at (t, s) for
@@ -34,7 +35,8 @@ from .arrays import array_kind
 from .errors import GraphError, ShapeError
 from .ir import FLOAT, Graph
 
-__all__ = ["check_lengths", "hold_padded_steps", "length_inputs", "length_masks", "valid_steps", "zero_padded_steps"]
+__all__ = ["check_lengths", "hold_padded_steps", "length_inputs", "length_masks", "valid_steps", "with_lengths",
+           "zero_padded_steps"]
 
 LENGTHS = "lengths"  # the attribute marking a graph input as a variable-length mask
 
@@ -57,10 +59,14 @@ def hold_padded_steps(b, cell_name: str, placeholders: dict, nexts: dict, out):
             raise GraphError(f"cell {cell_name!r}: state {arg!r} is read {max(depth, ph.delay)} steps back; "
                              f"variable-length sequences (lengths=) need states read one step back only "
                              f"(a packed sequence has no earlier step to hold)")
+    held = {}  # next Value's id -> its held Value
     for arg, nv in list(nexts.items()):
         if arg in placeholders and getattr(nv, "size", None) == placeholders[arg].size:  # else: _bind_states names it
             nexts[arg] = b.add("select", [_mask(b, nv.size), nv, placeholders[arg]], hint=f"{arg}_held")
-    return zero_past_lengths(b, out, hint="y_masked")
+            held.setdefault(nv.id, nexts[arg])
+    # an output that is a state's next value (an LSTM's h) is masked from the held value, equal
+    # to it wherever the output is kept: the loop then stores the held state alone, not both
+    return zero_past_lengths(b, held.get(getattr(out, "id", None), out), hint="y_masked")
 
 
 def zero_past_lengths(b, value, name: str | None = None, hint: str | None = None):
@@ -123,6 +129,15 @@ def length_masks(g: Graph, valid) -> dict:
     if isinstance(valid, np.ndarray):
         return {name: np.repeat(valid[:, :, None], size, axis=2) for name, size in length_inputs(g).items()}
     return {name: valid[:, :, None].expand(T, S, size).contiguous() for name, size in length_inputs(g).items()}
+
+
+def with_lengths(g: Graph, x, masks: dict, valid):
+    """(x, masks) of a call of the masked graph ``g``: x with its padded steps zeroed
+    (:func:`zero_padded_steps`) and ``masks`` with :func:`length_masks` added, for ``valid``
+    (T, S) NumPy of :func:`valid_steps`; both as given when ``valid`` is None (no lengths)."""
+    if valid is None:
+        return x, masks
+    return zero_padded_steps(x, valid), {**masks, **length_masks(g, valid)}
 
 
 def zero_padded_steps(x, valid):

@@ -79,3 +79,35 @@ def test_padded_with_lengths_equals_packed_on_the_gpu():
     torch.testing.assert_close(h[:, keep], hp[:, keep])
     assert torch.equal(h[:, ~keep], torch.zeros_like(h[:, ~keep]))  # length 0: the zero h0 unchanged
     assert torch.isfinite(y).all() and torch.equal(y[lengths.max():], torch.zeros_like(y[lengths.max():]))
+
+
+def test_nan_padding_and_calls_back_to_back_on_the_gpu():
+    """The padded steps of x are stored as zeros on the device (codegen/torch_io.py): NaN there
+    gives the results of zero padding, outputs and gradients. Two calls with other lengths are
+    issued without a synchronisation in between (the valid steps go through two pinned buffers
+    in turn). A float64 x given to the compiled float32 RNN is converted on the way in."""
+    if not torch.cuda.is_available():
+        pytest.skip("torch has no CUDA here")
+    torch.manual_seed(6)
+    mine = RNN("lstm", 16, 1, input_size=8).cuda()
+    lengths = [[5, 0, 2], [1, 5, 3], [4, 4, 5]]
+    results = []
+    for fill in (0.0, float("nan")):
+        outs = []
+        for k, lens in enumerate(lengths):
+            x = torch.randn(5, 3, 8, device="cuda", generator=torch.Generator("cuda").manual_seed(k))
+            for s, n in enumerate(lens):
+                x[n:, s] = fill
+            x.requires_grad_()
+            y, (h, c) = mine(x, lengths=lens)
+            (gx,) = torch.autograd.grad((y * y).sum() + h.sum() + c.sum(), [x])
+            outs.append((y, h, c, gx))
+        results.append(outs)
+    for (y0, h0, c0, g0), (y1, h1, c1, g1) in zip(*results):
+        assert torch.isfinite(y1).all() and torch.isfinite(g1).all()
+        torch.testing.assert_close((y1, h1, c1, g1), (y0, h0, c0, g0), rtol=0, atol=0)
+    compiled = mine.compiled(torch.device("cuda"), torch.float32)
+    ones = torch.ones(5, 3, 8, device="cuda")
+    y32, _ = compiled.forward(ones, train=False, lengths=[5, 1, 0])
+    y64, _ = compiled.forward(ones.double(), train=False, lengths=[5, 1, 0])  # converted on the way in
+    assert torch.equal(y64, y32) and torch.equal(y64[1:, 1:], torch.zeros_like(y64[1:, 1:]))

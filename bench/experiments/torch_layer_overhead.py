@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Where rnngraph.torch.RNN's own time goes: a torch.profiler timeline of the bare compiled
 forward+backward and of the module's forward + ``y.backward(dy)``, 2-layer LSTM, H = 512,
-T = 100, B = 1 (bench/torch_layer.py's overhead setting).
+T = 100, B = 1 by default (bench/torch_layer.py's overhead setting). ``--min-length L`` adds the
+module called with ``lengths=`` drawn uniformly from [L, T) (bench/torch_lengths.py's setting
+with ``--layers 1 --batch 64 --min-length 30``): what lengths cost, on the host and on the GPU.
 
 Prints, for each: the host time to issue one call (no synchronisation), the GPU span of one call
 (CUDA events), the Python functions' own host time (cProfile) and the profiler's table of host
@@ -31,12 +33,15 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cell", default="lstm")
     ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--hidden", type=int, default=512)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--min-length", type=int, help="also time the module with lengths in [this, 100)")
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--out")
     args = ap.parse_args(argv)
     dev = torch.device("cuda")
     torch.manual_seed(0)
-    T, H, L, B = 100, 512, 2, args.batch
+    T, H, L, B = 100, args.hidden, args.layers, args.batch
     rnn = RNN(args.cell, H, L, input_size=H).to(dev)
     x = torch.randn(T, B, H, device=dev)
     dy = torch.randn(T, B, H, device=dev)
@@ -51,8 +56,17 @@ def main(argv=None) -> int:
         rnn.zero_grad(set_to_none=True)
         y.backward(dy)
 
+    cases = [("bare", bare), ("module", module)]
+    if args.min_length is not None:
+        lengths = torch.randint(args.min_length, T, (B,), generator=torch.Generator().manual_seed(0))
+
+        def module_lengths():
+            y, _ = rnn(x, lengths=lengths)
+            rnn.zero_grad(set_to_none=True)
+            y.backward(dy)
+        cases.append(("module with lengths", module_lengths))
     lines = []
-    for name, fn in (("bare", bare), ("module", module)):
+    for name, fn in cases:
         for _ in range(5):
             fn()
         torch.cuda.synchronize()

@@ -16,6 +16,7 @@ from numba import cuda
 
 from ..arrays import array_kind
 from ..ir import INDEX
+from ..lengths import with_lengths
 from ..schedule import Schedule
 from . import library
 from .device import as_device, in_simulator
@@ -137,13 +138,15 @@ class DevicePlan:
             _wait(caller, self.stream)
 
     # ------------------------------------------------------------------ forward / backward
-    def forward(self, x, h0: dict, masks: dict, keep: bool, copy_states: bool = True):
+    def forward(self, x, h0: dict, masks: dict, keep: bool, copy_states: bool = True, valid=None):
         """(y, h_T, None) as arrays of x's kind; with torch tensors and not ``copy_states``, h_T
-        are views of the plan's buffers (other kinds are always copied)."""
+        are views of the plan's buffers (other kinds are always copied); valid (T, S) of
+        rnngraph.lengths.valid_steps for a plan of the variable-length graph, else None."""
         kind = array_kind(x)
         if kind == "torch":
-            y, h_T = self.torch_io(x).forward(x, h0, masks, copy_states)
+            y, h_T = self.torch_io(x).forward(x, h0, masks, copy_states, valid)
             return y, h_T, None
+        x, masks = with_lengths(self.g, x, masks, valid)
         caller = caller_stream(kind, x)
         _wait(self.stream, caller)
         if self._torch is not None:

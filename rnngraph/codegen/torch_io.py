@@ -35,6 +35,9 @@ class TorchIO:
         self.dh0 = {s.name: t(b.G[s.node][:s.depth]) for s in g.states}
         self.dh_T = {s.name: t(b.G[s.node][T:T + s.depth]) for s in g.states}
         self.masks = {n.name: t(b.V[n.name]) for n in g.inputs if "dropout" in n.attr or LENGTHS in n.attr}
+        self.length_masks = [self.masks[n.name] for n in g.inputs if LENGTHS in n.attr]
+        self._keep: list = []  # (pinned host, device, event) x 2: the valid steps (T, S) as bools, made on first use
+        self._zeros: dict = {}  # dtype -> a 0-dim zero on the device
         self.dx = None if g.by_name["x"].dtype == INDEX else t(b.G["x"][:T])
         self.grad_arena, self.param_grads = t(b.grad_arena), t(b.param_grad_arena)
         self.transposed = [(t(b.P[name]), t(pt)) for name, pt in b.PT.items()]
@@ -58,13 +61,52 @@ class TorchIO:
         run()
         caller.wait_stream(self.stream)
 
+    def _zero(self, dtype) -> torch.Tensor:
+        """A 0-dim zero of ``dtype`` on the device, made once (a CPU scalar made torch.where copy
+        it to the device and synchronise the stream: 2.4 ms a call on the H200)."""
+        if dtype not in self._zeros:
+            self._zeros[dtype] = torch.zeros((), dtype=dtype, device=self.x.device)
+        return self._zeros[dtype]
+
+    def _keep_on_device(self, valid: np.ndarray) -> torch.Tensor:
+        """``valid`` (T, S) > 0 as a bool tensor on the device, enqueued on torch's current stream
+        through two pinned buffers taken in turn, each rewritten only after its previous copy
+        finished (an event): the host may run a call ahead of the device without waiting."""
+        if not self._keep:
+            self._keep = [(torch.empty(valid.shape, dtype=torch.bool, pin_memory=True),
+                           torch.empty(valid.shape, dtype=torch.bool, device=self.x.device), torch.cuda.Event())
+                          for _ in range(2)]
+        self._keep.reverse()
+        host, dev, copied = self._keep[0]
+        copied.synchronize()
+        np.greater(valid, 0, out=host.numpy())
+        dev.copy_(host, non_blocking=True)
+        copied.record()
+        return dev
+
     @torch.no_grad()
-    def forward(self, x, h0: dict, masks: dict, copy_states: bool = True):
+    def forward(self, x, h0: dict, masks: dict, copy_states: bool = True, valid=None):
         """(y, h_T): y a new tensor, h_T new tensors (``copy_states``) or views of the program's
         buffers (valid until its next forward); x (T, S, I) (int ids for an embedding), h0 every
-        state or {}."""
+        state or {}; valid (T, S) NumPy (rnngraph.lengths.valid_steps) for the program of a
+        variable-length graph: its length masks are filled from it and x's padded float steps
+        stored as zeros (rnngraph.lengths.zero_padded_steps's rule), else None."""
         caller = self._caller()
-        self.x.copy_(x)
+        if valid is None:
+            self.x.copy_(x)
+        else:
+            keep = self._keep_on_device(valid)
+            for m in self.length_masks:
+                m.copy_(keep[:, :, None].expand_as(m))
+            if not x.is_floating_point():
+                self.x.copy_(x)
+            else:
+                kept = keep.view(keep.shape + (1,) * (x.dim() - 2))
+                zero = self._zero(x.dtype)
+                if x.dtype == self.x.dtype:
+                    torch.where(kept, x, zero, out=self.x)
+                else:
+                    self.x.copy_(torch.where(kept, x, zero))
         if h0 or not self.h0_zero:
             for name, dst in self.h0.items():
                 dst.copy_(_tensor(h0[name])) if name in h0 else dst.zero_()
