@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 import sys
@@ -126,7 +127,7 @@ def variant_source(g, plan, recompute: dict, name: str, T: int, S: int) -> str:
 
 
 def profile(cell: str, S: int, variants, iters: int, T: int = 100, H: int = 512, steps: bool = False,
-            loops=("fwd", "bwd"), files=(), blocks: int = 0) -> list[dict]:
+            loops=("fwd", "bwd"), files=(), blocks: int = 0, precision: str = "fp32") -> list[dict]:
     from dataclasses import replace
 
     from numba import cuda
@@ -136,7 +137,7 @@ def profile(cell: str, S: int, variants, iters: int, T: int = 100, H: int = 512,
     from rnngraph.codegen.loop_plan import plan_loop_kernel
     from rnngraph.codegen.pointwise import PRELUDE
 
-    prog, _, fwdbwd = gpu_program(Config(cell=cell, layers=1, T=T, S=S, H=H, I=H))
+    prog, _, fwdbwd = gpu_program(Config(cell=cell, layers=1, T=T, S=S, H=H, I=H), precision=precision)
     g, b = prog.g, prog.buf
     # the benchmark's forward+backward once: every buffer then holds real values, the gradients
     # too (a backward timed on zero gradients runs faster: shared-memory float atomics retry only
@@ -261,7 +262,11 @@ def _event_times(fn, stream, iters: int) -> list[float]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--configs", nargs="+", default=["lstm:1", "lstm:64", "gru:1"], metavar="CELL:S",
-                    help="standard cells and stream counts, H=512, T=100 (default: lstm:1 lstm:64 gru:1)")
+                    help="standard cells and stream counts, T=100 (default: lstm:1 lstm:64 gru:1)")
+    ap.add_argument("--hidden", type=int, default=512, help="H = I of every configuration (default 512)")
+    ap.add_argument("--precision", choices=["fp32", "tf32", "bf16"], default="fp32",
+                    help="the matrix products' precision (rnngraph/precision.py; the loops' products on "
+                         "tensor cores too with RNNGRAPH_LOOP=mma=1)")
     ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS, metavar="VARIANT",
                     help="source variants to time, see above (default: all)")
     ap.add_argument("--iters", type=int, default=20, help="timed launches per variant; the median is kept (default 20)")
@@ -289,8 +294,9 @@ def main(argv=None) -> int:
         return 1
     records = []
     for cell, streams in configs:
-        records += profile(cell, streams, a.variants, a.iters, steps=a.steps, loops=a.loops, files=a.files,
-                           blocks=a.blocks)
+        got = profile(cell, streams, a.variants, a.iters, H=a.hidden, steps=a.steps, loops=a.loops,
+                      files=a.files, blocks=a.blocks, precision=a.precision)
+        records += [{**r, "precision": a.precision, "RNNGRAPH_LOOP": os.environ.get("RNNGRAPH_LOOP", "")} for r in got]
         if a.out:
             Path(a.out).write_text(json.dumps(records, indent=1))
     return 0

@@ -4,7 +4,8 @@ the loop kernels (codegen/loop_mma.py) in numba's CUDA simulator, where inline P
 ``mma_*``: a warp's 32 simulated threads (lane = threadIdx.x % 32) meet at a barrier, one of them
 computes D from every lane's fragments with codegen/mma_fragments.py's NumPy reference, and each
 lane takes its own four values. ``cvt_rna_tf32`` rounds to TF32 ties to even (the GPU's ``.rna``
-rounds ties away from zero) and ``pack_bf16x2`` packs as the reference does. Only for
+rounds ties away from zero) and ``pack_bf16x2`` packs as the reference does. ``load_f32x4``
+reads four floats and checks the 16-byte alignment the GPU's vector load needs. Only for
 tests/test_loop_mma_sim.py; :func:`reset` drops the barriers between tests.
 """
 from __future__ import annotations
@@ -20,13 +21,15 @@ _lock = threading.Lock()
 _warps: dict = {}
 #: the number of warp-wide products computed since the last :func:`reset`
 CALLS = [0]
+#: the number of 16-byte vector loads since the last :func:`reset`
+LOADS = [0]
 
 
 def reset() -> None:
     """Forget every warp's barrier and the call count."""
     with _lock:
         _warps.clear()
-        CALLS[0] = 0
+        CALLS[0] = LOADS[0] = 0
 
 
 def _warp(key) -> dict:
@@ -69,3 +72,13 @@ def cvt_rna_tf32(x):
 def pack_bf16x2(lo, hi):
     """Two floats as one word of two bf16, ``lo`` in the low half."""
     return np.uint32(mf.pack_bf16x2_reference(np.float32(lo), np.float32(hi)))
+
+
+def load_f32x4(a, r, s, k):
+    """``a[r, s, k : k + 4]`` as a tuple, after checking that its address is a multiple of 16
+    bytes (on the GPU a misaligned vector load faults)."""
+    four = np.asarray(getattr(a, "_ary", a))[int(r), int(s), int(k):int(k) + 4]
+    assert four.size == 4 and four.ctypes.data % 16 == 0, f"load_f32x4 at [{r}, {s}, {k}]: not 16-byte aligned"
+    with _lock:
+        LOADS[0] += 1
+    return tuple(np.float32(x) for x in four)

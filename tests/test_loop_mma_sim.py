@@ -43,14 +43,20 @@ def warp_shaped_loops(monkeypatch):
     mma_stand_ins.reset()
 
 
-@pytest.mark.parametrize("cell, H, S, precision", [("lstm", 40, 3, "bf16"), ("gru", 12, 1, "tf32")])
+@pytest.mark.parametrize("cell, H, S, precision", [("lstm", 40, 3, "bf16"), ("gru", 12, 1, "tf32"),
+                                                    ("lstm", 44, 3, "tf32")])
 def test_tensor_core_loop_kernels_equal_the_emulation(warp_shaped_loops, cell, H, S, precision):
     """lstm H=40 bf16: items of 32 rows, inner 40 (a partial last 16-column step), a 20-word bf16
-    copy row, S=3, K-split; gru H=12 tf32 at S=1: flagged vectors, inner 12 (a partial 8-column
-    step). The simulated tensor cores agree with the emulation to float32 rounding (mean relative
+    copy row, S=3, K-split, the backward's inner 160 in two whole 64-column chunks (16-byte vector
+    loads, a permuted weight copy) then k-steps; gru H=12 tf32 at S=1: flagged vectors, inner 12
+    (a partial 8-column step); lstm H=44 tf32 S=3: one whole 32-column chunk, a k-step and a
+    partial one forward (inner 44), five chunks and two k-steps backward (inner 176). (At H=36
+    S=2 the simulated and emulated results differ by 1.5e-6 with chunks and without: not this
+    code's; reading a chunk's vector words in reverse gives 2e-2 here.) The simulated tensor cores agree with the emulation to float32 rounding (mean relative
     difference 1e-8 when checked, 1e-4 for fp32 results; a fragment index off by one gives 1e-1)."""
     sim = tensor_core_layer_run(cell, H, S, "cuda", precision, T=3)
     assert mma_stand_ins.CALLS[0] > 0  # the warps did run the products
+    assert (mma_stand_ins.LOADS[0] > 0) == (H % 4 == 0 and S > 1)  # chunked: unflagged, rows of 4k floats
     emulation = tensor_core_layer_run(cell, H, S, "cpu", precision, T=3)
     fp32 = tensor_core_layer_run(cell, H, S, "cpu", "fp32", T=3)
     scale = {k: max(1e-3, np.abs(v).max()) for k, v in emulation.items()}

@@ -76,6 +76,7 @@ for cell, S, knob, *opts in json.loads(CONFIGS):  # opts: {"hidden": H, "tuning"
         body = "\n".join(l for l in ptx.splitlines() if not l.strip().startswith("//"))
         out[f"{cell} S={S} barrier={knob} H={hidden} {precision} mma={int(options.loop_tensor_cores)} {loop.name}"] = {
             "mma": re.findall(r"mma\.sync\.aligned\.[a-z0-9.]+", body),
+            "v4_loads": len(re.findall(r"ld\.global\.v4\.f32", body)),
             "polled_in_loop": polled_in_loop(ptx), "fences": ptx.count("fence.acq_rel.gpu"),
             "red_release": ptx.count("red.release.gpu.global.add.u32"),
             "cg_syncs": ptx.count("cudaCGSynchronize,"), "nanosleep": ptx.count("nanosleep"),
@@ -207,8 +208,9 @@ def test_loop_tensor_cores_emit_mma_and_no_f64(tmp_path):
     """With ``loop_tensor_cores`` (RNNGRAPH_LOOP key ``mma``) and a reduced precision, every loop
     kernel's products are ``mma.sync`` of that precision (codegen/loop_mma.py), with no float64
     instruction: the LSTM at S = 64 (shared weight copies, K-split) and the GRU at S = 1 (flagged
-    vectors, an inner dimension of 72: a partial last k-step of bf16). Without the key the same
-    precision leaves the loops without ``mma``."""
+    vectors, an inner dimension of 72: a partial last k-step of bf16). The LSTM's vectors are read
+    in whole chunks with 16-byte loads (``ld.global.v4.f32``), the GRU's flagged ones are not.
+    Without the key the same precision leaves the loops without ``mma``."""
     on = {"tuning": {"mma": 1}}
     configs = [["lstm", 64, 0, {**on, "precision": p}] for p in ("tf32", "bf16")] + \
         [["gru", 1, 0, {**on, "precision": "bf16", "hidden": 72}], ["lstm", 64, 0, {"precision": "tf32"}]]
@@ -221,5 +223,6 @@ def test_loop_tensor_cores_emit_mma_and_no_f64(tmp_path):
         if "mma=1" in name:
             precision = "bf16" if " bf16 " in name else "tf32"
             assert r["mma"] and set(r["mma"]) == {want[precision]}, (name, r["mma"])
+            assert (r["v4_loads"] > 0) == name.startswith("lstm"), (name, r["v4_loads"])
         else:
-            assert r["mma"] == [], name
+            assert r["mma"] == [] and r["v4_loads"] == 0, name

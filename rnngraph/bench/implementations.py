@@ -22,7 +22,7 @@ def gpu_available() -> bool:
     return cuda_available(simulator_ok=False)
 
 
-def gpu_program(cfg: Config, plan: str | None = None):
+def gpu_program(cfg: Config, plan: str | None = None, precision: str = "fp32"):
     """The compiled CudaProgram of a float-input stack for ``cfg`` (cell, layers, T, S, H, I;
     seed-0 parameters, normal inputs (T, S, I) float32, zero initial states) and two closures that
     enqueue on its stream, without synchronising: ``fwd()`` (the forward) and ``fwdbwd()`` (the
@@ -30,7 +30,8 @@ def gpu_program(cfg: Config, plan: str | None = None):
     weight gradients). Returns (prog, fwd, fwdbwd). Building the program compiles the persistent
     loop kernels (to size their cooperative grid); the other kernels compile on the first call.
     The schedule options and the loop tuning are the defaults for ``cfg.S`` with the keys of
-    RNNGRAPH_LOOP as the environment has it now (rnngraph/loop_env.py): ``rg.compile_rnn``'s."""
+    RNNGRAPH_LOOP as the environment has it now (rnngraph/loop_env.py): ``rg.compile_rnn``'s;
+    ``precision`` its matrix products' (rnngraph/precision.py)."""
     from numba import cuda
 
     import rnngraph as rg
@@ -40,7 +41,8 @@ def gpu_program(cfg: Config, plan: str | None = None):
     # compiled through the public API (seed-0 parameters); the closures launch the layer's program
     # rather than calling layer.forward / layer.backward, so that what is timed is the generated
     # launches alone, without the layer's copies of x, h0, dy and the outputs and its stream events
-    prog = rg.compile_rnn(net, device="cuda", dtype="float32", seed=0, plan=plan).program(cfg.T, cfg.S)
+    prog = rg.compile_rnn(net, device="cuda", dtype="float32", seed=0, plan=plan,
+                          precision=precision).program(cfg.T, cfg.S)
     b, g = prog.buf, net.graph
     rng = np.random.default_rng(0)
     b.refresh_transposed(prog.stream)

@@ -19,15 +19,19 @@ from .kernel_cache import cached
 from .pointwise import Names
 
 
-def arena(views: dict, shapes: dict, stream):
+def arena(views: dict, shapes: dict, stream, align: int = 1):
     """One float32 device allocation holding every array of ``shapes``; fills ``views`` with
-    reshaped slices of it and returns the flat arena."""
+    reshaped slices of it and returns the flat arena. ``align``: each array starts at a multiple
+    of that many floats (4 for the gradients: the tensor-core loops read them with 16-byte loads,
+    codegen/loop_mma.py); 1 packs them (the parameter arenas: optimizers and the torch layer
+    split them by size)."""
     sizes = {k: int(np.prod(v)) for k, v in shapes.items()}
-    arena = cuda.device_array(max(1, sum(sizes.values())), np.float32, stream=stream)
-    off = 0
+    starts, off = {}, 0
+    for k in shapes:
+        starts[k], off = off, -(-(off + sizes[k]) // align) * align
+    arena = cuda.device_array(max(1, off), np.float32, stream=stream)
     for k, shape in shapes.items():
-        views[k] = arena[off:off + sizes[k]].reshape(shape)
-        off += sizes[k]
+        views[k] = arena[starts[k]:starts[k] + sizes[k]].reshape(shape)
     return arena
 
 
@@ -56,7 +60,7 @@ class Buffers:
             else:
                 self.V[n.name] = cuda.device_array(shapes[n.name], np.float32, stream=stream)
         # gradients live in one arena (and parameter gradients in another), zeroed by one launch each
-        self.grad_arena = arena(self.G, shapes, stream)
+        self.grad_arena = arena(self.G, shapes, stream, align=4)
         self.param_grad_arena = arena(self.PG, {p.name: p.shape for p in g.params}, stream)
         if params is None:  # element i of param_arena is element i of param_grad_arena
             self.param_arena = arena(self.P, {p.name: p.shape for p in g.params}, stream)

@@ -17,12 +17,15 @@ class GemmTerm:
     the vector is polled from flag words (passes/flag_exchange.py), else None. ``prepared``: the
     weight is read from a shared copy already in the tensor-core operand format (a WeightCopy
     with ``convert``: TF32-rounded floats, or bf16 pairs packed in uint32 words, {k} then the
-    pair's index)."""
+    pair's index). ``array`` and ``row``: the vector's buffer and its row expression (``vector``
+    is ``array[row, {s}, {k}]``), for the tensor-core loops' 16-byte loads."""
 
     weight: str
     vector: str
     flag: tuple | None
     prepared: bool = False
+    array: str = ""
+    row: str = ""
 
 
 @dataclass(frozen=True)
@@ -38,7 +41,9 @@ class GemmRows:
     ``mma`` ("tf32" or "bf16"; "" for none): the item's products run on tensor cores, a warp per
     item of ``rows`` = 16 x (row tiles) rows and ``streams`` = 8 x (stream tiles) streams, each
     tile one ``mma.sync`` accumulator (codegen/loop_mma.py); ``unroll`` then counts k-steps of 8
-    (TF32) or 16 (bf16) columns. ``rounding`` ("tf32" or "bf16"; "" for none): the FFMA loop
+    (TF32) or 16 (bf16) columns. ``chunked``: the inner dimension's whole chunks of four k-steps
+    (MMA_CHUNK columns) read the vectors with 16-byte loads and the weights in a chunk's
+    permuted column order (codegen/loop_mma.py), the rest k-step by k-step. ``rounding`` ("tf32" or "bf16"; "" for none): the FFMA loop
     rounds both operands of each product to that format first (the simulator's stand-in for the
     tensor cores, rounding as rnngraph/precision.py does)."""
 
@@ -57,6 +62,7 @@ class GemmRows:
     butterfly: bool
     mma: str = ""
     rounding: str = ""
+    chunked: bool = False
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,20 @@ lane (g, t) holding rows g and g + 8 at streams 2t and 2t + 1. Per k-step of col
   + 2], a3 row g + 8; b0 = v[g, c0 + 2t : + 2], b1 = v[g, c0 + 2t + 8 : + 2]; each pair packed
   with ``cvt.rn.bf16x2`` (a shared copy holds the packed words: word j = columns 2j, 2j + 1).
 
+Chunks (``chunked``: unflagged vectors whose rows are a multiple of 4 floats, so 16-byte aligned;
+codegen/buffers.py aligns the gradient arena's arrays): the inner dimension's whole chunks of four
+k-steps (MMA_CHUNK: 32 TF32 columns, 64 bf16) take a permuted k order. Lane t reads its stream's
+vector words 4t..4t+3 and 16+4t..16+4t+3 of the chunk (TF32 columns; bf16 columns 8t..8t+7 and
+32+8t..32+8t+7) with 16-byte loads (ptx.py ``load_f32x4``) and k-step j takes the j-th word of
+each half as its b0 and b1; a0..a3 then hold the weight rows' same words, which a shared copy
+stores at the places step j's fragment load reads (loop_plan.chunk_word_order: word 4t+j at
+8j+t, 16+4t+j at 8j+4+t) and a weight in global memory is read at directly. The sum over k is
+the same. Measured on the H200 (LSTM H = 1024, S = 64, tf32): the forward loop kernel went from
+5.91 to 5.16 ms, the backward from 8.86 to 6.25 (bench/results/h200-20261203-loop-mma-profile-h1024.log,
+then -loop-mma-profile-h1024-tf32-chunked.json): eight 4-byte global loads a
+fragment had kept the L1 85 % busy (-loop-mma-ncu-h1024-tf32-fwd.txt). The rest of the inner
+dimension runs k-step by k-step as below.
+
 A shared copy's rows are padded to a length of 4 mod 8 words (codegen/loop_plan.py
 ``mma_row_words``), so a fragment load's 32 lanes (8 rows x 4 consecutive words) hit 32 distinct
 banks. Rows past the block's own are clamped to its last row
@@ -30,7 +44,7 @@ its accumulators into ``partials`` [kw, row * streams + stream]; codegen/loop_ge
 from __future__ import annotations
 
 from .loop_items import GemmRows
-from .loop_plan import MMA_K, MMA_ROWS, MMA_STREAMS
+from .loop_plan import MMA_CHUNK, MMA_K, MMA_ROWS, MMA_STREAMS
 from .loop_pointwise import owned_row
 from .source import Source
 
@@ -43,8 +57,11 @@ class _Step:
     lane-column offset each fragment register takes and how a weight or vector element is read,
     converted and (``guarded``: the last, partial step) masked past the inner dimension."""
 
-    def __init__(self, r: GemmRows, kb: str, guarded: bool):
+    def __init__(self, r: GemmRows, kb: str, guarded: bool, real: str = "", lanes: tuple = ()):
         self.r, self.kb, self.guarded, self.bf16 = r, kb, guarded, r.mma == "bf16"
+        #: a weight read from global memory: its columns are ``real`` + the lane's ``lanes``
+        #: offsets (a chunk's permuted order), by default ``kb`` + LANE_COLUMNS
+        self.real, self.lanes = real or kb, lanes or LANE_COLUMNS[r.mma]
 
     def _element(self, read: str, col: str, limit: int, zero: str = "float32(0.0)") -> str:
         """``read`` (a format string with {c}) at column ``col``; guarded: 0 past ``limit``."""
@@ -56,10 +73,10 @@ class _Step:
         """``value`` (read at column ``col``, clamped), or 0 past the inner dimension when guarded."""
         return f"({value} if {col} < uint64({self.r.inner}) else float32(0.0))" if self.guarded else value
 
-    def _convert(self, read: str, cols: tuple) -> str:
-        """One register from ``read`` at the lane's columns ``cols`` (offset variables): TF32, one
-        rounded element; bf16, two elements packed."""
-        inner, kb = self.r.inner, self.kb
+    def _convert(self, read: str, cols: tuple, kb: str = "") -> str:
+        """One register from ``read`` at the lane's columns ``cols`` (offsets from ``kb``, by
+        default the step's): TF32, one rounded element; bf16, two elements packed."""
+        inner, kb = self.r.inner, kb or self.kb
         if self.bf16:
             lo, hi = (self._element(read, f"{kb} + {c}", inner) for c in cols)
             return f"pack_bf16x2({lo}, {hi})"
@@ -74,7 +91,7 @@ class _Step:
                 words = (self.r.inner + 1) // 2
                 return self._element(read, f"kh + lq{half}", words, "uint32(0)")
             return self._element(read, f"{self.kb} + lq{half}", self.r.inner)
-        return self._convert(read, LANE_COLUMNS[self.r.mma][half])
+        return self._convert(read, self.lanes[half], self.real)
 
     def vector(self, read: str, half: int) -> str:
         """Register b0 / b1 (``half``) from the vector read ``read`` (a format string with {c})."""
@@ -84,6 +101,9 @@ class _Step:
 #: the lane's column offsets (variables emitted by :func:`emit_mma_rows`) of each register half:
 #: TF32 one column (t, t + 4), bf16 two (2t and 2t + 1, 2t + 8 and 2t + 9)
 LANE_COLUMNS = {"tf32": (("lq0",), ("lq1",)), "bf16": (("le0", "le1"), ("le2", "le3"))}
+#: the same in a chunk (``chunked``), from the chunk's column + the step's (TF32 j, bf16 2j):
+#: TF32 4t and 4t + 16, bf16 8t, 8t + 1 and 8t + 32, 8t + 33
+CHUNK_LANES = {"tf32": (("lc0",), ("lc1",)), "bf16": (("lc0", "lc0 + uint64(1)"), ("lc1", "lc1 + uint64(1)"))}
 
 
 def emit_mma_rows(src: Source, r: GemmRows, vector_loads: bool = True) -> None:
@@ -97,6 +117,9 @@ def emit_mma_rows(src: Source, r: GemmRows, vector_loads: bool = True) -> None:
         "lg = lane // 4", "lt = lane - lg * 4", "lu = uint64(lt)", "lq0 = lu", "lq1 = lu + uint64(4)")
     if r.mma == "bf16":
         src("le0 = lu + lu", "le1 = le0 + uint64(1)", "le2 = le0 + uint64(8)", "le3 = le0 + uint64(9)")
+    if r.chunked:
+        wide = 8 if r.mma == "bf16" else 4  # a lane's floats of each half of a chunk
+        src(f"lc0 = lu * uint64({wide})", f"lc1 = lc0 + uint64({MMA_CHUNK[r.mma] // 2})")
     src(f"nrows = nj * {reps}", f"ngroups = (nrows + {RB - 1}) // {RB}")
     count = f"((S + {SB - 1}) // {SB}) * ngroups"
     src("kw = warp" if KS > 1 else "item = warp")
@@ -114,7 +137,15 @@ def emit_mma_rows(src: Source, r: GemmRows, vector_loads: bool = True) -> None:
         flagged = [(m, t.flag) for m, t in enumerate(r.terms) if t.flag]
         for m, (_, row) in flagged:
             src(f"ftag{m} = uint32({row}) + uint32(1)")
-        src(f"kk = (kw - item * {KS}) * {K}" if KS > 1 else "kk = 0")
+        start = 0
+        if r.chunked:
+            CH = MMA_CHUNK[r.mma]
+            start = inner // CH * CH
+            src(f"kk = (kw - item * {KS}) * {CH}" if KS > 1 else "kk = 0")
+            with src.block(f"while kk < {start}:  # whole chunks: 16-byte vector loads"):
+                _chunk(src, r, vector_loads)
+                src(f"kk += {CH * KS}")
+        src(f"kk = {start} + (kw - item * {KS}) * {K}" if KS > 1 else f"kk = {start}")
         stride, U = K * KS, r.unroll
         loops = [(U, f"kk + {(U - 1) * stride + K} <= {inner}")] + ([(1, f"kk + {K} <= {inner}")] if U > 1 else [])
         for unroll, cond in loops:
@@ -155,6 +186,48 @@ def _steps(src: Source, r: GemmRows, unroll: int, stride: int, guarded: bool, ve
         acc = [f"acc{a}_{i}_{c}" for c in range(4)]
         src(f"{', '.join(acc)} = {fn}({', '.join(f'fa{m}_{a}_{j}_{u}' for j in range(4))}, "
             f"fb{m}_{i}_0_{u}, fb{m}_{i}_1_{u}, {', '.join(acc)})")
+
+
+def _chunk(src: Source, r: GemmRows, vector_loads: bool) -> None:
+    """One chunk of four k-steps at column kk (``chunked``, see the module docstring): per term and
+    stream tile, the lane's vector words 4t..4t+3 and 16+4t..16+4t+3 of the chunk (TF32 columns;
+    bf16 columns 8t..8t+7 and 32+8t..32+8t+7) in 16-byte loads, k-step j taking the j-th word of
+    each half; the weights at the same columns (a permuted shared copy: step j's fragment load at
+    column 8j of the chunk, TF32; from global memory, the columns themselves); then the products."""
+    RT, ST, fn, bf16 = r.rows // MMA_ROWS, r.streams // MMA_STREAMS, MMA_FUNCTIONS[r.mma], r.mma == "bf16"
+    K = MMA_K[r.mma]
+    src("kb = uint64(kk)")
+    for m, t in enumerate(r.terms):
+        for i in range(ST):
+            if not vector_loads:
+                continue
+            for half in range(2):
+                v = [f"v{m}_{i}_{half}_{e}" for e in range(8 if bf16 else 4)]
+                col = f"kb + lc{half}"
+                src(f"{', '.join(v[:4])} = load_f32x4({t.array}, {t.row}, s{i}, {col})")
+                if bf16:
+                    src(f"{', '.join(v[4:])} = load_f32x4({t.array}, {t.row}, s{i}, {col} + uint64(4))")
+                for j in range(4):
+                    conv = f"pack_bf16x2({v[2 * j]}, {v[2 * j + 1]})" if bf16 else f"cvt_rna_tf32({v[j]})"
+                    src(f"fb{m}_{i}_{half}_{j} = {conv}")
+    for j in range(4):
+        src(f"kb{j} = kb + uint64({j * K})", f"kr{j} = kb + uint64({2 * j if bf16 else j})")
+        if bf16:
+            src(f"kh = kb{j} >> uint64(1)")
+        step = _Step(r, f"kb{j}", False, f"kr{j}", CHUNK_LANES[r.mma])
+        for m, t in enumerate(r.terms):
+            for a in range(RT):
+                src(*(f"fa{m}_{a}_{2 * half + h}_{j} = {step.weight(t, a, h, half)}" for half in range(2) for h in range(2)))
+            if not vector_loads:
+                for i in range(ST):
+                    src(*(f"fb{m}_{i}_{half}_{j} = fa{m}_0_{half}_{j}" for half in range(2)))
+    for j in range(4):
+        for m in range(len(r.terms)):
+            for a in range(RT):
+                for i in range(ST):
+                    acc = [f"acc{a}_{i}_{c}" for c in range(4)]
+                    src(f"{', '.join(acc)} = {fn}({', '.join(f'fa{m}_{a}_{q}_{j}' for q in range(4))}, "
+                        f"fb{m}_{i}_0_{j}, fb{m}_{i}_1_{j}, {', '.join(acc)})")
 
 
 def _poll(src: Source, r: GemmRows, step: _Step, m: int, t, i: int, u: int) -> None:

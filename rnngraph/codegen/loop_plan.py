@@ -66,6 +66,18 @@ MMA_K = {"tf32": 8, "bf16": 16}
 MMA_UNROLL = 4
 #: rows and streams of one ``mma.sync`` accumulator tile (m16n8)
 MMA_ROWS, MMA_STREAMS = 16, 8
+#: columns of a chunk of four k-steps whose vectors a lane reads with 16-byte loads (32 words:
+#: TF32 one column a word, bf16 two): codegen/loop_mma.py
+MMA_CHUNK = {"tf32": 32, "bf16": 64}
+
+
+def chunk_word_order(o: int) -> int:
+    """Where word ``o`` (0..31) of a chunk is stored in a tensor-core weight copy whose rows the
+    chunked loops read (codegen/loop_mma.py): a lane t reads the vector's words 4t..4t+3 and
+    16+4t..16+4t+3 of the chunk with two 16-byte loads and k-step j takes the j-th of each, so
+    word 4t+j sits where k-step j's fragment load reads lane t's first word (8j+t), word
+    16+4t+j where it reads the second (8j+4+t)."""
+    return ((o & 3) << 3) + ((o >> 4) << 2) + ((o >> 2) & 3)
 #: knob ``barrier`` (codegen/tuning.py) -> the function of codegen/grid_barrier.py (GPU only) a
 #: generated module imports as ``grid_barrier``
 BARRIER_FUNCTIONS = {1: "grid_barrier", 2: "grid_barrier_backoff", 3: "grid_barrier_red"}
@@ -91,7 +103,8 @@ class WeightCopy:
     in -- "tf32", float32 values rounded with ``cvt.rna``; "bf16", uint32 words of two bf16 (columns
     2j, 2j + 1; a missing last column zero) -- its rows ``cols`` words long (``inner`` for a plain
     copy; :func:`mma_row_words` of the words for a converted one, so that an ``mma`` fragment load
-    is free of bank conflicts: codegen/loop_mma.py)."""
+    is free of bank conflicts: codegen/loop_mma.py). ``permuted``: each whole chunk of 32 words
+    stored in :func:`chunk_word_order` (for a ``chunked`` row loop), the rest in order."""
 
     array: str
     weight: str
@@ -101,6 +114,7 @@ class WeightCopy:
     rows: int
     convert: str
     cols: int
+    permuted: bool = False
 
 
 @dataclass(frozen=True)
@@ -288,7 +302,7 @@ class _Context:
         #: the products' tensor-core format (GPU) or the FFMA loop's operand rounding (simulator)
         self.mma = precision if reduced and coop and not vb else ""
         self.rounding = precision if reduced and not self.mma else ""
-        self.copies: dict[tuple, WeightCopy] = {}  # (weight, reps, unit, inner) -> its shared copy
+        self.copies: dict[tuple, WeightCopy] = {}  # (weight, reps, unit, inner, permuted) -> its shared copy
         self.local_grads: list[LocalGradSum] = []
         self.transposed: set[str] = set()
         self.nsplit = 0  # split partial-sum arrays so far
@@ -357,8 +371,9 @@ class _Context:
                 self.buffers.update({w, out, X} | ({b} if b else set()))
                 reps = n.size // uL
                 comment = f"# {k.name}: {n.name} = {n.params[0]} @ {ref}{' + bias' if b else ''}"
-                weight, prepared = self._weight(w, reps, uL, K)
-                terms = (GemmTerm(weight, f"{X}[{xrow}, {{s}}, {{k}}]", self._flag(X, xrow), prepared),)
+                flag = self._flag(X, xrow)
+                weight, prepared = self._weight(w, reps, uL, K, self._chunked(K, [flag]))
+                terms = (GemmTerm(weight, f"{X}[{xrow}, {{s}}, {{k}}]", flag, prepared, X, xrow),)
                 store = f"{out}[{names.depth(n.name)} + t, {{s}}, {{r}}] = {{acc}}" + (f" + {b}[{{r}}]" if b else "")
                 rows.append(self._rows(comment, reps, uL, K, terms, store))
             return GemmItem(k, tuple(rows))
@@ -367,26 +382,35 @@ class _Context:
         R = nodes[0].size
         if any(n.size != R for n in nodes):
             raise NotImplementedError("merged GEMM members of different sizes in a backward loop")
+        rows_of = {n.name: f"{names.depth(n.name)} + t" for n in nodes}
+        chunked = self._chunked(R, [self._flag(names.grad(n.name), rows_of[n.name]) for n in nodes])
         for n in nodes:
             wt = "T" + names.param(n.params[0])[1:]
             gy = names.grad(n.name)
             self.buffers.update((wt, gy))
             self.transposed.add(n.params[0])
-            row = f"{names.depth(n.name)} + t"
-            weight, prepared = self._weight(wt, K // uL, uL, R)
-            terms.append(GemmTerm(weight, f"{gy}[{row}, {{s}}, {{k}}]", self._flag(gy, row), prepared))
+            row = rows_of[n.name]
+            weight, prepared = self._weight(wt, K // uL, uL, R, chunked)
+            terms.append(GemmTerm(weight, f"{gy}[{row}, {{s}}, {{k}}]", self._flag(gy, row), prepared, gy, row))
         comment = f"# {k.name}: d.{ref} += sum W^T d.({', '.join(k.ops)})"
         return GemmItem(k, (self._rows(comment, K // uL, uL, R, tuple(terms), f"{GX}[{xrow}, {{s}}, {{r}}] += {{acc}}"),))
 
     def _flag(self, buf: str, row: str) -> tuple | None:
         return (self.flag_buffers[buf], row) if buf in self.flag_buffers else None
 
-    def _weight(self, w: str, reps: int, uL: int, inner: int) -> tuple[str, bool]:
+    def _chunked(self, inner: int, flags: list) -> bool:
+        """Whether a tensor-core row loop over ``inner`` columns whose vectors have ``flags``
+        reads whole chunks with 16-byte loads (GemmRows ``chunked``): vectors that are plain
+        buffers (not polled from flag words) with rows of a multiple of 4 floats (so 16-byte
+        aligned: codegen/buffers.py aligns the gradient arena's arrays), at least one chunk."""
+        return bool(self.mma) and inner % 4 == 0 and inner >= MMA_CHUNK[self.mma] and not any(flags)
+
+    def _weight(self, w: str, reps: int, uL: int, inner: int, permuted: bool = False) -> tuple[str, bool]:
         """(the read of weight ``w`` at (owned row {r} / its place {rem}, column {k}), whether it
         is ``prepared``: GemmTerm): from a shared copy of the block's rows while the budget holds it
-        (for tensor-core products stored in their operand format, WeightCopy ``convert``), else
-        from global memory."""
-        key = (w, reps, uL, inner)
+        (for tensor-core products stored in their operand format, WeightCopy ``convert``; in a
+        chunk's permuted order for a ``chunked`` row loop), else from global memory."""
+        key = (w, reps, uL, inner, permuted)
         if key not in self.copies:
             rows = -(-uL // self.nblocks) * reps
             cols = (inner + 1) // 2 if self.mma == "bf16" else inner
@@ -394,7 +418,7 @@ class _Context:
             if not self.budget.take(rows * cols * 4):
                 return f"{w}[{{r}}, {{k}}]", False
             sw = f"sw{len(self.copies)}"
-            self.copies[key] = WeightCopy(sw, w, reps, uL, inner, rows, self.mma, cols)
+            self.copies[key] = WeightCopy(sw, w, reps, uL, inner, rows, self.mma, cols, permuted)
             self.budget.arrays.append(SmemArray(sw, (rows, cols), rows * cols * 4, "weight rows"))
         return f"{self.copies[key].array}[{{rem}}, {{k}}]", bool(self.mma)
 
@@ -453,5 +477,7 @@ class _Context:
         items = -(-self.streams // SB) * -(-block_rows // RB)
         KS, kp = self._split(items, RB, SB, inner, kstep)
         unroll = max(1, min(self.tuning.unroll, MMA_UNROLL, inner // (kstep * KS)))
-        return GemmRows(comment, terms, store, reps, uL, inner, SB, RB, items, KS, kp, unroll, False, mma=self.mma)
+        chunked = self._chunked(inner, [t.flag for t in terms])
+        return GemmRows(comment, terms, store, reps, uL, inner, SB, RB, items, KS, kp, unroll, False, mma=self.mma,
+                        chunked=chunked)
 

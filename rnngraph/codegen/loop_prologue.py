@@ -6,14 +6,14 @@ into global memory at the end -- all as the LoopKernelPlan says.
 from __future__ import annotations
 
 from ..ir import Graph
-from .loop_plan import BARRIER_FUNCTIONS, LoopKernelPlan
+from .loop_plan import BARRIER_FUNCTIONS, MMA_CHUNK, LoopKernelPlan
 from .operand_rounding import ROUNDING
 from .pointwise import Names
 from .source import Source
 
 #: a tensor-core loop kernel's imports by precision (codegen/ptx.py, GPU only)
-MMA_IMPORTS = {"tf32": "from rnngraph.codegen.ptx import cvt_rna_tf32, mma_tf32_m16n8k8",
-               "bf16": "from numba import uint32\nfrom rnngraph.codegen.ptx import mma_bf16_m16n8k16, pack_bf16x2"}
+MMA_IMPORTS = {"tf32": "from rnngraph.codegen.ptx import cvt_rna_tf32, load_f32x4, mma_tf32_m16n8k8",
+               "bf16": "from numba import uint32\nfrom rnngraph.codegen.ptx import load_f32x4, mma_bf16_m16n8k16, pack_bf16x2"}
 
 
 def imports(plan: LoopKernelPlan) -> list[str]:
@@ -86,9 +86,12 @@ def emit_prologue(src: Source, g: Graph, plan: LoopKernelPlan) -> None:
 def _weight_copy(src: Source, c) -> None:
     """The block's owned rows of weight ``c.weight`` into its shared array (a WeightCopy), in the
     format of its ``convert``: float32 as they are, TF32-rounded, or bf16 pairs (columns 2j and
-    2j + 1 in word j, the lower column in the low half; past the last column a zero)."""
+    2j + 1 in word j, the lower column in the low half; past the last column a zero); a
+    ``permuted`` copy's whole chunks in loop_plan.chunk_word_order."""
     words = (c.inner + 1) // 2 if c.convert == "bf16" else c.inner
     what = {"": "", "tf32": ", rounded to TF32", "bf16": ", as bf16 pairs"}[c.convert]
+    if c.permuted:
+        what += ", each whole chunk of 32 words in its permuted order"
     src(f"# {c.weight}: the block's {c.reps} x {c.rows // c.reps} owned rows into shared memory{what}",
         f"{c.array} = cuda.shared.array(({c.rows}, {c.cols}), {'uint32' if c.convert == 'bf16' else 'float32'})",
         f"j0 = (bid * {c.unit}) // nblocks", f"nj = ((bid + 1) * {c.unit}) // nblocks - j0", "i = tid")
@@ -98,13 +101,18 @@ def _weight_copy(src: Source, c) -> None:
             src(f"{c.array}[lr, kk] = {c.weight}[j0 + jj + (lr - jj * {c.reps}) * {c.unit}, kk]", "i += bdim")
             return
         src(f"wr = j0 + jj + (lr - jj * {c.reps}) * {c.unit}")
+        at = "kk"
+        if c.permuted:  # loop_plan.chunk_word_order within the whole chunks
+            full = c.inner // MMA_CHUNK[c.convert] * 32
+            src(f"pk = (kk - (kk & 31)) + ((kk & 3) << 3) + (((kk >> 4) & 1) << 2) + ((kk >> 2) & 3) if kk < {full} else kk")
+            at = "pk"
         if c.convert == "bf16":
             hi = f"{c.weight}[wr, 2 * kk + 1]"
             if c.inner % 2:
                 hi = f"({c.weight}[wr, min(2 * kk + 1, {c.inner - 1})] if 2 * kk + 1 < {c.inner} else float32(0.0))"
-            src(f"{c.array}[lr, kk] = pack_bf16x2({c.weight}[wr, 2 * kk], {hi})")
+            src(f"{c.array}[lr, {at}] = pack_bf16x2({c.weight}[wr, 2 * kk], {hi})")
         else:
-            src(f"{c.array}[lr, kk] = cvt_rna_tf32({c.weight}[wr, kk])")
+            src(f"{c.array}[lr, {at}] = cvt_rna_tf32({c.weight}[wr, kk])")
         src("i += bdim")
 
 

@@ -15,6 +15,8 @@ sections named below):
 - memory consistency ("Memory Consistency Model", ``fence``, ``ld``, ``st``, ``red``):
   :func:`fence_acq_rel_gpu`, :func:`load_relaxed_gpu`, :func:`red_release_gpu_add`,
   :func:`load_relaxed_gpu_u64`, :func:`store_relaxed_gpu_u64`; :func:`trap` ("trap");
+- a 16-byte vector load, :func:`load_f32x4` (LLVM IR, not PTX text; the tensor-core loops' wide
+  vector reads);
 - tensor cores ("Warp Level Matrix Multiply-Accumulate Instructions", ``mma``; compute capability
   8.0 or higher, PTX ISA 7.0): :func:`mma_tf32_m16n8k8`, :func:`mma_bf16_m16n8k16`, with the
   operand conversions :func:`cvt_rna_tf32` and :func:`pack_bf16x2` ("cvt"); the loop kernels'
@@ -166,6 +168,33 @@ def trap(typingctx):
         _asm(builder, "trap;", "~{memory}")
         return context.get_dummy_value()
     return types.void(), codegen
+
+
+# --- wide loads: the tensor-core loops' vector fragments (codegen/loop_mma.py) -----------------
+
+def _float32_3d(a) -> bool:
+    return isinstance(a, types.Array) and a.dtype == types.float32 and a.ndim == 3
+
+
+@intrinsic
+def load_f32x4(typingctx, a, r, s, k):
+    """``a[r, s, k : k + 4]`` of a C-contiguous 3-D float32 array as a UniTuple(float32, 4), read
+    with one 16-byte vector load (an LLVM ``load <4 x float>, align 16``: PTX ``ld.v4.f32``). The
+    address must be a multiple of 16 bytes (the caller's promise: codegen/loop_mma.py reads
+    buffers whose rows are a multiple of 4 floats long, at columns that are multiples of 4; a
+    misaligned address faults on the GPU). Indices are never negative (no wraparound). Not an
+    inline-PTX instruction, but kept with them: the port to numba-cuda-mlir touches this module."""
+    if not _float32_3d(a) or not _integers(r, s, k):
+        return None
+
+    def codegen(context, builder, sig, args):
+        inds = [context.cast(builder, v, t, types.intp) for v, t in zip(args[1:], sig.args[1:])]
+        ary = context.make_array(sig.args[0])(context, builder, value=args[0])
+        ptr = cgutils.get_item_pointer(context, builder, sig.args[0], ary, inds, wraparound=False)
+        vec = builder.load(builder.bitcast(ptr, ir.VectorType(_F32, 4).as_pointer(ptr.type.addrspace)), align=16)
+        return context.make_tuple(builder, sig.return_type,
+                                  [builder.extract_element(vec, ir.Constant(_I32, i)) for i in range(4)])
+    return types.UniTuple(types.float32, 4)(a, r, s, k), codegen
 
 
 # --- tensor cores -------------------------------------------------------------------------------
