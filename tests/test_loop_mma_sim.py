@@ -44,7 +44,8 @@ def warp_shaped_loops(monkeypatch):
 
 
 @pytest.mark.parametrize("cell, H, S, precision", [("lstm", 40, 3, "bf16"), ("gru", 12, 1, "tf32"),
-                                                    ("lstm", 44, 3, "tf32")])
+                                                    ("lstm", 44, 3, "tf32"), ("lstm", 8, 9, "tf32"),
+                                                    ("lstm", 6, 9, "bf16")])
 def test_tensor_core_loop_kernels_equal_the_emulation(warp_shaped_loops, cell, H, S, precision):
     """lstm H=40 bf16: items of 32 rows, inner 40 (a partial last 16-column step), a 20-word bf16
     copy row, S=3, K-split, the backward's inner 160 in two whole 64-column chunks (16-byte vector
@@ -52,7 +53,10 @@ def test_tensor_core_loop_kernels_equal_the_emulation(warp_shaped_loops, cell, H
     (a partial 8-column step); lstm H=44 tf32 S=3: one whole 32-column chunk, a k-step and a
     partial one forward (inner 44), five chunks and two k-steps backward (inner 176). (At H=36
     S=2 the simulated and emulated results differ by 1.5e-6 with chunks and without: not this
-    code's; reading a chunk's vector words in reverse gives 2e-2 here.) The simulated tensor cores agree with the emulation to float32 rounding (mean relative
+    code's; reading a chunk's vector words in reverse gives 2e-2 here.) The backward at H = 8 and
+    H = 6 with S = 9 (one simulated block owns its 8 or 6 rows): swapped items of 8 rows x 16
+    streams, K-split; tf32 in one whole chunk (inner 32), bf16 a k-step and a partial one (inner
+    24). The simulated tensor cores agree with the emulation to float32 rounding (mean relative
     difference 1e-8 when checked, 1e-4 for fp32 results; a fragment index off by one gives 1e-1)."""
     sim = tensor_core_layer_run(cell, H, S, "cuda", precision, T=3)
     assert mma_stand_ins.CALLS[0] > 0  # the warps did run the products

@@ -133,3 +133,27 @@ def test_backward_reads_transposed_weights():
     assert not fplan.transposed and bplan.transposed == {"layer0.U.weight"}
     assert {f"T{names.index(p)}" for p in bplan.transposed} <= set(bplan.buffers)
     assert not any(b.startswith("T") for b in fplan.buffers)
+
+
+@pytest.mark.parametrize("precision", ["tf32", "bf16"])
+def test_tensor_core_items_swap_for_blocks_of_few_rows_and_chunk_aligned_vectors(precision):
+    """LSTM H = 1024 at S = 64 on 132 blocks with the loops on tensor cores: the forward's blocks
+    own 32 rows of 4,096 (items of 32 rows x 8 streams), the backward's 8 of 1,024, so its items
+    swap to 8 rows x 16 streams (a 16-row tile would throw 8 away); both read whole chunks with
+    16-byte loads (plain vectors, rows of a multiple of 4 floats) from weight copies stored
+    permuted. At S = 8 the backward keeps 16-row tiles (a 16-stream tile would waste 8 streams);
+    at H = 1022 the forward's vectors (rows of 1,022 floats: not 16-byte aligned) are read k-step by
+    k-step, the backward's (4,088 floats) still in chunks."""
+    def rows(H, S, loop):
+        g, fwd, bwd, ko = _loops("lstm", H, S, loop_tensor_cores=True)
+        plan = plan_loop_kernel(g, fwd if loop == "fwd" else bwd, "k", True, ko, S, 132, LoopTuning(),
+                                precision=precision)
+        (r,) = _rows(plan)
+        return r, plan
+    fwd, pf = rows(1024, 64, "fwd")
+    bwd, pb = rows(1024, 64, "bwd")
+    assert (fwd.rows, fwd.streams, fwd.swapped, fwd.chunked, fwd.mma) == (32, 8, False, True, precision)
+    assert (bwd.rows, bwd.streams, bwd.swapped, bwd.chunked) == (8, 16, True, True)
+    assert all(c.permuted for c in pf.weight_copies + pb.weight_copies)
+    assert not rows(1024, 8, "bwd")[0].swapped
+    assert not rows(1022, 64, "fwd")[0].chunked and rows(1022, 64, "bwd")[0].chunked

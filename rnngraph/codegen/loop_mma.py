@@ -29,6 +29,13 @@ then -loop-mma-profile-h1024-tf32-chunked.json): eight 4-byte global loads a
 fragment had kept the L1 85 % busy (-loop-mma-ncu-h1024-tf32-fwd.txt). The rest of the inner
 dimension runs k-step by k-step as below.
 
+Swapped items (``swapped``: a block of at most 8 rows, more than 8 streams; the backward of
+H = 1024 on 132 blocks owns 8 rows a block): 8 rows x 16 streams, the vectors as A (lane group g
+reads streams g and g + 8, in the two stream tiles' registers), the weight row g as B (a lane's
+a0 and a2 of the other shape), D [stream, row]: acc0_0_{2h + e} is stream 8h + g, row 2t + e. A
+16-row tile there computed 8 rows that were thrown away. (Checked in the simulator and as PTX;
+not yet timed on the GPU.)
+
 A shared copy's rows are padded to a length of 4 mod 8 words (codegen/loop_plan.py
 ``mma_row_words``), so a fragment load's 32 lanes (8 rows x 4 consecutive words) hit 32 distinct
 banks. Rows past the block's own are clamped to its last row
@@ -106,14 +113,42 @@ LANE_COLUMNS = {"tf32": (("lq0",), ("lq1",)), "bf16": (("le0", "le1"), ("le2", "
 CHUNK_LANES = {"tf32": (("lc0",), ("lc1",)), "bf16": (("lc0", "lc0 + uint64(1)"), ("lc1", "lc1 + uint64(1)"))}
 
 
+def _shape(r: GemmRows) -> tuple[int, int, int]:
+    """(RT, ST, HS) of row loop ``r``: its 16-row weight tiles, its 8-stream vector tiles and the
+    weight rows a lane reads a tile (2: rows g and g + 8; ``swapped``: 1, row g)."""
+    if r.swapped:
+        return 1, r.streams // MMA_STREAMS, 1
+    return r.rows // MMA_ROWS, r.streams // MMA_STREAMS, 2
+
+
+def _products(r: GemmRows, m: int, u) -> list[str]:
+    """The ``mma`` calls of term ``m`` at step ``u``: a product per (row tile, stream tile) with
+    the weights as A; ``swapped``, one, the two stream tiles' vectors as A (streams g, g + 8) and
+    the weight row g as B."""
+    fn = MMA_FUNCTIONS[r.mma]
+    RT, ST, _ = _shape(r)
+    if r.swapped:
+        acc = ", ".join(f"acc0_0_{c}" for c in range(4))
+        a = [f"fb{m}_{i}_{half}_{u}" for half in range(2) for i in range(2)]
+        return [f"{acc} = {fn}({', '.join(a)}, fa{m}_0_0_{u}, fa{m}_0_2_{u}, {acc})"]
+    out = []
+    for a in range(RT):
+        for i in range(ST):
+            acc = ", ".join(f"acc{a}_{i}_{c}" for c in range(4))
+            out.append(f"{acc} = {fn}({', '.join(f'fa{m}_{a}_{q}_{u}' for q in range(4))}, "
+                       f"fb{m}_{i}_0_{u}, fb{m}_{i}_1_{u}, {acc})")
+    return out
+
+
 def emit_mma_rows(src: Source, r: GemmRows, vector_loads: bool = True) -> None:
     """The tensor-core row loop ``r`` (see the module docstring): its terms' weight and vector
     reads as in codegen/loop_gemm.py's ``emit_rows`` (the weight with {r}/{rem} and {k}, the
     vector with {s} and {k}; a flagged vector polled from its flag words); ``vector_loads`` False
     (a timing knock-out): B is the first weight register instead."""
     RB, SB, KS, reps, uL, inner = r.rows, r.streams, r.ksplit, r.reps, r.unit, r.inner
-    RT, ST, K = RB // MMA_ROWS, SB // MMA_STREAMS, MMA_K[r.mma]
-    src(f"# tensor cores ({r.mma}): items of {RB} rows x {SB} streams, k-steps of {K}",
+    (RT, ST, HS), K = _shape(r), MMA_K[r.mma]
+    swapped = " (swapped: the streams as the tile's 16, the rows as its 8)" if r.swapped else ""
+    src(f"# tensor cores ({r.mma}): items of {RB} rows x {SB} streams{swapped}, k-steps of {K}",
         "lg = lane // 4", "lt = lane - lg * 4", "lu = uint64(lt)", "lq0 = lu", "lq1 = lu + uint64(4)")
     if r.mma == "bf16":
         src("le0 = lu + lu", "le1 = le0 + uint64(1)", "le2 = le0 + uint64(8)", "le3 = le0 + uint64(9)")
@@ -128,12 +163,13 @@ def emit_mma_rows(src: Source, r: GemmRows, vector_loads: bool = True) -> None:
             src(f"item = kw // {KS}")
         src("sb = item // ngroups", f"g0 = (item - sb * ngroups) * {RB}")
         for a in range(RT):
-            for h in range(2):
+            for h in range(HS):
                 src(f"rem{a}{h} = min(g0 + {a * MMA_ROWS + 8 * h} + lg, nrows - 1)",
                     *owned_row(f"rem{a}{h}", f"r{a}{h}", reps, uL))
         for i in range(ST):
-            src(f"s{i} = min(sb * {SB} + {i * MMA_STREAMS} + lg, S - 1)",
-                *(f"acc{a}_{i}_{c} = float32(0.0)" for a in range(RT) for c in range(4)))
+            src(f"s{i} = min(sb * {SB} + {i * MMA_STREAMS} + lg, S - 1)")
+        tiles = [(0, 0)] if r.swapped else [(a, i) for a in range(RT) for i in range(ST)]
+        src(*(f"acc{a}_{i}_{c} = float32(0.0)" for a, i in tiles for c in range(4)))
         flagged = [(m, t.flag) for m, t in enumerate(r.terms) if t.flag]
         for m, (_, row) in flagged:
             src(f"ftag{m} = uint32({row}) + uint32(1)")
@@ -162,7 +198,7 @@ def emit_mma_rows(src: Source, r: GemmRows, vector_loads: bool = True) -> None:
 def _steps(src: Source, r: GemmRows, unroll: int, stride: int, guarded: bool, vector_loads: bool) -> None:
     """``unroll`` k-steps at kk, kk + stride, ...: every step's fragments loaded first, then the
     products (independent loads in flight before the first ``mma``)."""
-    RT, ST, fn = r.rows // MMA_ROWS, r.streams // MMA_STREAMS, MMA_FUNCTIONS[r.mma]
+    RT, ST, HS = _shape(r)
     products = []
     for u in range(unroll):
         kb = f"kb{u}"
@@ -172,20 +208,17 @@ def _steps(src: Source, r: GemmRows, unroll: int, stride: int, guarded: bool, ve
         step = _Step(r, kb, guarded)
         for m, t in enumerate(r.terms):
             for a in range(RT):
-                src(*(f"fa{m}_{a}_{2 * half + h}_{u} = {step.weight(t, a, h, half)}" for half in range(2) for h in range(2)))
+                src(*(f"fa{m}_{a}_{2 * half + h}_{u} = {step.weight(t, a, h, half)}" for half in range(2) for h in range(HS)))
             for i in range(ST):
                 if not vector_loads:
-                    src(*(f"fb{m}_{i}_{half}_{u} = fa{m}_0_{half}_{u}" for half in range(2)))
+                    src(*(f"fb{m}_{i}_{half}_{u} = fa{m}_0_{2 * half}_{u}" for half in range(2)))
                 elif t.flag:
                     _poll(src, r, step, m, t, i, u)
                 else:
                     src(*(f"fb{m}_{i}_{half}_{u} = {step.vector(t.vector.format(s=f's{i}', k='{c}'), half)}"
                           for half in range(2)))
-            products += [(m, a, i, u) for a in range(RT) for i in range(ST)]
-    for m, a, i, u in products:
-        acc = [f"acc{a}_{i}_{c}" for c in range(4)]
-        src(f"{', '.join(acc)} = {fn}({', '.join(f'fa{m}_{a}_{j}_{u}' for j in range(4))}, "
-            f"fb{m}_{i}_0_{u}, fb{m}_{i}_1_{u}, {', '.join(acc)})")
+            products += _products(r, m, u)
+    src(*products)
 
 
 def _chunk(src: Source, r: GemmRows, vector_loads: bool) -> None:
@@ -194,8 +227,7 @@ def _chunk(src: Source, r: GemmRows, vector_loads: bool) -> None:
     bf16 columns 8t..8t+7 and 32+8t..32+8t+7) in 16-byte loads, k-step j taking the j-th word of
     each half; the weights at the same columns (a permuted shared copy: step j's fragment load at
     column 8j of the chunk, TF32; from global memory, the columns themselves); then the products."""
-    RT, ST, fn, bf16 = r.rows // MMA_ROWS, r.streams // MMA_STREAMS, MMA_FUNCTIONS[r.mma], r.mma == "bf16"
-    K = MMA_K[r.mma]
+    (RT, ST, HS), bf16, K = _shape(r), r.mma == "bf16", MMA_K[r.mma]
     src("kb = uint64(kk)")
     for m, t in enumerate(r.terms):
         for i in range(ST):
@@ -217,17 +249,11 @@ def _chunk(src: Source, r: GemmRows, vector_loads: bool) -> None:
         step = _Step(r, f"kb{j}", False, f"kr{j}", CHUNK_LANES[r.mma])
         for m, t in enumerate(r.terms):
             for a in range(RT):
-                src(*(f"fa{m}_{a}_{2 * half + h}_{j} = {step.weight(t, a, h, half)}" for half in range(2) for h in range(2)))
+                src(*(f"fa{m}_{a}_{2 * half + h}_{j} = {step.weight(t, a, h, half)}" for half in range(2) for h in range(HS)))
             if not vector_loads:
                 for i in range(ST):
-                    src(*(f"fb{m}_{i}_{half}_{j} = fa{m}_0_{half}_{j}" for half in range(2)))
-    for j in range(4):
-        for m in range(len(r.terms)):
-            for a in range(RT):
-                for i in range(ST):
-                    acc = [f"acc{a}_{i}_{c}" for c in range(4)]
-                    src(f"{', '.join(acc)} = {fn}({', '.join(f'fa{m}_{a}_{q}_{j}' for q in range(4))}, "
-                        f"fb{m}_{i}_0_{j}, fb{m}_{i}_1_{j}, {', '.join(acc)})")
+                    src(*(f"fb{m}_{i}_{half}_{j} = fa{m}_0_{2 * half}_{j}" for half in range(2)))
+    src(*(p for j in range(4) for m in range(len(r.terms)) for p in _products(r, m, j)))
 
 
 def _poll(src: Source, r: GemmRows, step: _Step, m: int, t, i: int, u: int) -> None:
@@ -251,8 +277,12 @@ def _poll(src: Source, r: GemmRows, step: _Step, m: int, t, i: int, u: int) -> N
 
 
 def _store(src: Source, r: GemmRows) -> None:
-    """Each lane's accumulators: rows g0 + 16 a + 8 h + g, streams sb * SB + 8 i + 2 t + e, stored
-    where both exist (KS = 1), or all into the worker's row of the split partial sums."""
+    """Each lane's accumulators: rows g0 + 16 a + 8 h + g, streams sb * SB + 8 i + 2 t + e
+    (``swapped``: streams sb * SB + 8 h + g, rows g0 + 2 t + e), stored where both exist (KS = 1),
+    or all into the worker's row of the split partial sums."""
+    if r.swapped:
+        _store_swapped(src, r)
+        return
     RT, ST, SB = r.rows // MMA_ROWS, r.streams // MMA_STREAMS, r.streams
     for a in range(RT):
         for h in range(2):
@@ -267,3 +297,20 @@ def _store(src: Source, r: GemmRows) -> None:
                         continue
                     with src.block(f"if g0 + {row} + lg < nrows and ss + {e} < S:"):
                         src(r.store.format(r=f"r{a}{h}", s=f"(ss + {e})", acc=acc))
+
+
+def _store_swapped(src: Source, r: GemmRows) -> None:
+    """:func:`_store` of a ``swapped`` tile: acc0_0_{2h + e} is stream sb * SB + 8 h + g, row
+    g0 + 2 t + e."""
+    SB = r.streams
+    for e in range(2):
+        if r.ksplit == 1:
+            src(f"rw = g0 + 2 * lt + {e}")
+            with src.block("if rw < nrows:"):
+                src(*owned_row("rw", "rs", r.reps, r.unit))
+                for h in range(2):
+                    with src.block(f"if sb * {SB} + {8 * h} + lg < S:"):
+                        src(r.store.format(r="rs", s=f"(sb * {SB} + {8 * h} + lg)", acc=f"acc0_0_{2 * h + e}"))
+            continue
+        for h in range(2):
+            src(f"{r.partials}[kw, (2 * lt + {e}) * {SB} + {8 * h} + lg] = acc0_0_{2 * h + e}")

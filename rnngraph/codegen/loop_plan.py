@@ -469,15 +469,19 @@ class _Context:
                   block_rows: int) -> GemmRows:
         """A tensor-core row loop (GemmRows ``mma``): items of one or two 16-row tiles (two where
         the block owns more than 16 rows: each B fragment then serves two products) by one 8-stream
-        tile, so that a block has as many items as it can; a K-split and unroll as :meth:`_rows`,
-        in k-steps of MMA_K columns."""
+        tile, so that a block has as many items as it can, or (``swapped``, a block of at most 8
+        rows and more than 8 streams) of 8 rows x 16 streams; a K-split and unroll as
+        :meth:`_rows`, in k-steps of MMA_K columns."""
         kstep = MMA_K[self.mma]
-        RB = MMA_ROWS * (2 if block_rows > MMA_ROWS else 1)
-        SB = MMA_STREAMS
+        # a block of at most 8 rows: a 16-row tile would compute 8 rows that are thrown away, so
+        # the streams take the tile's 16 (swapped) where there are more than 8 of them
+        swapped = block_rows <= 8 and self.streams > MMA_STREAMS
+        RB = 8 if swapped else MMA_ROWS * (2 if block_rows > MMA_ROWS else 1)
+        SB = 2 * MMA_STREAMS if swapped else MMA_STREAMS
         items = -(-self.streams // SB) * -(-block_rows // RB)
         KS, kp = self._split(items, RB, SB, inner, kstep)
         unroll = max(1, min(self.tuning.unroll, MMA_UNROLL, inner // (kstep * KS)))
         chunked = self._chunked(inner, [t.flag for t in terms])
         return GemmRows(comment, terms, store, reps, uL, inner, SB, RB, items, KS, kp, unroll, False, mma=self.mma,
-                        chunked=chunked)
+                        chunked=chunked, swapped=swapped)
 
