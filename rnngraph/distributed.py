@@ -11,7 +11,9 @@ a mean over the counted columns). The step's own code then computes the gradient
 updates from that same all-reduced buffer, so the parameters stay identical on every process and
 a non-finite gradient anywhere is non-finite everywhere: all processes raise, or all skip
 (``nonfinite="skip"``). Dropout masks are cut from the global batch's masks, so training equals
-one process on the global batch, up to the order of the floating-point sums.
+one process on the global batch, up to the order of the floating-point sums. A window whose S is
+not the process's share (a call with another batch) draws its masks for its own S from the same
+seed instead, as one process would: for that window the equality with one process does not hold.
 
 A CUDA step (``device="cuda"``; one GPU a process: ``numba.cuda.select_device(local_rank)`` and
 ``torch.cuda.set_device(local_rank)`` before compiling; the process group ``"cpu:gloo,cuda:nccl"``

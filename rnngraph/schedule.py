@@ -280,7 +280,9 @@ def _options_line(s: Schedule) -> list[str]:
     changed = s.options.changed(s.streams) if s.options is not None else {}
     if not changed:
         return []
-    return [f"  options (not the defaults for S={s.streams}): " + ", ".join(f"{k}={v}" for k, v in changed.items())]
+    notes = {"loop_tensor_cores": " (no effect in fp32: the loops' products have no other precision to take)"}
+    return [f"  options (not the defaults for S={s.streams}): " +
+            ", ".join(f"{k}={v}" + (notes.get(k, "") if v and s.precision == "fp32" else "") for k, v in changed.items())]
 
 
 def _precision_line(s: Schedule) -> list[str]:
