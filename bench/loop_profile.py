@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where does a persistent loop kernel's time go? Knock-out timings of its generated source (GPU).
 
-For each configuration (cell, S; H=512, T=100, one layer) the script builds the CudaProgram, takes
+For each configuration (cell, S; H=512 or --hidden, T=100, one layer) the script builds the CudaProgram, takes
 its persistent loop kernels' plans (``program.loop_plans``, codegen/loop_plan.py; re-planned only
 for another --blocks) and times each kernel alone (CUDA events, median of --iters launches on the
 program's stream, its arrays passed in the plan's argument order) in several *variants*: the
@@ -36,7 +36,9 @@ first), both from the same saved values (the backward accumulates: a wrong kerne
 shows; the forward overwrites values the benchmark run already left in its buffers, so a
 forward variant that skips a store reads as 0.0 too).
 
-The kernels are generated with the step's RNNGRAPH_LOOP settings (read by rnngraph/bench.py's
+``--hidden`` sets H = I (default 512) and ``--precision`` the products' precision (tf32 or
+bf16: the once-per-window ones on tensor cores, and the loops' with RNNGRAPH_LOOP=mma=1; the
+records carry both). The kernels are generated with the step's RNNGRAPH_LOOP settings (read by rnngraph/bench.py's
 ``gpu_program``; the knobs: codegen/tuning.py), so e.g.
 RNNGRAPH_LOOP=barrier=1 profiles the inline grid barrier of codegen/grid_barrier.py. (An earlier
 ``barrier`` variant, an atomic-counter barrier polled with atomics, took 7.4 vs 4.9 us a timestep
@@ -128,6 +130,11 @@ def variant_source(g, plan, recompute: dict, name: str, T: int, S: int) -> str:
 
 def profile(cell: str, S: int, variants, iters: int, T: int = 100, H: int = 512, steps: bool = False,
             loops=("fwd", "bwd"), files=(), blocks: int = 0, precision: str = "fp32") -> list[dict]:
+    """The records of one configuration (a ``cell`` layer, hidden and input H, S streams, T steps,
+    its matrix products in ``precision``): the whole forward, with ``steps`` each step's time,
+    then each of its persistent ``loops`` kernels in each of ``variants`` and ``files`` (see the
+    module docstring), timed as the median of ``iters`` launches on ``blocks`` blocks (0: one a
+    multiprocessor). Times in ms."""
     from dataclasses import replace
 
     from numba import cuda

@@ -85,7 +85,8 @@ def test_nan_padding_and_calls_back_to_back_on_the_gpu():
     """The padded steps of x are stored as zeros on the device (codegen/torch_io.py): NaN there
     gives the results of zero padding, outputs and gradients. Two calls with other lengths are
     issued without a synchronisation in between (the valid steps go through two pinned buffers
-    in turn). A float64 x given to the compiled float32 RNN is converted on the way in."""
+    in turn); a call with lengths does not synchronise the stream. A float64 x given to the
+    compiled float32 RNN is converted on the way in."""
     if not torch.cuda.is_available():
         pytest.skip("torch has no CUDA here")
     torch.manual_seed(6)
@@ -106,6 +107,13 @@ def test_nan_padding_and_calls_back_to_back_on_the_gpu():
     for (y0, h0, c0, g0), (y1, h1, c1, g1) in zip(*results):
         assert torch.isfinite(y1).all() and torch.isfinite(g1).all()
         torch.testing.assert_close((y1, h1, c1, g1), (y0, h0, c0, g0), rtol=0, atol=0)
+    # regression: a 0-dim CPU zero given to torch.where made torch copy it to the device and
+    # synchronise the stream on every call (bench/results/h200-20261203-torch-lengths-profile-cpu-scalar-zero.txt)
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        y, _ = mine(x.detach(), lengths=lengths[0])
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
     compiled = mine.compiled(torch.device("cuda"), torch.float32)
     ones = torch.ones(5, 3, 8, device="cuda")
     y32, _ = compiled.forward(ones, train=False, lengths=[5, 1, 0])

@@ -52,8 +52,10 @@ def test_tensor_core_loop_kernels_equal_the_emulation(warp_shaped_loops, cell, H
     loads, a permuted weight copy) then k-steps; gru H=12 tf32 at S=1: flagged vectors, inner 12
     (a partial 8-column step); lstm H=44 tf32 S=3: one whole 32-column chunk, a k-step and a
     partial one forward (inner 44), five chunks and two k-steps backward (inner 176). (At H=36
-    S=2 the simulated and emulated results differ by 1.5e-6 with chunks and without: not this
-    code's; reading a chunk's vector words in reverse gives 2e-2 here.) The backward at H = 8 and
+    S=2 the simulated and emulated results differ by 1.5e-6, with chunks and without, and so do
+    the simulator's own FFMA loops with rounded operands, which run none of this code: a float32
+    sum that differs in its last bit moves an operand across a TF32 rounding boundary, as on the
+    GPU (tests/test_gpu_precision.py). Reading a chunk's vector words in reverse gives 2e-2 here.) The backward at H = 8 and
     H = 6 with S = 9 (one simulated block owns its 8 or 6 rows): swapped items of 8 rows x 16
     streams, K-split; tf32 in one whole chunk (inner 32), bf16 a k-step and a partial one (inner
     24). The simulated tensor cores agree with the emulation to float32 rounding (mean relative

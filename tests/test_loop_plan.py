@@ -144,9 +144,9 @@ def test_tensor_core_items_swap_for_blocks_of_few_rows_and_chunk_aligned_vectors
     permuted. At S = 8 the backward keeps 16-row tiles (a 16-stream tile would waste 8 streams);
     at H = 1022 the forward's vectors (rows of 1,022 floats: not 16-byte aligned) are read k-step by
     k-step, the backward's (4,088 floats) still in chunks."""
-    def rows(H, S, loop):
+    def rows(H, S, loop, nblocks=132):
         g, fwd, bwd, ko = _loops("lstm", H, S, loop_tensor_cores=True)
-        plan = plan_loop_kernel(g, fwd if loop == "fwd" else bwd, "k", True, ko, S, 132, LoopTuning(),
+        plan = plan_loop_kernel(g, fwd if loop == "fwd" else bwd, "k", True, ko, S, nblocks, LoopTuning(),
                                 precision=precision)
         (r,) = _rows(plan)
         return r, plan
@@ -157,3 +157,19 @@ def test_tensor_core_items_swap_for_blocks_of_few_rows_and_chunk_aligned_vectors
     assert all(c.permuted for c in pf.weight_copies + pb.weight_copies)
     assert not rows(1024, 8, "bwd")[0].swapped
     assert not rows(1022, 64, "fwd")[0].chunked and rows(1022, 64, "bwd")[0].chunked
+    # tests/test_loop_mma_sim.py's one-block shapes: H = 8 and 6 at S = 9 swap their backward
+    small = rows(8, 9, "bwd", 1)[0]
+    assert small.swapped and small.chunked == (precision == "tf32")  # inner 32: a whole TF32 chunk only
+    assert small.ksplit <= 32 * 4 // {"tf32": 32, "bf16": 8}[precision]  # no more parts than chunks / k-steps
+    assert rows(6, 9, "bwd", 1)[0].swapped and not rows(6, 9, "bwd", 1)[0].chunked
+
+
+def test_chunk_word_order_puts_each_lanes_words_where_its_k_steps_read_them():
+    """loop_plan.chunk_word_order (the generated prologue's expression): word 4t + j of a chunk
+    (lane t's first 16-byte load, element j) is stored at 8j + t (k-step j's fragment load at
+    lane t), word 16 + 4t + j at 8j + 4 + t; only a word's place in its chunk of 32 counts."""
+    from rnngraph.codegen.loop_plan import chunk_word_order
+    place = [eval(chunk_word_order(str(o))) for o in range(64)]  # noqa: S307 (our own expression)
+    want = {4 * t + j: 8 * j + t for t in range(4) for j in range(4)}
+    want.update({16 + 4 * t + j: 8 * j + 4 + t for t in range(4) for j in range(4)})
+    assert place[:32] == [want[o] for o in range(32)] and place[32:] == place[:32]

@@ -71,13 +71,15 @@ MMA_ROWS, MMA_STREAMS = 16, 8
 MMA_CHUNK = {"tf32": 32, "bf16": 64}
 
 
-def chunk_word_order(o: int) -> int:
-    """Where word ``o`` (0..31) of a chunk is stored in a tensor-core weight copy whose rows the
-    chunked loops read (codegen/loop_mma.py): a lane t reads the vector's words 4t..4t+3 and
-    16+4t..16+4t+3 of the chunk with two 16-byte loads and k-step j takes the j-th of each, so
-    word 4t+j sits where k-step j's fragment load reads lane t's first word (8j+t), word
-    16+4t+j where it reads the second (8j+4+t)."""
-    return ((o & 3) << 3) + ((o >> 4) << 2) + ((o >> 2) & 3)
+def chunk_word_order(o: str) -> str:
+    """The expression (over the integer expression ``o``) of where word ``o`` of a row, counted in
+    its chunk of 32 (its low 5 bits), is stored within that chunk in a tensor-core weight copy
+    whose rows the chunked loops read (codegen/loop_mma.py; the prologue emits it,
+    codegen/loop_prologue.py): a lane t reads the vector's words 4t..4t+3 and 16+4t..16+4t+3 of
+    the chunk with two 16-byte loads and k-step j takes the j-th of each, so word 4t+j sits where
+    k-step j's fragment load reads lane t's first word (8j+t), word 16+4t+j where it reads the
+    second (8j+4+t)."""
+    return f"((({o}) & 3) << 3) + (((({o}) >> 4) & 1) << 2) + ((({o}) >> 2) & 3)"
 #: knob ``barrier`` (codegen/tuning.py) -> the function of codegen/grid_barrier.py (GPU only) a
 #: generated module imports as ``grid_barrier``
 BARRIER_FUNCTIONS = {1: "grid_barrier", 2: "grid_barrier_backoff", 3: "grid_barrier_red"}
@@ -479,9 +481,10 @@ class _Context:
         RB = 8 if swapped else MMA_ROWS * (2 if block_rows > MMA_ROWS else 1)
         SB = 2 * MMA_STREAMS if swapped else MMA_STREAMS
         items = -(-self.streams // SB) * -(-block_rows // RB)
-        KS, kp = self._split(items, RB, SB, inner, kstep)
-        unroll = max(1, min(self.tuning.unroll, MMA_UNROLL, inner // (kstep * KS)))
         chunked = self._chunked(inner, [t.flag for t in terms])
+        # a chunked loop's workers split its chunks: no more parts than it has
+        KS, kp = self._split(items, RB, SB, inner, MMA_CHUNK[self.mma] if chunked else kstep)
+        unroll = max(1, min(self.tuning.unroll, MMA_UNROLL, inner // (kstep * KS)))
         return GemmRows(comment, terms, store, reps, uL, inner, SB, RB, items, KS, kp, unroll, False, mma=self.mma,
                         chunked=chunked, swapped=swapped)
 

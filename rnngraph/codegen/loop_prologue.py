@@ -6,7 +6,7 @@ into global memory at the end -- all as the LoopKernelPlan says.
 from __future__ import annotations
 
 from ..ir import Graph
-from .loop_plan import BARRIER_FUNCTIONS, MMA_CHUNK, LoopKernelPlan
+from .loop_plan import BARRIER_FUNCTIONS, MMA_CHUNK, LoopKernelPlan, chunk_word_order
 from .operand_rounding import ROUNDING
 from .pointwise import Names
 from .source import Source
@@ -102,9 +102,9 @@ def _weight_copy(src: Source, c) -> None:
             return
         src(f"wr = j0 + jj + (lr - jj * {c.reps}) * {c.unit}")
         at = "kk"
-        if c.permuted:  # loop_plan.chunk_word_order within the whole chunks
+        if c.permuted:  # within the whole chunks
             full = c.inner // MMA_CHUNK[c.convert] * 32
-            src(f"pk = (kk - (kk & 31)) + ((kk & 3) << 3) + (((kk >> 4) & 1) << 2) + ((kk >> 2) & 3) if kk < {full} else kk")
+            src(f"pk = (kk - (kk & 31)) + {chunk_word_order('kk')} if kk < {full} else kk")
             at = "pk"
         if c.convert == "bf16":
             hi = f"{c.weight}[wr, 2 * kk + 1]"

@@ -173,7 +173,7 @@ def trap(typingctx):
 # --- wide loads: the tensor-core loops' vector fragments (codegen/loop_mma.py) -----------------
 
 def _float32_3d(a) -> bool:
-    return isinstance(a, types.Array) and a.dtype == types.float32 and a.ndim == 3
+    return isinstance(a, types.Array) and a.dtype == types.float32 and a.ndim == 3 and a.layout == "C"
 
 
 @intrinsic
@@ -183,7 +183,8 @@ def load_f32x4(typingctx, a, r, s, k):
     address must be a multiple of 16 bytes (the caller's promise: codegen/loop_mma.py reads
     buffers whose rows are a multiple of 4 floats long, at columns that are multiples of 4; a
     misaligned address faults on the GPU). Indices are never negative (no wraparound). Not an
-    inline-PTX instruction, but kept with them: the port to numba-cuda-mlir touches this module."""
+    inline-PTX instruction, but kept with them: the port to numba-cuda-mlir touches this module.
+    Another array type (dtype, dimensions, a non-C layout) fails typing (numba's TypingError)."""
     if not _float32_3d(a) or not _integers(r, s, k):
         return None
 

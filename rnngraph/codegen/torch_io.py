@@ -102,6 +102,8 @@ class TorchIO:
                 self.x.copy_(x)
             else:
                 kept = keep.view(keep.shape + (1,) * (x.dim() - 2))
+                if x.device != self.x.device:  # copy_ moved it; torch.where(out=) does not
+                    x = x.to(self.x.device)
                 zero = self._zero(x.dtype)
                 if x.dtype == self.x.dtype:
                     torch.where(kept, x, zero, out=self.x)
