@@ -48,6 +48,10 @@ import sys
 import tempfile
 import time
 
+# this checkout's rnngraph, not an installed one (a `pip install -e` of another checkout would
+# otherwise be hashed: a comparison of two checkouts then compared one tree with itself)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
 CELLS_S = (1, 2, 16, 64)
 LAYERS = (1, 4)
 HIDDEN = (16, 512)
