@@ -22,7 +22,8 @@ float64; sums run over the graph's parameters and nodes):
   (``LSHConfig.table_bytes()``) are not counted.
 - **CUDA backend** (``device="cuda"``, float32), on the GPU, whatever ``training`` says (a
   compiled step allocates its backward buffers too): every float node's values and gradients,
-  ``(depth + T)*S*n*4`` each (depth: the node's state depth, 0 for most), token ids
+  ``(depth + T)*S*n*4`` each (depth: the node's state depth, 0 for most; a gradient rounded up
+  to 16 bytes, its arena's alignment: codegen/buffers.py), token ids
   ``T*S*4``; parameters, their gradients and two optimizer slots (the backend keeps two for
   every optimizer), ``4 * sum(param elements)`` each, plus a transposed copy of each weight a
   persistent backward loop reads; scratch: a chunked softmax cross-entropy's chunk of logits
@@ -145,11 +146,13 @@ def estimate(schedule: Schedule, device: str = "cpu", training: bool = True, slo
     draw = 8 * max((int(np.prod(p.shape)) for p in g.params), default=0)  # init_params: float64, then cast
     if device == "cuda":
         depth = {s.node: s.depth for s in g.states}
-        floats = sum((depth.get(n.name, 0) + T) * S * n.size for n in g.nodes if n.dtype != INDEX)
+        sizes = [(depth.get(n.name, 0) + T) * S * n.size for n in g.nodes if n.dtype != INDEX]
+        floats = sum(sizes)
+        grads = sum(-(-k // 4) * 4 for k in sizes)  # the gradient arena's arrays start 16-byte aligned
         ids = sum(T * S for n in g.nodes if n.dtype == INDEX)
         chunk = _chunk_elements(g, T * S)
         gpu = Estimate(parameters=4 * (params + _transposed_elements(schedule)), gradients=4 * params,
-                       optimizer=4 * 2 * params, activations=4 * (2 * floats + ids),
+                       optimizer=4 * 2 * params, activations=4 * (floats + grads + ids),
                        scratch=4 * (chunk + 3 * T * S) if chunk else 0)
         host = Estimate(parameters=4 * params, optimizer=4 * slots * params if training else 0, scratch=draw)
         return Footprint(host, gpu)

@@ -71,8 +71,11 @@ def test_cuda_backend_equals_its_device_buffers():
     assert gpu.optimizer == sum(a.nbytes for arrays in cuda.slots.values() for a in arrays) == 8 * PARAMS
     values = sum(a.nbytes for a in buf.V.values())
     assert gpu.activations == values + buf.grad_arena.nbytes
-    # by hand: (T + depth) * S * n floats, values and gradients; h_next and c_next have depth 1
-    assert gpu.activations == 4 * 2 * (T * S * FLOATS + 1 * S * (6 + 6)) + 4 * T * S * IDS
+    # by hand: (T + depth) * S * n floats, values and gradients; h_next and c_next have depth 1;
+    # each gradient array starts 16-byte aligned (codegen/buffers.py): the eleven other nodes of
+    # size 6 (90 floats) end 2 floats short of a multiple of 4, the logits (165) 3, the loss (15) 1
+    padding = 11 * 2 + 3 + 1
+    assert gpu.activations == 4 * 2 * (T * S * FLOATS + 1 * S * (6 + 6)) + 4 * T * S * IDS + 4 * padding
     assert gpu.scratch == 0
     host = memory.estimate(s, "cuda", slots=0).host  # the parameters drawn (in float64) and copied back
     assert (host.parameters, host.optimizer, host.scratch) == (4 * PARAMS, 0, 8 * 24 * 6)
