@@ -10,7 +10,7 @@ import pytest
 import rnngraph as rg
 from rnngraph.precision import round_bf16
 
-from conftest import tensor_core_layer_run
+from conftest import rollout_deviation, tensor_core_layer_run
 
 pytestmark = pytest.mark.gpu
 
@@ -103,15 +103,8 @@ def test_a_long_rollout_on_the_gpu_stays_within_a_few_unit_roundoffs_of_fp32(pre
     fp32's (relative to their largest element; the emulation of this shape measured 1.13u and
     0.83u for tf32's h and c, 1.14u and 0.79u for bf16's), and the outputs' deviation over the last
     100 steps within twice the first 100's (emulation: 1.06 and 1.14 times)."""
-    H, S, T = 512, 64, 1000
-    net = rg.Sequential(rg.cells.lstm(hidden=H), input_size=H)
-    x = np.random.default_rng(0).standard_normal((T, S, H)).astype(np.float32)
-    options = rg.ScheduleOptions.defaults(S).replace(loop_tensor_cores=loop_tensor_cores)
-    (y0, h0), (y1, h1) = (rg.compile_rnn(net, device="cuda", precision=p, seed=1, options=options).forward(x, train=False)
-                          for p in ("fp32", precision))
-    for name in h0:
-        dev = np.abs(h1[name] - h0[name]).max() / np.abs(h0[name]).max()
-        print(f"{precision} loops on tensor cores {loop_tensor_cores}: {name} {dev / u:.2f} u")
-        assert 0 < dev <= 4 * u, (name, dev / u)
-    per_step = np.abs(y1 - y0).max(axis=(1, 2))
-    assert per_step[-100:].max() <= 2 * per_step[:100].max(), (per_step[-100:].max(), per_step[:100].max())
+    states, growth = rollout_deviation("cuda", precision, H=512, S=64, loop_tensor_cores=loop_tensor_cores)
+    print(f"{precision} loops on tensor cores {loop_tensor_cores}: "
+          + ", ".join(f"{k} {dev / u:.2f} u" for k, dev in states.items()) + f"; growth {growth:.2f}")
+    assert all(0 < dev <= 4 * u for dev in states.values()), {k: dev / u for k, dev in states.items()}
+    assert growth <= 2, growth

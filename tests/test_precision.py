@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import rnngraph as rg
+from conftest import rollout_deviation
 from rnngraph.precision import (check_precision, require_tensor_cores, round_bf16, round_operand, round_tf32,
                                 to_bf16_bits)
 
@@ -195,17 +196,9 @@ def test_a_long_rollout_stays_within_a_few_unit_roundoffs_of_fp32(precision, u):
     in long recurrences: the outputs' largest deviation over the last 100 steps is within twice
     that of the first 100 (measured 1.16 and 1.15 times; a bias that grew with T would give about
     10 over these 900 steps)."""
-    H, S, T = 32, 4, 1000
-    net = rg.Sequential(rg.cells.lstm(hidden=H), input_size=H)
-    x = np.random.default_rng(0).standard_normal((T, S, H)).astype(np.float32)
-    options = rg.ScheduleOptions.defaults(S).replace(loop_tensor_cores=True)
-    (y0, h0), (y1, h1) = (rg.compile_rnn(net, device="cpu", precision=p, seed=1, options=options).forward(x, train=False)
-                          for p in ("fp32", precision))
-    for name in h0:
-        dev = np.abs(h1[name] - h0[name]).max() / np.abs(h0[name]).max()
-        assert 0 < dev <= 4 * u, (name, dev / u)
-    per_step = np.abs(y1 - y0).max(axis=(1, 2))
-    assert per_step[-100:].max() <= 2 * per_step[:100].max(), (per_step[-100:].max(), per_step[:100].max())
+    states, growth = rollout_deviation("cpu", precision, H=32, S=4)
+    assert all(0 < dev <= 4 * u for dev in states.values()), {k: dev / u for k, dev in states.items()}
+    assert growth <= 2, growth
 
 
 @pytest.mark.parametrize("loop_tensor_cores", [False, True])

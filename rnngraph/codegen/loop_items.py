@@ -13,19 +13,23 @@ from .loop_prefetch import Prefetch
 @dataclass(frozen=True)
 class GemmTerm:
     """One product of a GEMM row loop: ``weight`` the read of W at {r} (global) or {rem} (shared
-    copy) and {k}; ``vector`` the read of the vector at {s}, {k}; ``flag`` (flag buffer, row) where
-    the vector is polled from flag words (passes/flag_exchange.py), else None. ``prepared``: the
-    weight is read from a shared copy already in the tensor-core operand format (a WeightCopy
-    with ``convert``: TF32-rounded floats, or bf16 pairs packed in uint32 words, {k} then the
-    pair's index). ``array`` and ``row``: the vector's buffer and its row expression (``vector``
-    is ``array[row, {s}, {k}]``), for the tensor-core loops' 16-byte loads."""
+    copy) and {k}; the vector ``array[row, {s}, {k}]`` (its buffer and row expression: the FFMA
+    loops read :attr:`vector`, the tensor-core loops' 16-byte loads the parts); ``flag`` (flag
+    buffer, row) where the vector is polled from flag words (passes/flag_exchange.py), else None.
+    ``prepared``: the weight is read from a shared copy already in the tensor-core operand format
+    (a WeightCopy with ``convert``: TF32-rounded floats, or bf16 pairs packed in uint32 words, {k}
+    then the pair's index)."""
 
     weight: str
-    vector: str
+    array: str
+    row: str
     flag: tuple | None
     prepared: bool = False
-    array: str = ""
-    row: str = ""
+
+    @property
+    def vector(self) -> str:
+        """The read of the vector at {s}, {k}."""
+        return f"{self.array}[{self.row}, {{s}}, {{k}}]"
 
 
 @dataclass(frozen=True)

@@ -375,7 +375,7 @@ class _Context:
                 comment = f"# {k.name}: {n.name} = {n.params[0]} @ {ref}{' + bias' if b else ''}"
                 flag = self._flag(X, xrow)
                 weight, prepared = self._weight(w, reps, uL, K, self._chunked(K, [flag]))
-                terms = (GemmTerm(weight, f"{X}[{xrow}, {{s}}, {{k}}]", flag, prepared, X, xrow),)
+                terms = (GemmTerm(weight, X, xrow, flag, prepared),)
                 store = f"{out}[{names.depth(n.name)} + t, {{s}}, {{r}}] = {{acc}}" + (f" + {b}[{{r}}]" if b else "")
                 rows.append(self._rows(comment, reps, uL, K, terms, store))
             return GemmItem(k, tuple(rows))
@@ -393,7 +393,7 @@ class _Context:
             self.transposed.add(n.params[0])
             row = rows_of[n.name]
             weight, prepared = self._weight(wt, K // uL, uL, R, chunked)
-            terms.append(GemmTerm(weight, f"{gy}[{row}, {{s}}, {{k}}]", self._flag(gy, row), prepared, gy, row))
+            terms.append(GemmTerm(weight, gy, row, self._flag(gy, row), prepared))
         comment = f"# {k.name}: d.{ref} += sum W^T d.({', '.join(k.ops)})"
         return GemmItem(k, (self._rows(comment, K // uL, uL, R, tuple(terms), f"{GX}[{xrow}, {{s}}, {{r}}] += {{acc}}"),))
 
