@@ -25,10 +25,13 @@ gradients.
 
 ``--modes lm-step`` traces a whole training step of a char LM instead (:func:`lm_step`) and
 reports the GPU's busy time against the step's wall time (bench/results/
-h200-20261202-lm-step-trace-before-step-graph.json: 1 x 512 at S = 1, busy 0.91 of 2.77 ms).
+h200-20261202-lm-step-trace-before-step-graph.json: 1 x 512 at S = 1, busy 0.91 of 2.77 ms);
+``--modes lm-step-unread`` the same steps with their losses left unread, the GPU's busy time per
+step against the host's time per step over the run (what a training loop that does not read every
+loss sees).
 
 Usage (GPU):  python bench/kernel_trace.py --configs layernorm_lstm:64 lstm:64 lstm:1 --out $OUT/trace.json
-              python bench/kernel_trace.py --configs lstm:1 lstm:64 --modes lm-step --out $OUT/lm-step.json
+              python bench/kernel_trace.py --configs lstm:1 lstm:64 --modes lm-step lm-step-unread --out $OUT/lm-step.json
 """
 from __future__ import annotations
 
@@ -101,7 +104,7 @@ def summarize(iteration: list[dict]) -> dict:
             "kernels": dict(per)}
 
 
-MODES = ("fwdbwd", "zero-dy", "no-zeroing", "backward-only", "lm-step")
+MODES = ("fwdbwd", "zero-dy", "no-zeroing", "backward-only", "lm-step", "lm-step-unread")
 
 
 def sequences(prog, fwdbwd) -> dict:
@@ -109,7 +112,8 @@ def sequences(prog, fwdbwd) -> dict:
     ``zero-dy`` the same with an all-zero output gradient; ``no-zeroing`` forward, then backward
     with the gradient arenas left as they are (accumulating); ``backward-only`` the backward
     alone, repeated (as bench/loop_profile.py times it). Timing experiments: does the backward's
-    time depend on its data or on what ran before it? (``lm-step``: see :func:`lm_step`.)"""
+    time depend on its data or on what ran before it? (``lm-step``, ``lm-step-unread``: see
+    :func:`lm_step`.)"""
     from rnngraph.codegen import library
     b = prog.buf
 
@@ -124,10 +128,12 @@ def sequences(prog, fwdbwd) -> dict:
             "backward-only": prog.run_backward}
 
 
-def lm_step(cell: str, S: int, T: int, H: int):
+def lm_step(cell: str, S: int, T: int, H: int, read: bool = True):
     """``lm-step`` mode: a whole training step of a char LM through the public API (Embedding 96 ->
     128, one ``cell`` layer of H, softmax; Adam, clip 1.0): ``float(step.train(x, y))``, the loss
-    read (so the step ends synchronised). Returns (run, synchronize)."""
+    read (so the step ends synchronised). ``read=False`` (``lm-step-unread``): ``step.train(x, y)``
+    with the loss left unread (rnngraph/lazy_loss.py), as a training loop that logs every N steps
+    runs it; ``synchronize`` reads the last one. Returns (run, synchronize)."""
     import numpy as np
 
     import rnngraph as rg
@@ -135,20 +141,24 @@ def lm_step(cell: str, S: int, T: int, H: int):
     step = rg.compile(net, window=T, streams=S, device="cuda", optimizer=rg.Adam(lr=2e-3), clip_norm=1.0, seed=0)
     rng = np.random.default_rng(0)
     x, y = rng.integers(0, 96, (T, S)), rng.integers(0, 96, (T, S))
-    return (lambda: float(step.train(x, y))), (lambda: None)
+    if read:
+        return (lambda: float(step.train(x, y))), (lambda: None)
+    losses = []
+    return (lambda: losses.append(step.train(x, y))), (lambda: float(losses[-1]) if losses else None)
 
 
 def trace(cell: str, S: int, iters: int, T: int = 100, H: int = 512, mode: str = "fwdbwd") -> dict:
     """One configuration's GPU timeline under ``mode`` (see :func:`sequences`); ``wall_ms`` is the
-    host's time per iteration (synchronised at its end), ``busy_fraction`` busy / wall."""
+    host's time per iteration (synchronised at its end; ``lm-step-unread``: the iterations'
+    total, synchronised once after the last, over their number), ``busy_fraction`` busy / wall."""
     import time
 
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     from rnngraph.bench import Config, gpu_program
-    if mode == "lm-step":
-        run, sync = lm_step(cell, S, T, H)
+    if mode.startswith("lm-step"):
+        run, sync = lm_step(cell, S, T, H, read=mode == "lm-step")
     else:
         cfg = Config(cell=cell, layers=1, T=T, S=S, H=H, I=H)
         prog, _, fwdbwd = gpu_program(cfg)
@@ -160,7 +170,13 @@ def trace(cell: str, S: int, iters: int, T: int = 100, H: int = 512, mode: str =
     torch.cuda.synchronize()
     walls = []
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(iters):
+        if mode == "lm-step-unread":
+            t = time.perf_counter()
+            for _ in range(iters):
+                run()
+            sync()
+            walls = [(time.perf_counter() - t) * 1e3 / iters]
+        for _ in range(iters if mode != "lm-step-unread" else 0):
             t = time.perf_counter()
             run()
             sync()

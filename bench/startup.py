@@ -8,8 +8,8 @@ fresh processes of this script run one after the other:
 - ``cold``: empty caches (a new ``RNNGRAPH_CACHE`` and ``NUMBA_CACHE_DIR``): ``import rnngraph``,
   ``rg.compile(net, device="cuda", ...)``, the first ``step.train(x, y)`` -- timed apart
   (``import_s``, ``compile_s``, ``first_train_s``; ``first_call_s`` = their sum, what a user
-  waits before the first loss) -- and every kernel's compile or load time
-  (rnngraph.codegen.kernel_cache.compile_stats);
+  waits before the first loss; ``trace_s``, the cell's tracing, is part of ``compile_s``) -- and every
+  kernel's compile or load time (rnngraph.codegen.kernel_cache.compile_stats);
 - ``warm``: the same in a new process with the caches the cold one filled; then ``--steps``
   steady training steps, each ``float(step.train(x, y))`` (the loss read, so each step ends
   synchronised, as a training loop that logs every loss does): median ``step_ms`` and tokens/s
@@ -17,7 +17,9 @@ fresh processes of this script run one after the other:
   (``step_ms_unread``: mean, each batch made while the GPU runs the previous step);
 - ``torch``: the same model in PyTorch (bench/lm_vs_torch.py's TorchModel: nn.Embedding, nn.LSTM,
   nn.Linear, cross_entropy, Adam, clip_grad_norm_, ``loss.item()`` each step) with TF32 off and
-  on, median step time of ``--steps`` steps after 5 warm-up steps.
+  on, median step time of ``--steps`` steps after 5 warm-up steps;
+- with ``--profile PREFIX``, one more warm process (``warm_profiled``) whose import, compile and first
+  train run under cProfile, its table written to ``PREFIX-MODEL.txt``.
 
 Random token ids (fixed seed); the char models have V = 96 and a 128-wide embedding, T = 100;
 the word model V = 10,000, embedding 1024, T = 35, S = 32. Adam lr 2e-3, clip 1.0.
@@ -26,6 +28,7 @@ Usage (GPU)::
 
     python3 bench/startup.py --out bench/results/h200-YYYYMMDD-startup-and-step.json
     python3 bench/startup.py --models 1x512-s1 --steps 20      # one model
+    python3 bench/startup.py --models 2x512-s64 --steps 20 --profile /tmp/warm   # where a warm start goes
 """
 from __future__ import annotations
 
@@ -59,21 +62,45 @@ def _batch(model: str, seed: int):
     return rng.integers(0, V, (T, S)), rng.integers(0, V, (T, S))
 
 
-def child_rnngraph(model: str, steps: int) -> dict:
-    """One fresh process: import, compile, first train, then ``steps`` timed steps."""
+def child_rnngraph(model: str, steps: int, profile: str | None = None) -> dict:
+    """One fresh process: import, compile, first train, then ``steps`` timed steps. With ``profile``
+    (a file name) the import, the compile and the first train run under cProfile -- all but the
+    cell's tracing, which sets its own profile hook -- and the functions with the largest
+    cumulative time are written there."""
+    import cProfile
+    prof = cProfile.Profile() if profile else None
+    if prof:
+        prof.enable()
     t0 = time.perf_counter()
     import rnngraph as rg
     from rnngraph.codegen.kernel_cache import compile_stats
     t_import = time.perf_counter()
     cell, L, H, V, E, T, S = MODELS[model]
     net = rg.stacked(getattr(rg.cells, cell), L, H, vocab=V, embed=E)
+    if prof:
+        prof.disable()
+    t_trace = time.perf_counter()
+    net.graph  # noqa: B018  (traced here, outside the profile)
+    t_trace = time.perf_counter() - t_trace
+    if prof:
+        prof.enable()
     step = rg.compile(net, window=T, streams=S, device="cuda", optimizer=rg.Adam(lr=2e-3), clip_norm=1.0, seed=0)
     t_compile = time.perf_counter()
     x, y = _batch(model, 0)
     loss = float(step.train(x, y))
     t_first = time.perf_counter()
+    if prof:
+        import io
+        import pstats
+        prof.disable()
+        text = io.StringIO()
+        pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(120)
+        with open(profile, "w") as f:
+            f.write(f"{model}: import {t_import - t0:.3f} s, trace {t_trace:.3f} s (not profiled), "
+                    f"compile {t_compile - t_import - t_trace:.3f} s, first train {t_first - t_compile:.3f} s\n")
+            f.write(text.getvalue())
     out = {"interpreter_s": t0 - T_START, "import_s": t_import - t0, "compile_s": t_compile - t_import,
-           "first_train_s": t_first - t_compile, "first_call_s": t_first - t0, "first_loss": loss,
+           "trace_s": t_trace, "first_train_s": t_first - t_compile, "first_call_s": t_first - t0, "first_loss": loss,
            "kernels": [{"name": r.name, "file": os.path.basename(r.file), "hits": r.hits, "misses": r.misses,
                         "seconds": round(r.seconds, 3)} for r in compile_stats()]}
     out["compiled"] = sum(k["misses"] for k in out["kernels"])
@@ -132,12 +159,15 @@ def main(argv=None) -> int:
     p.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--out", help="results JSON")
+    p.add_argument("--profile", metavar="PREFIX",
+                   help="also run a third warm process under cProfile and write PREFIX-MODEL.txt (its times are "
+                        "not the benchmark's)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--torch-tf32", type=int, default=-1, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.child:
         res = child_torch(a.child, a.steps, bool(a.torch_tf32)) if a.torch_tf32 >= 0 else child_rnngraph(a.child,
-                                                                                                       a.steps)
+                                                                                                       a.steps, a.profile)
         print(json.dumps(res))
         return 0
     models = a.models.split(",")
@@ -153,6 +183,8 @@ def main(argv=None) -> int:
             rec = {"config": dict(zip(("cell", "layers", "hidden", "vocab", "embed", "window", "streams"), MODELS[m]))}
             rec["cold"] = _spawn(["--child", m, "--steps", "0"], env)
             rec["warm"] = _spawn(["--child", m, "--steps", str(a.steps)], env)
+            if a.profile:
+                rec["warm_profiled"] = _spawn(["--child", m, "--steps", "0", "--profile", f"{a.profile}-{m}.txt"], env)
             for tf32 in (0, 1):
                 rec[f"torch_tf32_{'on' if tf32 else 'off'}"] = _spawn(
                     ["--child", m, "--steps", str(a.steps), "--torch-tf32", str(tf32)], env)
