@@ -24,6 +24,12 @@ The padded steps of the input are set to zero before a call (:func:`zero_padded_
 held values and the gradient then stay finite whatever the padding holds (NaN, inf), since a
 padded step computes finite values from finite ones and its zero gradient multiplies them.
 
+Since a padded step's values are only held or zeroed, its work can be skipped: the persistent
+loop kernels' GEMM work items take the streams longest first (:func:`stream_order`, set with
+the masks by the GPU paths of ``rg.compile_rnn`` and ``rnngraph.torch.RNN``) and at step t run
+only over the streams still within their lengths (rnngraph/codegen/tuning.py ``skip``); the
+outputs they leave unwritten are zeroed before the loop, so the padded steps stay finite.
+
 A state read more than one step back (``rg.State(delay=2)``, ``h.delayed(k)``) has no packed
 counterpart; tracing such a cell for lengths raises GraphError.
 """
@@ -35,8 +41,8 @@ from .arrays import array_kind
 from .errors import GraphError, ShapeError
 from .ir import FLOAT, Graph
 
-__all__ = ["check_lengths", "hold_padded_steps", "length_inputs", "length_masks", "valid_steps", "with_lengths",
-           "zero_padded_steps"]
+__all__ = ["check_lengths", "hold_padded_steps", "length_inputs", "length_masks", "stream_order", "valid_steps",
+           "with_lengths", "zero_padded_steps"]
 
 LENGTHS = "lengths"  # the attribute marking a graph input as a variable-length mask
 
@@ -120,6 +126,17 @@ def valid_steps(lengths: np.ndarray, T: int, like, dtype="float32"):
         dev = torch.as_tensor(np.asarray(lengths)).pin_memory().to(like.device, non_blocking=True)
         return (torch.arange(T, device=like.device)[:, None] < dev[None, :]).to(like.dtype)
     return (np.arange(T)[:, None] < np.asarray(lengths)[None, :]).astype(dtype)
+
+
+def stream_order(valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(order, counts) from ``valid`` (T, S) NumPy of :func:`valid_steps`: the streams longest
+    first, (S,) int32 (ties in stream order), and the number of streams within their lengths at
+    each step, (T,) int32 -- the first counts[t] of the order. The persistent loop kernels' GEMM
+    work items take the streams in this order and skip the items of streams that all ended
+    (rnngraph/codegen/tuning.py ``skip``)."""
+    keep = valid > 0
+    return (np.argsort(-np.count_nonzero(keep, axis=0), kind="stable").astype(np.int32),
+            np.count_nonzero(keep, axis=1).astype(np.int32))
 
 
 def length_masks(g: Graph, valid) -> dict:

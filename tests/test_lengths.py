@@ -164,3 +164,38 @@ def test_masked_loop_kernels_alone_equal_the_numpy_backend(plan, S):
     step = SimpleNamespace(schedule=dp.schedule, _cuda=SimpleNamespace(program=dp.program), parameters=cpu.parameters)
     result = check_loops(step)
     assert any(name.startswith("d.layer0") for name in result[next(k for k in result if "backward" in k)])
+
+
+@SIM
+@pytest.mark.parametrize("skip", [1, 0])
+def test_loop_gemm_items_skip_the_steps_where_all_their_streams_are_padded(skip):
+    """LoopTuning ``skip``: with one stream a work item (cols=1) and lengths [1, 3, 2], the items
+    take the streams longest first (order [1, 2, 0]) and skip the steps where their stream is
+    padded: the in-loop product's buffer holds zeros there (skip=1: zeroed before the loop, not
+    written), or the product plus bias (skip=0); the results equal the NumPy backend's either way."""
+    net = _net((rg.cells.lstm,), hidden=2)
+    cpu = rg.compile_rnn(net, device="cpu")
+    tuning = rg.LoopTuning.defaults(3).replace(cols=1, skip=skip)
+    gpu = rg.compile_rnn(net, device="cuda", plan="scc-sequential", parameters=cpu.parameters, tuning=tuning)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((3, 3, 2)).astype(np.float32)
+    h0 = {k: v.astype(np.float32) for k, v in _h0(net, 3, rng).items()}
+    lengths = [1, 3, 2]
+    (y1, h1), (y2, h2) = cpu.forward(x, h0, lengths=lengths), gpu.forward(x, h0, lengths=lengths)
+    np.testing.assert_allclose(y2, y1, atol=2e-6)
+    for k in h1:
+        np.testing.assert_allclose(h2[k], h1[k], atol=2e-6, err_msg=k)
+    dy = rng.standard_normal(y1.shape).astype(np.float32)
+    assert_backward_close(cpu.backward(dy, {}), gpu.backward(dy, {}), atol=2e-5)
+    dp = gpu._plan(3, 3, backward=True, masked=True)
+    assert dp.buf.order.copy_to_host().tolist() == [1, 2, 0]
+    (gemm,) = [k for loop in dp.schedule.forward if getattr(loop, "mode", "") == "persistent"
+               for k in loop.kernels if k.kind == "gemm"]
+    node = gemm.ops[0]
+    stored = dp.buf.V[node].copy_to_host()[dp.buf.names.depth(node):]  # (T, S, size)
+    padded = np.array([stored[t, s] for s, n in enumerate(lengths) for t in range(n, 3)])
+    assert padded.shape == (3, stored.shape[2])
+    if skip:
+        np.testing.assert_array_equal(padded, 0.0)
+    else:
+        assert np.abs(padded).min() > 0

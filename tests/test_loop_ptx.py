@@ -60,7 +60,8 @@ for cell, S, knob, *opts in json.loads(CONFIGS):  # opts: {"hidden": H, "tuning"
     options, tuning = resolve(S, overrides=parse(keys))
     hidden, precision = opts.get("hidden", 64), opts.get("precision", "fp32")
     net = rg.stacked(rg.cells.STANDARD[cell], 1, hidden, input_size=hidden)
-    g, names = net.graph, Names(net.graph)
+    g = net.masked_graph if opts.get("lengths") else net.graph  # lengths: the variable-length graph
+    names = Names(g)
     s = schedule(g, 4, S, "float32", None, options, precision=precision)
     kernel_of = {m: k.ops for k in s.kernels("forward") for m in k.ops}
     params = {names.param(p.name): p for p in g.params}
@@ -68,13 +69,14 @@ for cell, S, knob, *opts in json.loads(CONFIGS):  # opts: {"hidden": H, "tuning"
         src, args = LoopEmitter(g, loop, "k", coop=True, recompute=kernel_of, streams=S, nblocks=132,
                                 tuning=tuning, precision=loop_precision(s)).source()
         kern = module.load(PRELUDE + "\n\n" + src).k
-        arrays = [np.zeros((2, 2, 2), np.float32) if a[0] in "VGNM" else
+        arrays = [np.zeros((2, 2, 2), np.float32) if a[0] in "VGNM" else np.zeros(2, np.int32) if a[0] == "O" else
                   np.zeros(params["P" + a[1:]].shape[::-1 if a[0] == "T" else 1], np.float32) for a in args]
         flags = [np.zeros((2, 2, 2), np.uint64) for _ in loop.flagged]
         sig = tuple(typeof(v) for v in [4, S] + ([np.zeros(1, np.uint32)] if knob else []) + flags + arrays)
         ptx, _ = cuda.compile_ptx(kern.py_func, sig, cc=(9, 0))
         body = "\n".join(l for l in ptx.splitlines() if not l.strip().startswith("//"))
-        out[f"{cell} S={S} barrier={knob} H={hidden} {precision} mma={int(options.loop_tensor_cores)} {loop.name}"] = {
+        out[f"{cell} S={S} barrier={knob} H={hidden} {precision} mma={int(options.loop_tensor_cores)}"
+            f"{' lengths' if opts.get('lengths') else ''} {loop.name}"] = {
             "mma": re.findall(r"mma\.sync\.aligned\.[a-z0-9.]+", body),
             "v4_loads": len(re.findall(r"ld\.global\.v4\.f32", body)),
             "polled_in_loop": polled_in_loop(ptx), "fences": ptx.count("fence.acq_rel.gpu"),
@@ -226,3 +228,21 @@ def test_loop_tensor_cores_emit_mma_and_no_f64(tmp_path):
             assert (r["v4_loads"] > 0) == name.startswith("lstm"), (name, r["v4_loads"])
         else:
             assert r["mma"] == [] and r["v4_loads"] == 0, name
+
+
+@pytest.mark.slow
+def test_variable_length_loops_skip_without_slowing_the_inner_loop(tmp_path):
+    """The variable-length LSTM's loop kernels at S = 64, H = 512 (GEMM items that skip padded
+    steps and take the streams through the stream order, LoopTuning ``skip``) compile with no
+    float64 instruction, and their in-loop products' unrolled inner loops are the plain graph's:
+    the same FMAs and other instructions a trip. (Zero stores for the skipped items in a second
+    item loop had made the forward's inner loop recompute its addresses every trip.)"""
+    result = compile_loops([["lstm", 64, 0, {"hidden": 512}], ["lstm", 64, 0, {"hidden": 512, "lengths": True}]],
+                           tmp_path)
+    assert len(result) == 4, sorted(result)
+    for name, r in result.items():
+        assert r["f64"] == 0, name
+    for backward in (False, True):
+        plain, masked = (next(r for n, r in result.items() if ("(backward)" in n) == backward and ("lengths" in n) == m)
+                         for m in (False, True))
+        assert masked["inner_loop"] == plain["inner_loop"], ("backward" if backward else "forward", masked, plain)

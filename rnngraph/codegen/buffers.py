@@ -3,7 +3,11 @@
 Buffers (float32): ``V[node]`` and ``G[node]`` of shape (D + T, S, n), rows 0..D-1 holding the
 state history (so a read at t - d is row D + t - d); token ids (T, S) int32; params ``P`` and
 their gradients ``PG`` in their declared shapes; ``PT`` the transposed copies of the weights a
-persistent loop kernel reads; ``LN`` a layer norm's row sums inside a persistent loop. The
+persistent loop kernel reads; ``LN`` a layer norm's row sums inside a persistent loop; ``order``
+the streams in the order the loop kernels' GEMM work items take them (int32 (S,), a permutation)
+and ``valid_streams`` how many of them, in that order, are within their lengths at each step
+(int32 (T,)): identity and S until :meth:`Buffers.set_stream_order` sets them (codegen/tuning.py
+``skip``). The
 gradients live in one arena and the parameter gradients in another, so that one launch zeroes
 each; parameters the buffers allocate themselves live in a third (``param_arena``), laid out
 as the parameter gradients' arena, so that one launch updates them all (codegen/step.py). ``lookup`` maps a generated-code buffer name (``V<k>``, ``G<k>``, ...) to its array.
@@ -16,7 +20,7 @@ from numba import cuda
 from ..ir import INDEX, Graph
 from .device import blocks
 from .kernel_cache import cached
-from .pointwise import Names
+from .pointwise import STREAM_ORDER, VALID_STREAMS, Names
 
 
 def arena(views: dict, shapes: dict, stream, align: int = 1):
@@ -68,6 +72,8 @@ class Buffers:
             self.param_arena = None
             self.P.update({p.name: params[p.name] for p in g.params})
         self.stream = stream
+        self.order = cuda.to_device(np.arange(S, dtype=np.int32), stream=stream)
+        self.valid_streams = cuda.to_device(np.full(T, S, np.int32), stream=stream)
         self.LN: dict[str, tuple] = {}  # layer norm in a persistent loop -> (forward, backward) row sums
 
     def ln_sums(self, node: str) -> tuple:
@@ -77,6 +83,15 @@ class Buffers:
             self.LN[node] = tuple(cuda.device_array((self.T, self.S, 2), np.float32, stream=self.stream)
                                   for _ in range(2))
         return self.LN[node]
+
+    def set_stream_order(self, order: np.ndarray, valid_streams: np.ndarray) -> None:
+        """The streams in the order the loop kernels' GEMM work items take them and how many of
+        them are within their lengths at each step, host arrays (S,) and (T,) of
+        rnngraph.lengths.stream_order: only the work items over those streams do their products
+        (codegen/tuning.py ``skip``). The first ``valid_streams[t]`` of ``order`` must hold every
+        stream within its length at t. Enqueued on the buffers' stream."""
+        self.order.copy_to_device(np.ascontiguousarray(order, dtype=np.int32), stream=self.stream)
+        self.valid_streams.copy_to_device(np.ascontiguousarray(valid_streams, dtype=np.int32), stream=self.stream)
 
     def add_transposed(self, param: str, stream) -> None:
         """Keep a transposed copy ``PT[param]`` (refresh it with :meth:`refresh_transposed`)."""
@@ -102,6 +117,8 @@ class Buffers:
             return self.PG[self.g.params[k].name]
         if kind in "NM":
             return self.ln_sums(self.g.nodes[k].name)[kind == "M"]
+        if name in (STREAM_ORDER, VALID_STREAMS):
+            return self.order if name == STREAM_ORDER else self.valid_streams
         node = self.g.nodes[k].name
         return self.V[node] if kind == "V" else self.G[node]
 

@@ -16,7 +16,7 @@ from numba import cuda
 
 from ..arrays import array_kind
 from ..ir import INDEX
-from ..lengths import with_lengths
+from ..lengths import stream_order, with_lengths
 from ..schedule import Schedule
 from . import library
 from .device import as_device, in_simulator
@@ -164,6 +164,8 @@ class DevicePlan:
                 library.fill(dst, 0.0, stream=self.stream)
         for m, v in masks.items():
             b.V[m].copy_to_device(self._device_in(f"masks[{m!r}]", v), stream=self.stream)
+        if valid is not None:
+            b.set_stream_order(*stream_order(valid))
         self.program.run_forward()
         out = g.outputs[0]
         D = b.names.depth(out)

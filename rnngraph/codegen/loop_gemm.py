@@ -44,20 +44,20 @@ def emit_rows(src: Source, r: GemmRows, coop: bool, vector_loads: bool = True) -
     start, step, kstep = ("warp", "nwarps", 32) if coop else ("tid", "bdim", 1)
     rnd = (lambda x: f"{ROUNDING[r.rounding]}({x})") if r.rounding else (lambda x: x)  # noqa: E731
     src(f"nrows = nj * {reps}", f"ngroups = (nrows + {RB - 1}) // {RB}")
+    items = all_items(r)
+    if r.active:
+        src(f"nitems = (({r.active}[t] + {SB - 1}) // {SB}) * ngroups  # the items with a stream within its length")
+        items = "nitems"
     if KS > 1:
         src(f"kw = {start}")
-        header = f"while kw < ((S + {SB - 1}) // {SB}) * ngroups * {KS}:"
+        header = f"while kw < {items} * {KS}:"
     else:
         src(f"item = {start}")
-        header = f"while item < ((S + {SB - 1}) // {SB}) * ngroups:"
+        header = f"while item < {items}:"
     with src.block(header):
         if KS > 1:
             src(f"item = kw // {KS}")
-        src("sb = item // ngroups", f"g0 = (item - sb * ngroups) * {RB}")
-        for a in range(RB):
-            src(f"rem{a} = min(g0 + {a}, nrows - 1)", *owned_row(f"rem{a}", f"r{a}", reps, uL))
-        for i in range(SB):
-            src(f"s{i} = min(sb * {SB} + {i}, S - 1)", *(f"acc{a}_{i} = float32(0.0)" for a in range(RB)))
+        _item_rows_and_streams(src, r)
         flagged = [(m, t.flag) for m, t in enumerate(r.terms) if t.flag]
         for m, (_, row) in flagged:
             src(f"ftag{m} = uint32({row}) + uint32(1)")
@@ -79,11 +79,33 @@ def emit_rows(src: Source, r: GemmRows, coop: bool, vector_loads: bool = True) -
                                 *(f"acc{a}_{i} += w{m}_{a}_{u} * v" for a in range(RB)))
                 src(f"kk += {unroll * stride}")
         _reduce_and_store(src, r, coop)
-        if KS == 1:
-            src(f"item += {step}")
-            return
-        src(f"kw += {step}")
-    sum_split_partials(src, r)
+        src(f"{'kw' if KS > 1 else 'item'} += {step}")
+    if KS > 1:
+        sum_split_partials(src, r)
+
+
+def all_items(r: GemmRows) -> str:
+    """The number of the block's work items of a row loop (``ngroups`` groups of rows a stream
+    group)."""
+    return f"((S + {r.streams - 1}) // {r.streams}) * ngroups"
+
+
+def _item_rows_and_streams(src: Source, r: GemmRows) -> None:
+    """A work item's place (``sb``, its stream group; ``g0``, its first row), its rows r<a> (and
+    their places rem<a>), its streams s<i> (through ``r.order``) and its partial sums acc<a>_<i>
+    set to zero."""
+    RB, SB = r.rows, r.streams
+    src("sb = item // ngroups", f"g0 = (item - sb * ngroups) * {RB}")
+    for a in range(RB):
+        src(f"rem{a} = min(g0 + {a}, nrows - 1)", *owned_row(f"rem{a}", f"r{a}", r.reps, r.unit))
+    for i in range(SB):
+        src(f"s{i} = {stream_of(r, f'min(sb * {SB} + {i}, S - 1)')}", *(f"acc{a}_{i} = float32(0.0)" for a in range(RB)))
+
+
+def stream_of(r: GemmRows, place: str) -> str:
+    """The stream at ``place`` (an expression in [0, S)) of the items' stream order: ``r.order``
+    at it, or itself without one."""
+    return f"{r.order}[{place}]" if r.order else place
 
 
 def sum_split_partials(src: Source, r: GemmRows) -> None:
@@ -92,12 +114,12 @@ def sum_split_partials(src: Source, r: GemmRows) -> None:
     stream]) and stores the sum."""
     RB, SB, KS, kp, reps, uL = r.rows, r.streams, r.ksplit, r.partials, r.reps, r.unit
     src("cuda.syncthreads()", "# the items' split partial sums: a thread per (item, row, stream)", "i = tid")
-    with src.block(f"while i < ((S + {SB - 1}) // {SB}) * ngroups * {RB * SB}:"):
+    with src.block(f"while i < {'nitems' if r.active else all_items(r)} * {RB * SB}:"):
         src(f"item = i // {RB * SB}", f"c = i - item * {RB * SB}", f"aa = c // {SB}", "sb = item // ngroups",
             f"rem = (item - sb * ngroups) * {RB} + aa", f"ss = sb * {SB} + c - aa * {SB}")
         with src.block("if rem < nrows and ss < S:"):
             src(*owned_row("rem", "rr", reps, uL), f"acc = {' + '.join(f'{kp}[item * {KS} + {p}, c]' for p in range(KS))}",
-                r.store.format(r="rr", s="ss", acc="acc"))
+                r.store.format(r="rr", s=stream_of(r, "ss"), acc="acc"))
         src("i += bdim")
 
 

@@ -51,7 +51,17 @@ class GemmRows:
     8 rows x 16 streams, the streams the ``mma`` tile's 16 (A: the vectors) and the rows its 8 (B:
     the weights), for blocks that own no more than 8 rows. ``rounding`` ("tf32" or "bf16"; "" for none): the FFMA loop
     rounds both operands of each product to that format first (the simulator's stand-in for the
-    tensor cores, rounding as rnngraph/precision.py does)."""
+    tensor cores, rounding as rnngraph/precision.py does).
+
+    ``order`` and ``active`` (the FFMA loops of a variable-length graph with LoopTuning ``skip``;
+    else ""): the buffers of the stream order (S,) and of the number of streams within their
+    lengths at each step (T,) (codegen/buffers.py, int32): the items take the streams in that
+    order, and at step t only the items over its first ``active[t]`` streams run; the others
+    store nothing (a forward GEMM's output is zeroed before the kernel: LoopKernelPlan
+    ``unwritten``; a backward's would add zero). Exact: a padded step's values are only held or
+    zeroed, and no gradient reaches it (rnngraph/lengths.py). With the streams longest first (the
+    buffers' default is every stream at every step), the items of the streams that ended skip
+    their work."""
 
     comment: str
     terms: tuple
@@ -70,6 +80,8 @@ class GemmRows:
     rounding: str = ""
     chunked: bool = False
     swapped: bool = False
+    order: str = ""
+    active: str = ""
 
 
 @dataclass(frozen=True)

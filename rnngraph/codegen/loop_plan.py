@@ -33,13 +33,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ir import Graph
+from ..lengths import length_inputs
 from ..ops import is_row_reduction
 from ..passes.ownership import kernel_unit, level_unit
 from ..schedule import Kernel, Loop
 from .loop_items import GemmItem, GemmRows, GemmTerm, LevelPlan, PointwiseItem, RowSums, StagePlan
 from .loop_pointwise import made, pointwise_emitter
 from .loop_prefetch import prefetch_plans
-from .pointwise import Names, buffer_key, local_grad
+from .pointwise import STREAM_ORDER, VALID_STREAMS, Names, buffer_key, local_grad
 from .tuning import LoopTuning
 
 #: partial sums a lane of a GEMM work item holds at most (rows x streams; the transpose butterfly
@@ -142,7 +143,10 @@ class LoopKernelPlan:
     ``knockout`` (bench/loop_profile.py's timing variants only; empty for every real kernel): the
     constructs the emitters leave out: "grid-sync" (the time loop's grid syncs become ``pass``),
     "gemm", "pointwise", "ln-sums" (those sections of each stage body, then ``pass``),
-    "vector-loads" (a GEMM's vector load becomes a copy of a weight already in a register)."""
+    "vector-loads" (a GEMM's vector load becomes a copy of a weight already in a register).
+    ``unwritten``: (buffer, first row) of each forward GEMM output whose padded steps the work
+    items skip (GemmRows ``active``): the launcher zeroes its T rows from there before the kernel,
+    so that those steps hold finite values (rnngraph/lengths.py)."""
 
     loop: Loop = field(repr=False, compare=False)
     name: str
@@ -167,6 +171,7 @@ class LoopKernelPlan:
     transposed: frozenset
     buffers: tuple
     knockout: frozenset = frozenset()
+    unwritten: tuple = ()
 
     @property
     def args(self) -> tuple:
@@ -288,7 +293,7 @@ def plan_loop_kernel(g: Graph, loop: Loop, name: str, coop: bool = True, recompu
         flag_buffers=tuple(flag_buffers.items()), ln_shape=ln_shape, ln_slots=ln_slots,
         ln_zero=tuple(dict.fromkeys(ln_zero)), smem=tuple(budget.arrays), smem_left=budget.left,
         weight_copies=tuple(ctx.copies.values()), local_grads=tuple(ctx.local_grads), prefetch=tuple(prefetch.items()),
-        levels=tuple(levels), transposed=frozenset(ctx.transposed),
+        levels=tuple(levels), transposed=frozenset(ctx.transposed), unwritten=tuple(ctx.unwritten.items()),
         buffers=tuple(sorted(buffers - local - set(flag_buffers.values()), key=buffer_key)))
 
 
@@ -309,6 +314,9 @@ class _Context:
         self.transposed: set[str] = set()
         self.nsplit = 0  # split partial-sum arrays so far
         self.ln_shape = 0  # the layer norms' row-sum shape, once their arrays are decided
+        #: the FFMA row loops of a variable-length graph skip their padded steps (GemmRows ``active``)
+        self.skip = bool(length_inputs(g) and tuning.skip and not self.mma)
+        self.unwritten: dict[str, int] = {}  # LoopKernelPlan ``unwritten``
 
     def row_sums(self, offset: int, name: str) -> RowSums:
         n, names = self.g.by_name[name], self.names
@@ -377,7 +385,11 @@ class _Context:
                 weight, prepared = self._weight(w, reps, uL, K, self._chunked(K, [flag]))
                 terms = (GemmTerm(weight, X, xrow, flag, prepared),)
                 store = f"{out}[{names.depth(n.name)} + t, {{s}}, {{r}}] = {{acc}}" + (f" + {b}[{{r}}]" if b else "")
-                rows.append(self._rows(comment, reps, uL, K, terms, store))
+                # padded steps skipped (not for an output read through flag words: its readers poll it)
+                skip = self.skip and out not in self.flag_buffers
+                if skip:
+                    self.unwritten[out] = names.depth(n.name)
+                rows.append(self._rows(comment, reps, uL, K, terms, store, skip))
             return GemmItem(k, tuple(rows))
         GX, terms = names.grad(x), []
         self.buffers.add(GX)
@@ -395,7 +407,8 @@ class _Context:
             weight, prepared = self._weight(wt, K // uL, uL, R, chunked)
             terms.append(GemmTerm(weight, gy, row, self._flag(gy, row), prepared))
         comment = f"# {k.name}: d.{ref} += sum W^T d.({', '.join(k.ops)})"
-        return GemmItem(k, (self._rows(comment, K // uL, uL, R, tuple(terms), f"{GX}[{xrow}, {{s}}, {{r}}] += {{acc}}"),))
+        return GemmItem(k, (self._rows(comment, K // uL, uL, R, tuple(terms), f"{GX}[{xrow}, {{s}}, {{r}}] += {{acc}}",
+                                       self.skip and GX not in self.flag_buffers),))
 
     def _flag(self, buf: str, row: str) -> tuple | None:
         return (self.flag_buffers[buf], row) if buf in self.flag_buffers else None
@@ -433,13 +446,15 @@ class _Context:
         RB = max(1, min(self.tuning.rows, block_rows))
         return max(1, min(max(1, min(self.streams, self.tuning.cols)), GEMM_ACCUMULATORS // RB)), RB
 
-    def _rows(self, comment: str, reps: int, uL: int, inner: int, terms: tuple, store: str) -> GemmRows:
+    def _rows(self, comment: str, reps: int, uL: int, inner: int, terms: tuple, store: str,
+              skip: bool = False) -> GemmRows:
         """A row loop's work items and K-split: ``ksplit`` workers (warps; threads in the
         simulator) share an item by splitting its inner dimension when the block has fewer items
         than workers, no more than ``tuning.ksplit`` nor one chunk (32 on the GPU) a part, and 1
         when the partial sums' array (items x parts x rows x streams floats) does not fit in what
         is left of the budget (or in simulated blocks). The inner loop is unrolled ``tuning.unroll``
-        times, at most as often as a worker's stride fits in the inner dimension."""
+        times, at most as often as a worker's stride fits in the inner dimension. ``skip``: the
+        items skip the steps where their streams are padded (GemmRows ``order``, ``active``)."""
         block_rows = -(-uL // max(1, self.vb or self.nblocks)) * reps
         if self.mma:
             return self._mma_rows(comment, reps, uL, inner, terms, store, block_rows)
@@ -449,8 +464,10 @@ class _Context:
         KS, kp = self._split(items, RB, SB, inner, kstep)
         unroll = max(1, min(self.tuning.unroll, inner // (kstep * KS)))
         butterfly = bool(self.coop and self.tuning.xreduce and RB * SB <= 32)
+        order, active = (STREAM_ORDER, VALID_STREAMS) if skip else ("", "")
+        self.buffers.update(b for b in (order, active) if b)
         return GemmRows(comment, terms, store, reps, uL, inner, SB, RB, items, KS, kp, unroll, butterfly,
-                        rounding=self.rounding)
+                        rounding=self.rounding, order=order, active=active)
 
     def _split(self, items: int, RB: int, SB: int, inner: int, kstep: int) -> tuple[int, str]:
         """(KS, the partial sums' array ``kp<n>``) of a row loop of ``items`` items of RB rows x SB

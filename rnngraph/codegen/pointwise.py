@@ -38,6 +38,11 @@ def template(text: str, **fields) -> str:
     return out
 
 
+#: generated-code names of a program's stream order and of its streams within their lengths at
+#: each step (codegen/buffers.py ``Buffers.order``, ``Buffers.valid_streams``)
+STREAM_ORDER, VALID_STREAMS = "O0", "O1"
+
+
 @dataclass(frozen=True)
 class Names:
     """Identifiers of a graph's buffers in generated code."""

@@ -17,6 +17,7 @@ import numpy as np
 from numba import cuda
 
 from ..schedule import Loop
+from . import library
 from .loop import SIM_THREADS, emit_loop_kernel
 from .loop_plan import plan_loop_kernel
 from .parallel_compile import precompile
@@ -61,7 +62,14 @@ class LoopLaunches:
                                        f"does not fit even with {threads} threads a block")
                 threads //= 2
             self.loop_threads[name] = threads
-            return lambda: kern[nblocks, threads, self.stream](self.T, self.S, *arrays)
+            # the outputs whose padded steps the kernel skips hold zeros there (LoopKernelPlan ``unwritten``)
+            unwritten = [self.buf.lookup(b)[first:first + self.T] for b, first in plan.unwritten]
+
+            def launch():
+                for a in unwritten:
+                    library.fill(a, 0.0, stream=self.stream)
+                kern[nblocks, threads, self.stream](self.T, self.S, *arrays)
+            return launch
 
         return make
 

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from ..ir import INDEX
-from ..lengths import LENGTHS
+from ..lengths import LENGTHS, stream_order
 from .device import stream_handle
 
 
@@ -36,7 +36,9 @@ class TorchIO:
         self.dh_T = {s.name: t(b.G[s.node][T:T + s.depth]) for s in g.states}
         self.masks = {n.name: t(b.V[n.name]) for n in g.inputs if "dropout" in n.attr or LENGTHS in n.attr}
         self.length_masks = [self.masks[n.name] for n in g.inputs if LENGTHS in n.attr]
-        self._keep: list = []  # (pinned host, device, event) x 2: the valid steps (T, S) as bools, made on first use
+        self._keep: list = []  # (pinned host, device, pinned order, event) x 2, made on first use: the
+        # valid steps (T, S) as bools; the stream order (S,) and valid streams (T,) of Buffers.set_stream_order
+        self.order, self.valid_streams = t(b.order), t(b.valid_streams)
         self._zeros: dict = {}  # dtype -> a 0-dim zero on the device
         self.dx = None if g.by_name["x"].dtype == INDEX else t(b.G["x"][:T])
         self.grad_arena, self.param_grads = t(b.grad_arena), t(b.param_grad_arena)
@@ -69,18 +71,24 @@ class TorchIO:
         return self._zeros[dtype]
 
     def _keep_on_device(self, valid: np.ndarray) -> torch.Tensor:
-        """``valid`` (T, S) > 0 as a bool tensor on the device, enqueued on torch's current stream
-        through two pinned buffers taken in turn, each rewritten only after its previous copy
-        finished (an event): the host may run a call ahead of the device without waiting."""
+        """``valid`` (T, S) > 0 as a bool tensor on the device, and the program's stream order and
+        valid streams set from it (rnngraph.lengths.stream_order), enqueued on torch's current
+        stream through two pinned buffers taken in turn, each rewritten only after its previous
+        copies finished (an event): the host may run a call ahead of the device without waiting."""
+        T, S = valid.shape
         if not self._keep:
-            self._keep = [(torch.empty(valid.shape, dtype=torch.bool, pin_memory=True),
-                           torch.empty(valid.shape, dtype=torch.bool, device=self.x.device), torch.cuda.Event())
+            self._keep = [(torch.empty((T, S), dtype=torch.bool, pin_memory=True),
+                           torch.empty((T, S), dtype=torch.bool, device=self.x.device),
+                           torch.empty(S + T, dtype=torch.int32, pin_memory=True), torch.cuda.Event())
                           for _ in range(2)]
         self._keep.reverse()
-        host, dev, copied = self._keep[0]
+        host, dev, order, copied = self._keep[0]
         copied.synchronize()
         np.greater(valid, 0, out=host.numpy())
+        order.numpy()[:S], order.numpy()[S:] = stream_order(valid)
         dev.copy_(host, non_blocking=True)
+        self.order.copy_(order[:S], non_blocking=True)
+        self.valid_streams.copy_(order[S:], non_blocking=True)
         copied.record()
         return dev
 

@@ -69,6 +69,12 @@ prefetch  1: a persistent loop's pointwise kernels issue the loads that nothing 
           whose loads left in place are GEMM outputs, none with a layer norm of its own).
           1 / 0: S=1 LSTM 0.945 vs 0.984, GRU 0.932 vs 0.993 (h200-20261201-prefetch-sweep-defaults.json);
           S=64 LSTM 4.71 vs 4.15 (h200-20261201-prefetch-sweep-lstm64.json).
+skip      1: in the loops of a variable-length graph (rnngraph/lengths.py) a GEMM work item whose
+          streams are all past their lengths at a step does no products there (its accumulators
+          stay zero: the bias is stored, or nothing added), and the items take the streams in
+          the buffers' stream order (longest first when the caller sets it from the lengths,
+          codegen/buffers.py), so that an item's streams end together. Exact: a padded step's
+          values are only held or zeroed, and no gradient reaches it. 1 / 0: not yet measured.
 """
 from __future__ import annotations
 
@@ -96,6 +102,7 @@ _RANGES = {
     "carveout": ("-1 (the driver's choice) or a percentage in [0, 100]", lambda v: -1 <= v <= 100),
     "ksplit": ("in [1, 32]", lambda v: 1 <= v <= 32),
     "prefetch": ("0 or 1", lambda v: v in (0, 1)),
+    "skip": ("0 or 1", lambda v: v in (0, 1)),
 }
 
 
@@ -127,6 +134,7 @@ class LoopTuning:
     carveout: int = -1
     ksplit: int = 8
     prefetch: int = 0
+    skip: int = 1
 
     def __post_init__(self):
         for f in fields(self):
