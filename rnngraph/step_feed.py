@@ -13,6 +13,7 @@ import numpy as np
 from .arrays import shape_of
 from .heads import host_array
 from .ir import INDEX
+from .lengths import stream_order, valid_steps
 from .masks import draw_mask, mask_seed
 from .reference import check_ids, check_real, id_limits, loss_columns
 from .step_lengths import lengths_feed, padded
@@ -63,6 +64,8 @@ class StepFeed:
                 if n.name in feed and n.dtype != INDEX and not hasattr(feed[n.name], "__cuda_array_interface__"):
                     check_real(n.name, np.asarray(feed[n.name]))
         self._use(T, S, lengths is not None)
+        if lengths is not None and self._cuda is not None:  # the loops skip the streams that ended
+            self._cuda.buf.set_stream_order(*stream_order(valid_steps(lengths, T, None)))
         return feed
 
     def _loss_columns(self, feed: dict) -> int:
