@@ -74,7 +74,9 @@ skip      1: in the loops of a variable-length graph (rnngraph/lengths.py) a GEM
           stay zero: the bias is stored, or nothing added), and the items take the streams in
           the buffers' stream order (longest first when the caller sets it from the lengths,
           codegen/buffers.py), so that an item's streams end together. Exact: a padded step's
-          values are only held or zeroed, and no gradient reaches it. 1 / 0: not yet measured.
+          values are only held or zeroed, and no gradient reaches it. Graphs without lengths get
+          the same code either way (cpu-20261203-loop-skip-source-identity.json). 1 / 0: not yet
+          measured on a GPU.
 """
 from __future__ import annotations
 
