@@ -69,12 +69,12 @@ prefetch  1: a persistent loop's pointwise kernels issue the loads that nothing 
           whose loads left in place are GEMM outputs, none with a layer norm of its own).
           1 / 0: S=1 LSTM 0.945 vs 0.984, GRU 0.932 vs 0.993 (h200-20261201-prefetch-sweep-defaults.json);
           S=64 LSTM 4.71 vs 4.15 (h200-20261201-prefetch-sweep-lstm64.json).
-skip      1: in the loops of a variable-length graph (rnngraph/lengths.py) a GEMM work item whose
-          streams are all past their lengths at a step does no products there (its accumulators
-          stay zero: the bias is stored, or nothing added), and the items take the streams in
-          the buffers' stream order (longest first when the caller sets it from the lengths,
-          codegen/buffers.py), so that an item's streams end together. Exact: a padded step's
-          values are only held or zeroed, and no gradient reaches it. Graphs without lengths get
+skip      1: in the loops of a variable-length graph (rnngraph/lengths.py) the GEMM work items
+          take the streams in the buffers' stream order (longest first when the caller sets it
+          from the lengths, codegen/buffers.py) and at each step run only over the streams still
+          within their lengths; the forward outputs the others would store are zeroed before the
+          kernel, and in the backward they would add zero. Exact: a padded step's values are
+          only held or zeroed, and no gradient reaches it. Graphs without lengths get
           the same code either way (cpu-20261203-loop-skip-source-identity.json). 1 / 0: not yet
           measured on a GPU.
 """
