@@ -27,9 +27,9 @@ padded step computes finite values from finite ones and its zero gradient multip
 Since a padded step's values are only held or zeroed, its work can be skipped: the persistent
 loop kernels' GEMM work items take the streams longest first (:func:`stream_order`, set with
 the masks by the GPU paths of ``rg.compile_rnn``, ``rnngraph.torch.RNN`` and ``rg.compile``'s
-training step) and at step t run
-only over the streams still within their lengths (rnngraph/codegen/tuning.py ``skip``); the
-outputs they leave unwritten are zeroed before the loop, so the padded steps stay finite.
+training step) and at step t run only over the streams still within their lengths
+(rnngraph/codegen/tuning.py ``skip``); the outputs they leave unwritten are zeroed before the
+loop, so the padded steps stay finite.
 
 A state read more than one step back (``rg.State(delay=2)``, ``h.delayed(k)``) has no packed
 counterpart; tracing such a cell for lengths raises GraphError.

@@ -65,7 +65,7 @@ class StepFeed:
                     check_real(n.name, np.asarray(feed[n.name]))
         self._use(T, S, lengths is not None)
         if lengths is not None and self._cuda is not None:  # the loops skip the streams that ended
-            self._cuda.buf.set_stream_order(*stream_order(valid_steps(lengths, T, None)))
+            self._cuda.set_stream_order(*stream_order(valid_steps(lengths, T, None)))
         return feed
 
     def _loss_columns(self, feed: dict) -> int:

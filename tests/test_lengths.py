@@ -167,35 +167,47 @@ def test_masked_loop_kernels_alone_equal_the_numpy_backend(plan, S):
 
 
 @SIM
-@pytest.mark.parametrize("skip", [1, 0])
-def test_loop_gemm_items_skip_the_steps_where_all_their_streams_are_padded(skip):
-    """LoopTuning ``skip``: with one stream a work item (cols=1) and lengths [1, 3, 2], the items
-    take the streams longest first (order [1, 2, 0]) and skip the steps where their stream is
-    padded: the in-loop product's buffer holds zeros there (skip=1: zeroed before the loop, not
-    written), or the product plus bias (skip=0); the results equal the NumPy backend's either way."""
-    net = _net((rg.cells.lstm,), hidden=2)
+@pytest.mark.parametrize("cells, plan, cols, lengths, skip", [
+    ((rg.cells.lstm,), "scc-sequential", 1, [1, 3, 2], 1),
+    ((rg.cells.lstm,), "scc-sequential", 1, [1, 3, 2], 0),
+    ((rg.cells.lstm, rg.cells.lstm), "wavefront", 2, [2, 5, 0, 3, 1], 1),
+    ((rg.cells.gru, rg.cells.layernorm_lstm), "scc-sequential", 2, [4, 1, 5, 2, 0], 1),
+])
+def test_loop_gemm_items_skip_the_steps_where_all_their_streams_are_padded(cells, plan, cols, lengths, skip):
+    """LoopTuning ``skip``: the items (``cols`` streams each) take the streams longest first
+    (lengths.stream_order) and skip a step where all their streams are padded: an in-loop
+    product's buffer holds zeros there (skip=1: zeroed before the loop, not written), or the
+    product plus bias (skip=0); outputs, final states and all gradients equal the NumPy
+    backend's either way (one and two layers, both plans, GRU and layer norm too)."""
+    T, S = max(lengths), len(lengths)
+    net = _net(cells, hidden=2)
     cpu = rg.compile_rnn(net, device="cpu")
-    tuning = rg.LoopTuning.defaults(3).replace(cols=1, skip=skip)
-    gpu = rg.compile_rnn(net, device="cuda", plan="scc-sequential", parameters=cpu.parameters, tuning=tuning)
+    tuning = rg.LoopTuning.defaults(S).replace(cols=cols, skip=skip)
+    gpu = rg.compile_rnn(net, device="cuda", plan=plan, parameters=cpu.parameters, tuning=tuning)
     rng = np.random.default_rng(5)
-    x = rng.standard_normal((3, 3, 2)).astype(np.float32)
-    h0 = {k: v.astype(np.float32) for k, v in _h0(net, 3, rng).items()}
-    lengths = [1, 3, 2]
+    x = rng.standard_normal((T, S, 2)).astype(np.float32)
+    h0 = {k: v.astype(np.float32) for k, v in _h0(net, S, rng).items()}
     (y1, h1), (y2, h2) = cpu.forward(x, h0, lengths=lengths), gpu.forward(x, h0, lengths=lengths)
     np.testing.assert_allclose(y2, y1, atol=2e-6)
     for k in h1:
         np.testing.assert_allclose(h2[k], h1[k], atol=2e-6, err_msg=k)
     dy = rng.standard_normal(y1.shape).astype(np.float32)
     assert_backward_close(cpu.backward(dy, {}), gpu.backward(dy, {}), atol=2e-5)
-    dp = gpu._plan(3, 3, backward=True, masked=True)
-    assert dp.buf.order.copy_to_host().tolist() == [1, 2, 0]
-    (gemm,) = [k for loop in dp.schedule.forward if getattr(loop, "mode", "") == "persistent"
-               for k in loop.kernels if k.kind == "gemm"]
-    node = gemm.ops[0]
-    stored = dp.buf.V[node].copy_to_host()[dp.buf.names.depth(node):]  # (T, S, size)
-    padded = np.array([stored[t, s] for s, n in enumerate(lengths) for t in range(n, 3)])
-    assert padded.shape == (3, stored.shape[2])
-    if skip:
-        np.testing.assert_array_equal(padded, 0.0)
-    else:
-        assert np.abs(padded).min() > 0
+    dp = gpu._plan(T, S, backward=True, masked=True)
+    order = np.argsort(-np.asarray(lengths), kind="stable")
+    assert dp.buf.order.copy_to_host().tolist() == order.tolist()
+    assert dp.buf.valid_streams.copy_to_host().tolist() == [sum(n > t for n in lengths) for t in range(T)]
+    gemms = [k.ops[0] for loop in dp.schedule.forward if getattr(loop, "mode", "") == "persistent"
+             for k in loop.kernels if k.kind == "gemm"]
+    assert gemms
+    # (t, s) where the item holding stream s has no stream within its length
+    skipped = [(t, s) for t in range(T) for p, s in enumerate(order)
+               if all(lengths[q] <= t for q in order[p // cols * cols:(p // cols + 1) * cols])]
+    assert skipped
+    for node in gemms:
+        stored = dp.buf.V[node].copy_to_host()[dp.buf.names.depth(node):]  # (T, S, size)
+        at_skipped = np.array([stored[t, s] for t, s in skipped])
+        if skip:
+            np.testing.assert_array_equal(at_skipped, 0.0, err_msg=node)
+        else:
+            assert np.abs(at_skipped).min() > 0, node

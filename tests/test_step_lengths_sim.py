@@ -42,3 +42,23 @@ def test_training_with_lengths_matches_numpy_backend(kind):
     for name in theirs.outputs:
         np.testing.assert_allclose(ours.outputs[name], theirs.outputs[name], atol=1e-5, err_msg=name)
     assert gpu.schedule.graph is net.masked_graph
+
+
+def test_training_step_sets_the_loops_stream_order_and_every_value_matches_at_padded_steps():
+    """rg.compile's training step with lengths sets the loops' stream order (longest first) and
+    valid streams, so its GEMM items (one stream each: cols=1) skip the streams that ended, and
+    still trains as the NumPy backend does; ``all_values=True`` runs every item (skip=0), so
+    even the values at padded steps equal the NumPy backend's."""
+    net = rg.Sequential(rg.cells.lstm(hidden=H), HEADS["xent"](), input_size=I)
+    tuning = rg.LoopTuning.defaults(S).replace(cols=1)
+    cpu, gpu = (rg.compile(net, window=T, streams=S, device=d, optimizer=rg.Adam(lr=1e-2), seed=1,
+                           **({"tuning": tuning} if d == "cuda" else {})) for d in ("cpu", "cuda"))
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(T, S, I)).astype(np.float32), _targets("xent", rng)
+    assert gpu.train(x, y, lengths=[1, 3]) == pytest.approx(cpu.train(x, y, lengths=[1, 3]), abs=1e-5)
+    assert_steps_close(gpu, cpu, atol=1e-5)
+    assert gpu._cuda.buf.order.copy_to_host().tolist() == [1, 0]
+    assert gpu._cuda.buf.valid_streams.copy_to_host().tolist() == [2, 1, 1]  # T = 3
+    ours, theirs = gpu.forward(x, y, lengths=[1, 3], all_values=True), cpu.forward(x, y, lengths=[1, 3], all_values=True)
+    for name in theirs.values:
+        np.testing.assert_allclose(ours.values[name], theirs.values[name], atol=1e-5, err_msg=name)

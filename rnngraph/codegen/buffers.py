@@ -7,10 +7,11 @@ persistent loop kernel reads; ``LN`` a layer norm's row sums inside a persistent
 the streams in the order the loop kernels' GEMM work items take them (int32 (S,), a permutation)
 and ``valid_streams`` how many of them, in that order, are within their lengths at each step
 (int32 (T,)): identity and S until :meth:`Buffers.set_stream_order` sets them (codegen/tuning.py
-``skip``). The
-gradients live in one arena and the parameter gradients in another, so that one launch zeroes
-each; parameters the buffers allocate themselves live in a third (``param_arena``), laid out
-as the parameter gradients' arena, so that one launch updates them all (codegen/step.py). ``lookup`` maps a generated-code buffer name (``V<k>``, ``G<k>``, ...) to its array.
+``skip``). The gradients live in one arena and the parameter gradients in another, so that one
+launch zeroes each; parameters the buffers allocate themselves live in a third
+(``param_arena``), laid out as the parameter gradients' arena, so that one launch updates them
+all (codegen/step.py). ``lookup`` maps a generated-code buffer name (``V<k>``, ``G<k>``, ...) to
+its array.
 """
 from __future__ import annotations
 
@@ -84,14 +85,18 @@ class Buffers:
                                   for _ in range(2))
         return self.LN[node]
 
-    def set_stream_order(self, order: np.ndarray, valid_streams: np.ndarray) -> None:
+    def set_stream_order(self, order: np.ndarray, valid_streams: np.ndarray, staging=None) -> None:
         """The streams in the order the loop kernels' GEMM work items take them and how many of
         them are within their lengths at each step, host arrays (S,) and (T,) of
         rnngraph.lengths.stream_order: only the work items over those streams do their products
         (codegen/tuning.py ``skip``). The first ``valid_streams[t]`` of ``order`` must hold every
-        stream within its length at t. Enqueued on the buffers' stream."""
-        self.order.copy_to_device(np.ascontiguousarray(order, dtype=np.int32), stream=self.stream)
-        self.valid_streams.copy_to_device(np.ascontiguousarray(valid_streams, dtype=np.int32), stream=self.stream)
+        stream within its length at t. Enqueued on the buffers' stream, through ``staging``'s
+        pinned buffers (codegen/host_copies.py ``Staging``) when given."""
+        for key, dst, src in (("stream order", self.order, order), ("valid streams", self.valid_streams, valid_streams)):
+            if staging is not None:
+                staging.to_device(key, dst, src)
+            else:
+                dst.copy_to_device(np.ascontiguousarray(src, dtype=np.int32), stream=self.stream)
 
     def add_transposed(self, param: str, stream) -> None:
         """Keep a transposed copy ``PT[param]`` (refresh it with :meth:`refresh_transposed`)."""
@@ -107,7 +112,8 @@ class Buffers:
 
     def lookup(self, name: str):
         """The array behind a generated-code buffer name (V<k>, G<k>, P<k>; T<k> a transposed
-        weight, Q<k> a parameter gradient, N<k>/M<k> a layer norm's forward/backward row sums)."""
+        weight, Q<k> a parameter gradient, N<k>/M<k> a layer norm's forward/backward row sums,
+        O0/O1 the stream order and valid streams)."""
         kind, k = name[0], int(name[1:])
         if kind == "P":
             return self.P[self.g.params[k].name]

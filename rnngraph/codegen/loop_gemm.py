@@ -44,10 +44,9 @@ def emit_rows(src: Source, r: GemmRows, coop: bool, vector_loads: bool = True) -
     start, step, kstep = ("warp", "nwarps", 32) if coop else ("tid", "bdim", 1)
     rnd = (lambda x: f"{ROUNDING[r.rounding]}({x})") if r.rounding else (lambda x: x)  # noqa: E731
     src(f"nrows = nj * {reps}", f"ngroups = (nrows + {RB - 1}) // {RB}")
-    items = all_items(r)
     if r.active:
         src(f"nitems = (({r.active}[t] + {SB - 1}) // {SB}) * ngroups  # the items with a stream within its length")
-        items = "nitems"
+    items = _item_count(r)
     if KS > 1:
         src(f"kw = {start}")
         header = f"while kw < {items} * {KS}:"
@@ -84,10 +83,11 @@ def emit_rows(src: Source, r: GemmRows, coop: bool, vector_loads: bool = True) -
         sum_split_partials(src, r)
 
 
-def all_items(r: GemmRows) -> str:
-    """The number of the block's work items of a row loop (``ngroups`` groups of rows a stream
-    group)."""
-    return f"((S + {r.streams - 1}) // {r.streams}) * ngroups"
+def _item_count(r: GemmRows) -> str:
+    """The number of the block's work items of a row loop that run at t: ``nitems`` (set before
+    the loop: those over the streams within their lengths) where ``r.active``, else all of them
+    (``ngroups`` groups of rows a stream group)."""
+    return "nitems" if r.active else f"((S + {r.streams - 1}) // {r.streams}) * ngroups"
 
 
 def _item_rows_and_streams(src: Source, r: GemmRows) -> None:
@@ -99,10 +99,10 @@ def _item_rows_and_streams(src: Source, r: GemmRows) -> None:
     for a in range(RB):
         src(f"rem{a} = min(g0 + {a}, nrows - 1)", *owned_row(f"rem{a}", f"r{a}", r.reps, r.unit))
     for i in range(SB):
-        src(f"s{i} = {stream_of(r, f'min(sb * {SB} + {i}, S - 1)')}", *(f"acc{a}_{i} = float32(0.0)" for a in range(RB)))
+        src(f"s{i} = {_stream_of(r, f'min(sb * {SB} + {i}, S - 1)')}", *(f"acc{a}_{i} = float32(0.0)" for a in range(RB)))
 
 
-def stream_of(r: GemmRows, place: str) -> str:
+def _stream_of(r: GemmRows, place: str) -> str:
     """The stream at ``place`` (an expression in [0, S)) of the items' stream order: ``r.order``
     at it, or itself without one."""
     return f"{r.order}[{place}]" if r.order else place
@@ -114,12 +114,12 @@ def sum_split_partials(src: Source, r: GemmRows) -> None:
     stream]) and stores the sum."""
     RB, SB, KS, kp, reps, uL = r.rows, r.streams, r.ksplit, r.partials, r.reps, r.unit
     src("cuda.syncthreads()", "# the items' split partial sums: a thread per (item, row, stream)", "i = tid")
-    with src.block(f"while i < {'nitems' if r.active else all_items(r)} * {RB * SB}:"):
+    with src.block(f"while i < {_item_count(r)} * {RB * SB}:"):
         src(f"item = i // {RB * SB}", f"c = i - item * {RB * SB}", f"aa = c // {SB}", "sb = item // ngroups",
             f"rem = (item - sb * ngroups) * {RB} + aa", f"ss = sb * {SB} + c - aa * {SB}")
         with src.block("if rem < nrows and ss < S:"):
             src(*owned_row("rem", "rr", reps, uL), f"acc = {' + '.join(f'{kp}[item * {KS} + {p}, c]' for p in range(KS))}",
-                r.store.format(r="rr", s=stream_of(r, "ss"), acc="acc"))
+                r.store.format(r="rr", s=_stream_of(r, "ss"), acc="acc"))
         src("i += bdim")
 
 

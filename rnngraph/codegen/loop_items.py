@@ -61,7 +61,8 @@ class GemmRows:
     ``unwritten``; a backward's would add zero). Exact: a padded step's values are only held or
     zeroed, and no gradient reaches it (rnngraph/lengths.py). With the streams longest first (the
     buffers' default is every stream at every step), the items of the streams that ended skip
-    their work."""
+    their work. Tensor-core row loops (``mma``) do not skip; the simulator's stand-in for them
+    (``rounding``) does, so there it runs a path the GPU does not take."""
 
     comment: str
     terms: tuple

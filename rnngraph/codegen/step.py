@@ -177,6 +177,11 @@ class CudaBackend:
                 self.buf.V[s.node][:s.depth].copy_to_device(np.ascontiguousarray(states[s.name], np.float32),
                                                             stream=self.stream)
 
+    def set_stream_order(self, order: np.ndarray, valid_streams: np.ndarray) -> None:
+        """The loops' stream order and valid streams for the next call of the variable-length
+        graph (Buffers.set_stream_order), copied through the step's pinned staging buffers."""
+        self.buf.set_stream_order(order, valid_streams, self._staging)
+
     def reset_state(self) -> None:
         self.settle()
         for s in self.g.states:
@@ -293,8 +298,9 @@ class CudaBackend:
         states = self._state_rows(final=False)
         if every_value:
             if self._every is None:
+                # its loops do every item (skip=0): a padded step's values then equal the NumPy backend's
                 self._every = CudaProgram(every_value_written(self.schedule), stream=self.stream, backward=False,
-                                          buffers=self.buf, tuning=self.program.tuning)
+                                          buffers=self.buf, tuning=self.program.tuning.replace(skip=0))
                 self.buf.refresh_transposed(self.stream)  # any transposed weight it added
             self._every.run_forward()
         else:

@@ -36,7 +36,7 @@ class TorchIO:
         self.dh_T = {s.name: t(b.G[s.node][T:T + s.depth]) for s in g.states}
         self.masks = {n.name: t(b.V[n.name]) for n in g.inputs if "dropout" in n.attr or LENGTHS in n.attr}
         self.length_masks = [self.masks[n.name] for n in g.inputs if LENGTHS in n.attr]
-        self._keep: list = []  # (pinned host, device, pinned order, event) x 2, made on first use: the
+        self._keep: list = []  # (pinned host, device, pinned order and counts, event) x 2, made on first use: the
         # valid steps (T, S) as bools; the stream order (S,) and valid streams (T,) of Buffers.set_stream_order
         self.order, self.valid_streams = t(b.order), t(b.valid_streams)
         self._zeros: dict = {}  # dtype -> a 0-dim zero on the device
@@ -82,13 +82,13 @@ class TorchIO:
                            torch.empty(S + T, dtype=torch.int32, pin_memory=True), torch.cuda.Event())
                           for _ in range(2)]
         self._keep.reverse()
-        host, dev, order, copied = self._keep[0]
+        host, dev, order_and_counts, copied = self._keep[0]
         copied.synchronize()
         np.greater(valid, 0, out=host.numpy())
-        order.numpy()[:S], order.numpy()[S:] = stream_order(valid)
+        order_and_counts.numpy()[:S], order_and_counts.numpy()[S:] = stream_order(valid)
         dev.copy_(host, non_blocking=True)
-        self.order.copy_(order[:S], non_blocking=True)
-        self.valid_streams.copy_(order[S:], non_blocking=True)
+        self.order.copy_(order_and_counts[:S], non_blocking=True)
+        self.valid_streams.copy_(order_and_counts[S:], non_blocking=True)
         copied.record()
         return dev
 
