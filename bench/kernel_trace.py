@@ -28,7 +28,9 @@ reports the GPU's busy time against the step's wall time (bench/results/
 h200-20261202-lm-step-trace-before-step-graph.json: 1 x 512 at S = 1, busy 0.91 of 2.77 ms);
 ``--modes lm-step-unread`` the same steps with their losses left unread, the GPU's busy time per
 step against the host's time per step over the run (what a training loop that does not read every
-loss sees).
+loss sees; bench/results/h200-20261203-lm-step-trace-unread.json: busy 0.79 of 1.01 ms read, 0.79
+of 1.00 ms unread: the host's work per step, not the loss's read, keeps the GPU idle a fifth of
+the time).
 
 Usage (GPU):  python bench/kernel_trace.py --configs layernorm_lstm:64 lstm:64 lstm:1 --out $OUT/trace.json
               python bench/kernel_trace.py --configs lstm:1 lstm:64 --modes lm-step lm-step-unread --out $OUT/lm-step.json

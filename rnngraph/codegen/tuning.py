@@ -75,8 +75,9 @@ skip      1: in the loops of a variable-length graph (rnngraph/lengths.py) the G
           within their lengths; the forward outputs the others would store are zeroed before the
           kernel, and in the backward they would add zero. Exact: a padded step's values are
           only held or zeroed, and no gradient reaches it. Graphs without lengths get
-          the same code either way (cpu-20261203-loop-skip-source-identity.json). 1 / 0: not yet
-          measured on a GPU.
+          the same code either way (cpu-20261203-loop-skip-source-identity.json). 1 / 0: LSTM
+          B=64, lengths in [30, 100), forward + backward 4.58 vs 4.81 ms (padded without lengths
+          4.43 / 4.42; h200-20261203-torch-lengths-varlen-lstm-skip.json, -noskip.json).
 """
 from __future__ import annotations
 
