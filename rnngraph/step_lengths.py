@@ -43,11 +43,13 @@ __all__ = ["LengthsFeed", "host_loss", "lengths_feed", "masked_step_forward", "p
 class LengthsFeed:
     """What a call with lengths feeds the masked graph: ``feed`` (input name -> array: ``x``
     with its padded steps zeroed, ``y`` the head's targets with padded steps replaced, the
-    masks ``lengths.mask<size>`` (T, S, size) in the step's dtype) and ``columns``, what the
-    window's mean loss divides by (None without targets)."""
+    masks ``lengths.mask<size>`` (T, S, size) in the step's dtype), ``columns``, what the
+    window's mean loss divides by (None without targets), and ``valid`` (T, S) NumPy, the valid
+    steps the masks were made from (rnngraph.lengths.valid_steps)."""
 
     feed: dict
     columns: int | None
+    valid: np.ndarray
 
 
 def padded(lengths, T: int, S: int) -> np.ndarray | None:
@@ -78,7 +80,7 @@ def lengths_feed(net: Sequential, lengths: np.ndarray, inputs, targets, dtype: s
             feed["y"] = head.blank(T, S, width)
         else:
             feed["y"], columns = _targets(head, g, targets, lengths, valid, T, S, width)
-    return LengthsFeed(feed, columns)
+    return LengthsFeed(feed, columns, valid)
 
 
 def _targets(head, g, targets, lengths, valid, T, S, width):

@@ -24,6 +24,7 @@ from .loop_items import GemmRows
 from .loop_mma import emit_mma_rows
 from .loop_pointwise import owned_row
 from .operand_rounding import ROUNDING
+from .pointwise import STREAM_ORDER, VALID_STREAMS
 from .source import Source
 from .warp_reduce import transpose_reduce, tree_reduce
 
@@ -44,8 +45,8 @@ def emit_rows(src: Source, r: GemmRows, coop: bool, vector_loads: bool = True) -
     start, step, kstep = ("warp", "nwarps", 32) if coop else ("tid", "bdim", 1)
     rnd = (lambda x: f"{ROUNDING[r.rounding]}({x})") if r.rounding else (lambda x: x)  # noqa: E731
     src(f"nrows = nj * {reps}", f"ngroups = (nrows + {RB - 1}) // {RB}")
-    if r.active:
-        src(f"nitems = (({r.active}[t] + {SB - 1}) // {SB}) * ngroups  # the items with a stream within its length")
+    if r.skip:
+        src(f"nitems = (({VALID_STREAMS}[t] + {SB - 1}) // {SB}) * ngroups  # the items with a stream within its length")
     items = _item_count(r)
     if KS > 1:
         src(f"kw = {start}")
@@ -85,15 +86,15 @@ def emit_rows(src: Source, r: GemmRows, coop: bool, vector_loads: bool = True) -
 
 def _item_count(r: GemmRows) -> str:
     """The number of the block's work items of a row loop that run at t: ``nitems`` (set before
-    the loop: those over the streams within their lengths) where ``r.active``, else all of them
+    the loop: those over the streams within their lengths) where ``r.skip``, else all of them
     (``ngroups`` groups of rows a stream group)."""
-    return "nitems" if r.active else f"((S + {r.streams - 1}) // {r.streams}) * ngroups"
+    return "nitems" if r.skip else f"((S + {r.streams - 1}) // {r.streams}) * ngroups"
 
 
 def _item_rows_and_streams(src: Source, r: GemmRows) -> None:
     """A work item's place (``sb``, its stream group; ``g0``, its first row), its rows r<a> (and
-    their places rem<a>), its streams s<i> (through ``r.order``) and its partial sums acc<a>_<i>
-    set to zero."""
+    their places rem<a>), its streams s<i> (through the stream order where ``r.skip``) and its
+    partial sums acc<a>_<i> set to zero."""
     RB, SB = r.rows, r.streams
     src("sb = item // ngroups", f"g0 = (item - sb * ngroups) * {RB}")
     for a in range(RB):
@@ -103,9 +104,9 @@ def _item_rows_and_streams(src: Source, r: GemmRows) -> None:
 
 
 def _stream_of(r: GemmRows, place: str) -> str:
-    """The stream at ``place`` (an expression in [0, S)) of the items' stream order: ``r.order``
-    at it, or itself without one."""
-    return f"{r.order}[{place}]" if r.order else place
+    """The stream at ``place`` (an expression in [0, S)): the stream order's entry there where
+    ``r.skip``, else ``place`` itself."""
+    return f"{STREAM_ORDER}[{place}]" if r.skip else place
 
 
 def sum_split_partials(src: Source, r: GemmRows) -> None:

@@ -53,10 +53,9 @@ class GemmRows:
     rounds both operands of each product to that format first (the simulator's stand-in for the
     tensor cores, rounding as rnngraph/precision.py does).
 
-    ``order`` and ``active`` (the FFMA loops of a variable-length graph with LoopTuning ``skip``;
-    else ""): the buffers of the stream order (S,) and of the number of streams within their
-    lengths at each step (T,) (codegen/buffers.py, int32): the items take the streams in that
-    order, and at step t only the items over its first ``active[t]`` streams run; the others
+    ``skip`` (the FFMA loops of a variable-length graph with LoopTuning ``skip``): the items
+    take the streams in the stream order ``O0`` (S,) and at step t only the items over its first
+    ``O1[t]`` streams run (codegen/buffers.py ``order``, ``valid_streams``, int32); the others
     store nothing (a forward GEMM's output is zeroed before the kernel: LoopKernelPlan
     ``unwritten``; a backward's would add zero). Exact: a padded step's values are only held or
     zeroed, and no gradient reaches it (rnngraph/lengths.py). With the streams longest first (the
@@ -81,8 +80,7 @@ class GemmRows:
     rounding: str = ""
     chunked: bool = False
     swapped: bool = False
-    order: str = ""
-    active: str = ""
+    skip: bool = False
 
 
 @dataclass(frozen=True)

@@ -145,7 +145,7 @@ class LoopKernelPlan:
     "gemm", "pointwise", "ln-sums" (those sections of each stage body, then ``pass``),
     "vector-loads" (a GEMM's vector load becomes a copy of a weight already in a register).
     ``unwritten``: (buffer, first row) of each forward GEMM output whose padded steps the work
-    items skip (GemmRows ``active``): the launcher zeroes its T rows from there before the kernel,
+    items skip (GemmRows ``skip``): the launcher zeroes its T rows from there before the kernel,
     so that those steps hold finite values (rnngraph/lengths.py)."""
 
     loop: Loop = field(repr=False, compare=False)
@@ -314,7 +314,7 @@ class _Context:
         self.transposed: set[str] = set()
         self.nsplit = 0  # split partial-sum arrays so far
         self.ln_shape = 0  # the layer norms' row-sum shape, once their arrays are decided
-        #: the FFMA row loops of a variable-length graph skip their padded steps (GemmRows ``active``)
+        #: the FFMA row loops of a variable-length graph skip their padded steps (GemmRows ``skip``)
         self.skip = bool(length_inputs(g) and tuning.skip and not self.mma)
         self.unwritten: dict[str, int] = {}  # LoopKernelPlan ``unwritten``
 
@@ -454,7 +454,7 @@ class _Context:
         when the partial sums' array (items x parts x rows x streams floats) does not fit in what
         is left of the budget (or in simulated blocks). The inner loop is unrolled ``tuning.unroll``
         times, at most as often as a worker's stride fits in the inner dimension. ``skip``: the
-        items skip the steps where their streams are padded (GemmRows ``order``, ``active``)."""
+        items skip the steps where their streams are padded (GemmRows ``skip``)."""
         block_rows = -(-uL // max(1, self.vb or self.nblocks)) * reps
         if self.mma:
             return self._mma_rows(comment, reps, uL, inner, terms, store, block_rows)
@@ -464,10 +464,10 @@ class _Context:
         KS, kp = self._split(items, RB, SB, inner, kstep)
         unroll = max(1, min(self.tuning.unroll, inner // (kstep * KS)))
         butterfly = bool(self.coop and self.tuning.xreduce and RB * SB <= 32)
-        order, active = (STREAM_ORDER, VALID_STREAMS) if skip else ("", "")
-        self.buffers.update(b for b in (order, active) if b)
+        if skip:
+            self.buffers.update((STREAM_ORDER, VALID_STREAMS))
         return GemmRows(comment, terms, store, reps, uL, inner, SB, RB, items, KS, kp, unroll, butterfly,
-                        rounding=self.rounding, order=order, active=active)
+                        rounding=self.rounding, skip=skip)
 
     def _split(self, items: int, RB: int, SB: int, inner: int, kstep: int) -> tuple[int, str]:
         """(KS, the partial sums' array ``kp<n>``) of a row loop of ``items`` items of RB rows x SB
