@@ -8,7 +8,7 @@
 # each run) and the logs.
 #
 #   on the GPU machine (bring .whl and .cache/rg with the tree):  STEPS=4000 bash bench/precision_austen.sh
-# STEPS (default 4000: about a minute of training a run on an H200, the demo's 14,000 take 183 s);
+# STEPS (default 4000: about a minute of training a run on an H200, the demo's 14,000 take 183 s); SEED (default 0);
 # RUNS (default "fp32 tf32 bf16 tf32:mma bf16:mma").
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
@@ -21,7 +21,7 @@ for run in ${RUNS:-fp32 tf32 bf16 tf32:mma bf16:mma}; do
   start=$SECONDS
   RNNGRAPH_LOOP=$loop timeout 400 python3 -m rnngraph train --corpus austen --level char --cell lstm --layers 2 \
     --hidden 512 --embed 128 --window 100 --streams 64 --steps "${STEPS:-4000}" --optimizer adamw --lr 2e-3 \
-    --weight-decay 0.1 --lr-schedule cosine --clip 1.0 --dropout 0.25 --device cuda --seed 0 \
+    --weight-decay 0.1 --lr-schedule cosine --clip 1.0 --dropout 0.25 --device cuda --seed "${SEED:-0}" \
     --eval-every "${STEPS:-4000}" --precision "$p" --checkpoint "$ck" > "$OUT/precision-austen-train-$name.log" 2>&1
   echo "$name train_seconds $((SECONDS - start))" >> "$OUT/precision-austen-times.txt"
   tail -n 2 "$OUT/precision-austen-train-$name.log"
@@ -40,6 +40,8 @@ for log in sorted(out.glob("precision-austen-eval-*.log")):
     train = (out / f"precision-austen-train-{name}.log").read_text().strip().splitlines()
     runs[name] = {"test_bits_per_char": float(m.group(1)) if m else None, "train_seconds": int(times.get(name, -1)),
                   "last_train_line": train[-1] if train else ""}
-(out / "precision-austen.json").write_text(json.dumps({"benchmark": "precision_austen", "runs": runs}, indent=1))
+import os
+(out / "precision-austen.json").write_text(json.dumps({"benchmark": "precision_austen", "steps": int(os.environ.get("STEPS", 4000)),
+                                                       "seed": int(os.environ.get("SEED", 0)), "runs": runs}, indent=1))
 print(json.dumps(runs, indent=1))
 PY

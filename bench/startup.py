@@ -22,7 +22,14 @@ fresh processes of this script run one after the other:
   train run under cProfile, its table written to ``PREFIX-MODEL.txt``
   (bench/results/h200-20261203-startup-warm-profile-2x512-s64.txt: of a 3.1 s warm first call,
   0.93 s went to compiling 586 modules' Python source -- the benchmark machine used no bytecode
-  cache -- 0.56 s to importing networkx and 0.72 s to loading 17 cached kernels).
+  cache -- 0.56 s to importing networkx and 0.72 s to loading 17 cached kernels);
+- with ``--pycache-prefix DIR`` the packages' bytecode is compiled into DIR first and read by every
+  child, as after a pip install (the H200 image sets PYTHONDONTWRITEBYTECODE, which made each
+  process compile every module's source: a warm first call of 6.2 s against 2.2 s with bytecode);
+  ``--absent scipy`` runs rnngraph's children as if SciPy were not installed (numba-cuda imports
+  it when it loads a kernel; rnngraph does not need it): 1.4 s
+  (bench/results/h200-20261203-startup-and-step-bytecode-no-scipy.json). Each child records
+  ``bytecode`` (``sys.flags.dont_write_bytecode``, ``sys.pycache_prefix``).
 
 Random token ids (fixed seed); the char models have V = 96 and a 128-wide embedding, T = 100;
 the word model V = 10,000, embedding 1024, T = 35, S = 32. Adam lr 2e-3, clip 1.0.
@@ -32,11 +39,14 @@ Usage (GPU)::
     python3 bench/startup.py --out bench/results/h200-YYYYMMDD-startup-and-step.json
     python3 bench/startup.py --models 1x512-s1 --steps 20      # one model
     python3 bench/startup.py --models 2x512-s64 --steps 20 --profile /tmp/warm   # where a warm start goes
+    python3 bench/startup.py --models 2x512-s64 --pycache-prefix /tmp/pyc   # with bytecode, as installed
+    python3 bench/startup.py --models 2x512-s64 --pycache-prefix /tmp/pyc --absent scipy   # without SciPy
 """
 from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.abc
 import json
 import os
 import statistics
@@ -63,6 +73,19 @@ def _batch(model: str, seed: int):
     _, _, _, V, _, T, S = MODELS[model]
     rng = np.random.default_rng(seed)
     return rng.integers(0, V, (T, S)), rng.integers(0, V, (T, S))
+
+
+class _Absent(importlib.abc.MetaPathFinder):
+    """An import hook that makes the named top-level packages fail to import, as on a machine where
+    they are not installed (``--absent``)."""
+
+    def __init__(self, names):
+        self.names = frozenset(names)
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname.partition(".")[0] in self.names:
+            raise ModuleNotFoundError(f"No module named {fullname!r} (hidden by --absent)", name=fullname)
+        return None
 
 
 def child_rnngraph(model: str, steps: int, profile: str | None = None) -> dict:
@@ -102,7 +125,8 @@ def child_rnngraph(model: str, steps: int, profile: str | None = None) -> dict:
             f.write(f"{model}: import {t_import - t0:.3f} s, trace {t_trace:.3f} s (not profiled), "
                     f"compile {t_compile - t_import - t_trace:.3f} s, first train {t_first - t_compile:.3f} s\n")
             f.write(text.getvalue())
-    out = {"interpreter_s": t0 - T_START, "import_s": t_import - t0, "compile_s": t_compile - t_import,
+    out = {"bytecode": {"dont_write_bytecode": sys.flags.dont_write_bytecode, "pycache_prefix": sys.pycache_prefix},
+           "interpreter_s": t0 - T_START, "import_s": t_import - t0, "compile_s": t_compile - t_import,
            "trace_s": t_trace, "first_train_s": t_first - t_compile, "first_call_s": t_first - t0, "first_loss": loss,
            "kernels": [{"name": r.name, "file": os.path.basename(r.file), "hits": r.hits, "misses": r.misses,
                         "seconds": round(r.seconds, 3)} for r in compile_stats()]}
@@ -157,6 +181,29 @@ def _spawn(args: list[str], env: dict) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1]) | {"process_wall_s": wall}
 
 
+#: the packages a child process of this script imports (rnngraph's own and its dependencies')
+PACKAGES = ("rnngraph", "numpy", "numba", "numba_cuda", "llvmlite", "scipy", "networkx", "cupy", "cupy_backends",
+            "cuda", "fastrlock", "tqdm")
+
+
+def precompile(prefix: str) -> float:
+    """Compile :data:`PACKAGES`' Python source into ``prefix`` (``compileall`` with PYTHONPYCACHEPREFIX, all
+    cores); returns the seconds it took."""
+    import importlib.util
+    dirs = []
+    sys.path.insert(0, os.path.abspath(ROOT))
+    for name in PACKAGES:
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.submodule_search_locations:
+            dirs.extend(spec.submodule_search_locations)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = os.path.abspath(prefix)
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "0", *dirs], env=env, check=False,
+                   stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
@@ -165,10 +212,20 @@ def main(argv=None) -> int:
     p.add_argument("--profile", metavar="PREFIX",
                    help="also run a third warm process under cProfile and write PREFIX-MODEL.txt (its times are "
                         "not the benchmark's)")
+    p.add_argument("--pycache-prefix", metavar="DIR",
+                   help="give the child processes Python bytecode, as a pip install does: compile the packages they "
+                        "import into DIR (PYTHONPYCACHEPREFIX) first and let them read it, even where the machine "
+                        "sets PYTHONDONTWRITEBYTECODE (the H200 image does: every import then compiled its source)")
+    p.add_argument("--absent", nargs="*", default=[], metavar="PACKAGE",
+                   help="packages rnngraph's processes are to run without, as where they are not installed (e.g. "
+                        "scipy: the H200 image has it, rnngraph does not need it, and numba-cuda imports it when it "
+                        "loads a kernel if it is there)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--torch-tf32", type=int, default=-1, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.child:
+        if a.absent:
+            sys.meta_path.insert(0, _Absent(a.absent))
         res = child_torch(a.child, a.steps, bool(a.torch_tf32)) if a.torch_tf32 >= 0 else child_rnngraph(a.child,
                                                                                                        a.steps, a.profile)
         print(json.dumps(res))
@@ -178,16 +235,24 @@ def main(argv=None) -> int:
     if bad:
         p.error(f"--models: unknown {bad}; known: {', '.join(MODELS)}")
     result = {"benchmark": "startup-and-step", "date": datetime.date.today().isoformat(),
-              "command": " ".join([os.path.basename(__file__), *(argv or sys.argv[1:])]), "models": {}}
+              "command": " ".join([os.path.basename(__file__), *(argv or sys.argv[1:])]), "absent": a.absent,
+              "models": {}}
+    base_env = dict(os.environ)
+    if a.pycache_prefix:
+        result["bytecode_compile_s"] = precompile(a.pycache_prefix)
+        base_env.pop("PYTHONDONTWRITEBYTECODE", None)
+        base_env["PYTHONPYCACHEPREFIX"] = os.path.abspath(a.pycache_prefix)
     for m in models:
         with tempfile.TemporaryDirectory() as tmp:
-            env = {**os.environ, "RNNGRAPH_CACHE": os.path.join(tmp, "rg"), "NUMBA_CACHE_DIR": os.path.join(tmp, "nb"),
+            env = {**base_env, "RNNGRAPH_CACHE": os.path.join(tmp, "rg"), "NUMBA_CACHE_DIR": os.path.join(tmp, "nb"),
                    "PYTHONPATH": os.path.abspath(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
             rec = {"config": dict(zip(("cell", "layers", "hidden", "vocab", "embed", "window", "streams"), MODELS[m]))}
-            rec["cold"] = _spawn(["--child", m, "--steps", "0"], env)
-            rec["warm"] = _spawn(["--child", m, "--steps", str(a.steps)], env)
+            absent = ["--absent", *a.absent] if a.absent else []
+            rec["cold"] = _spawn(["--child", m, "--steps", "0", *absent], env)
+            rec["warm"] = _spawn(["--child", m, "--steps", str(a.steps), *absent], env)
             if a.profile:
-                rec["warm_profiled"] = _spawn(["--child", m, "--steps", "0", "--profile", f"{a.profile}-{m}.txt"], env)
+                rec["warm_profiled"] = _spawn(["--child", m, "--steps", "0", "--profile", f"{a.profile}-{m}.txt",
+                                               *absent], env)
             for tf32 in (0, 1):
                 rec[f"torch_tf32_{'on' if tf32 else 'off'}"] = _spawn(
                     ["--child", m, "--steps", str(a.steps), "--torch-tf32", str(tf32)], env)

@@ -333,3 +333,21 @@ def test_word_lm_smoke_times_the_numpy_backend(tmp_path):
     assert saved["benchmark"] == "word_lm" and saved["gpu"] == [] and saved["memory"] == []
     cpu = result["cpu"]
     assert cpu["impl"] == "rnngraph-numpy" and cpu["tokens_per_s"] == pytest.approx(3 * 2 / cpu["step_ms"] * 1e3)
+
+
+def test_startup_absent_hides_a_package_and_its_submodules():
+    """bench/startup.py --absent: the children's import hook makes a package (and its submodules)
+    fail to import as an uninstalled one does (numba-cuda's BLAS check catches ImportError), and
+    leaves other packages importable."""
+    import sys
+    hook = load("startup")._Absent(["xml"])
+    saved = {k: sys.modules.pop(k) for k in list(sys.modules) if k == "xml" or k.startswith("xml.")}
+    sys.meta_path.insert(0, hook)
+    try:
+        for name in ("xml", "xml.dom.minidom"):
+            with pytest.raises(ModuleNotFoundError, match="hidden by --absent"):
+                importlib.import_module(name)
+        assert importlib.import_module("xmlrpc").__name__ == "xmlrpc"  # a name that starts alike imports
+    finally:
+        sys.meta_path.remove(hook)
+        sys.modules.update(saved)
