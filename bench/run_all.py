@@ -16,9 +16,18 @@ Configurations (float32, I = H unless said; jobs run in this order, most importa
  9. with --compile only: torch-compile of peephole_lstm, layernorm_lstm, gru, lstm (S=64, then
     S=1), within --compile-budget (each compile takes about 100 s on an H200).
 
+``--grid precision`` is the tensor-core benchmark instead (:func:`precision_grid`): fwd + bwd,
+T = 100, LSTM H in {512, 1024} x S in {1, 16, 64, 128} x 1 and 4 layers, then peephole and
+layer-norm LSTM at H = 1024, rnngraph in each precision (rnngraph, -tf32, -bf16, and -tf32-mma,
+-bf16-mma with the loops' products on tensor cores too) against cuDNN fp32, TF32, fp16 and bf16;
+the configurations its targets name run first, and the JSON gains ``targets``
+(:func:`precision_targets`). Its 184 jobs compile a program each: split them over several runs
+with ``--only`` (e.g. ``'h1024-i1024/'``) or cut them with ``--time-budget``.
+
 Usage (GPU machine):  python bench/run_all.py --out bench/results/h200-YYYYMMDD.json --time-budget 420
                       python bench/run_all.py --list            # the job labels, nothing run
                       python bench/run_all.py --only 'peephole.*s64.*/torch' --out x.json
+                      python bench/run_all.py --grid precision --only 'l1-t100-s(64|128)-h1024' --out x.json
 Without a GPU the full grid is refused; ``--quick`` then times the CPU part only (the NumPy
 backend's LM step on small shapes). Each record is printed as it completes and the JSON
 (device, versions, date, protocol, settings, records, skipped, time_budget) is rewritten after
@@ -33,9 +42,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # rnngraph from this checkout
 
-from rnngraph.bench import Config, Protocol, gpu_available, run_jobs  # noqa: E402
+from rnngraph.bench import Config, Protocol, gpu_available, run_jobs, write_results  # noqa: E402
 
 CUDNN = ("cudnn-fp32", "cudnn-tf32")
+CUDNN_HALF = ("cudnn-fp16", "cudnn-bf16")
+PRECISIONS = ("rnngraph", "rnngraph-tf32", "rnngraph-bf16", "rnngraph-tf32-mma", "rnngraph-bf16-mma")
 CORE = CUDNN + ("rnngraph",)
 TORCH = ("torch-eager", "torchscript")
 LM = dict(cell="lstm", layers=1, T=100, H=512, I=128, vocab=96)
@@ -74,6 +85,50 @@ def full_grid(compile: bool = False) -> list[tuple[Config, str]]:
     return list(dict.fromkeys(jobs))  # first occurrence wins
 
 
+def precision_grid() -> list[tuple[Config, str]]:
+    """Every (Config, impl) job of ``--grid precision`` (see the module docstring), in run order:
+    the configurations :data:`PRECISION_TARGETS` name first."""
+    first = [target[1] for target in PRECISION_TARGETS]
+    lstms = [lstm(S, H, layers=L) for L in (1, 4) for H in (512, 1024) for S in (1, 16, 64, 128)]
+    jobs = [(cfg, i) for cfg in dict.fromkeys(first + lstms) for i in CUDNN + CUDNN_HALF + PRECISIONS]
+    for cell in ("peephole_lstm", "layernorm_lstm"):
+        jobs += [(lstm(S, 1024, cell=cell), i) for S in (1, 16, 64, 128) for i in PRECISIONS]
+    return jobs
+
+
+#: the tensor-core issue's targets: (what, config, rnngraph impls (the faster counts), anchor impls
+#: (the faster counts), the largest ratio of forward + backward times that meets it)
+PRECISION_TARGETS = [
+    ("tf32 <= 1.0x cuDNN TF32, LSTM H=1024 S=64", lstm(64, 1024), ("rnngraph-tf32", "rnngraph-tf32-mma"),
+     ("cudnn-tf32",), 1.0),
+    ("tf32 <= 1.0x cuDNN TF32, LSTM H=1024 S=128", lstm(128, 1024), ("rnngraph-tf32", "rnngraph-tf32-mma"),
+     ("cudnn-tf32",), 1.0),
+    ("tf32 <= 0.7x cuDNN TF32, LSTM H=512 S=64", lstm(64), ("rnngraph-tf32", "rnngraph-tf32-mma"), ("cudnn-tf32",), 0.7),
+    ("bf16 <= 0.8x cuDNN's faster half precision, LSTM H=1024 S=64", lstm(64, 1024),
+     ("rnngraph-bf16", "rnngraph-bf16-mma"), CUDNN_HALF, 0.8),
+    ("bf16 <= 0.15x cuDNN fp32, LSTM H=512 S=1", lstm(1), ("rnngraph-bf16", "rnngraph-bf16-mma"), ("cudnn-fp32",), 0.15),
+]
+
+
+def precision_targets(records: list[dict]) -> list[dict]:
+    """Each of :data:`PRECISION_TARGETS` from ``records`` (a run's): the faster rnngraph record's
+    ``fwdbwd_ms`` over the faster anchor's, ``met`` (None where a record is missing or failed)."""
+    def fastest(cfg: Config, impls) -> dict | None:
+        fields = cfg.fields()
+        recs = [r for r in records if r["impl"] in impls and r.get("fwdbwd_ms")
+                and all(r.get(k) == v for k, v in fields.items())]
+        return min(recs, key=lambda r: r["fwdbwd_ms"], default=None)
+
+    out = []
+    for what, cfg, mine, anchors, bound in PRECISION_TARGETS:
+        m, a = fastest(cfg, mine), fastest(cfg, anchors)
+        ratio = m["fwdbwd_ms"] / a["fwdbwd_ms"] if m and a else None
+        out.append({"target": what, "bound": bound, "impl": m and m["impl"], "ms": m and m["fwdbwd_ms"],
+                    "anchor": a and a["impl"], "anchor_ms": a and a["fwdbwd_ms"], "ratio": ratio,
+                    "met": None if ratio is None else ratio <= bound})
+    return out
+
+
 def quick_grid(gpu: bool) -> list[tuple[Config, str]]:
     """--quick: a smoke test of every GPU path (or, without a GPU, the CPU part on small shapes)."""
     if not gpu:
@@ -89,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="bench_results.json", help="results JSON (default bench_results.json)")
     ap.add_argument("--quick", action="store_true", help="a small subset, 3 warm-up + 20 timed calls (without a "
                                                          "GPU: the CPU part only)")
+    ap.add_argument("--grid", choices=("full", "precision"), default="full",
+                    help="full: the grid above (default); precision: the tensor-core benchmark")
     ap.add_argument("--only", metavar="REGEX", help="run only jobs whose label (see --list) matches (re.search)")
     ap.add_argument("--list", action="store_true", help="print the job labels and exit")
     ap.add_argument("--warmup", type=int, default=None, help="warm-up calls (default 10; --quick 3)")
@@ -104,7 +161,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     gpu = gpu_available()
-    jobs = quick_grid(gpu) if args.quick else full_grid(args.compile)
+    if args.quick and args.grid != "full":
+        ap.error("--quick is a subset of the full grid: leave out --grid")
+    jobs = quick_grid(gpu) if args.quick else precision_grid() if args.grid == "precision" else full_grid(args.compile)
     if args.only:
         jobs = [(c, i) for c, i in jobs if re.search(args.only, c.label(i))]
         if not jobs:
@@ -126,7 +185,13 @@ def main(argv: list[str] | None = None) -> int:
     result = run_jobs(jobs, proto, out=args.out, time_budget=args.time_budget,
                       compile_budget=args.compile_budget if args.compile else None, gpu=gpu,
                       settings={"entry": "bench/run_all.py", "quick": args.quick, "only": args.only,
-                                "compile": args.compile})
+                                "compile": args.compile, "grid": args.grid})
+    if args.grid == "precision":
+        result["targets"] = precision_targets(result["records"])
+        write_results(args.out, result)
+        for t in result["targets"]:
+            ratio = "not measured" if t["ratio"] is None else f"{t['ratio']:.2f}x ({'met' if t['met'] else 'not met'})"
+            print(f"{t['target']}: {ratio}", flush=True)
     failed = sum(1 for r in result["records"] if r.get("error"))
     print(f"{len(result['records'])} records ({failed} failed), {len(result['skipped'])} skipped, "
           f"{result['time_budget']['elapsed_s']:.0f} s; wrote {args.out}", flush=True)

@@ -60,6 +60,10 @@ def test_labels_and_applicability():
     assert "cuDNN" in B.applicable(B.Config("peephole_lstm"), "cudnn-tf32")
     assert B.applicable(B.Config(vocab=8), "torch-eager")
     assert B.applicable(cfg, "rnngraph-cpu")
+    for impl in ("rnngraph-tf32", "rnngraph-bf16-mma", "cudnn-fp16", "cudnn-bf16"):
+        assert B.applicable(cfg, impl) is None
+    assert "cuDNN" in B.applicable(B.Config("layernorm_lstm"), "cudnn-bf16")
+    assert "language models" in B.applicable(B.Config(vocab=8), "rnngraph-bf16")
 
 
 # ---------------------------------------------------------------------------------- error records
@@ -185,6 +189,52 @@ def test_run_all_without_gpu(tmp_path, capsys, monkeypatch):
     assert res["versions"]["numpy"] == np.__version__
 
 
+def test_run_all_precision_grid_runs_the_targets_configurations_first(capsys):
+    """--grid precision: the tensor-core issue's benchmark, every job runnable, the targets'
+    configurations first, each LSTM configuration with all four cuDNN dtypes and all five
+    rnngraph precisions."""
+    run_all = load("run_all")
+    jobs = run_all.precision_grid()
+    labels = [c.label(i) for c, i in jobs]
+    assert len(labels) == len(set(labels)) == 16 * 9 + 2 * 4 * 5 == 184
+    assert all(B.applicable(c, i) is None for c, i in jobs)
+    order = list(dict.fromkeys(c for c, _ in jobs))
+    assert [c.label() for c in order[:4]] == ["lstm-l1-t100-s64-h1024-i1024", "lstm-l1-t100-s128-h1024-i1024",
+                                              "lstm-l1-t100-s64-h512-i512", "lstm-l1-t100-s1-h512-i512"]
+    impls = {c: {i for d, i in jobs if d == c} for c in order}
+    assert impls[B.Config("lstm", 4, 100, 16, 1024, 1024)] == set(B.IMPLS) & {
+        "cudnn-fp32", "cudnn-tf32", "cudnn-fp16", "cudnn-bf16", "rnngraph", "rnngraph-tf32", "rnngraph-bf16",
+        "rnngraph-tf32-mma", "rnngraph-bf16-mma"}
+    assert impls[B.Config("layernorm_lstm", 1, 100, 128, 1024, 1024)] == set(B.PRECISION_IMPLS) | {"rnngraph"}
+    assert run_all.main(["--grid", "precision", "--list", "--only", "s1-h512-i512/rnngraph-bf16"]) == 0
+    assert capsys.readouterr().out.split() == ["lstm-l1-t100-s1-h512-i512/rnngraph-bf16",
+                                               "lstm-l1-t100-s1-h512-i512/rnngraph-bf16-mma",
+                                               "lstm-l4-t100-s1-h512-i512/rnngraph-bf16",
+                                               "lstm-l4-t100-s1-h512-i512/rnngraph-bf16-mma"]
+    with pytest.raises(SystemExit):
+        run_all.main(["--grid", "precision", "--quick"])
+
+
+def test_precision_targets_take_the_faster_of_each_side():
+    """The ratio of a target is the faster rnngraph variant's fwd + bwd over the faster anchor's;
+    a missing or failed record leaves it unmeasured (met None), not met."""
+    run_all = load("run_all")
+    h1024 = B.Config("lstm", 1, 100, 64, 1024, 1024).fields()
+    recs = [{**h1024, "impl": "rnngraph-tf32", "fwdbwd_ms": 12.0}, {**h1024, "impl": "rnngraph-tf32-mma", "fwdbwd_ms": 9.0},
+            {**h1024, "impl": "cudnn-tf32", "fwdbwd_ms": 10.0}, {**h1024, "impl": "cudnn-fp32", "fwdbwd_ms": 5.0},
+            {**h1024, "impl": "rnngraph-bf16", "fwdbwd_ms": 8.0}, {**h1024, "impl": "cudnn-fp16", "fwdbwd_ms": 12.0},
+            {**h1024, "impl": "cudnn-bf16", "fwdbwd_ms": 9.0},
+            {**h1024, "S": 128, "impl": "rnngraph-tf32", "fwdbwd_ms": None, "error": "boom"},
+            {**h1024, "S": 128, "impl": "cudnn-tf32", "fwdbwd_ms": 7.0}]
+    got = {t["target"]: t for t in run_all.precision_targets(recs)}
+    t = got["tf32 <= 1.0x cuDNN TF32, LSTM H=1024 S=64"]
+    assert (t["impl"], t["anchor"], t["ratio"], t["met"]) == ("rnngraph-tf32-mma", "cudnn-tf32", 0.9, True)
+    t = got["bf16 <= 0.8x cuDNN's faster half precision, LSTM H=1024 S=64"]
+    assert (t["impl"], t["anchor"], t["met"]) == ("rnngraph-bf16", "cudnn-bf16", False) and t["ratio"] == pytest.approx(8 / 9)
+    assert got["tf32 <= 1.0x cuDNN TF32, LSTM H=1024 S=128"]["met"] is None
+    assert got["bf16 <= 0.15x cuDNN fp32, LSTM H=512 S=1"]["ratio"] is None
+
+
 def test_run_all_grid_and_only(capsys):
     run_all = load("run_all")
     jobs = run_all.full_grid()
@@ -211,6 +261,15 @@ def test_generated_step_timing_in_simulator():
     rec = B.run(B.Config("lstm", 1, 2, 1, 2, 2), "rnngraph", B.Protocol(warmup=0, iters=1))
     assert rec.get("error") is None, rec.get("error")
     assert rec["fwd_ms"] > 0 and rec["fwdbwd_ms"] > 0 and rec["plan"] and rec["launches_per_window"] > 0
+    assert rec["precision"] == "fp32" and rec["loop_tuning"]["mma"] == 0
+
+
+@pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1", reason="runs the simulator form of the GPU path")
+def test_reduced_precision_timing_in_simulator():
+    """rnngraph-bf16-mma: the precision and the loops' tensor-core products reach the program."""
+    rec = B.run(B.Config("lstm", 1, 2, 1, 2, 2), "rnngraph-bf16-mma", B.Protocol(warmup=0, iters=1))
+    assert rec.get("error") is None, rec.get("error")
+    assert rec["precision"] == "bf16" and rec["loop_tuning"]["mma"] == 1 and rec["fwdbwd_ms"] > 0
 
 
 @pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
@@ -231,7 +290,7 @@ def test_torch_cells_match_reference(cell):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize("impl", ["cudnn-fp32", "cudnn-tf32", "torch-eager", "torchscript",
+@pytest.mark.parametrize("impl", ["cudnn-fp32", "cudnn-tf32", "cudnn-bf16", "torch-eager", "torchscript",
                                   pytest.param("torch-compile-cell", marks=pytest.mark.slow)])  # torch.compile: seconds
 def test_torch_baselines_on_cpu(impl):
     pytest.importorskip("torch")
@@ -239,6 +298,8 @@ def test_torch_baselines_on_cpu(impl):
     assert rec.get("error") is None, rec.get("error")
     assert rec["fwd_ms"] > 0 and rec["fwdbwd_ms"] > 0 and rec["tflops_fwdbwd"] > 0
     assert rec["iters"] == {"fwd": 2, "fwdbwd": 2}
+    if impl.startswith("cudnn"):
+        assert rec["dtype"] == ("bfloat16" if impl == "cudnn-bf16" else "float32")
 
 
 def test_bench_out_in_a_missing_directory_fails_before_timing(capsys, tmp_path):

@@ -17,8 +17,12 @@ Implementations (``impl``):
 - ``rnngraph``: the generated GPU schedule (``rnngraph.codegen.program.CudaProgram``), the cost
   model's plan; ``rnngraph-naive``: the same with ``plan="naive"`` (one kernel per op per
   timestep, nothing hoisted, merged or fused): what the passes buy;
+- ``rnngraph-tf32`` / ``rnngraph-bf16``: the same in that ``precision`` (the once-per-window
+  GEMMs on tensor cores), ``-mma`` with the persistent loops' products on tensor cores too
+  (``ScheduleOptions.loop_tensor_cores``);
 - ``cudnn-fp32`` / ``cudnn-tf32``: ``torch.nn.LSTM`` / ``nn.GRU`` with TF32 off / on (both
   ``torch.backends.cuda.matmul.allow_tf32`` and ``torch.backends.cudnn.allow_tf32``);
+  ``cudnn-fp16`` / ``cudnn-bf16``: the module, x and dy in float16 / bfloat16;
 - ``torch-eager`` / ``torchscript`` / ``torch-compile``: the same cell as a PyTorch module looped
   over time in Python (``bench/torch_cells.py``, fastrnns' ``custom_lstms`` form), TF32 off;
 - ``rnngraph-cpu``: a char-level language-model training step (``step.train``: forward, BPTT,
@@ -35,13 +39,14 @@ and holds ``rnngraph bench`` (:func:`cli_bench`).
 """
 from __future__ import annotations
 
-from .configs import (COMPILE_ESTIMATE_S, CUDNN_CELLS, FORCED_PLANS, GATES, IMPLS, PROTOCOL, TORCH_CELLS, TORCH_MODES,
-                      Config, applicable, flops_forward, tflops)
+from .configs import (COMPILE_ESTIMATE_S, CUDNN_CELLS, CUDNN_HALF, FORCED_PLANS, GATES, IMPLS, PRECISION_IMPLS,
+                      PROTOCOL, TORCH_CELLS, TORCH_MODES, Config, applicable, flops_forward, tflops)
 from .implementations import gpu_available, gpu_program, run, torch_cells
 from .results import _print, anchor, describe, device_name, run_jobs, speedup, versions, write_results
 from .timers import NumbaEventTimer, Protocol, TorchEventTimer, WallTimer, add_protocol_arguments, measure, protocol_of
 
-__all__ = ["COMPILE_ESTIMATE_S", "CUDNN_CELLS", "FORCED_PLANS", "GATES", "IMPLS", "PROTOCOL", "QUICK_CPU", "QUICK_GPU",
+__all__ = ["COMPILE_ESTIMATE_S", "CUDNN_CELLS", "CUDNN_HALF", "FORCED_PLANS", "GATES", "IMPLS", "PRECISION_IMPLS",
+           "PROTOCOL", "QUICK_CPU", "QUICK_GPU",
            "TORCH_CELLS", "TORCH_MODES", "Config", "NumbaEventTimer", "Protocol", "TorchEventTimer", "WallTimer",
            "add_protocol_arguments", "anchor", "applicable", "cli_bench", "describe", "device_name", "flops_forward", "gpu_available",
            "gpu_program", "measure", "protocol_of", "run", "run_jobs", "speedup", "tflops", "torch_cells", "versions",

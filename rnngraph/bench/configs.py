@@ -6,7 +6,14 @@ from dataclasses import dataclass
 
 
 IMPLS = ("rnngraph", "rnngraph-naive", "rnngraph-wavefront", "rnngraph-scc-sequential", "cudnn-fp32",
-         "cudnn-tf32", "torch-eager", "torchscript", "torch-compile", "torch-compile-cell", "rnngraph-cpu")
+         "cudnn-tf32", "torch-eager", "torchscript", "torch-compile", "torch-compile-cell", "rnngraph-cpu",
+         "rnngraph-tf32", "rnngraph-bf16", "rnngraph-tf32-mma", "rnngraph-bf16-mma", "cudnn-fp16", "cudnn-bf16")
+#: rnngraph in a reduced precision (rnngraph/precision.py): impl -> (precision, the persistent loops'
+#: recurrent products on tensor cores too, ScheduleOptions.loop_tensor_cores)
+PRECISION_IMPLS = {"rnngraph-tf32": ("tf32", False), "rnngraph-bf16": ("bf16", False),
+                   "rnngraph-tf32-mma": ("tf32", True), "rnngraph-bf16-mma": ("bf16", True)}
+#: cuDNN in half precision: the module, its input and its output gradient in this torch dtype
+CUDNN_HALF = {"cudnn-fp16": "float16", "cudnn-bf16": "bfloat16"}
 #: rnngraph implementations that force a plan (to check the cost model's choice against a measurement)
 FORCED_PLANS = {"rnngraph-naive": "naive", "rnngraph-wavefront": "wavefront",
                 "rnngraph-scc-sequential": "scc-sequential"}

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .configs import CUDNN_CELLS, FORCED_PLANS, TORCH_MODES, Config, applicable, flops_forward, tflops
+from .configs import (CUDNN_CELLS, CUDNN_HALF, FORCED_PLANS, PRECISION_IMPLS, TORCH_MODES, Config, applicable,
+                      flops_forward, tflops)
 from .timers import NumbaEventTimer, Protocol, TorchEventTimer, WallTimer, _timed, measure
 
 
@@ -22,7 +23,7 @@ def gpu_available() -> bool:
     return cuda_available(simulator_ok=False)
 
 
-def gpu_program(cfg: Config, plan: str | None = None, precision: str = "fp32"):
+def gpu_program(cfg: Config, plan: str | None = None, precision: str = "fp32", loop_tensor_cores: bool = False):
     """The compiled CudaProgram of a float-input stack for ``cfg`` (cell, layers, T, S, H, I;
     seed-0 parameters, normal inputs (T, S, I) float32, zero initial states) and two closures that
     enqueue on its stream, without synchronising: ``fwd()`` (the forward) and ``fwdbwd()`` (the
@@ -31,7 +32,9 @@ def gpu_program(cfg: Config, plan: str | None = None, precision: str = "fp32"):
     loop kernels (to size their cooperative grid); the other kernels compile on the first call.
     The schedule options and the loop tuning are the defaults for ``cfg.S`` with the keys of
     RNNGRAPH_LOOP as the environment has it now (rnngraph/loop_env.py): ``rg.compile_rnn``'s;
-    ``precision`` its matrix products' (rnngraph/precision.py)."""
+    ``precision`` its matrix products' (rnngraph/precision.py); ``loop_tensor_cores`` puts the
+    persistent loops' products on tensor cores too (the defaults for ``cfg.S`` with
+    ``loop_tensor_cores=True``; RNNGRAPH_LOOP's option keys then do not apply, its tuning keys do)."""
     from numba import cuda
 
     import rnngraph as rg
@@ -41,7 +44,8 @@ def gpu_program(cfg: Config, plan: str | None = None, precision: str = "fp32"):
     # compiled through the public API (seed-0 parameters); the closures launch the layer's program
     # rather than calling layer.forward / layer.backward, so that what is timed is the generated
     # launches alone, without the layer's copies of x, h0, dy and the outputs and its stream events
-    prog = rg.compile_rnn(net, device="cuda", dtype="float32", seed=0, plan=plan,
+    options = rg.ScheduleOptions.defaults(cfg.S).replace(loop_tensor_cores=True) if loop_tensor_cores else None
+    prog = rg.compile_rnn(net, device="cuda", dtype="float32", seed=0, plan=plan, options=options,
                           precision=precision).program(cfg.T, cfg.S)
     b, g = prog.buf, net.graph
     rng = np.random.default_rng(0)
@@ -68,13 +72,15 @@ def gpu_program(cfg: Config, plan: str | None = None, precision: str = "fp32"):
     return prog, fwd, fwdbwd
 
 
-def _rnngraph_gpu(cfg: Config, proto: Protocol, plan: str | None) -> dict:
-    """The generated forward / forward+backward of a float-input stack (weight gradients included)."""
+def _rnngraph_gpu(cfg: Config, proto: Protocol, plan: str | None, precision: str = "fp32",
+                  loop_tensor_cores: bool = False) -> dict:
+    """The generated forward / forward+backward of a float-input stack (weight gradients included),
+    in ``precision`` (see :func:`gpu_program`)."""
     from ..codegen.device import in_simulator
     from ..loop_env import as_keys
 
     t0 = time.perf_counter()
-    prog, fwd, fwdbwd = gpu_program(cfg, plan)
+    prog, fwd, fwdbwd = gpu_program(cfg, plan, precision, loop_tensor_cores)
     s = prog.s
     fwd()
     fwdbwd()  # JIT-compiles every kernel (and captures the forward's CUDA graphs)
@@ -84,7 +90,7 @@ def _rnngraph_gpu(cfg: Config, proto: Protocol, plan: str | None) -> dict:
     loops = [st for st in s.forward if hasattr(st, "levels")]
     rec = {**_timed(fwd, fwdbwd, timer, proto), "plan": s.plan, "loop_modes": [lp.mode for lp in loops],
            "levels_per_timestep": [lp.levels for lp in loops], "launches_per_window": s.launches,
-           "compile_s": compile_s, "loop_tuning": as_keys(s.options, prog.tuning),
+           "compile_s": compile_s, "loop_tuning": as_keys(s.options, prog.tuning), "precision": precision,
            "loop_threads": dict(prog.loop_threads)}
     replay_errors = getattr(prog, "replay_errors", None)  # steps whose CUDA-graph capture failed
     if replay_errors:
@@ -138,12 +144,18 @@ def _torch_setup(cfg: Config, device: str):
     return torch, x, dy, timer
 
 
-def _cudnn(cfg: Config, proto: Protocol, tf32: bool, device: str) -> dict:
-    """torch.nn.LSTM / nn.GRU (cuDNN on the GPU): ``y = rnn(x); y.backward(dy)``."""
+def _cudnn(cfg: Config, proto: Protocol, tf32: bool, device: str, dtype: str = "float32") -> dict:
+    """torch.nn.LSTM / nn.GRU (cuDNN on the GPU): ``y = rnn(x); y.backward(dy)``; with ``dtype``
+    "float16" / "bfloat16" the module (weights), x and dy in that dtype (what
+    ``rnn.to(torch.float16)`` users run; cuDNN accumulates in fp32)."""
     torch, x, dy, timer = _torch_setup(cfg, device)
     restore = _torch_flags(tf32)
     try:
         rnn = getattr(torch.nn, CUDNN_CELLS[cfg.cell])(cfg.I, cfg.H, cfg.layers).to(device)
+        if dtype != "float32":
+            dt = getattr(torch, dtype)
+            rnn = rnn.to(dt)
+            x, dy = x.detach().to(dt).requires_grad_(), dy.to(dt)
 
         def fwd():
             with torch.no_grad():
@@ -158,6 +170,7 @@ def _cudnn(cfg: Config, proto: Protocol, tf32: bool, device: str) -> dict:
         restore()
     rec["cudnn"] = torch.backends.cudnn.version() if device == "cuda" else None
     rec["tf32"] = tf32
+    rec["dtype"] = dtype
     return rec
 
 
@@ -234,8 +247,10 @@ def run(cfg: Config, impl: str, proto: Protocol | None = None, *, torch_device: 
             out = _rnngraph_lm(cfg, proto, "cpu" if impl == "rnngraph-cpu" else "cuda")
         elif impl == "rnngraph" or impl in FORCED_PLANS:
             out = _rnngraph_gpu(cfg, proto, FORCED_PLANS.get(impl))
+        elif impl in PRECISION_IMPLS:
+            out = _rnngraph_gpu(cfg, proto, None, *PRECISION_IMPLS[impl])
         elif impl.startswith("cudnn"):
-            out = _cudnn(cfg, proto, impl == "cudnn-tf32", torch_device)
+            out = _cudnn(cfg, proto, impl == "cudnn-tf32", torch_device, CUDNN_HALF.get(impl, "float32"))
         else:
             out = _torch_custom(cfg, proto, TORCH_MODES[impl], torch_device)
         rec.update(out)
