@@ -32,15 +32,17 @@ default shape), the floor a model must beat.
   H200 (bench/lsh_gpu.sh):  python3 bench/lsh_gpu.py --out $OUT/lsh-gpu.json
   long-tailed labels:       python3 bench/lsh_gpu.py --label-skew 1.1 --out $OUT/lsh-gpu-skew1.1.json
   CPU check (numba's CUDA simulator, tiny shapes; tests/test_bench.py):
-                            NUMBA_ENABLE_CUDASIM=1 python bench/lsh_gpu.py --smoke
-  (the simulator must be chosen before numba loads; without it and without a GPU numba's driver
-  error ends the run). The exit status is 1 when a variant failed (its error is in the JSON).
+                            python bench/lsh_gpu.py --smoke
+  (--smoke chooses the simulator, NUMBA_ENABLE_CUDASIM=1, unless the environment sets that
+  variable or numba is already loaded). The exit status is 1 when a variant failed (its error
+  is in the JSON).
 """
 from __future__ import annotations
 
 import argparse
 import datetime
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -416,6 +418,8 @@ def main(argv=None) -> dict:
     """Runs the benchmark on the command line ``argv`` (module docstring); returns the results,
     also written to ``--out`` as JSON after each variant."""
     a = parse(argv)
+    if a.smoke and "numba" not in sys.modules:  # the simulator is chosen when numba loads
+        os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
     from rnngraph.bench.results import device_name, versions, write_results
     from rnngraph.codegen.device import in_simulator
     from rnngraph.data.xc_synthetic import synthetic_xc

@@ -412,3 +412,17 @@ def test_startup_absent_hides_a_package_and_its_submodules():
     finally:
         sys.meta_path.remove(hook)
         sys.modules.update(saved)
+
+
+def test_lsh_gpu_smoke_chooses_the_simulator_itself(tmp_path):
+    """Regression: `python bench/lsh_gpu.py --smoke` on a machine without a GPU ended in numba's
+    driver error unless NUMBA_ENABLE_CUDASIM=1 was set by hand; --smoke now chooses the simulator."""
+    import subprocess
+    import sys
+    out = tmp_path / "lsh.json"
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "lsh_gpu.py"), "--smoke", "--variants", "dense-fp32",
+                           "--out", str(out)], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    saved = json.loads(out.read_text())
+    assert [r["variant"] for r in saved["records"]] == ["dense-fp32"] and "error" not in saved["records"][0]
