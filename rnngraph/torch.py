@@ -15,7 +15,14 @@ from __future__ import annotations
 
 import warnings
 
-import torch
+try:
+    import torch
+except ModuleNotFoundError as error:  # one line naming the install, not a bare traceback
+    if error.name != "torch":
+        raise
+    raise ModuleNotFoundError("rnngraph.torch needs PyTorch, which is not installed: pip install 'rnngraph[torch]' "
+                              "(on a machine without a GPU PyTorch's CPU build is enough: pip install torch "
+                              "--index-url https://download.pytorch.org/whl/cpu)", name="torch") from None
 from torch import nn
 
 from . import cells as _cells
@@ -291,7 +298,7 @@ class RNN(nn.Module):
         if not isinstance(parts, (tuple, list)) or len(parts) != len(self.state_args):
             raise ValueError(f"h0: expected {'a tensor' if len(self.state_args) == 1 else 'a tuple'} of "
                              f"{len(self.state_args)} state(s) {[a for a, _ in self.state_args]}, "
-                             f"got {type(h0).__name__}")
+                             f"got {_described(h0)}")
         by_name, checked = {}, []
         for (arg, depth), t in zip(self.state_args, parts):
             want = (self.layers * (1 + self.bidirectional) * depth, B, self.hidden)
@@ -400,6 +407,13 @@ class RNN(nn.Module):
                                  masks=to_backend_dict(masks), copy_states=False, lengths=lengths)
             y, stacked = from_backend(y, x), stack_states(h_T, self._state_groups, x)
         return y, stacked
+
+
+def _described(value) -> str:
+    """What a wrong ``h0`` is, for its error: "a tuple of 3", "a list of 1" or the type's name."""
+    if isinstance(value, (tuple, list)):
+        return f"a {type(value).__name__} of {len(value)}"
+    return type(value).__name__
 
 
 __all__ = ["RNN"]

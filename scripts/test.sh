@@ -4,9 +4,10 @@
 # No arguments: every test (what CI runs). --fast first: the fast tier for development, the tests
 # not marked slow (pytest -m "not slow"). Other arguments go to pytest.
 # Tests run in parallel with pytest-xdist, one worker a core (at most 8), idle workers taking queued
-# tests from busy ones (--dist worksteal; on 2 loaded shared cores the full suite took 3.6 and 4.6
-# minutes with it, 4.4 to 5.1 with xdist's default --dist load, 5.1 with --dist loadfile); a
-# -n/--numprocesses or -p no:xdist of your own replaces that (-n 0: one process).
+# tests from busy ones (--dist worksteal: on 2 loaded shared cores, the suite of that day took 3.6 and
+# 4.6 minutes with it, 4.4 to 5.1 with xdist's default --dist load, 5.1 with --dist loadfile; today's
+# suite takes the time README.md gives); a -n/--numprocesses or -p no:xdist of your own replaces that
+# (-n 0: one process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = "--fast" ]; then
@@ -25,5 +26,10 @@ for arg in "$@"; do
 done
 [ "$workers" -ge 2 ] && set -- -n "$workers" --dist worksteal "$@"
 scripts/setup.sh
-.venv/bin/python -m pip install -q torch==2.13.0 2>/dev/null || echo "torch 2.13.0 not installable here: torch peer tests will skip"
+have=$(.venv/bin/python -c "import importlib.metadata as m; print(m.version('torch'))" 2>/dev/null || true)
+case "$have" in
+  2.13.0|2.13.0+*) ;;
+  *) [ -z "$have" ] || echo "scripts/test.sh: replacing torch $have in .venv with torch 2.13.0, the version the tests pin"
+     .venv/bin/python -m pip install -q torch==2.13.0 2>/dev/null || echo "torch 2.13.0 not installable here: torch peer tests will skip" ;;
+esac
 exec .venv/bin/python -m pytest -q "$@"

@@ -1,5 +1,7 @@
 """Regression tests for the API misuses a fresh-user review found (each once gave silent
 garbage or a bare traceback)."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -163,3 +165,19 @@ def test_dtype_takes_the_numpy_type_and_names_a_bad_one():
             rg.compile_rnn(net, device="cpu", dtype=bad)
         with pytest.raises(ValueError, match="dtype must be 'float32' or 'float64'"):
             _lm_step(dtype=bad)
+
+
+def test_rnngraph_torch_without_pytorch_names_the_install():
+    """Regression: `from rnngraph.torch import RNN` without PyTorch ended in a bare
+    ModuleNotFoundError traceback; it now says what to install (one line, still a
+    ModuleNotFoundError for code that catches it)."""
+    import subprocess
+    import sys
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "try:\n    import rnngraph.torch\n"
+            "except ModuleNotFoundError as e:\n    print(e.name, '|', e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=str(Path(__file__).resolve().parent.parent))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.startswith("torch | rnngraph.torch needs PyTorch, which is not installed: "
+                                 "pip install 'rnngraph[torch]'"), out.stdout

@@ -156,3 +156,14 @@ def test_naive_plan_is_one_kernel_per_op_per_timestep():
     assert [k.ops for k in loop.kernels] == [(m,) for m in computed]
     assert loop.mode == "graph" and loop.levels == len(computed)
     assert schedule(g, 20, 2, plan="naive").launches > s.launches  # launches grow with T
+
+
+def test_readme_schedule_excerpt_is_the_golden_dump():
+    """Regression: README's "Reading a schedule" excerpt kept a `why:` line the dump no longer
+    prints; every line of it (but the closing "...") must be a line of the golden file it names."""
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "README.md"), encoding="utf-8").read()
+    m = re.search(r"From `tests/golden/(\w+)\.txt`:\n\n```\n(.*?)```", readme, re.S)
+    assert m, "README's schedule excerpt and the golden file it names"
+    golden = open(os.path.join(HERE, m.group(1) + ".txt"), encoding="utf-8").read().splitlines()
+    lines = [line for line in m.group(2).splitlines() if line.strip() != "..."]
+    assert len(lines) > 5 and [line for line in lines if line not in golden] == []

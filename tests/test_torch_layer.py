@@ -424,7 +424,8 @@ def _bad_cases():
         ("x-list", lambda m, g: m([[0.0, 1.0, 2.0]]), TypeError, "x must be a torch.Tensor, got list"),
         ("h0-shape", lambda m, g: m(x, (h, torch.zeros(2, 3, 5))), ValueError, r"h0 state 'c'.*\(2, 2, 5\)"),
         ("h0-batch", lambda m, g: m(x, (torch.zeros(2, 1, 5), h)), ValueError, r"h0 state 'h'.*\(2, 1, 5\)"),
-        ("h0-length", lambda m, g: m(x, (h,)), ValueError, r"h0: expected a tuple of 2 state\(s\) \['h', 'c'\]"),
+        ("h0-length", lambda m, g: m(x, (h,)), ValueError,
+         r"h0: expected a tuple of 2 state\(s\) \['h', 'c'\], got a tuple of 1"),  # (said "got tuple")
         ("h0-single", lambda m, g: m(x, h), ValueError, "h0: expected a tuple of 2"),
         ("h0-dtype", lambda m, g: m(x, (h, h.double())), ValueError, "h0 state 'c' is torch.float64"),
         ("h0-gru-tuple", lambda m, g: g(x, (h, h)), ValueError, "h0: expected a tensor of 1 state"),
@@ -532,3 +533,4 @@ def test_torch_save_and_load_of_the_whole_module(tmp_path):
     torch.save(m, tmp_path / "m.pt")
     loaded = torch.load(tmp_path / "m.pt", weights_only=False)
     torch.testing.assert_close(loaded(x)[0], y, rtol=0, atol=0)
+
