@@ -21,8 +21,9 @@ T = 100, LSTM H in {512, 1024} x S in {1, 16, 64, 128} x 1 and 4 layers, then pe
 layer-norm LSTM at H = 1024, rnngraph in each precision (rnngraph, -tf32, -bf16, and -tf32-mma,
 -bf16-mma with the loops' products on tensor cores too) against cuDNN fp32, TF32, fp16 and bf16;
 the configurations its targets name run first, and the JSON gains ``targets``
-(:func:`precision_targets`). Its 184 jobs compile a program each: split them over several runs
-with ``--only`` (e.g. ``'h1024-i1024/'``) or cut them with ``--time-budget``.
+(:func:`precision_targets`). 120 of its 184 jobs compile an rnngraph program (10 to 30 s each):
+split them over several runs with ``--only`` (e.g. ``'h1024-i1024/'``) or cut them with
+``--time-budget``. ``--compile`` adds nothing to it.
 
 Usage (GPU machine):  python bench/run_all.py --out bench/results/h200-YYYYMMDD.json --time-budget 420
                       python bench/run_all.py --list            # the job labels, nothing run
@@ -45,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # rnngraph from
 from rnngraph.bench import Config, Protocol, gpu_available, run_jobs, write_results  # noqa: E402
 
 CUDNN = ("cudnn-fp32", "cudnn-tf32")
-CUDNN_HALF = ("cudnn-fp16", "cudnn-bf16")
+HALF_CUDNN = ("cudnn-fp16", "cudnn-bf16")
 PRECISIONS = ("rnngraph", "rnngraph-tf32", "rnngraph-bf16", "rnngraph-tf32-mma", "rnngraph-bf16-mma")
 CORE = CUDNN + ("rnngraph",)
 TORCH = ("torch-eager", "torchscript")
@@ -90,7 +91,7 @@ def precision_grid() -> list[tuple[Config, str]]:
     the configurations :data:`PRECISION_TARGETS` name first."""
     first = [target[1] for target in PRECISION_TARGETS]
     lstms = [lstm(S, H, layers=L) for L in (1, 4) for H in (512, 1024) for S in (1, 16, 64, 128)]
-    jobs = [(cfg, i) for cfg in dict.fromkeys(first + lstms) for i in CUDNN + CUDNN_HALF + PRECISIONS]
+    jobs = [(cfg, i) for cfg in dict.fromkeys(first + lstms) for i in CUDNN + HALF_CUDNN + PRECISIONS]
     for cell in ("peephole_lstm", "layernorm_lstm"):
         jobs += [(lstm(S, 1024, cell=cell), i) for S in (1, 16, 64, 128) for i in PRECISIONS]
     return jobs
@@ -105,7 +106,7 @@ PRECISION_TARGETS = [
      ("cudnn-tf32",), 1.0),
     ("tf32 <= 0.7x cuDNN TF32, LSTM H=512 S=64", lstm(64), ("rnngraph-tf32", "rnngraph-tf32-mma"), ("cudnn-tf32",), 0.7),
     ("bf16 <= 0.8x cuDNN's faster half precision, LSTM H=1024 S=64", lstm(64, 1024),
-     ("rnngraph-bf16", "rnngraph-bf16-mma"), CUDNN_HALF, 0.8),
+     ("rnngraph-bf16", "rnngraph-bf16-mma"), HALF_CUDNN, 0.8),
     ("bf16 <= 0.15x cuDNN fp32, LSTM H=512 S=1", lstm(1), ("rnngraph-bf16", "rnngraph-bf16-mma"), ("cudnn-fp32",), 0.15),
 ]
 
@@ -174,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(jobs)} jobs", file=sys.stderr)
         return 0
     if not gpu and not args.quick:
-        print("run_all.py: numba finds no CUDA GPU: the full grid needs one (run it on the GPU machine); "
+        print(f"run_all.py: numba finds no CUDA GPU: the {args.grid} grid needs one (run it on the GPU machine); "
               "--quick times the CPU part (the NumPy backend) alone", file=sys.stderr)
         return 2
     if not gpu:

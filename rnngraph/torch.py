@@ -20,9 +20,9 @@ try:
 except ModuleNotFoundError as error:  # one line naming the install, not a bare traceback
     if error.name != "torch":
         raise
-    raise ModuleNotFoundError("rnngraph.torch needs PyTorch, which is not installed: pip install 'rnngraph[torch]' "
-                              "(on a machine without a GPU PyTorch's CPU build is enough: pip install torch "
-                              "--index-url https://download.pytorch.org/whl/cpu)", name="torch") from None
+    raise ModuleNotFoundError("rnngraph.torch needs PyTorch, which is not installed: pip install torch (on a "
+                              "machine without a GPU its CPU build is enough: pip install torch --index-url "
+                              "https://download.pytorch.org/whl/cpu)", name="torch") from None
 from torch import nn
 
 from . import cells as _cells

@@ -222,8 +222,9 @@ def test_precision_targets_take_the_faster_of_each_side():
     h1024 = B.Config("lstm", 1, 100, 64, 1024, 1024).fields()
     recs = [{**h1024, "impl": "rnngraph-tf32", "fwdbwd_ms": 12.0}, {**h1024, "impl": "rnngraph-tf32-mma", "fwdbwd_ms": 9.0},
             {**h1024, "impl": "cudnn-tf32", "fwdbwd_ms": 10.0}, {**h1024, "impl": "cudnn-fp32", "fwdbwd_ms": 5.0},
-            {**h1024, "impl": "rnngraph-bf16", "fwdbwd_ms": 8.0}, {**h1024, "impl": "cudnn-fp16", "fwdbwd_ms": 12.0},
-            {**h1024, "impl": "cudnn-bf16", "fwdbwd_ms": 9.0},
+            {**h1024, "impl": "rnngraph-bf16", "fwdbwd_ms": 8.0},
+            {**h1024, "impl": "cudnn-fp16", "fwdbwd_ms": 12.0, "torch_dtype": "float16"},  # as run() returns them
+            {**h1024, "impl": "cudnn-bf16", "fwdbwd_ms": 9.0, "torch_dtype": "bfloat16"},
             {**h1024, "S": 128, "impl": "rnngraph-tf32", "fwdbwd_ms": None, "error": "boom"},
             {**h1024, "S": 128, "impl": "cudnn-tf32", "fwdbwd_ms": 7.0}]
     got = {t["target"]: t for t in run_all.precision_targets(recs)}
@@ -299,7 +300,8 @@ def test_torch_baselines_on_cpu(impl):
     assert rec["fwd_ms"] > 0 and rec["fwdbwd_ms"] > 0 and rec["tflops_fwdbwd"] > 0
     assert rec["iters"] == {"fwd": 2, "fwdbwd": 2}
     if impl.startswith("cudnn"):
-        assert rec["dtype"] == ("bfloat16" if impl == "cudnn-bf16" else "float32")
+        assert rec["dtype"] == "float32"  # the configuration's: records of one configuration are compared
+        assert rec["torch_dtype"] == ("bfloat16" if impl == "cudnn-bf16" else "float32")
 
 
 def test_bench_out_in_a_missing_directory_fails_before_timing(capsys, tmp_path):
@@ -414,6 +416,7 @@ def test_startup_absent_hides_a_package_and_its_submodules():
         sys.modules.update(saved)
 
 
+@pytest.mark.slow  # about 20 s: a whole script in the simulator
 def test_lsh_gpu_smoke_chooses_the_simulator_itself(tmp_path):
     """Regression: `python bench/lsh_gpu.py --smoke` on a machine without a GPU ended in numba's
     driver error unless NUMBA_ENABLE_CUDASIM=1 was set by hand; --smoke now chooses the simulator."""

@@ -22,7 +22,8 @@ Implementations (``impl``):
   (``ScheduleOptions.loop_tensor_cores``);
 - ``cudnn-fp32`` / ``cudnn-tf32``: ``torch.nn.LSTM`` / ``nn.GRU`` with TF32 off / on (both
   ``torch.backends.cuda.matmul.allow_tf32`` and ``torch.backends.cudnn.allow_tf32``);
-  ``cudnn-fp16`` / ``cudnn-bf16``: the module, x and dy in float16 / bfloat16;
+  ``cudnn-fp16`` / ``cudnn-bf16``: the module, x and dy in float16 / bfloat16 (the record's
+  ``torch_dtype``; its ``dtype`` stays the configuration's);
 - ``torch-eager`` / ``torchscript`` / ``torch-compile``: the same cell as a PyTorch module looped
   over time in Python (``bench/torch_cells.py``, fastrnns' ``custom_lstms`` form), TF32 off;
 - ``rnngraph-cpu``: a char-level language-model training step (``step.train``: forward, BPTT,

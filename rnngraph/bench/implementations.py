@@ -170,7 +170,7 @@ def _cudnn(cfg: Config, proto: Protocol, tf32: bool, device: str, dtype: str = "
         restore()
     rec["cudnn"] = torch.backends.cudnn.version() if device == "cuda" else None
     rec["tf32"] = tf32
-    rec["dtype"] = dtype
+    rec["torch_dtype"] = dtype  # not "dtype": that is the configuration's, which records are matched by
     return rec
 
 
