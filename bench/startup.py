@@ -24,9 +24,10 @@ fresh processes of this script run one after the other:
   0.93 s went to compiling 586 modules' Python source -- the benchmark machine used no bytecode
   cache -- 0.56 s to importing networkx and 0.72 s to loading 17 cached kernels);
 - with ``--pycache-prefix DIR`` the packages' bytecode is compiled into DIR first and read by every
-  child, as after a pip install (the standard library's is not: the cold child compiles what it
-  imports of it into DIR, the warm one reads that) (the H200 image sets PYTHONDONTWRITEBYTECODE, which made each
-  process compile every module's source: a warm first call of 6.2 s against 2.2 s with bytecode);
+  child, as after a pip install. The H200 image sets PYTHONDONTWRITEBYTECODE, which made each
+  process compile every module's source: a warm first call of 6.2 s against 2.2 s with bytecode.
+  The standard library's bytecode is not precompiled: the cold child compiles what it imports of
+  it into DIR, the warm one reads that;
   ``--absent scipy`` runs rnngraph's children as if SciPy were not installed (numba-cuda imports
   it when it loads a kernel; rnngraph does not need it): 1.4 s
   (bench/results/h200-20261203-startup-and-step-bytecode-no-scipy.json). Each child records
