@@ -43,11 +43,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # rnngraph from this checkout
 
-from rnngraph.bench import Config, Protocol, gpu_available, run_jobs, write_results  # noqa: E402
+from rnngraph.bench import (CUDNN_HALF, PRECISION_IMPLS, Config, Protocol, gpu_available, run_jobs,  # noqa: E402
+                            write_results)
 
 CUDNN = ("cudnn-fp32", "cudnn-tf32")
-HALF_CUDNN = ("cudnn-fp16", "cudnn-bf16")
-PRECISIONS = ("rnngraph", "rnngraph-tf32", "rnngraph-bf16", "rnngraph-tf32-mma", "rnngraph-bf16-mma")
+HALF_CUDNN = tuple(CUDNN_HALF)  # cudnn-fp16, cudnn-bf16
+PRECISIONS = ("rnngraph", *PRECISION_IMPLS)  # fp32, then tf32, bf16, and each with the loops on tensor cores
 CORE = CUDNN + ("rnngraph",)
 TORCH = ("torch-eager", "torchscript")
 LM = dict(cell="lstm", layers=1, T=100, H=512, I=128, vocab=96)

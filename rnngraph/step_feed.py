@@ -45,10 +45,10 @@ class StepFeed:
             raise ValueError(f"inputs: expected (T, S) token ids or (T, S, n) floats with T, S >= 1, "
                              f"got shape {shape}")
         T, S = shape[:2]
-        lengths, graph, self._columns, order = padded(lengths, T, S), self.graph, None, None
+        lengths, graph, self._columns, valid = padded(lengths, T, S), self.graph, None, None
         if lengths is not None:  # the variable-length graph (rnngraph/step_lengths.py)
             graph, masked = self.net.masked_graph, lengths_feed(self.net, lengths, inputs, targets, self.dtype)
-            feed, self._columns, order = masked.feed, masked.columns, stream_order(masked.valid)
+            feed, self._columns, valid = masked.feed, masked.columns, masked.valid
         elif self.net.head is not None:  # the targets are checked before the step switches to their (T, S)
             width, head = self.graph.by_name["y"].size, self.net.head
             feed = {"x": inputs, "y": head.blank(T, S, width) if targets is None else head.feed(targets, T, S, width)}
@@ -64,8 +64,8 @@ class StepFeed:
                 if n.name in feed and n.dtype != INDEX and not hasattr(feed[n.name], "__cuda_array_interface__"):
                     check_real(n.name, np.asarray(feed[n.name]))
         self._use(T, S, lengths is not None)
-        if order is not None and self._cuda is not None:  # the loops skip the streams that ended
-            self._cuda.set_stream_order(*order)
+        if valid is not None and self._cuda is not None:  # the loops skip the streams that ended
+            self._cuda.set_stream_order(*stream_order(valid))
         return feed
 
     def _loss_columns(self, feed: dict) -> int:
