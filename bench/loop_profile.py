@@ -37,8 +37,8 @@ shows; the forward overwrites values the benchmark run already left in its buffe
 forward variant that skips a store reads as 0.0 too).
 
 ``--hidden`` sets H = I (default 512) and ``--precision`` the products' precision (tf32 or
-bf16: the once-per-window ones on tensor cores, and the loops' with RNNGRAPH_LOOP=mma=1; the
-records carry both). The kernels are generated with the step's RNNGRAPH_LOOP settings (read by rnngraph/bench.py's
+bf16: the once-per-window ones on tensor cores, and the loops' where S x H >= 49,152 or with
+RNNGRAPH_LOOP=mma=1, never with mma=0; the records carry both). The kernels are generated with the step's RNNGRAPH_LOOP settings (read by rnngraph/bench.py's
 ``gpu_program``; the knobs: codegen/tuning.py), so e.g.
 RNNGRAPH_LOOP=barrier=1 profiles the inline grid barrier of codegen/grid_barrier.py. (An earlier
 ``barrier`` variant, an atomic-counter barrier polled with atomics, took 7.4 vs 4.9 us a timestep
@@ -273,7 +273,7 @@ def main(argv=None) -> int:
     ap.add_argument("--hidden", type=int, default=512, help="H = I of every configuration (default 512)")
     ap.add_argument("--precision", choices=["fp32", "tf32", "bf16"], default="fp32",
                     help="the matrix products' precision (rnngraph/precision.py; the loops' products on "
-                         "tensor cores too with RNNGRAPH_LOOP=mma=1)")
+                         "tensor cores too where S x H >= 49,152 or with RNNGRAPH_LOOP=mma=1; mma=0: never)")
     ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS, metavar="VARIANT",
                     help="source variants to time, see above (default: all)")
     ap.add_argument("--iters", type=int, default=20, help="timed launches per variant; the median is kept (default 20)")

@@ -29,6 +29,7 @@ from .lengths import check_lengths, valid_steps, with_lengths
 from .masks import draw_mask, mask_inputs, mask_seed
 from .network import Sequential
 from .passes import PLANS
+from .passes.recurrence import recurrent_width
 from .passes import schedule as build_schedule
 from .precision import check_gpu, check_precision
 from .reference import DTYPES, check_ids, dtype_name, id_limits, init_params
@@ -94,6 +95,7 @@ class CompiledRNN:
         self.device, self.dtype, self.seed, self.plan, self.cache_size = device, dtype, seed, plan, cache_size
         self._given = (options, tuning)
         self._loop_env = from_environment()  # RNNGRAPH_LOOP, once: a bad value fails here, named
+        self._recurrent_width = recurrent_width(self.graph)  # K, for the options' defaults
         check(options, tuning)
         self.dropout = mask_inputs(self.graph)
         self.input = self.graph.by_name["x"]
@@ -154,7 +156,7 @@ class CompiledRNN:
 
     def _values(self, streams: int) -> tuple[ScheduleOptions, LoopTuning]:
         """The schedule options and loop tuning of plans over ``streams`` streams."""
-        return resolve(streams, *self._given, self._loop_env)
+        return resolve(streams, *self._given, self._loop_env, self._recurrent_width, self.precision)
 
     # ------------------------------------------------------------------ plans
     def _plan(self, T: int, S: int, backward: bool, masked: bool = False):
@@ -385,8 +387,8 @@ def compile_rnn(net: Sequential, device: str = "auto", dtype: str = "float32", s
     memory; on the CPU so are C-contiguous NumPy arrays of ``dtype``); options, tuning: the
     schedule options and the loop kernels' code shape, as for :func:`rnngraph.compile` (None:
     the defaults for each S with RNNGRAPH_LOOP's keys); precision: "fp32" (default), "tf32" or
-    "bf16", as for :func:`rnngraph.compile` (the once-per-window GEMMs on tensor cores; the CPU
-    emulates it). Raises TypeError /
+    "bf16", as for :func:`rnngraph.compile` (the once-per-window GEMMs on tensor cores, and by
+    default the loops' products where S x K >= 49,152; the CPU emulates it). Raises TypeError /
     GraphError for a network that is not a loss-free
     rg.Sequential, TypeError for options / tuning of another type, ValueError for bad options
     (a bad RNNGRAPH_LOOP included, naming it) or a bad precision (naming it), RuntimeError when

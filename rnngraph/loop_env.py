@@ -66,13 +66,16 @@ def check(options, tuning) -> None:
 
 
 def resolve(streams: int, options: ScheduleOptions | None = None, tuning: LoopTuning | None = None,
-            overrides=MappingProxyType({})) -> tuple[ScheduleOptions, LoopTuning]:
+            overrides=MappingProxyType({}), recurrent_width: int = 0,
+            precision: str = "fp32") -> tuple[ScheduleOptions, LoopTuning]:
     """The schedule options and loop tuning of a compile over ``streams`` streams: ``options`` and
-    ``tuning`` as given; each one left None is the defaults for ``streams`` overridden by the keys
-    of ``overrides`` (a :func:`parse` result) that belong to it. TypeError as :func:`check`."""
+    ``tuning`` as given; each one left None is the defaults (for ``streams``; the options also
+    for the graph's ``recurrent_width`` and the compile's ``precision``:
+    ScheduleOptions.defaults) overridden by the keys of ``overrides`` (a :func:`parse` result)
+    that belong to it. TypeError as :func:`check`."""
     check(options, tuning)
     if options is None:
-        options = ScheduleOptions.defaults(streams).replace(
+        options = ScheduleOptions.defaults(streams, recurrent_width, precision).replace(
             **{SCHEDULE_KEYS[k]: bool(v) for k, v in overrides.items() if k in SCHEDULE_KEYS})
     if tuning is None:
         tuning = LoopTuning.defaults(streams).replace(**{k: v for k, v in overrides.items() if k in TUNING_KEYS})

@@ -21,6 +21,7 @@ from .lsh_train import lsh_training
 from .codegen.tuning import LoopTuning
 from .loop_env import from_environment, resolve
 from .passes import schedule as build_schedule
+from .passes.recurrence import recurrent_width
 from .precision import check_gpu, check_precision
 from .reference import dtype_name, init_params, zero_states
 from .schedule import Schedule
@@ -100,7 +101,8 @@ class TrainingStep(StepFeed, StepState, TrainingOutcome):
                      else None)
         self._given = (options, tuning)
         self._loop_env = from_environment()  # RNNGRAPH_LOOP, once: a bad value fails here, named
-        options, tuning = resolve(self.streams, options, tuning, self._loop_env)
+        self._recurrent_width = recurrent_width(self.graph)  # K, for the options' defaults
+        options, tuning = resolve(self.streams, options, tuning, self._loop_env, self._recurrent_width, self.precision)
         self.schedule: Schedule = self._build(self.graph, self.window, self.streams, options)
         params = init_params(self.graph, seed, dtype)
         self.seed = seed
@@ -150,7 +152,7 @@ class TrainingStep(StepFeed, StepState, TrainingOutcome):
             self._plans.move_to_end(key)
             sched, backend = self._plans[key]
         else:
-            options, tuning = resolve(S, *self._given, self._loop_env)
+            options, tuning = resolve(S, *self._given, self._loop_env, self._recurrent_width, self.precision)
             graph = self.net.masked_graph if masked else self.graph
             sched = self._build(graph, T, S, options)
             if self._cuda:
@@ -254,7 +256,8 @@ def compile(net: Sequential, window: int, streams: int, device: str = "auto", dt
     ``rg.ScheduleOptions``, what the passes decide beyond the graph (persistent layer norms, the
     flagged exchange, post-loop gradient sums); tuning: an ``rg.LoopTuning``, the GPU loop
     kernels' code shape; each used for every (T, S) as given, or when None the defaults for
-    each S (``ScheduleOptions.defaults(S)``, ``LoopTuning.defaults(S)``) overridden by the keys
+    each S (``ScheduleOptions.defaults(S, K, precision)``, K the widest recurrent product's inner
+    dimension; ``LoopTuning.defaults(S)``) overridden by the keys
     of the ``RNNGRAPH_LOOP`` environment variable, read once, here; backward: False for a step
     that only evaluates (``forward``; the GPU generates and compiles no backward kernel, the
     schedule has no backward steps, and ``train`` raises RuntimeError), as
@@ -262,8 +265,8 @@ def compile(net: Sequential, window: int, streams: int, device: str = "auto", dt
     (default: strict fp32 everywhere), ``"tf32"`` or ``"bf16"``: the once-per-window GEMMs
     (hoisted products, input-gradient products of the phases, weight gradients) on tensor cores
     with operands in that format and fp32 accumulation, everything else fp32 (rnngraph/precision.py;
-    the loops' recurrent products too with ``options.loop_tensor_cores``, off by default: measured
-    slower); float32 only; the CPU backend
+    the loops' recurrent products too with ``options.loop_tensor_cores``, by default where
+    S x K >= 49,152, measured faster there and slower below); float32 only; the CPU backend
     emulates it (operands rounded to the format, ties to even). A network with an
     ``rg.LSHSoftmax`` head trains sparsely and evaluates densely on either backend (``"auto"``
     picks CUDA where there is a GPU, as for any head; rnngraph/codegen/lsh_step.py). Returns a

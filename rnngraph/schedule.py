@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from .ir import Graph
 from .ops import chunk_bounds, chunking, is_row_reduction, lsh_text
-from .schedule_options import ScheduleOptions
+from .schedule_options import LOOP_TENSOR_CORES_WORK, ScheduleOptions
 
 
 @dataclass(frozen=True)
@@ -275,9 +275,15 @@ def _step_lines(s, window: int, columns: int, g: Graph, sched: Schedule | None =
     return lines
 
 
+def _width(s: Schedule) -> int:
+    """K of the schedule's widest recurrent product (the options' defaults depend on it)."""
+    from .passes.recurrence import recurrent_width  # (the passes import this module)
+    return recurrent_width(s.graph)
+
+
 def _options_line(s: Schedule) -> list[str]:
-    """The options that differ from the defaults for the schedule's S (none: no line)."""
-    changed = s.options.changed(s.streams) if s.options is not None else {}
+    """The options that differ from the defaults for the schedule's S, K and precision (none: no line)."""
+    changed = s.options.changed(s.streams, _width(s), s.precision) if s.options is not None else {}
     if not changed:
         return []
     notes = {"loop_tensor_cores": " (no effect in fp32: the loops' products have no other precision to take)"}
@@ -286,16 +292,22 @@ def _options_line(s: Schedule) -> list[str]:
 
 
 def _precision_line(s: Schedule) -> list[str]:
-    """What a precision other than fp32 changes (fp32: no line, the dump as before)."""
+    """What a precision other than fp32 changes (fp32: no line, the dump as before), and S x K,
+    by which the defaults put the loops' products on tensor cores."""
     if s.precision == "fp32":
         return []
-    if loop_precision(s) != "fp32":
+    work, on = s.streams * _width(s), loop_precision(s) != "fp32"
+    by_default = on == (work >= LOOP_TENSOR_CORES_WORK)  # else the options say otherwise
+    why = (f"S x K = {s.streams} x {work // s.streams} {'>=' if on else '<'} {LOOP_TENSOR_CORES_WORK:,}"
+           if by_default else f"loop_tensor_cores={on}")
+    if on:
         return [f"  precision {s.precision}: every GEMM on tensor cores ({s.precision} operands, fp32 accumulation: "
                 f"the once-per-window ones on cuBLAS, the loops' recurrent products by mma.sync inside the "
-                f"persistent kernels or on cuBLAS per timestep); a chunked softmax's products and pointwise math "
-                f"stay fp32"]
+                f"persistent kernels or on cuBLAS per timestep; {why}); a chunked softmax's products and "
+                f"pointwise math stay fp32"]
     return [f"  precision {s.precision}: the once-per-window GEMMs on tensor cores ({s.precision} operands, fp32 "
-            f"accumulation); the loops' recurrent products, a chunked softmax's products and pointwise math stay fp32"]
+            f"accumulation); the loops' recurrent products ({why}), a chunked softmax's products and pointwise "
+            f"math stay fp32"]
 
 
 def format_schedule(s: Schedule) -> str:

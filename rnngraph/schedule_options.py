@@ -17,13 +17,17 @@ history is in bench/HISTORY.md):
   (0.947 -> 0.752 ms; bench/results/h200-20261201-flags-sweep-flags-rows.json);
 - ``post_loop_sums`` always: the in-loop sums' shared-memory atomics retried under contention
   (layernorm_lstm S=64 8.36 -> 6.99 ms, bench/results/h200-20261201-lngrad-sweep-lngrad.json);
-- ``loop_tensor_cores`` never: with the persistent loops' products on tensor cores
-  (codegen/loop_mma.py) a tf32 / bf16 LSTM step (fwd+bwd, rnngraph.torch.RNN) took H=512 S=1
-  2.38 / 2.25 ms and S=64 5.86 / 5.57 ms, more than the all-fp32 step (1.60, 4.61 ms;
-  bench/results/h200-20261203-torch-layer-loop-mma-h512.json), and H=1024 S=64 16.1 / 16.1 ms
-  and S=128 29.6 / 29.5 ms (-h1024.json), against 11.4 / 11.8 and 22.5 / 22.2 ms with only the
-  window GEMMs in that precision (h200-20261202-torch-layer-precision-h1024.json): each fragment
-  load touches 8 rows or streams of 16 bytes, against a lane-contiguous FFMA load.
+- ``loop_tensor_cores`` in a reduced precision where S x K >= 49,152 (K: the widest recurrent
+  product's inner dimension, rnngraph/passes/recurrence.py ``recurrent_width``; an LSTM's H):
+  measured in one benchmark grid (bench/results/h200-20261203-precision-grid-targets.json,
+  -grid-rest.json, -grid-cells.json; fwd+bwd, T=100, tf32 then bf16, FFMA loops against
+  tensor-core loops), LSTM H=1024 S=64 10.87 / 11.61 against 9.82 / 9.77 ms, S=128 22.4 / 22.4
+  against 17.7 / 17.7, H=512 S=128 5.61 / 5.76 against 4.93 / 4.40, peephole_lstm H=1024 S=64
+  12.86 against 10.26 and layernorm_lstm 15.14 against 12.63 (4 layers alike); below it FFMA:
+  H=512 S=64 3.22 / 3.29 against 3.61 / 3.32, S=1 0.74 against 1.72, H=1024 S=1 1.16 against
+  3.11. At H=1024 S=16 (16,384) and layernorm_lstm H=1024 S=1 the tensor cores were 2 to 20 %
+  faster and are left off (a rule by S x K alone; bench/README.md). H=768 S=64 (49,152):
+  7.32 against 7.54 ms (h200-20261203-torch-layer-tf32-mma-loops-h768.json).
 """
 from __future__ import annotations
 
@@ -33,6 +37,9 @@ from dataclasses import dataclass, fields, replace
 LN_PERSISTENT_STREAMS = 64
 #: Streams up to which a loop hands its GEMM inputs between blocks through flagged words.
 FLAGGED_EXCHANGE_STREAMS = 1
+#: S x K (streams x the widest recurrent product's inner dimension) from which, in a reduced
+#: precision, the loops' recurrent products run on tensor cores by default
+LOOP_TENSOR_CORES_WORK = 49_152
 
 
 def check_streams(streams) -> int:
@@ -42,10 +49,16 @@ def check_streams(streams) -> int:
     return streams
 
 
+def _check_width(recurrent_width) -> int:
+    if isinstance(recurrent_width, bool) or not isinstance(recurrent_width, int) or recurrent_width < 0:
+        raise ValueError(f"recurrent_width must be a non-negative integer, got {recurrent_width!r}")
+    return recurrent_width
+
+
 @dataclass(frozen=True)
 class ScheduleOptions:
     """What the passes decide beyond the graph (each a bool; the class defaults are those of
-    S > 64, :meth:`defaults` gives those of any S):
+    S > 64 in fp32, :meth:`defaults` gives those of any S, recurrent width and precision):
 
     - ``persistent_layer_norms``: a loop with a layer norm in its recurrence runs as one
       persistent kernel (its row sums added across blocks, passes/row_sums.py); False: it runs
@@ -60,6 +73,7 @@ class ScheduleOptions:
       products take it too -- on tensor cores in the persistent kernels (``mma.sync``,
       codegen/loop_mma.py), operands rounded in the NumPy emulation and the simulator; False:
       they stay fp32 (FFMA), only the once-per-window GEMMs take the precision. No effect in fp32.
+      By default on where S x K reaches :data:`LOOP_TENSOR_CORES_WORK`.
 
     Raises ValueError naming the field and the value for anything but True or False.
     """
@@ -76,18 +90,24 @@ class ScheduleOptions:
                 raise ValueError(f"ScheduleOptions.{f.name} must be True or False, got {value!r}")
 
     @classmethod
-    def defaults(cls, streams: int) -> "ScheduleOptions":
-        """The measured best for loops over ``streams`` streams (see the module docstring).
-        ValueError unless ``streams`` is a positive integer."""
+    def defaults(cls, streams: int, recurrent_width: int = 0, precision: str = "fp32") -> "ScheduleOptions":
+        """The measured best for loops over ``streams`` streams whose widest recurrent product has
+        inner dimension ``recurrent_width`` (K; rnngraph/passes/recurrence.py ``recurrent_width``;
+        0: not known, the loops stay off tensor cores) in ``precision`` ("fp32", "tf32", "bf16";
+        see the module docstring). ValueError unless ``streams`` is a positive integer and
+        ``recurrent_width`` a non-negative one."""
         check_streams(streams)
+        work = streams * _check_width(recurrent_width)
         return cls(persistent_layer_norms=streams <= LN_PERSISTENT_STREAMS,
-                   flagged_exchange=streams <= FLAGGED_EXCHANGE_STREAMS, post_loop_sums=True, loop_tensor_cores=False)
+                   flagged_exchange=streams <= FLAGGED_EXCHANGE_STREAMS, post_loop_sums=True,
+                   loop_tensor_cores=precision != "fp32" and work >= LOOP_TENSOR_CORES_WORK)
 
     def replace(self, **changes) -> "ScheduleOptions":
         """A copy with ``changes`` (validated like the constructor)."""
         return replace(self, **changes)
 
-    def changed(self, streams: int) -> dict[str, bool]:
-        """The options that differ from :meth:`defaults` for ``streams``: name -> value."""
-        base = ScheduleOptions.defaults(streams)
+    def changed(self, streams: int, recurrent_width: int = 0, precision: str = "fp32") -> dict[str, bool]:
+        """The options that differ from :meth:`defaults` for ``streams``, ``recurrent_width`` and
+        ``precision``: name -> value."""
+        base = ScheduleOptions.defaults(streams, recurrent_width, precision)
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != getattr(base, f.name)}

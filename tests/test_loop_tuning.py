@@ -226,3 +226,45 @@ def test_layer_and_torch_module_pass_their_values_down(monkeypatch):
     module = RNN("lstm", 8, input_size=3, options=given)
     y, _ = module(torch.zeros(2, 4, 3))
     assert y.shape == (2, 4, 8) and module.compiled(y.device, y.dtype).schedule(2, 4).options is given
+
+
+def test_wide_loops_take_tensor_cores_by_default_in_a_reduced_precision():
+    """From S x K = 49,152 (K the widest recurrent product's inner dimension) a tf32 / bf16
+    schedule runs the loops' products on tensor cores by default; below it, in fp32 or with K
+    unknown (0) they stay on FFMA (H200: bench/results/h200-20261203-precision-grid-*.json)."""
+    assert ScheduleOptions.defaults(48, 1024, "tf32").loop_tensor_cores
+    assert not ScheduleOptions.defaults(47, 1024, "tf32").loop_tensor_cores
+    assert ScheduleOptions.defaults(128, 512, "bf16").loop_tensor_cores
+    assert not ScheduleOptions.defaults(64, 512, "bf16").loop_tensor_cores
+    assert not ScheduleOptions.defaults(64, 1024, "fp32").loop_tensor_cores
+    assert not ScheduleOptions.defaults(64).loop_tensor_cores
+    assert ScheduleOptions.defaults(48, 1024, "tf32").changed(48, 1024, "tf32") == {}
+    assert ScheduleOptions.defaults(48).changed(48, 1024, "bf16") == {"loop_tensor_cores": False}
+    with pytest.raises(ValueError, match="recurrent_width must be a non-negative integer, got -1"):
+        ScheduleOptions.defaults(1, -1)
+
+
+def test_recurrent_width_is_the_widest_product_inside_a_recurrence():
+    """K of rg.stacked LSTMs and GRUs is H, whatever feeds them (an embedding, a wider input: the
+    input products are hoisted out of the loop); a two-layer net of different widths takes the wider."""
+    from rnngraph.passes.recurrence import recurrent_width
+    assert recurrent_width(rg.stacked(rg.cells.lstm, 2, 12, input_size=40).graph) == 12
+    assert recurrent_width(rg.stacked(rg.cells.gru, 1, 9, vocab=50).graph) == 9
+    assert recurrent_width(rg.Sequential(rg.Embedding(7, 5), rg.cells.lstm(hidden=6),
+                                         rg.cells.gru(hidden=11)).graph) == 11
+
+
+def test_the_api_resolves_tensor_cores_by_the_graphs_width(monkeypatch):
+    """rg.compile_rnn chooses per (T, S) with the network's K and its precision; RNNGRAPH_LOOP's
+    mma key overrides the choice; the schedule dump says why the loops took their precision."""
+    net = rg.stacked(rg.cells.lstm, 1, 64, input_size=3)  # K = 64: on from S = 768
+    rnn = rg.compile_rnn(net, device="cpu", precision="tf32")
+    on, off = rnn.schedule(2, 768), rnn.schedule(2, 767)
+    assert on.options.loop_tensor_cores and not off.options.loop_tensor_cores
+    assert "S x K = 768 x 64 >= 49,152" in str(on) and "not the defaults" not in str(on)
+    assert "S x K = 767 x 64 < 49,152" in str(off)
+    assert not rg.compile_rnn(net, device="cpu").schedule(2, 768).options.loop_tensor_cores  # fp32
+    monkeypatch.setenv("RNNGRAPH_LOOP", "mma=0")
+    forced = rg.compile_rnn(net, device="cpu", precision="bf16").schedule(2, 768)
+    assert not forced.options.loop_tensor_cores
+    assert "loop_tensor_cores=False" in str(forced) and "not the defaults for S=768" in str(forced)

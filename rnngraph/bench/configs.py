@@ -9,7 +9,8 @@ IMPLS = ("rnngraph", "rnngraph-naive", "rnngraph-wavefront", "rnngraph-scc-seque
          "cudnn-tf32", "torch-eager", "torchscript", "torch-compile", "torch-compile-cell", "rnngraph-cpu",
          "rnngraph-tf32", "rnngraph-bf16", "rnngraph-tf32-mma", "rnngraph-bf16-mma", "cudnn-fp16", "cudnn-bf16")
 #: rnngraph in a reduced precision (rnngraph/precision.py): impl -> (precision, the persistent loops'
-#: recurrent products on tensor cores too, ScheduleOptions.loop_tensor_cores)
+#: recurrent products on tensor cores too, ScheduleOptions.loop_tensor_cores: forced either way, so
+#: that each impl times one kind of loop whatever the defaults choose for the shape)
 PRECISION_IMPLS = {"rnngraph-tf32": ("tf32", False), "rnngraph-bf16": ("bf16", False),
                    "rnngraph-tf32-mma": ("tf32", True), "rnngraph-bf16-mma": ("bf16", True)}
 #: cuDNN in half precision: the module, its input and its output gradient in this torch dtype

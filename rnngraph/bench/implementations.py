@@ -23,7 +23,7 @@ def gpu_available() -> bool:
     return cuda_available(simulator_ok=False)
 
 
-def gpu_program(cfg: Config, plan: str | None = None, precision: str = "fp32", loop_tensor_cores: bool = False):
+def gpu_program(cfg: Config, plan: str | None = None, precision: str = "fp32", loop_tensor_cores: bool | None = None):
     """The compiled CudaProgram of a float-input stack for ``cfg`` (cell, layers, T, S, H, I;
     seed-0 parameters, normal inputs (T, S, I) float32, zero initial states) and two closures that
     enqueue on its stream, without synchronising: ``fwd()`` (the forward) and ``fwdbwd()`` (the
@@ -32,9 +32,10 @@ def gpu_program(cfg: Config, plan: str | None = None, precision: str = "fp32", l
     loop kernels (to size their cooperative grid); the other kernels compile on the first call.
     The schedule options and the loop tuning are the defaults for ``cfg.S`` with the keys of
     RNNGRAPH_LOOP as the environment has it now (rnngraph/loop_env.py): ``rg.compile_rnn``'s;
-    ``precision`` its matrix products' (rnngraph/precision.py); ``loop_tensor_cores`` puts the
-    persistent loops' products on tensor cores too (the defaults for ``cfg.S`` with
-    ``loop_tensor_cores=True``; RNNGRAPH_LOOP's option keys then do not apply, its tuning keys do)."""
+    ``precision`` its matrix products' (rnngraph/precision.py); ``loop_tensor_cores`` True / False
+    puts the persistent loops' products on tensor cores or keeps them on FFMA (the defaults for
+    ``cfg.S`` with ``loop_tensor_cores`` so; RNNGRAPH_LOOP's option keys then do not apply, its
+    tuning keys do), None leaves it to the defaults (on where S x H >= 49,152 in tf32 / bf16)."""
     from numba import cuda
 
     import rnngraph as rg
@@ -44,7 +45,8 @@ def gpu_program(cfg: Config, plan: str | None = None, precision: str = "fp32", l
     # compiled through the public API (seed-0 parameters); the closures launch the layer's program
     # rather than calling layer.forward / layer.backward, so that what is timed is the generated
     # launches alone, without the layer's copies of x, h0, dy and the outputs and its stream events
-    options = rg.ScheduleOptions.defaults(cfg.S).replace(loop_tensor_cores=True) if loop_tensor_cores else None
+    options = (None if loop_tensor_cores is None
+               else rg.ScheduleOptions.defaults(cfg.S).replace(loop_tensor_cores=loop_tensor_cores))
     prog = rg.compile_rnn(net, device="cuda", dtype="float32", seed=0, plan=plan, options=options,
                           precision=precision).program(cfg.T, cfg.S)
     b, g = prog.buf, net.graph
@@ -73,7 +75,7 @@ def gpu_program(cfg: Config, plan: str | None = None, precision: str = "fp32", l
 
 
 def _rnngraph_gpu(cfg: Config, proto: Protocol, plan: str | None, precision: str = "fp32",
-                  loop_tensor_cores: bool = False) -> dict:
+                  loop_tensor_cores: bool | None = None) -> dict:
     """The generated forward / forward+backward of a float-input stack (weight gradients included),
     in ``precision`` (see :func:`gpu_program`)."""
     from ..codegen.device import in_simulator

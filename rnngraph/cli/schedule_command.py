@@ -28,9 +28,9 @@ def _schedule_arguments(p: argparse.ArgumentParser) -> None:
                    help="force a plan (default: the cost model chooses; naive: one kernel per op per timestep)")
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32", help="(default float32)")
     p.add_argument("--precision", choices=PRECISIONS, default="fp32",
-                   help="operand format of the once-per-window GEMMs (and of the loops' products with "
-                        "RNNGRAPH_LOOP=mma=1): fp32, or tf32 / bf16 on tensor cores with fp32 accumulation (each "
-                        "GEMM line then names its format) (default fp32)")
+                   help="operand format of the once-per-window GEMMs (and of the loops' products where "
+                        "streams x hidden >= 49,152, or with RNNGRAPH_LOOP=mma=1): fp32, or tf32 / bf16 on "
+                        "tensor cores with fp32 accumulation (each GEMM line then names its format) (default fp32)")
     p.add_argument("--format", choices=FORMATS, default="text", help="(default text)")
     p.add_argument("--out", default=None, help="write here instead of stdout (required for gantt: a PNG)")
 
@@ -42,13 +42,15 @@ def run_schedule(args) -> int:
     from ..loop_env import from_environment, resolve
     from ..network import stacked
     from ..passes import schedule
+    from ..passes.recurrence import recurrent_width
     from ..schedule_export import gantt, to_dot, to_json
 
     factory = resolve_cell(args.cell, flag="CELL")
     net = stacked(factory, args.layers, args.hidden, input_size=args.input_size, vocab=args.vocab,
                   dropout=args.dropout)
-    options, _ = resolve(args.streams, overrides=from_environment())  # RNNGRAPH_LOOP's schedule keys
     precision = precision_flag(args.precision, args.dtype)
+    options, _ = resolve(args.streams, overrides=from_environment(),  # RNNGRAPH_LOOP's schedule keys
+                         recurrent_width=recurrent_width(net.graph), precision=precision)
     s = schedule(net.graph, args.window, args.streams, args.dtype, args.plan, options, precision=precision)
     if args.format == "gantt":
         if not args.out:

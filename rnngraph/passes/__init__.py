@@ -25,7 +25,7 @@ from .merge_gemms import merge_gemms
 from .naive import naive
 from .pipeline import PLANS, pipeline
 from .plan import Plan
-from .recurrence import recurrence
+from .recurrence import recurrence, recurrent_width
 from .validate import validate
 from .verify import verify
 
@@ -45,7 +45,7 @@ def schedule(graph: Graph, window: int, streams: int, dtype: str = "float32", pl
     ``streams`` streams. ``plan`` forces "wavefront" or "scc-sequential" (default: the cost model),
     or asks for "naive" (one kernel per op per timestep: the baseline the passes are measured by).
     ``options``: what the passes decide beyond the graph (rnngraph/schedule_options.py; None:
-    ``ScheduleOptions.defaults(streams)``); the Schedule keeps them. ``precision``: the operand
+    ``ScheduleOptions.defaults(streams, recurrent_width(graph), precision)``); the Schedule keeps them. ``precision``: the operand
     format of the once-per-window GEMMs (rnngraph/precision.py; the passes decide nothing by it,
     the Schedule records it for the backends and the dump).
     Raises GraphError (and subclasses) for an invalid graph; ValueError for window/streams < 1,
@@ -57,6 +57,8 @@ def schedule(graph: Graph, window: int, streams: int, dtype: str = "float32", pl
             raise ValueError(f"{what} must be a positive integer, got {v!r}")
     if options is not None and not isinstance(options, ScheduleOptions):
         raise TypeError(f"options must be an rg.ScheduleOptions, got {type(options).__name__}")
+    if options is None:
+        options = ScheduleOptions.defaults(streams, recurrent_width(graph), precision)
     debug = debug_level()
     trace = debug >= 2 and _trace_heading(graph, window, streams, dtype, plan, options)
     state = Plan(validate(graph), window, streams, dtype, None if plan == "naive" else plan, options)
@@ -76,7 +78,7 @@ _TRACED: set = set()  # the compiles whose passes RNNGRAPH_DEBUG=2 has printed
 def _trace_heading(graph: Graph, window: int, streams: int, dtype: str, plan, options) -> bool:
     """Print the heading of a compile's pass summaries on stderr; whether to print them (not when
     the same compile was printed before: its heading then ends ``as above``)."""
-    key = (str(graph), window, streams, dtype, plan, repr(options or ScheduleOptions.defaults(streams)))
+    key = (str(graph), window, streams, dtype, plan, repr(options))
     again = key in _TRACED
     _TRACED.add(key)
     print(f"rnngraph: passes of {graph.name} window={window} streams={streams} {dtype}"

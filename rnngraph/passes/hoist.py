@@ -18,7 +18,7 @@ from .recurrence import folded_graph
 
 def hoist(plan: Plan) -> Plan:
     """Fill ``phase_of`` (see the module docstring)."""
-    folded = folded_graph(plan)
+    folded = folded_graph(plan.graph)
     after: dict[str, int] = {}
     cond = nx.condensation(folded)
     for c in nx.topological_sort(cond):

@@ -36,7 +36,7 @@ PLANS = ("wavefront", "scc-sequential")
 
 def _between(plan: Plan) -> list[str]:
     """Nodes between loops that feed a later loop (they move into a wavefront body)."""
-    folded, n_loops = folded_graph(plan), len(plan.loops)
+    folded, n_loops = folded_graph(plan.graph), len(plan.loops)
     out = []
     for n in plan.computed():
         p = plan.phase_of.get(n.name)

@@ -5,21 +5,25 @@ component of the folded graph (delays ignored for connectivity, networkx's Tarja
 that contains a cycle, in an order where a loop comes after every loop it reads from; each is
 a tuple of node names in graph order; ``plan.loop_of`` maps their nodes to the loop index.
 Raises CycleError if a cycle inside an SCC has delays summing to 0 (validate catches it first;
-this pass re-checks because it is the pass that owns the property).
+this pass re-checks because it is the pass that owns the property). :func:`recurrent_width` is
+the widest matrix product inside those SCCs, by which the schedule options' defaults choose
+(rnngraph/schedule_options.py).
 """
 from __future__ import annotations
 
 import networkx as nx
 
 from ..errors import CycleError
+from ..ir import Graph
 from .plan import Plan
 
 
-def folded_graph(plan: Plan) -> nx.DiGraph:
-    """Producer -> consumer edges of every reference, any delay (attribute ``delay``: the smallest)."""
+def folded_graph(graph: Graph) -> nx.DiGraph:
+    """Producer -> consumer edges of every reference of ``graph``, any delay (attribute
+    ``delay``: the smallest)."""
     g = nx.DiGraph()
-    g.add_nodes_from(n.name for n in plan.graph.nodes)
-    for n in plan.graph.nodes:
+    g.add_nodes_from(n.name for n in graph.nodes)
+    for n in graph.nodes:
         for r in n.args:
             if g.has_edge(r.node, n.name):
                 g[r.node][n.name]["delay"] = min(g[r.node][n.name]["delay"], r.delay)
@@ -30,7 +34,7 @@ def folded_graph(plan: Plan) -> nx.DiGraph:
 
 def recurrence(plan: Plan) -> Plan:
     """Fill ``loops`` and ``loop_of`` (see the module docstring)."""
-    folded = folded_graph(plan)
+    folded = folded_graph(plan.graph)
     position = {n.name: k for k, n in enumerate(plan.graph.nodes)}
     cond = nx.condensation(folded)
     loops = []
@@ -45,3 +49,20 @@ def recurrence(plan: Plan) -> Plan:
             raise CycleError(f"cycle with total delay 0: {' -> '.join(cycle + [cycle[0]])}")
     loop_of = {m: k for k, members in enumerate(loops) for m in members}
     return plan.replace(loops=tuple(loops), loop_of=loop_of)
+
+
+def recurrent_width(graph: Graph) -> int:
+    """The inner dimension K of the widest matrix product inside a recurrence of ``graph``: the
+    largest input size of a ``linear`` node in a strongly connected component with a cycle
+    (an LSTM of hidden size H: H; 0 where no product is inside one). ScheduleOptions.defaults
+    puts the loops' products on tensor cores by S x K (rnngraph/schedule_options.py)."""
+    folded, by_name = folded_graph(graph), graph.by_name
+    widest = 0
+    for members in nx.strongly_connected_components(folded):
+        if len(members) == 1 and not any(folded.has_edge(m, m) for m in members):
+            continue
+        for m in members:  # (a graph not yet validated may name nodes it lacks: skipped here)
+            node = by_name.get(m)
+            source = by_name.get(node.args[0].node) if node is not None and node.op == "linear" and node.args else None
+            widest = max(widest, source.size if source is not None else 0)
+    return widest
