@@ -159,7 +159,8 @@ def main(argv=None) -> dict:
     for precision in a.precisions:
         step = compile_rnngraph(a, "cuda", precision)
         ms = median_step_ms(lambda x, y: float(step.train(x, y)), a, a.steps, warmup=3)
-        result["gpu"].append(record(f"rnngraph-{precision}", ms, a, precision=precision))
+        result["gpu"].append(record(f"rnngraph-{precision}", ms, a, precision=precision,  # the loops' kind too
+                                    loop_tensor_cores=step.schedule.options.loop_tensor_cores))
         del step
         write_results(a.out, result)
     if gpu and not a.smoke:
