@@ -38,7 +38,8 @@ forward variant that skips a store reads as 0.0 too).
 
 ``--hidden`` sets H = I (default 512) and ``--precision`` the products' precision (tf32 or
 bf16: the once-per-window ones on tensor cores, and the loops' where S x H >= 49,152 or with
-RNNGRAPH_LOOP=mma=1, never with mma=0; the records carry both). The kernels are generated with the step's RNNGRAPH_LOOP settings (read by rnngraph/bench.py's
+RNNGRAPH_LOOP=mma=1, never with mma=0; the records carry the precision, RNNGRAPH_LOOP and
+``loop_tensor_cores``). The kernels are generated with the step's RNNGRAPH_LOOP settings (read by rnngraph/bench.py's
 ``gpu_program``; the knobs: codegen/tuning.py), so e.g.
 RNNGRAPH_LOOP=barrier=1 profiles the inline grid barrier of codegen/grid_barrier.py. (An earlier
 ``barrier`` variant, an atomic-counter barrier polled with atomics, took 7.4 vs 4.9 us a timestep
@@ -188,7 +189,8 @@ def profile(cell: str, S: int, variants, iters: int, T: int = 100, H: int = 512,
                 rec = {"cell": cell, "S": S, "loop": name, "variant": v, "error": f"{type(exc).__name__}: {exc}"[:300]}
             print(json.dumps(rec), flush=True)
             records.append(rec)
-    return records
+    mma = prog.s.precision != "fp32" and prog.s.options.loop_tensor_cores  # which loops were timed
+    return [{**r, "loop_tensor_cores": mma} for r in records]
 
 
 def _outputs_of_one(launch, arrays, saved, stream) -> list:

@@ -12,8 +12,9 @@ rnn is ``rnngraph.torch.RNN(cell, H, L, input_size=H)`` for each ``--cells`` ent
 ``nn.LSTM(H, H, L)`` with cuDNN's TF32 off (``cudnn-fp32``) and on (``cudnn-tf32``,
 PyTorch's default for cuDNN RNNs). Every ratio divides by the faster nn.LSTM of the same B.
 ``--precisions fp32 tf32 bf16`` times each cell in each ``precision=`` of rnngraph.torch.RNN
-(rnngraph/precision.py: the once-per-window GEMMs on tensor cores; the loops' products stay
-fp32), in the same run as both cuDNN anchors; the targets are fp32's.
+(rnngraph/precision.py: the once-per-window GEMMs on tensor cores, the loops' products too where
+S x H >= 49,152; each record's ``loop_tensor_cores`` says which), in the same run as both cuDNN
+anchors; the targets are fp32's.
 
 At each B in ``--overhead-batches`` it also times the module's own overhead: the bare compiled
 RNN (``rnn.compiled(...)``'s forward and backward on torch tensors, no autograd) against the
@@ -51,6 +52,11 @@ TARGETS = {  # (cell, B) -> the largest ratio to the faster nn.LSTM that counts 
     ("layernorm_lstm", 1): 0.5, ("layernorm_lstm", 64): 1.2,
 }
 
+
+def _schedule_fields(schedule) -> dict:
+    """What a record keeps of the schedule timed: its plan and whether its loops' products ran on
+    tensor cores (ScheduleOptions.loop_tensor_cores; in fp32 they never do)."""
+    return {"plan": schedule.plan, "loop_tensor_cores": schedule.precision != "fp32" and schedule.options.loop_tensor_cores}
 
 def _tf32(on: bool) -> None:
     torch.backends.cudnn.allow_tf32 = on
@@ -144,7 +150,7 @@ def main(argv=None) -> int:
             rec = {"impl": "rnngraph", "cell": cell, "precision": precision, "B": B, "step_ms": r["ms"], "iters": r["iters"],
                    "first_call_s": first, "vs_faster_cudnn": ratio, "target": target_ratio,
                    "met": None if ratio is None or target_ratio is None else ratio <= target_ratio,
-                   "plan": rnn.compiled(dev, x.dtype).schedule(T, B).plan}
+                   **_schedule_fields(rnn.compiled(dev, x.dtype).schedule(T, B))}
             result["records"].append(rec)
             print(f"B={B:3d} {cell:14s} {precision} {r['ms']:8.3f} ms  x{ratio if ratio else float('nan'):.3f} of the faster "
                   f"nn.LSTM (target {target_ratio}) first call {first:.1f} s", flush=True)

@@ -72,7 +72,7 @@ def resolve(streams: int, options: ScheduleOptions | None = None, tuning: LoopTu
     ``tuning`` as given; each one left None is the defaults (for ``streams``; the options also
     for the graph's ``recurrent_width`` and the compile's ``precision``:
     ScheduleOptions.defaults) overridden by the keys of ``overrides`` (a :func:`parse` result)
-    that belong to it. TypeError as :func:`check`."""
+    that belong to it. TypeError as :func:`check`; ValueError as ScheduleOptions.defaults."""
     check(options, tuning)
     if options is None:
         options = ScheduleOptions.defaults(streams, recurrent_width, precision).replace(

@@ -21,9 +21,11 @@ float64; sums run over the graph's parameters and nodes):
   evaluation is one chunk of all classes), whichever is largest. An LSH head's bucket tables
   (``LSHConfig.table_bytes()``) are not counted.
 - **CUDA backend** (``device="cuda"``, float32), on the GPU, whatever ``training`` says (a
-  compiled step allocates its backward buffers too): every float node's values and gradients,
-  ``(depth + T)*S*n*4`` each (depth: the node's state depth, 0 for most; a gradient rounded up
-  to 16 bytes, its arena's alignment: codegen/buffers.py), token ids
+  compiled step allocates its backward buffers too): every float node's values, and the
+  gradients of the schedule's ``gradient_nodes`` (those crossing a kernel boundary; a fused
+  kernel keeps the others in registers), ``(depth + T)*S*n*4`` each (depth: the node's state
+  depth, 0 for most; a gradient rounded up to 16 bytes, its arena's alignment:
+  codegen/buffers.py), token ids
   ``T*S*4``; parameters, their gradients and two optimizer slots (the backend keeps two for
   every optimizer), ``4 * sum(param elements)`` each, plus a transposed copy of each weight a
   persistent backward loop reads; scratch: a chunked softmax cross-entropy's chunk of logits
@@ -146,9 +148,10 @@ def estimate(schedule: Schedule, device: str = "cpu", training: bool = True, slo
     draw = 8 * max((int(np.prod(p.shape)) for p in g.params), default=0)  # init_params: float64, then cast
     if device == "cuda":
         depth = {s.node: s.depth for s in g.states}
-        sizes = [(depth.get(n.name, 0) + T) * S * n.size for n in g.nodes if n.dtype != INDEX]
-        floats = sum(sizes)
-        grads = sum(-(-k // 4) * 4 for k in sizes)  # the gradient arena's arrays start 16-byte aligned
+        size = {n.name: (depth.get(n.name, 0) + T) * S * n.size for n in g.nodes if n.dtype != INDEX}
+        floats = sum(size.values())
+        # the gradient arena holds the schedule's gradient nodes, each starting 16-byte aligned
+        grads = sum(-(-size[name] // 4) * 4 for name in schedule.gradient_nodes)
         ids = sum(T * S for n in g.nodes if n.dtype == INDEX)
         chunk = _chunk_elements(g, T * S)
         gpu = Estimate(parameters=4 * (params + _transposed_elements(schedule)), gradients=4 * params,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
-from .ir import Graph
+from .ir import INDEX, Graph
 from .ops import chunk_bounds, chunking, is_row_reduction, lsh_text
 from .schedule_options import LOOP_TENSOR_CORES_WORK, ScheduleOptions
 
@@ -158,6 +158,19 @@ class Schedule:
                 total += 1 if s.mode == "persistent" else s.ticks * len(s.kernels)
         return total
 
+    @property
+    def gradient_nodes(self) -> tuple[str, ...]:
+        """The float nodes whose gradients live in memory (graph order): those a kernel of either
+        direction reads or writes as ``d.name`` (a fused kernel keeps the rest in registers), the
+        outputs, the loss, the states' nodes and a float input ``x`` (what a caller seeds or reads
+        back: dy, dh_T, dh0, dx). The CUDA backend's gradient arena holds these alone
+        (codegen/buffers.py), and rnngraph/memory.py counts them."""
+        crossing = {r[2:].split("[")[0] for k in self.kernels() for r in k.reads + k.writes if r.startswith("d.")}
+        crossing |= set(self.graph.outputs) | {s.node for s in self.graph.states} | {"x"}
+        if self.graph.loss is not None:
+            crossing.add(self.graph.loss)
+        return tuple(n.name for n in self.graph.nodes if n.name in crossing and n.dtype != INDEX)
+
     def forward_only(self) -> "Schedule":
         """This schedule without its backward steps: an evaluation-only step's (``rg.compile(...,
         backward=False)``), whose dump, JSON and totals then count the forward only."""
@@ -283,11 +296,13 @@ def _width(s: Schedule) -> int:
 
 def _options_line(s: Schedule) -> list[str]:
     """The options that differ from the defaults for the schedule's S, K and precision (none: no line)."""
-    changed = s.options.changed(s.streams, _width(s), s.precision) if s.options is not None else {}
+    width = _width(s)
+    changed = s.options.changed(s.streams, width, s.precision) if s.options is not None else {}
     if not changed:
         return []
     notes = {"loop_tensor_cores": " (no effect in fp32: the loops' products have no other precision to take)"}
-    return [f"  options (not the defaults for S={s.streams}): " +
+    shape = f"S={s.streams}" + (f", K={width}, {s.precision}" if s.precision != "fp32" else "")
+    return [f"  options (not the defaults for {shape}): " +
             ", ".join(f"{k}={v}" + (notes.get(k, "") if v and s.precision == "fp32" else "") for k, v in changed.items())]
 
 

@@ -25,13 +25,17 @@ history is in bench/HISTORY.md):
   against 17.7 / 17.7, H=512 S=128 5.61 / 5.76 against 4.93 / 4.40, peephole_lstm H=1024 S=64
   12.86 against 10.26 and layernorm_lstm 15.14 against 12.63 (4 layers alike); below it FFMA:
   H=512 S=64 3.22 / 3.29 against 3.61 / 3.32, S=1 0.74 against 1.72, H=1024 S=1 1.16 against
-  3.11. At H=1024 S=16 (16,384) and layernorm_lstm H=1024 S=1 the tensor cores were 2 to 20 %
-  faster and are left off (a rule by S x K alone; bench/README.md). H=768 S=64 (49,152):
+  3.11. At H=1024 S=16 (16,384: lstm, 1 and 4 layers, and peephole_lstm in bf16) and layernorm_lstm
+  H=1024 S=1 and 16 the tensor cores were 2 to 21 % faster and are left off (a rule by S x K
+  alone, measured on LSTM-family cells only: GRU and Elman cells, whose products have fewer
+  rows, and bidirectional layers take the same rule unmeasured; bench/README.md). H=768 S=64 (49,152):
   7.32 against 7.54 ms (h200-20261203-torch-layer-tf32-mma-loops-h768.json).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+
+from .precision import check_precision
 
 #: Streams up to which layer norms inside a recurrence run in the persistent loop kernel.
 LN_PERSISTENT_STREAMS = 64
@@ -50,6 +54,7 @@ def check_streams(streams) -> int:
 
 
 def _check_width(recurrent_width) -> int:
+    """``recurrent_width`` (K); ValueError unless it is a non-negative integer."""
     if isinstance(recurrent_width, bool) or not isinstance(recurrent_width, int) or recurrent_width < 0:
         raise ValueError(f"recurrent_width must be a non-negative integer, got {recurrent_width!r}")
     return recurrent_width
@@ -94,9 +99,10 @@ class ScheduleOptions:
         """The measured best for loops over ``streams`` streams whose widest recurrent product has
         inner dimension ``recurrent_width`` (K; rnngraph/passes/recurrence.py ``recurrent_width``;
         0: not known, the loops stay off tensor cores) in ``precision`` ("fp32", "tf32", "bf16";
-        see the module docstring). ValueError unless ``streams`` is a positive integer and
-        ``recurrent_width`` a non-negative one."""
+        see the module docstring). ValueError unless ``streams`` is a positive integer,
+        ``recurrent_width`` a non-negative one and ``precision`` one of those three (naming it)."""
         check_streams(streams)
+        check_precision(precision)
         work = streams * _check_width(recurrent_width)
         return cls(persistent_layer_norms=streams <= LN_PERSISTENT_STREAMS,
                    flagged_exchange=streams <= FLAGGED_EXCHANGE_STREAMS, post_loop_sums=True,
@@ -108,6 +114,6 @@ class ScheduleOptions:
 
     def changed(self, streams: int, recurrent_width: int = 0, precision: str = "fp32") -> dict[str, bool]:
         """The options that differ from :meth:`defaults` for ``streams``, ``recurrent_width`` and
-        ``precision``: name -> value."""
+        ``precision``: name -> value. ValueError as :meth:`defaults`."""
         base = ScheduleOptions.defaults(streams, recurrent_width, precision)
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != getattr(base, f.name)}

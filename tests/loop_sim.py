@@ -109,9 +109,8 @@ def check_loops(step, seed: int = 0, rtol: float = 1e-4, atol: float = 1e-5) -> 
             continue
         set_values(set())
         grads, ghist, gparams = _Prefix(s, i).backward(fwd, dy)
-        for n in g.nodes:
-            if n.dtype != INDEX:
-                buf.G[n.name].copy_to_device(full(n.name, grads[n.name], ghist))
+        for name, grad in buf.G.items():  # (the schedule's gradient_nodes: the others stay in registers)
+            grad.copy_to_device(full(name, grads[name], ghist))
         for name, value in gparams.items():
             buf.PG[name].copy_to_device(np.asarray(value, np.float32))
         runs = launches + (backward[i + 1][1] if step_.post_sums else [])
@@ -123,7 +122,7 @@ def check_loops(step, seed: int = 0, rtol: float = 1e-4, atol: float = 1e-5) -> 
         later = {_base(r[2:]) for st in s.backward[i + 1:] for k in st.kernels for r in k.reads if r.startswith("d.")}
         inner = {m for k in step_.kernels for m in k.ops} - later
         for n in g.nodes:
-            if n.dtype != INDEX and g.differentiable(n.name) and n.name not in inner:  # (data: no gradient)
+            if n.name in buf.G and g.differentiable(n.name) and n.name not in inner:  # (data: no gradient)
                 compare(buf.G[n.name], full(n.name, grads[n.name], ghist), step_.name, f"d.{n.name}")
         for name, value in gparams.items():
             compare(buf.PG[name], value, step_.name, f"d.{name}")

@@ -267,4 +267,18 @@ def test_the_api_resolves_tensor_cores_by_the_graphs_width(monkeypatch):
     monkeypatch.setenv("RNNGRAPH_LOOP", "mma=0")
     forced = rg.compile_rnn(net, device="cpu", precision="bf16").schedule(2, 768)
     assert not forced.options.loop_tensor_cores
-    assert "loop_tensor_cores=False" in str(forced) and "not the defaults for S=768" in str(forced)
+    assert "options (not the defaults for S=768, K=64, bf16): loop_tensor_cores=False" in str(forced)
+
+
+def test_training_step_cli_and_torch_module_choose_by_width_too(capsys):
+    """rg.compile's training step, ``rnngraph schedule`` and rnngraph.torch.RNN pass K and the
+    precision down as rg.compile_rnn does."""
+    from rnngraph.cli import main
+    step = rg.compile(rg.stacked(rg.cells.lstm, 1, 64, vocab=5), window=2, streams=768, device="cpu", precision="tf32")
+    assert step.schedule.options.loop_tensor_cores
+    assert main(["schedule", "lstm", "--hidden", "64", "--streams", "767", "--window", "2", "--precision", "bf16"]) == 0
+    assert "S x K = 767 x 64 < 49,152" in capsys.readouterr().out
+    torch = pytest.importorskip("torch")
+    from rnngraph.torch import RNN
+    module = RNN("lstm", 64, input_size=3, precision="bf16")
+    assert module.compiled(torch.device("cpu"), torch.float32).schedule(2, 768).options.loop_tensor_cores

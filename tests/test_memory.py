@@ -71,11 +71,18 @@ def test_cuda_backend_equals_its_device_buffers():
     assert gpu.optimizer == sum(a.nbytes for arrays in cuda.slots.values() for a in arrays) == 8 * PARAMS
     values = sum(a.nbytes for a in buf.V.values())
     assert gpu.activations == values + buf.grad_arena.nbytes
-    # by hand: (T + depth) * S * n floats, values and gradients; h_next and c_next have depth 1;
-    # each gradient array starts 16-byte aligned (codegen/buffers.py): the eleven other nodes of
-    # size 6 (90 floats) end 2 floats short of a multiple of 4, the logits (165) 3, the loss (15) 1
-    padding = 11 * 2 + 3 + 1
-    assert gpu.activations == 4 * 2 * (T * S * FLOATS + 1 * S * (6 + 6)) + 4 * T * S * IDS + 4 * padding
+    # by hand: (T + depth) * S * n floats; h_next and c_next have depth 1. Values: every float
+    # node. Gradients: the schedule's gradient nodes alone -- embed.e (4), layer0.W and layer0.U
+    # (24 each), c_next and h_next (6 each), the logits (11) and the loss (1); the cell's
+    # pointwise nodes keep theirs in registers of its fused kernels. Each gradient array starts
+    # 16-byte aligned (codegen/buffers.py): the logits (165 floats) end 3 short of a multiple of 4,
+    # the loss (15) 1
+    assert s.gradient_nodes == ("embed.e", "layer0.W", "layer0.U", "layer0.c_next", "layer0.h_next",
+                                "head.logits", "head.loss")
+    assert set(buf.G) == set(s.gradient_nodes)
+    values = T * S * FLOATS + 1 * S * (6 + 6)
+    grads = T * S * (4 + 24 + 24 + 6 + 6 + 11 + 1) + 1 * S * (6 + 6) + 3 + 1
+    assert gpu.activations == 4 * (values + grads) + 4 * T * S * IDS
     assert gpu.scratch == 0
     host = memory.estimate(s, "cuda", slots=0).host  # the parameters drawn (in float64) and copied back
     assert (host.parameters, host.optimizer, host.scratch) == (4 * PARAMS, 0, 8 * 24 * 6)
@@ -151,3 +158,13 @@ def test_check_fits_at_the_boundary():
     gpu = memory.estimate(s, "cuda")
     with pytest.raises(memory.NotEnoughMemory, match="of GPU memory .*; the GPU has 1.0 KiB free: do less"):
         memory.check_fits(gpu, "it", "do less", host_available=None, gpu_available=1024)
+
+
+def test_a_gradient_kept_in_registers_has_no_buffer():
+    """The CUDA backend allocates gradients for the schedule's gradient nodes alone: asking for a
+    fused pointwise node's gradient names the node instead of returning memory nobody writes."""
+    net, s = tiny_schedule()
+    buf = rg.compile(net, window=T, streams=S, device="cuda", optimizer=rg.SGD(lr=0.1))._cuda.buf
+    assert "layer0.zi" not in s.gradient_nodes and "layer0.zi" in buf.V
+    with pytest.raises(KeyError, match="node 'layer0.zi' has no gradient buffer"):
+        buf.window("layer0.zi", grad=True)

@@ -52,9 +52,13 @@ _transpose = cached(cuda.jit(_transpose_kernel))
 class Buffers:
     """Device arrays of one compiled schedule (see the module docstring). ``params`` (name ->
     float32 device array of the parameter's shape) makes several programs share one set of
-    parameters (programs for other (T, S), rnngraph/layer.py); by default each allocates its own."""
+    parameters (programs for other (T, S), rnngraph/layer.py); by default each allocates its own.
+    ``grad_nodes``: the float nodes that get a gradient buffer (the schedule's
+    ``gradient_nodes``: a fused kernel keeps the others' gradients in registers); None: every
+    float node. Reading another node's gradient is a KeyError naming it."""
 
-    def __init__(self, g: Graph, T: int, S: int, stream, params: dict | None = None):
+    def __init__(self, g: Graph, T: int, S: int, stream, params: dict | None = None,
+                 grad_nodes: tuple | None = None):
         self.g, self.T, self.S, self.names = g, T, S, Names(g)
         self.V, self.G, self.P, self.PG, self.PT = {}, {}, {}, {}, {}
         floats = [n for n in g.nodes if n.dtype != INDEX]
@@ -64,8 +68,10 @@ class Buffers:
                 self.V[n.name] = cuda.device_array((T, S), np.int32, stream=stream)
             else:
                 self.V[n.name] = cuda.device_array(shapes[n.name], np.float32, stream=stream)
-        # gradients live in one arena (and parameter gradients in another), zeroed by one launch each
-        self.grad_arena = arena(self.G, shapes, stream, align=4)
+        # gradients live in one arena (and parameter gradients in another), zeroed by one launch each;
+        # with grad_nodes (Schedule.gradient_nodes) only those nodes' gradients
+        graded = shapes if grad_nodes is None else {k: shapes[k] for k in grad_nodes}
+        self.grad_arena = arena(self.G, graded, stream, align=4)
         self.param_grad_arena = arena(self.PG, {p.name: p.shape for p in g.params}, stream)
         if params is None:  # element i of param_arena is element i of param_grad_arena
             self.param_arena = arena(self.P, {p.name: p.shape for p in g.params}, stream)
@@ -126,15 +132,22 @@ class Buffers:
         if name in (STREAM_ORDER, VALID_STREAMS):
             return self.order if name == STREAM_ORDER else self.valid_streams
         node = self.g.nodes[k].name
-        return self.V[node] if kind == "V" else self.G[node]
+        return self.V[node] if kind == "V" else self.grad(node)
+
+    def grad(self, node: str):
+        """The gradient buffer of ``node``; KeyError naming it where it has none (``grad_nodes``)."""
+        if node not in self.G:
+            raise KeyError(f"node {node!r} has no gradient buffer: its gradient stays inside a fused kernel "
+                           f"(Schedule.gradient_nodes leaves it out)")
+        return self.G[node]
 
     def window(self, node: str, delay: int = 0, grad: bool = False):
         """(T*S, n) view of a node over the window, read with ``delay``."""
-        buf = (self.G if grad else self.V)[node]
+        buf = self.grad(node) if grad else self.V[node]
         D = self.names.depth(node)
         return buf[D - delay:D - delay + self.T].reshape(self.T * self.S, buf.shape[2])
 
     def at(self, node: str, t: int, delay: int = 0, grad: bool = False):
         """(S, n) view of a node at timestep t - delay."""
-        buf = (self.G if grad else self.V)[node]
+        buf = self.grad(node) if grad else self.V[node]
         return buf[self.names.depth(node) + t - delay]

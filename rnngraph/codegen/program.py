@@ -77,7 +77,8 @@ class CudaProgram(LoopLaunches):
         self.tuning = tuning or LoopTuning.defaults(self.S)
         self.stream = stream or cuda.stream()
         self.sim = in_simulator()
-        self.buf = buffers if buffers is not None else Buffers(self.g, self.T, self.S, self.stream, params)
+        self.buf = buffers if buffers is not None else Buffers(self.g, self.T, self.S, self.stream, params,
+                                                               grad_nodes=schedule.gradient_nodes)
         self.lib = LibraryLaunches(self.buf, self.stream, schedule.precision, loop_precision(schedule))
         self.virtual_blocks = SIM_BLOCKS if self.sim and SIM_BLOCKS > 1 else 0  # LoopEmitter's virtual_blocks
         self.sources: list[str] = [PRELUDE]
