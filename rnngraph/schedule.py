@@ -313,16 +313,20 @@ def _precision_line(s: Schedule) -> list[str]:
         return []
     work, on = s.streams * _width(s), loop_precision(s) != "fp32"
     by_default = on == (work >= LOOP_TENSOR_CORES_WORK)  # else the options say otherwise
-    why = (f"S x K = {s.streams} x {work // s.streams} {'>=' if on else '<'} {LOOP_TENSOR_CORES_WORK:,}"
-           if by_default else f"loop_tensor_cores={on}")
+    why = (f"S x K = {s.streams} x {work // s.streams} {'>=' if on else '<'} {LOOP_TENSOR_CORES_WORK:,}, the "
+           f"default's bound" if by_default else f"loop_tensor_cores={on} in the options")
+    p = s.precision
     if on:
-        return [f"  precision {s.precision}: every GEMM on tensor cores ({s.precision} operands, fp32 accumulation: "
-                f"the once-per-window ones on cuBLAS, the loops' recurrent products by mma.sync inside the "
-                f"persistent kernels or on cuBLAS per timestep; {why}); a chunked softmax's products and "
+        modes = {st.mode for st in s.forward + s.backward if isinstance(st, Loop)}
+        how = " and ".join(({"persistent": "by mma.sync inside the persistent kernels"}.get(m, "on cuBLAS per timestep")
+                            for m in sorted(modes)))
+        return [f"  precision {p}: the once-per-window GEMMs on tensor cores through cuBLAS and the loops' recurrent "
+                f"products {how} ({p} operands, fp32 accumulation; {why}); a chunked softmax's products and "
                 f"pointwise math stay fp32"]
-    return [f"  precision {s.precision}: the once-per-window GEMMs on tensor cores ({s.precision} operands, fp32 "
-            f"accumulation); the loops' recurrent products ({why}), a chunked softmax's products and pointwise "
-            f"math stay fp32"]
+    force = "; RNNGRAPH_LOOP=mma=1 puts them on tensor cores too" if by_default else ""
+    return [f"  precision {p}: the once-per-window GEMMs on tensor cores ({p} operands, fp32 accumulation); "
+            f"the loops' recurrent products ({why}{force}), a chunked softmax's products and pointwise math "
+            f"stay fp32"]
 
 
 def format_schedule(s: Schedule) -> str:

@@ -48,6 +48,20 @@ def test_train_prints_validation_bits_per_char(capsys, tmp_path, text_file):
     assert code == 0, err
     valid = [line for line in out.splitlines() if line.startswith("step")]
     assert len(valid) == 2 and all("valid bits/char" in line for line in valid)
+    assert "validating on" not in out  # a short validation text: nothing to wait for
+
+
+def test_train_says_when_a_long_validation_starts(capsys, tmp_path, text_file, monkeypatch):
+    """Regression: a 30-step CPU run over Austen printed nothing for the 85 s its validation
+    took; from LONG_VALIDATION tokens it says what it validates on before it starts."""
+    from rnngraph.cli import train as train_module
+    monkeypatch.setattr(train_module, "LONG_VALIDATION", 10)
+    code, out, err = train(capsys, text_file, tmp_path / "ck")
+    assert code == 0, err
+    lines = out.splitlines()
+    said = [k for k, line in enumerate(lines) if line.startswith("validating on ")]
+    assert len(said) == 2 and all(lines[k + 1].startswith("step") for k in said)
+    assert "chars (--eval-tokens N validates on fewer) ..." in lines[said[0]]
 
 
 def test_sample_prints_prime_and_length_characters(capsys, trained):

@@ -100,3 +100,16 @@ def test_language_model_graph_is_unchanged():
     schedules of the language models stay as they were)."""
     net = rg.Sequential(rg.Embedding(C, 4), rg.cells.lstm(hidden=H), rg.SoftmaxCrossEntropy(C))
     assert "  node head.loss : float[1] = softmax_xent(head.logits, y)\n" in str(net.graph)
+
+
+def test_readme_padded_classifier_example_runs_as_written():
+    """Regression: README's padded-window SequenceClassifier example used x, labels and lengths
+    it never defined (NameError for a reader who ran it)."""
+    import os
+    import re
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "README.md"), encoding="utf-8").read()
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "rg.SequenceClassifier(9)" in b]
+    assert len(blocks) == 1
+    scope = {"np": np, "rg": rg}
+    exec(blocks[0], scope)  # noqa: S102 -- the documentation's own code
+    assert np.isfinite(float(scope["loss"])) and scope["x"].shape == (29, 30, 12)
