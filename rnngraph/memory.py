@@ -21,11 +21,12 @@ float64; sums run over the graph's parameters and nodes):
   evaluation is one chunk of all classes), whichever is largest. An LSH head's bucket tables
   (``LSHConfig.table_bytes()``) are not counted.
 - **CUDA backend** (``device="cuda"``, float32), on the GPU, whatever ``training`` says (a
-  compiled step allocates its backward buffers too): every float node's values, and the
-  gradients of the schedule's ``gradient_nodes`` (those crossing a kernel boundary; a fused
-  kernel keeps the others in registers), ``(depth + T)*S*n*4`` each (depth: the node's state
-  depth, 0 for most; a gradient rounded up to 16 bytes, its arena's alignment:
-  codegen/buffers.py), token ids
+  compiled step allocates its backward buffers too): the values of the schedule's
+  ``value_nodes`` and the gradients of its ``gradient_nodes`` (those crossing a kernel boundary,
+  and what callers feed or read; a fused kernel keeps the others in registers),
+  ``(depth + T)*S*n*4`` each (depth: the node's state depth, 0 for most; a gradient rounded up
+  to 16 bytes, its arena's alignment: codegen/buffers.py; ``forward(all_values=True)`` adds the
+  other values when first asked), token ids
   ``T*S*4``; parameters, their gradients and two optimizer slots (the backend keeps two for
   every optimizer), ``4 * sum(param elements)`` each, plus a transposed copy of each weight a
   persistent backward loop reads; scratch: a chunked softmax cross-entropy's chunk of logits
@@ -149,7 +150,7 @@ def estimate(schedule: Schedule, device: str = "cpu", training: bool = True, slo
     if device == "cuda":
         depth = {s.node: s.depth for s in g.states}
         size = {n.name: (depth.get(n.name, 0) + T) * S * n.size for n in g.nodes if n.dtype != INDEX}
-        floats = sum(size.values())
+        floats = sum(size[name] for name in schedule.value_nodes)
         # the gradient arena holds the schedule's gradient nodes, each starting 16-byte aligned
         grads = sum(-(-size[name] // 4) * 4 for name in schedule.gradient_nodes)
         ids = sum(T * S for n in g.nodes if n.dtype == INDEX)

@@ -171,6 +171,27 @@ class Schedule:
             crossing.add(self.graph.loss)
         return tuple(n.name for n in self.graph.nodes if n.name in crossing and n.dtype != INDEX)
 
+    @property
+    def value_nodes(self) -> tuple[str, ...]:
+        """The float nodes whose forward values live in memory (graph order): those a kernel of
+        either direction reads or writes by name (a fused kernel keeps the rest in registers, and
+        a backward kernel recomputes them from its forward kernel's inputs), the layer norms of
+        reduction kernels outside persistent loops (launched on their own), the graph's inputs,
+        the outputs, the loss and the states' nodes (what a caller feeds or reads back). The
+        CUDA backend allocates values for these alone (codegen/buffers.py), and rnngraph/memory.py
+        counts them."""
+        named = {r.split("[")[0] for k in self.kernels() for r in k.reads + k.writes if not r.startswith("d.")}
+        # outside a persistent loop a reduction kernel's layer norms run as their own launches,
+        # whose outputs its pointwise part and the backward's read from memory
+        for st in self.forward + self.backward:
+            if not (isinstance(st, Loop) and st.mode == "persistent"):
+                named |= {m for k in st.kernels if k.kind == "reduction" for m in k.ops
+                          if is_row_reduction(self.graph.by_name[m].op)}
+        named |= {n.name for n in self.graph.inputs} | set(self.graph.outputs) | {s.node for s in self.graph.states}
+        if self.graph.loss is not None:
+            named.add(self.graph.loss)
+        return tuple(n.name for n in self.graph.nodes if n.name in named and n.dtype != INDEX)
+
     def forward_only(self) -> "Schedule":
         """This schedule without its backward steps: an evaluation-only step's (``rg.compile(...,
         backward=False)``), whose dump, JSON and totals then count the forward only."""

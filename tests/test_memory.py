@@ -71,18 +71,16 @@ def test_cuda_backend_equals_its_device_buffers():
     assert gpu.optimizer == sum(a.nbytes for arrays in cuda.slots.values() for a in arrays) == 8 * PARAMS
     values = sum(a.nbytes for a in buf.V.values())
     assert gpu.activations == values + buf.grad_arena.nbytes
-    # by hand: (T + depth) * S * n floats; h_next and c_next have depth 1. Values: every float
-    # node. Gradients: the schedule's gradient nodes alone -- embed.e (4), layer0.W and layer0.U
-    # (24 each), c_next and h_next (6 each), the logits (11) and the loss (1); the cell's
-    # pointwise nodes keep theirs in registers of its fused kernels. Each gradient array starts
-    # 16-byte aligned (codegen/buffers.py): the logits (165 floats) end 3 short of a multiple of 4,
-    # the loss (15) 1
-    assert s.gradient_nodes == ("embed.e", "layer0.W", "layer0.U", "layer0.c_next", "layer0.h_next",
-                                "head.logits", "head.loss")
-    assert set(buf.G) == set(s.gradient_nodes)
-    values = T * S * FLOATS + 1 * S * (6 + 6)
-    grads = T * S * (4 + 24 + 24 + 6 + 6 + 11 + 1) + 1 * S * (6 + 6) + 3 + 1
-    assert gpu.activations == 4 * (values + grads) + 4 * T * S * IDS
+    # by hand: (T + depth) * S * n floats; h_next and c_next have depth 1. Values and gradients of
+    # the nodes crossing a kernel boundary alone -- embed.e (4), layer0.W and layer0.U (24 each),
+    # c_next and h_next (6 each), the logits (11) and the loss (1); the cell's pointwise nodes
+    # keep theirs in registers of its fused kernels. Each gradient array starts 16-byte aligned
+    # (codegen/buffers.py): the logits (165 floats) end 3 short of a multiple of 4, the loss (15) 1
+    crossing = ("embed.e", "layer0.W", "layer0.U", "layer0.c_next", "layer0.h_next", "head.logits", "head.loss")
+    assert s.gradient_nodes == s.value_nodes == crossing
+    assert set(buf.G) == set(crossing) and set(buf.V) == set(crossing) | {"x", "y"}  # (x, y: token ids)
+    values = T * S * (4 + 24 + 24 + 6 + 6 + 11 + 1) + 1 * S * (6 + 6)
+    assert gpu.activations == 4 * (values + values + 3 + 1) + 4 * T * S * IDS
     assert gpu.scratch == 0
     host = memory.estimate(s, "cuda", slots=0).host  # the parameters drawn (in float64) and copied back
     assert (host.parameters, host.optimizer, host.scratch) == (4 * PARAMS, 0, 8 * 24 * 6)
@@ -161,10 +159,25 @@ def test_check_fits_at_the_boundary():
 
 
 def test_a_gradient_kept_in_registers_has_no_buffer():
-    """The CUDA backend allocates gradients for the schedule's gradient nodes alone: asking for a
-    fused pointwise node's gradient names the node instead of returning memory nobody writes."""
+    """The CUDA backend allocates values and gradients for the schedule's value and gradient
+    nodes alone: asking for a fused pointwise node's names the node instead of returning memory
+    nobody writes."""
     net, s = tiny_schedule()
     buf = rg.compile(net, window=T, streams=S, device="cuda", optimizer=rg.SGD(lr=0.1))._cuda.buf
-    assert "layer0.zi" not in s.gradient_nodes and "layer0.zi" in buf.V
+    assert "layer0.zi" not in s.gradient_nodes and "layer0.zi" not in s.value_nodes
     with pytest.raises(KeyError, match="node 'layer0.zi' has no gradient buffer"):
         buf.window("layer0.zi", grad=True)
+    with pytest.raises(KeyError, match="node 'layer0.zi' has no value buffer"):
+        buf.window("layer0.zi")
+
+
+def test_layer_norms_launched_on_their_own_keep_their_values():
+    """Regression: outside a persistent loop (layer norms at S > 64 run per timestep) a reduction
+    kernel's layer norm is its own launch whose output the pointwise part and the backward read
+    from memory, though no kernel lists it: value_nodes keeps it there, and only there."""
+    from rnngraph.codegen.program import CudaProgram
+    graph = rg.stacked(rg.cells.layernorm_lstm, 1, 4, input_size=3).graph
+    per_step, persistent = schedule(graph, 2, 65), schedule(graph, 2, 2)
+    assert "layer0.ln_h" in per_step.value_nodes and "layer0.ln_h" not in persistent.value_nodes
+    prog = CudaProgram(per_step, replay=False, compile_workers=1)  # a missing buffer: KeyError naming it
+    assert "layer0.ln_h" in prog.buf.V and "layer0.zi" not in prog.buf.V

@@ -1,6 +1,7 @@
 """The device buffers of one compiled schedule (codegen/program.py's ``CudaProgram``).
 
-Buffers (float32): ``V[node]`` and ``G[node]`` of shape (D + T, S, n), rows 0..D-1 holding the
+Buffers (float32): ``V[node]`` and ``G[node]`` of shape (D + T, S, n) (for the nodes whose values
+and gradients cross a kernel boundary: ``Schedule.value_nodes`` / ``gradient_nodes``), rows 0..D-1 holding the
 state history (so a read at t - d is row D + t - d); token ids (T, S) int32; params ``P`` and
 their gradients ``PG`` in their declared shapes; ``PT`` the transposed copies of the weights a
 persistent loop kernel reads; ``LN`` a layer norm's row sums inside a persistent loop; ``order``
@@ -54,20 +55,21 @@ class Buffers:
     float32 device array of the parameter's shape) makes several programs share one set of
     parameters (programs for other (T, S), rnngraph/layer.py); by default each allocates its own.
     ``grad_nodes``: the float nodes that get a gradient buffer (the schedule's
-    ``gradient_nodes``: a fused kernel keeps the others' gradients in registers); None: every
-    float node. Reading another node's gradient is a KeyError naming it."""
+    ``gradient_nodes``: a fused kernel keeps the others' gradients in registers), ``value_nodes``
+    those that get a value buffer (``value_nodes``; :meth:`ensure_values` adds more); None: every
+    float node. Reading another node's gradient or value is a KeyError naming it."""
 
     def __init__(self, g: Graph, T: int, S: int, stream, params: dict | None = None,
-                 grad_nodes: tuple | None = None):
+                 grad_nodes: tuple | None = None, value_nodes: tuple | None = None):
         self.g, self.T, self.S, self.names = g, T, S, Names(g)
         self.V, self.G, self.P, self.PG, self.PT = {}, {}, {}, {}, {}
         floats = [n for n in g.nodes if n.dtype != INDEX]
         shapes = {n.name: (self.names.depth(n.name) + T, S, n.size) for n in floats}
+        self._shapes, self.stream = shapes, stream
         for n in g.nodes:
             if n.dtype == INDEX:
                 self.V[n.name] = cuda.device_array((T, S), np.int32, stream=stream)
-            else:
-                self.V[n.name] = cuda.device_array(shapes[n.name], np.float32, stream=stream)
+        self.ensure_values(list(shapes) if value_nodes is None else value_nodes)
         # gradients live in one arena (and parameter gradients in another), zeroed by one launch each;
         # with grad_nodes (Schedule.gradient_nodes) only those nodes' gradients
         graded = shapes if grad_nodes is None else {k: shapes[k] for k in grad_nodes}
@@ -78,10 +80,23 @@ class Buffers:
         else:  # another program's (or the caller's) arrays: not one allocation of ours
             self.param_arena = None
             self.P.update({p.name: params[p.name] for p in g.params})
-        self.stream = stream
         self.order = cuda.to_device(np.arange(S, dtype=np.int32), stream=stream)
         self.valid_streams = cuda.to_device(np.full(T, S, np.int32), stream=stream)
         self.LN: dict[str, tuple] = {}  # layer norm in a persistent loop -> (forward, backward) row sums
+
+    def ensure_values(self, nodes) -> None:
+        """Allocate the value buffers of the float ``nodes`` that have none yet (a program that
+        stores more values, e.g. every one, run on these buffers: codegen/program.py)."""
+        for name in nodes:
+            if name not in self.V:
+                self.V[name] = cuda.device_array(self._shapes[name], np.float32, stream=self.stream)
+
+    def value(self, node: str):
+        """The value buffer of ``node``; KeyError naming it where it has none (``value_nodes``)."""
+        if node not in self.V:
+            raise KeyError(f"node {node!r} has no value buffer: its value stays inside a fused kernel "
+                           f"(Schedule.value_nodes leaves it out)")
+        return self.V[node]
 
     def ln_sums(self, node: str) -> tuple:
         """The (T, S, 2) row-sum buffers of a layer norm inside a persistent loop (forward sums,
@@ -132,7 +147,7 @@ class Buffers:
         if name in (STREAM_ORDER, VALID_STREAMS):
             return self.order if name == STREAM_ORDER else self.valid_streams
         node = self.g.nodes[k].name
-        return self.V[node] if kind == "V" else self.grad(node)
+        return self.value(node) if kind == "V" else self.grad(node)
 
     def grad(self, node: str):
         """The gradient buffer of ``node``; KeyError naming it where it has none (``grad_nodes``)."""
@@ -143,11 +158,11 @@ class Buffers:
 
     def window(self, node: str, delay: int = 0, grad: bool = False):
         """(T*S, n) view of a node over the window, read with ``delay``."""
-        buf = self.grad(node) if grad else self.V[node]
+        buf = self.grad(node) if grad else self.value(node)
         D = self.names.depth(node)
         return buf[D - delay:D - delay + self.T].reshape(self.T * self.S, buf.shape[2])
 
     def at(self, node: str, t: int, delay: int = 0, grad: bool = False):
         """(S, n) view of a node at timestep t - delay."""
-        buf = self.grad(node) if grad else self.V[node]
+        buf = self.grad(node) if grad else self.value(node)
         return buf[self.names.depth(node) + t - delay]

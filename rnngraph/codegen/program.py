@@ -77,8 +77,11 @@ class CudaProgram(LoopLaunches):
         self.tuning = tuning or LoopTuning.defaults(self.S)
         self.stream = stream or cuda.stream()
         self.sim = in_simulator()
+        if buffers is not None:  # another program's: it may store values that one kept in registers
+            buffers.ensure_values(schedule.value_nodes)
         self.buf = buffers if buffers is not None else Buffers(self.g, self.T, self.S, self.stream, params,
-                                                               grad_nodes=schedule.gradient_nodes)
+                                                               grad_nodes=schedule.gradient_nodes,
+                                                               value_nodes=schedule.value_nodes)
         self.lib = LibraryLaunches(self.buf, self.stream, schedule.precision, loop_precision(schedule))
         self.virtual_blocks = SIM_BLOCKS if self.sim and SIM_BLOCKS > 1 else 0  # LoopEmitter's virtual_blocks
         self.sources: list[str] = [PRELUDE]
