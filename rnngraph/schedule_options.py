@@ -35,8 +35,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
-from .precision import check_precision
-
 #: Streams up to which layer norms inside a recurrence run in the persistent loop kernel.
 LN_PERSISTENT_STREAMS = 64
 #: Streams up to which a loop hands its GEMM inputs between blocks through flagged words.
@@ -102,7 +100,8 @@ class ScheduleOptions:
         see the module docstring). ValueError unless ``streams`` is a positive integer,
         ``recurrent_width`` a non-negative one and ``precision`` one of those three (naming it)."""
         check_streams(streams)
-        check_precision(precision)
+        if precision not in ("fp32", "tf32", "bf16"):  # (rnngraph/precision.py's; this module imports none of rnngraph)
+            raise ValueError(f"precision must be one of 'fp32', 'tf32', 'bf16'; got {precision!r}")
         work = streams * _check_width(recurrent_width)
         return cls(persistent_layer_norms=streams <= LN_PERSISTENT_STREAMS,
                    flagged_exchange=streams <= FLAGGED_EXCHANGE_STREAMS, post_loop_sums=True,

@@ -150,7 +150,8 @@ def test_defaults_depend_on_the_streams():
     (lambda: LoopTuning().replace(barrier=4), "LoopTuning.barrier must be 0, 1, 2 or 3, got 4"),
     (lambda: ScheduleOptions(flagged_exchange=1), "ScheduleOptions.flagged_exchange must be True or False, got 1"),
     (lambda: ScheduleOptions.defaults(1).replace(persistent_layer_norms="yes"),
-     "ScheduleOptions.persistent_layer_norms must be True or False, got 'yes'")])
+     "ScheduleOptions.persistent_layer_norms must be True or False, got 'yes'"),
+    (lambda: ScheduleOptions.defaults(64, 1024, "TF32"), "precision must be one of 'fp32', 'tf32', 'bf16'; got 'TF32'")])
 def test_values_are_checked_on_construction(make, msg):
     with pytest.raises(ValueError) as err:
         make()
