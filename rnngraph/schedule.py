@@ -158,15 +158,27 @@ class Schedule:
                 total += 1 if s.mode == "persistent" else s.ticks * len(s.kernels)
         return total
 
+    def _in_memory_ops(self) -> set:
+        """Ops whose values and gradients live in memory whatever the kernels' reads and writes
+        list: those of the library kernels (gemm, gather, loss, scatter: an unused node's too) and
+        of reduction kernels outside persistent loops (split at each layer norm into launches that
+        hand values and gradients on through memory: codegen/program.py)."""
+        out = set()
+        for st in self.forward + self.backward:
+            persistent = isinstance(st, Loop) and st.mode == "persistent"
+            out |= {m for k in st.kernels if k.kind in ("gemm", "gather", "loss", "scatter")
+                    or (k.kind == "reduction" and not persistent) for m in k.ops}
+        return out
+
     @property
     def gradient_nodes(self) -> tuple[str, ...]:
         """The float nodes whose gradients live in memory (graph order): those a kernel of either
         direction reads or writes as ``d.name`` (a fused kernel keeps the rest in registers), the
-        outputs, the loss, the states' nodes and a float input ``x`` (what a caller seeds or reads
+        ops of :meth:`_in_memory_ops`, the outputs, the loss, the states' nodes and a float input ``x`` (what a caller seeds or reads
         back: dy, dh_T, dh0, dx). The CUDA backend's gradient arena holds these alone
         (codegen/buffers.py), and rnngraph/memory.py counts them."""
         crossing = {r[2:].split("[")[0] for k in self.kernels() for r in k.reads + k.writes if r.startswith("d.")}
-        crossing |= set(self.graph.outputs) | {s.node for s in self.graph.states} | {"x"}
+        crossing |= self._in_memory_ops() | set(self.graph.outputs) | {s.node for s in self.graph.states} | {"x"}
         if self.graph.loss is not None:
             crossing.add(self.graph.loss)
         return tuple(n.name for n in self.graph.nodes if n.name in crossing and n.dtype != INDEX)
@@ -175,19 +187,13 @@ class Schedule:
     def value_nodes(self) -> tuple[str, ...]:
         """The float nodes whose forward values live in memory (graph order): those a kernel of
         either direction reads or writes by name (a fused kernel keeps the rest in registers, and
-        a backward kernel recomputes them from its forward kernel's inputs), the layer norms of
-        reduction kernels outside persistent loops (launched on their own), the graph's inputs,
+        a backward kernel recomputes them from its forward kernel's inputs), the ops of
+        :meth:`_in_memory_ops`, the graph's inputs,
         the outputs, the loss and the states' nodes (what a caller feeds or reads back). The
         CUDA backend allocates values for these alone (codegen/buffers.py), and rnngraph/memory.py
         counts them."""
         named = {r.split("[")[0] for k in self.kernels() for r in k.reads + k.writes if not r.startswith("d.")}
-        # outside a persistent loop a reduction kernel's layer norms run as their own launches,
-        # whose outputs its pointwise part and the backward's read from memory
-        for st in self.forward + self.backward:
-            if not (isinstance(st, Loop) and st.mode == "persistent"):
-                named |= {m for k in st.kernels if k.kind == "reduction" for m in k.ops
-                          if is_row_reduction(self.graph.by_name[m].op)}
-        named |= {n.name for n in self.graph.inputs} | set(self.graph.outputs) | {s.node for s in self.graph.states}
+        named |= self._in_memory_ops() | {n.name for n in self.graph.inputs} | set(self.graph.outputs) | {s.node for s in self.graph.states}
         if self.graph.loss is not None:
             named.add(self.graph.loss)
         return tuple(n.name for n in self.graph.nodes if n.name in named and n.dtype != INDEX)

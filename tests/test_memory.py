@@ -173,11 +173,11 @@ def test_a_gradient_kept_in_registers_has_no_buffer():
 
 def test_layer_norms_launched_on_their_own_keep_their_values():
     """Regression: outside a persistent loop (layer norms at S > 64 run per timestep) a reduction
-    kernel's layer norm is its own launch whose output the pointwise part and the backward read
-    from memory, though no kernel lists it: value_nodes keeps it there, and only there."""
+    kernel is split into launches at its layer norm, which hand values on through memory though
+    no kernel lists them: value_nodes keeps that kernel's ops there, and only there."""
     from rnngraph.codegen.program import CudaProgram
     graph = rg.stacked(rg.cells.layernorm_lstm, 1, 4, input_size=3).graph
     per_step, persistent = schedule(graph, 2, 65), schedule(graph, 2, 2)
     assert "layer0.ln_h" in per_step.value_nodes and "layer0.ln_h" not in persistent.value_nodes
     prog = CudaProgram(per_step, replay=False, compile_workers=1)  # a missing buffer: KeyError naming it
-    assert "layer0.ln_h" in prog.buf.V and "layer0.zi" not in prog.buf.V
+    assert "layer0.ln_h" in prog.buf.V and "layer0.zi" not in persistent.value_nodes

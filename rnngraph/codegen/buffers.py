@@ -94,6 +94,9 @@ class Buffers:
     def value(self, node: str):
         """The value buffer of ``node``; KeyError naming it where it has none (``value_nodes``)."""
         if node not in self.V:
+            if self.g.by_name[node].op == "param":  # a fused kernel reads its parameter directly
+                raise KeyError(f"node {node!r} is a param() vector that a layer norm or matrix product reads "
+                               f"whole: the CUDA backend cannot run that (the CPU backend can)")
             raise KeyError(f"node {node!r} has no value buffer: its value stays inside a fused kernel "
                            f"(Schedule.value_nodes leaves it out)")
         return self.V[node]
