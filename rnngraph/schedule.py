@@ -162,41 +162,38 @@ class Schedule:
         """Ops whose values and gradients live in memory whatever the kernels' reads and writes
         list: those of the library kernels (gemm, gather, loss, scatter: an unused node's too) and
         of reduction kernels outside persistent loops (split at each layer norm into launches that
-        hand values and gradients on through memory: codegen/program.py)."""
-        out = set()
+        hand values and gradients on through memory: codegen/program.py), and what callers feed,
+        seed or read back (the outputs, the loss, the states' nodes)."""
+        out = set(self.graph.outputs) | {s.node for s in self.graph.states}
+        out |= {self.graph.loss} if self.graph.loss is not None else set()
         for st in self.forward + self.backward:
             persistent = isinstance(st, Loop) and st.mode == "persistent"
             out |= {m for k in st.kernels if k.kind in ("gemm", "gather", "loss", "scatter")
                     or (k.kind == "reduction" and not persistent) for m in k.ops}
         return out
 
+    def _float_nodes(self, names: set) -> tuple[str, ...]:
+        """The float nodes of ``names``, in graph order."""
+        return tuple(n.name for n in self.graph.nodes if n.name in names and n.dtype != INDEX)
+
     @property
     def gradient_nodes(self) -> tuple[str, ...]:
         """The float nodes whose gradients live in memory (graph order): those a kernel of either
         direction reads or writes as ``d.name`` (a fused kernel keeps the rest in registers), the
-        ops of :meth:`_in_memory_ops`, the outputs, the loss, the states' nodes and a float input ``x`` (what a caller seeds or reads
-        back: dy, dh_T, dh0, dx). The CUDA backend's gradient arena holds these alone
-        (codegen/buffers.py), and rnngraph/memory.py counts them."""
-        crossing = {r[2:].split("[")[0] for k in self.kernels() for r in k.reads + k.writes if r.startswith("d.")}
-        crossing |= self._in_memory_ops() | set(self.graph.outputs) | {s.node for s in self.graph.states} | {"x"}
-        if self.graph.loss is not None:
-            crossing.add(self.graph.loss)
-        return tuple(n.name for n in self.graph.nodes if n.name in crossing and n.dtype != INDEX)
+        ops of :meth:`_in_memory_ops` and a float input ``x`` (dx). The CUDA backend's gradient
+        arena holds these alone (codegen/buffers.py), and rnngraph/memory.py counts them."""
+        named = {r[2:].split("[")[0] for k in self.kernels() for r in k.reads + k.writes if r.startswith("d.")}
+        return self._float_nodes(named | self._in_memory_ops() | {"x"})
 
     @property
     def value_nodes(self) -> tuple[str, ...]:
         """The float nodes whose forward values live in memory (graph order): those a kernel of
         either direction reads or writes by name (a fused kernel keeps the rest in registers, and
         a backward kernel recomputes them from its forward kernel's inputs), the ops of
-        :meth:`_in_memory_ops`, the graph's inputs,
-        the outputs, the loss and the states' nodes (what a caller feeds or reads back). The
-        CUDA backend allocates values for these alone (codegen/buffers.py), and rnngraph/memory.py
-        counts them."""
+        :meth:`_in_memory_ops` and the graph's inputs. The CUDA backend allocates values for
+        these alone (codegen/buffers.py), and rnngraph/memory.py counts them."""
         named = {r.split("[")[0] for k in self.kernels() for r in k.reads + k.writes if not r.startswith("d.")}
-        named |= self._in_memory_ops() | {n.name for n in self.graph.inputs} | set(self.graph.outputs) | {s.node for s in self.graph.states}
-        if self.graph.loss is not None:
-            named.add(self.graph.loss)
-        return tuple(n.name for n in self.graph.nodes if n.name in named and n.dtype != INDEX)
+        return self._float_nodes(named | self._in_memory_ops() | {n.name for n in self.graph.inputs})
 
     def forward_only(self) -> "Schedule":
         """This schedule without its backward steps: an evaluation-only step's (``rg.compile(...,
@@ -345,8 +342,8 @@ def _precision_line(s: Schedule) -> list[str]:
     p = s.precision
     if on:
         modes = {st.mode for st in s.forward + s.backward if isinstance(st, Loop)}
-        how = " and ".join(({"persistent": "by mma.sync inside the persistent kernels"}.get(m, "on cuBLAS per timestep")
-                            for m in sorted(modes)))
+        how = " and ".join({"persistent": "by mma.sync inside the persistent kernels"}.get(m, "on cuBLAS per timestep")
+                           for m in sorted(modes))
         return [f"  precision {p}: the once-per-window GEMMs on tensor cores through cuBLAS and the loops' recurrent "
                 f"products {how} ({p} operands, fp32 accumulation; {why}); a chunked softmax's products and "
                 f"pointwise math stay fp32"]
