@@ -189,7 +189,8 @@ def profile(cell: str, S: int, variants, iters: int, T: int = 100, H: int = 512,
                 rec = {"cell": cell, "S": S, "loop": name, "variant": v, "error": f"{type(exc).__name__}: {exc}"[:300]}
             print(json.dumps(rec), flush=True)
             records.append(rec)
-    mma = prog.s.precision != "fp32" and prog.s.options.loop_tensor_cores  # which loops were timed
+    from rnngraph.schedule import loop_precision
+    mma = loop_precision(prog.s) != "fp32"  # which loops were timed
     return [{**r, "loop_tensor_cores": mma} for r in records]
 
 

@@ -55,8 +55,9 @@ TARGETS = {  # (cell, B) -> the largest ratio to the faster nn.LSTM that counts 
 
 def _schedule_fields(schedule) -> dict:
     """What a record keeps of the schedule timed: its plan and whether its loops' products ran on
-    tensor cores (ScheduleOptions.loop_tensor_cores; in fp32 they never do)."""
-    return {"plan": schedule.plan, "loop_tensor_cores": schedule.precision != "fp32" and schedule.options.loop_tensor_cores}
+    tensor cores (rnngraph/schedule.py ``loop_precision``: in fp32 they never do)."""
+    from rnngraph.schedule import loop_precision
+    return {"plan": schedule.plan, "loop_tensor_cores": loop_precision(schedule) != "fp32"}
 
 def _tf32(on: bool) -> None:
     torch.backends.cudnn.allow_tf32 = on

@@ -156,11 +156,12 @@ def main(argv=None) -> dict:
               "device": device_name(gpu), "versions": versions(), "cpu_count": os.cpu_count(),
               "settings": {k: v for k, v in vars(a).items() if k not in ("child_memory", "out")},
               "gpu": [], "cpu": None, "memory": []}
+    from rnngraph.schedule import loop_precision
     for precision in a.precisions:
         step = compile_rnngraph(a, "cuda", precision)
         ms = median_step_ms(lambda x, y: float(step.train(x, y)), a, a.steps, warmup=3)
         result["gpu"].append(record(f"rnngraph-{precision}", ms, a, precision=precision,  # the loops' kind too
-                                    loop_tensor_cores=step.schedule.options.loop_tensor_cores))
+                                    loop_tensor_cores=loop_precision(step.schedule) != "fp32"))
         del step
         write_results(a.out, result)
     if gpu and not a.smoke:

@@ -318,9 +318,9 @@ def _width(s: Schedule) -> int:
     return recurrent_width(s.graph)
 
 
-def _options_line(s: Schedule) -> list[str]:
-    """The options that differ from the defaults for the schedule's S, K and precision (none: no line)."""
-    width = _width(s)
+def _options_line(s: Schedule, width: int) -> list[str]:
+    """The options that differ from the defaults for the schedule's S, K (``width``) and precision
+    (none: no line)."""
     changed = s.options.changed(s.streams, width, s.precision) if s.options is not None else {}
     if not changed:
         return []
@@ -330,12 +330,12 @@ def _options_line(s: Schedule) -> list[str]:
             ", ".join(f"{k}={v}" + (notes.get(k, "") if v and s.precision == "fp32" else "") for k, v in changed.items())]
 
 
-def _precision_line(s: Schedule) -> list[str]:
-    """What a precision other than fp32 changes (fp32: no line, the dump as before), and S x K,
-    by which the defaults put the loops' products on tensor cores."""
+def _precision_line(s: Schedule, width: int) -> list[str]:
+    """What a precision other than fp32 changes (fp32: no line, the dump as before), and S x K
+    (K: ``width``), by which the defaults put the loops' products on tensor cores."""
     if s.precision == "fp32":
         return []
-    work, on = s.streams * _width(s), loop_precision(s) != "fp32"
+    work, on = s.streams * width, loop_precision(s) != "fp32"
     by_default = on == (work >= LOOP_TENSOR_CORES_WORK)  # else the options say otherwise
     why = (f"S x K = {s.streams} x {work // s.streams} {'>=' if on else '<'} {LOOP_TENSOR_CORES_WORK:,}, the "
            f"default's bound" if by_default else f"loop_tensor_cores={on} in the options")
@@ -360,9 +360,10 @@ def format_schedule(s: Schedule) -> str:
     g = s.graph
     hidden = sorted({g.by_name[st.node].size for st in g.states})
     prec = f"  precision={s.precision}" if s.precision != "fp32" else ""
+    width = _width(s)  # K, by which the options' defaults choose
     lines = [f"schedule {g.name}  window={s.window} streams={s.streams} {s.dtype}{prec}  "
              f"hidden={','.join(map(str, hidden)) or '-'}  plan={s.plan}",
-             f"  why: {s.reason}", *_options_line(s), *_precision_line(s), "forward"]
+             f"  why: {s.reason}", *_options_line(s, width), *_precision_line(s, width), "forward"]
     sched = s if s.precision != "fp32" else None
     for step in s.forward:
         lines += _step_lines(step, s.window, s.window * s.streams, g, sched)

@@ -32,6 +32,11 @@ def folded_graph(graph: Graph) -> nx.DiGraph:
     return g
 
 
+def _cyclic(folded: nx.DiGraph, members) -> bool:
+    """Whether the strongly connected component ``members`` of ``folded`` holds a cycle (a loop)."""
+    return len(members) > 1 or any(folded.has_edge(m, m) for m in members)
+
+
 def recurrence(plan: Plan) -> Plan:
     """Fill ``loops`` and ``loop_of`` (see the module docstring)."""
     folded = folded_graph(plan.graph)
@@ -40,7 +45,7 @@ def recurrence(plan: Plan) -> Plan:
     loops = []
     for c in nx.lexicographical_topological_sort(cond, key=lambda c: min(position[m] for m in cond.nodes[c]["members"])):
         members = cond.nodes[c]["members"]
-        if len(members) > 1 or any(folded.has_edge(m, m) for m in members):
+        if _cyclic(folded, members):
             loops.append(tuple(sorted(members, key=position.__getitem__)))
     for members in loops:
         zero = nx.DiGraph((u, v) for u, v, d in folded.subgraph(members).edges(data="delay") if d == 0)
@@ -58,9 +63,7 @@ def recurrent_width(graph: Graph) -> int:
     puts the loops' products on tensor cores by S x K (rnngraph/schedule_options.py)."""
     folded, by_name = folded_graph(graph), graph.by_name
     widest = 0
-    for members in nx.strongly_connected_components(folded):
-        if len(members) == 1 and not any(folded.has_edge(m, m) for m in members):
-            continue
+    for members in filter(lambda c: _cyclic(folded, c), nx.strongly_connected_components(folded)):
         for m in members:  # (a graph not yet validated may name nodes it lacks: skipped here)
             node = by_name.get(m)
             source = by_name.get(node.args[0].node) if node is not None and node.op == "linear" and node.args else None
