@@ -142,6 +142,7 @@ def profile(cell: str, S: int, variants, iters: int, T: int = 100, H: int = 512,
 
     from rnngraph.bench import Config, gpu_program
     from rnngraph.codegen import module
+    from rnngraph.codegen.device import allow_dynamic_shared_memory
     from rnngraph.codegen.loop_plan import plan_loop_kernel
     from rnngraph.codegen.pointwise import PRELUDE
 
@@ -175,8 +176,10 @@ def profile(cell: str, S: int, variants, iters: int, T: int = 100, H: int = 512,
         reference = None
         for v, text in texts:
             kern = getattr(module.load(text), name)
-            launch = lambda: kern[nblocks, threads, prog.stream](T, S, *arrays)  # noqa: E731
+            dyn = plan.dynamic_smem  # tensor-core weight rows in dynamic shared memory (codegen/loop_plan.py)
+            launch = lambda: kern[nblocks, threads, prog.stream, dyn](T, S, *arrays)  # noqa: E731
             try:
+                allow_dynamic_shared_memory(kern.compile(tuple(kern.typeof_pyval(a) for a in [T, S, *arrays])), dyn)
                 outputs = _outputs_of_one(launch, arrays, saved, prog.stream)
                 reference = outputs if v == "full" else reference
                 ms = statistics.median(_event_times(launch, prog.stream, iters))

@@ -108,3 +108,34 @@ def test_a_long_rollout_on_the_gpu_stays_within_a_few_unit_roundoffs_of_fp32(pre
           + ", ".join(f"{k} {dev / u:.2f} u" for k, dev in states.items()) + f"; growth {growth:.2f}")
     assert all(0 < dev <= 4 * u for dev in states.values()), {k: dev / u for k, dev in states.items()}
     assert growth <= 2, growth
+
+
+@pytest.mark.parametrize("precision", ["tf32", "bf16"])
+def test_weight_rows_in_dynamic_shared_memory_give_the_same_layer(precision):
+    """LSTM H = 1024, S = 64 with the loops on tensor cores: a block's weight rows (131 KiB in
+    TF32) exceed the static shared memory, so they go to the dynamic shared memory
+    (``dsmem_kib``, codegen/loop_plan.py), which the launch must allow past 48 KiB. The same
+    operands, rounded the same way, in the same order as when every fragment is read from
+    global memory (``dsmem_kib=0``): outputs, final states and gradients equal to the bit, but
+    the bias gradient, whose column sums meet by atomics in an order that varies from run to
+    run (codegen/gemm.py ``column_sum``; 1e-6 apart on the H200)."""
+    def run(dsmem_kib):
+        net = rg.Sequential(rg.cells.lstm(hidden=1024), input_size=1024)
+        options = rg.ScheduleOptions.defaults(64).replace(loop_tensor_cores=True)
+        rnn = rg.compile_rnn(net, device="cuda", precision=precision, seed=4, options=options,
+                             tuning=rg.LoopTuning.defaults(64).replace(dsmem_kib=dsmem_kib))
+        plans = rnn.program(4, 64).loop_plans.values()
+        rng = np.random.default_rng(5)
+        y, hT = rnn.forward(rng.standard_normal((4, 64, 1024)).astype(np.float32))
+        dx, _, dparams = rnn.backward(rng.standard_normal(np.shape(y)).astype(np.float32))
+        out = {"y": y, "dx": dx, **{f"h_T.{k}": v for k, v in hT.items()}, **{f"d.{k}": v for k, v in dparams.items()}}
+        return [p.dynamic_smem for p in plans], {k: np.asarray(v) for k, v in out.items()}
+
+    dynamic, shared = run(176)
+    none, global_reads = run(0)
+    assert min(dynamic) > 48 * 1024 and none == [0] * len(none), (dynamic, none)
+    for k in shared:
+        if k.endswith(".bias"):
+            np.testing.assert_allclose(shared[k], global_reads[k], rtol=0, atol=1e-5 * np.abs(shared[k]).max(), err_msg=k)
+        else:
+            np.testing.assert_array_equal(shared[k], global_reads[k], err_msg=k)

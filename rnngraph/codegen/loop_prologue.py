@@ -92,13 +92,18 @@ def _weight_copy(src: Source, c) -> None:
     what = {"": "", "tf32": ", rounded to TF32", "bf16": ", as bf16 pairs"}[c.convert]
     if c.permuted:
         what += ", each whole chunk of 32 words in its permuted order"
-    src(f"# {c.weight}: the block's {c.reps} x {c.rows // c.reps} owned rows into shared memory{what}",
-        f"{c.array} = cuda.shared.array(({c.rows}, {c.cols}), {'uint32' if c.convert == 'bf16' else 'float32'})",
+    dtype = "uint32" if c.convert == "bf16" else "float32"
+    if c.offset < 0:
+        array = f"{c.array} = cuda.shared.array(({c.rows}, {c.cols}), {dtype})"
+    else:  # a view of the dynamic shared memory (every dynamic array starts at its first byte)
+        what += f", words {c.offset}.. of the dynamic shared memory"
+        array = f"{c.array} = cuda.shared.array(0, {dtype})[{c.offset}:{c.offset + c.rows * c.cols}]"
+    src(f"# {c.weight}: the block's {c.reps} x {c.rows // c.reps} owned rows into shared memory{what}", array,
         f"j0 = (bid * {c.unit}) // nblocks", f"nj = ((bid + 1) * {c.unit}) // nblocks - j0", "i = tid")
     with src.block(f"while i < nj * {c.reps} * {words}:"):
         src(f"lr = i // {words}", f"kk = i - lr * {words}", f"jj = lr // {c.reps}")
         if not c.convert:
-            src(f"{c.array}[lr, kk] = {c.weight}[j0 + jj + (lr - jj * {c.reps}) * {c.unit}, kk]", "i += bdim")
+            src(f"{c.at('lr', 'kk')} = {c.weight}[j0 + jj + (lr - jj * {c.reps}) * {c.unit}, kk]", "i += bdim")
             return
         src(f"wr = j0 + jj + (lr - jj * {c.reps}) * {c.unit}")
         at = "kk"
@@ -110,9 +115,9 @@ def _weight_copy(src: Source, c) -> None:
             hi = f"{c.weight}[wr, 2 * kk + 1]"
             if c.inner % 2:
                 hi = f"({c.weight}[wr, min(2 * kk + 1, {c.inner - 1})] if 2 * kk + 1 < {c.inner} else float32(0.0))"
-            src(f"{c.array}[lr, {at}] = pack_bf16x2({c.weight}[wr, 2 * kk], {hi})")
+            src(f"{c.at('lr', at)} = pack_bf16x2({c.weight}[wr, 2 * kk], {hi})")
         else:
-            src(f"{c.array}[lr, {at}] = cvt_rna_tf32({c.weight}[wr, kk])")
+            src(f"{c.at('lr', at)} = cvt_rna_tf32({c.weight}[wr, kk])")
         src("i += bdim")
 
 

@@ -18,6 +18,7 @@ from numba import cuda
 
 from ..schedule import Loop
 from . import library
+from .device import allow_dynamic_shared_memory
 from .loop import SIM_THREADS, emit_loop_kernel
 from .loop_plan import plan_loop_kernel
 from .parallel_compile import precompile
@@ -56,7 +57,8 @@ class LoopLaunches:
             arrays = arguments()
             threads = SIM_THREADS * max(1, virtual) if self.sim else tuning.threads
             # one block per multiprocessor must be co-resident: halve the block until its registers fit
-            while not self.sim and self._cooperative_blocks(kern, threads, arrays) < nblocks:
+            dynamic = plan.dynamic_smem  # bytes a block (tensor-core weight rows: codegen/loop_plan.py)
+            while not self.sim and self._cooperative_blocks(kern, threads, arrays, dynamic) < nblocks:
                 if threads <= 64:
                     raise RuntimeError(f"{name}: a cooperative grid of {nblocks} blocks (one per multiprocessor) "
                                        f"does not fit even with {threads} threads a block")
@@ -68,16 +70,18 @@ class LoopLaunches:
             def launch():
                 for a in unwritten:
                     library.fill(a, 0.0, stream=self.stream)
-                kern[nblocks, threads, self.stream](self.T, self.S, *arrays)
+                kern[nblocks, threads, self.stream, dynamic](self.T, self.S, *arrays)
             return launch
 
         return make
 
-    def _cooperative_blocks(self, kern, threads: int, arrays) -> int:
+    def _cooperative_blocks(self, kern, threads: int, arrays, dynamic: int = 0) -> int:
         """As many blocks as can be co-resident (a cooperative launch needs all of them at once),
-        from numba's ``max_cooperative_grid_blocks`` of the compiled kernel."""
+        from numba's ``max_cooperative_grid_blocks`` of the compiled kernel with ``dynamic`` bytes
+        of dynamic shared memory a block (allowed first where it is more than 48 KiB)."""
         compiled = kern.compile(self._loop_argtypes(kern, arrays))
-        return max(1, compiled.max_cooperative_grid_blocks(threads))
+        allow_dynamic_shared_memory(compiled, dynamic)
+        return max(1, compiled.max_cooperative_grid_blocks(threads, dynamic))
 
     def _loop_argtypes(self, kern, arrays) -> tuple:
         """numba's argument types of a persistent loop kernel's launch (T, S, then ``arrays``)."""

@@ -30,6 +30,11 @@ smem_kib  shared memory (KiB, static: at most 48) a block may fill with its owne
           recurrent weights, loaded once a launch; GEMMs whose rows don't fit read them from L2
           every timestep; 0: off. 44: S=64 LSTM 6.15 vs 6.34 without
           (h200-20261130-loop-kernels-xreduce.log).
+dsmem_kib dynamic shared memory (KiB; the kernel opts in past 48 KiB) a tensor-core loop kernel
+          may fill with the owned weight rows that ``smem_kib`` cannot hold, in their operand
+          format; 0: off (those rows are read from L1/L2 every timestep, eight rows a fragment
+          load). The H200 gives a block at most 227 KiB of shared memory in all. 176: LSTM
+          H = 1024 (a block's 32 forward rows or 8 backward rows are 131 KiB in TF32).
 fast      1: numba's ``fastmath=True`` (approximate exp and division, flush-to-zero,
           reassociation). 0: GRU S=1 1.60 vs 1.46 and layernorm_lstm S=1 outside the GPU tier's
           float32 tolerance (h200-20261130-loop-kernels-sweep-fast.json,
@@ -97,6 +102,7 @@ _RANGES = {
     "rows": ("in [1, 16]", lambda v: 1 <= v <= 16),
     "cols": ("in [1, 16]", lambda v: 1 <= v <= 16),
     "smem_kib": ("in [0, 48] (static shared memory)", lambda v: 0 <= v <= 48),
+    "dsmem_kib": ("in [0, 176] (dynamic shared memory beyond the static 48)", lambda v: 0 <= v <= 176),
     "fast": ("0 or 1", lambda v: v in (0, 1)),
     "xreduce": ("0 or 1", lambda v: v in (0, 1)),
     "barrier": ("0, 1, 2 or 3", lambda v: v in (0, 1, 2, 3)),
@@ -129,6 +135,7 @@ class LoopTuning:
     rows: int = 8
     cols: int = 4
     smem_kib: int = 44
+    dsmem_kib: int = 176
     fast: int = 0
     xreduce: int = 1
     barrier: int = 1
