@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from .ir import INDEX, Graph
 from .ops import chunk_bounds, chunking, is_row_reduction, lsh_text
-from .schedule_options import LOOP_TENSOR_CORES_WORK, ScheduleOptions
+from .schedule_options import LOOP_TENSOR_CORES_RULE, ScheduleOptions, loop_tensor_cores_by_default
 
 
 @dataclass(frozen=True)
@@ -331,14 +331,14 @@ def _options_line(s: Schedule, width: int) -> list[str]:
 
 
 def _precision_line(s: Schedule, width: int) -> list[str]:
-    """What a precision other than fp32 changes (fp32: no line, the dump as before), and S x K
-    (K: ``width``), by which the defaults put the loops' products on tensor cores."""
+    """What a precision other than fp32 changes (fp32: no line, the dump as before), and S and K
+    (``width``), by which the defaults put the loops' products on tensor cores."""
     if s.precision == "fp32":
         return []
-    work, on = s.streams * width, loop_precision(s) != "fp32"
-    by_default = on == (work >= LOOP_TENSOR_CORES_WORK)  # else the options say otherwise
-    why = (f"S x K = {s.streams} x {work // s.streams} {'>=' if on else '<'} {LOOP_TENSOR_CORES_WORK:,}, the "
-           f"default's bound" if by_default else f"loop_tensor_cores={on} in the options")
+    on = loop_precision(s) != "fp32"
+    by_default = on == loop_tensor_cores_by_default(s.streams, width)  # else the options say otherwise
+    why = (f"S = {s.streams}, K = {width}: {'' if on else 'not '}the default's rule, {LOOP_TENSOR_CORES_RULE}"
+           if by_default else f"loop_tensor_cores={on} in the options")
     p = s.precision
     if on:
         modes = {st.mode for st in s.forward + s.backward if isinstance(st, Loop)}

@@ -17,19 +17,23 @@ history is in bench/HISTORY.md):
   (0.947 -> 0.752 ms; bench/results/h200-20261201-flags-sweep-flags-rows.json);
 - ``post_loop_sums`` always: the in-loop sums' shared-memory atomics retried under contention
   (layernorm_lstm S=64 8.36 -> 6.99 ms, bench/results/h200-20261201-lngrad-sweep-lngrad.json);
-- ``loop_tensor_cores`` in a reduced precision where S x K >= 49,152 (K: the widest recurrent
-  product's inner dimension, rnngraph/passes/recurrence.py ``recurrent_width``; an LSTM's H):
+- ``loop_tensor_cores`` in a reduced precision where S x K >= 49,152, or S >= 16 with K >= 1,024
+  (:func:`loop_tensor_cores_by_default`; K: the widest recurrent product's inner dimension,
+  rnngraph/passes/recurrence.py ``recurrent_width``; an LSTM's H):
   measured in one benchmark grid (bench/results/h200-20261203-precision-grid-targets.json,
   -grid-rest.json, -grid-cells.json; fwd+bwd, T=100, tf32 then bf16, FFMA loops against
   tensor-core loops), LSTM H=1024 S=64 10.87 / 11.61 against 9.82 / 9.77 ms, S=128 22.4 / 22.4
   against 17.7 / 17.7, H=512 S=128 5.61 / 5.76 against 4.93 / 4.40, peephole_lstm H=1024 S=64
   12.86 against 10.26 and layernorm_lstm 15.14 against 12.63 (4 layers alike); below it FFMA:
   H=512 S=64 3.22 / 3.29 against 3.61 / 3.32, S=1 0.74 against 1.72, H=1024 S=1 1.16 against
-  3.11. At H=1024 S=16 (16,384: lstm, 1 and 4 layers, and peephole_lstm in bf16) and layernorm_lstm
-  H=1024 S=1 and 16 the tensor cores were 2 to 21 % faster and are left off (a rule by S x K
-  alone, measured on LSTM-family cells only: GRU and Elman cells, whose products have fewer
-  rows, and bidirectional layers take the same rule unmeasured; bench/README.md). H=768 S=64 (49,152):
-  7.32 against 7.54 ms (h200-20261203-torch-layer-tf32-mma-loops-h768.json).
+  3.11. H=768 S=64 (49,152): 7.32 against 7.54 ms (h200-20261203-torch-layer-tf32-mma-loops-h768.json).
+  Since the tensor-core loops keep the weight rows that exceed the static shared memory in
+  dynamic shared memory (codegen/loop_plan.py; the FFMA loops read them from L2 every timestep),
+  H=1024 S=16 runs 2.70 / 2.43 on tensor cores against 3.59 / 3.62 ms on FFMA, while S=1 stays
+  faster on FFMA, 1.13 / 1.16 against 2.87 / 2.05 (h200-20261204-precision-h1024-s1-s16-loop-kinds.json):
+  hence the second clause. Measured on LSTM-family cells only: GRU and Elman cells, whose
+  products have fewer rows, and bidirectional layers take the same rule unmeasured
+  (bench/README.md); layernorm_lstm H=1024 S=1 (13 % faster on tensor cores in the grid) stays off.
 """
 from __future__ import annotations
 
@@ -42,6 +46,20 @@ FLAGGED_EXCHANGE_STREAMS = 1
 #: S x K (streams x the widest recurrent product's inner dimension) from which, in a reduced
 #: precision, the loops' recurrent products run on tensor cores by default
 LOOP_TENSOR_CORES_WORK = 49_152
+#: (S, K) from which they do so as well: K wide enough that a block's weight rows exceed the static
+#: shared memory (the tensor-core loops then keep them in dynamic shared memory), S at least this
+LOOP_TENSOR_CORES_WIDE = (16, 1024)
+#: the rule of :func:`loop_tensor_cores_by_default`, as the schedule dump states it
+LOOP_TENSOR_CORES_RULE = "S x K >= 49,152, or S >= 16 with K >= 1,024"
+
+
+def loop_tensor_cores_by_default(streams: int, recurrent_width: int) -> bool:
+    """Whether, in a reduced precision, loops over ``streams`` streams whose widest recurrent
+    product has inner dimension ``recurrent_width`` (K; 0: not known) run their products on tensor
+    cores by default: :data:`LOOP_TENSOR_CORES_RULE` (see the module docstring)."""
+    wide_s, wide_k = LOOP_TENSOR_CORES_WIDE
+    return bool(recurrent_width) and (streams * recurrent_width >= LOOP_TENSOR_CORES_WORK
+                                      or (streams >= wide_s and recurrent_width >= wide_k))
 
 
 def check_streams(streams) -> int:
@@ -76,7 +94,7 @@ class ScheduleOptions:
       products take it too -- on tensor cores in the persistent kernels (``mma.sync``,
       codegen/loop_mma.py), operands rounded in the NumPy emulation and the simulator; False:
       they stay fp32 (FFMA), only the once-per-window GEMMs take the precision. No effect in fp32.
-      By default on where S x K reaches :data:`LOOP_TENSOR_CORES_WORK`.
+      By default on where :func:`loop_tensor_cores_by_default` says so.
 
     Raises ValueError naming the field and the value for anything but True or False.
     """
@@ -102,10 +120,10 @@ class ScheduleOptions:
         check_streams(streams)
         if precision not in ("fp32", "tf32", "bf16"):  # (rnngraph/precision.py's; this module imports none of rnngraph)
             raise ValueError(f"precision must be one of 'fp32', 'tf32', 'bf16'; got {precision!r}")
-        work = streams * _check_width(recurrent_width)
+        wide = loop_tensor_cores_by_default(streams, _check_width(recurrent_width))
         return cls(persistent_layer_norms=streams <= LN_PERSISTENT_STREAMS,
                    flagged_exchange=streams <= FLAGGED_EXCHANGE_STREAMS, post_loop_sums=True,
-                   loop_tensor_cores=precision != "fp32" and work >= LOOP_TENSOR_CORES_WORK)
+                   loop_tensor_cores=precision != "fp32" and wide)
 
     def replace(self, **changes) -> "ScheduleOptions":
         """A copy with ``changes`` (validated like the constructor)."""

@@ -230,11 +230,15 @@ def test_layer_and_torch_module_pass_their_values_down(monkeypatch):
 
 
 def test_wide_loops_take_tensor_cores_by_default_in_a_reduced_precision():
-    """From S x K = 49,152 (K the widest recurrent product's inner dimension) a tf32 / bf16
-    schedule runs the loops' products on tensor cores by default; below it, in fp32 or with K
-    unknown (0) they stay on FFMA (H200: bench/results/h200-20261203-precision-grid-*.json)."""
+    """From S x K = 49,152 (K the widest recurrent product's inner dimension), or from S = 16
+    where K >= 1,024, a tf32 / bf16 schedule runs the loops' products on tensor cores by default;
+    below, in fp32 or with K unknown (0) they stay on FFMA (H200:
+    bench/results/h200-20261203-precision-grid-*.json, h200-20261204-precision-h1024-s1-s16-loop-kinds.json)."""
     assert ScheduleOptions.defaults(48, 1024, "tf32").loop_tensor_cores
-    assert not ScheduleOptions.defaults(47, 1024, "tf32").loop_tensor_cores
+    assert ScheduleOptions.defaults(16, 1024, "tf32").loop_tensor_cores
+    assert not ScheduleOptions.defaults(15, 1024, "tf32").loop_tensor_cores
+    assert not ScheduleOptions.defaults(47, 1023, "tf32").loop_tensor_cores
+    assert ScheduleOptions.defaults(49, 1023, "tf32").loop_tensor_cores
     assert ScheduleOptions.defaults(128, 512, "bf16").loop_tensor_cores
     assert not ScheduleOptions.defaults(64, 512, "bf16").loop_tensor_cores
     assert not ScheduleOptions.defaults(64, 1024, "fp32").loop_tensor_cores
@@ -262,8 +266,9 @@ def test_the_api_resolves_tensor_cores_by_the_graphs_width(monkeypatch):
     rnn = rg.compile_rnn(net, device="cpu", precision="tf32")
     on, off = rnn.schedule(2, 768), rnn.schedule(2, 767)
     assert on.options.loop_tensor_cores and not off.options.loop_tensor_cores
-    assert "S x K = 768 x 64 >= 49,152" in str(on) and "not the defaults" not in str(on)
-    assert "S x K = 767 x 64 < 49,152" in str(off)
+    rule = "S x K >= 49,152, or S >= 16 with K >= 1,024"
+    assert f"S = 768, K = 64: the default's rule, {rule}" in str(on) and "not the defaults" not in str(on)
+    assert f"S = 767, K = 64: not the default's rule, {rule}" in str(off)
     assert not rg.compile_rnn(net, device="cpu").schedule(2, 768).options.loop_tensor_cores  # fp32
     monkeypatch.setenv("RNNGRAPH_LOOP", "mma=0")
     forced = rg.compile_rnn(net, device="cpu", precision="bf16").schedule(2, 768)
@@ -278,7 +283,7 @@ def test_training_step_cli_and_torch_module_choose_by_width_too(capsys):
     step = rg.compile(rg.stacked(rg.cells.lstm, 1, 64, vocab=5), window=2, streams=768, device="cpu", precision="tf32")
     assert step.schedule.options.loop_tensor_cores
     assert main(["schedule", "lstm", "--hidden", "64", "--streams", "767", "--window", "2", "--precision", "bf16"]) == 0
-    assert "S x K = 767 x 64 < 49,152" in capsys.readouterr().out
+    assert "S = 767, K = 64: not the default's rule" in capsys.readouterr().out
     torch = pytest.importorskip("torch")
     from rnngraph.torch import RNN
     module = RNN("lstm", 64, input_size=3, precision="bf16")
