@@ -37,8 +37,8 @@ shows; the forward overwrites values the benchmark run already left in its buffe
 forward variant that skips a store reads as 0.0 too).
 
 ``--hidden`` sets H = I (default 512) and ``--precision`` the products' precision (tf32 or
-bf16: the once-per-window ones on tensor cores, and the loops' where S x H >= 49,152 or with
-RNNGRAPH_LOOP=mma=1, never with mma=0; the records carry the precision, RNNGRAPH_LOOP and
+bf16: the once-per-window ones on tensor cores, and the loops' where S x H >= 49,152 or S >= 16
+with H >= 1,024, or with RNNGRAPH_LOOP=mma=1, never with mma=0; the records carry the precision, RNNGRAPH_LOOP and
 ``loop_tensor_cores``). The kernels are generated with the step's RNNGRAPH_LOOP settings (read by rnngraph/bench.py's
 ``gpu_program``; the knobs: codegen/tuning.py), so e.g.
 RNNGRAPH_LOOP=barrier=1 profiles the inline grid barrier of codegen/grid_barrier.py. (An earlier
@@ -161,7 +161,8 @@ def profile(cell: str, S: int, variants, iters: int, T: int = 100, H: int = 512,
         if name[5:] not in loops:
             continue
         plan = (replace(plan, name=name) if nblocks == plan.nblocks else
-                plan_loop_kernel(g, plan.loop, name, True, prog.kernel_of, S, nblocks, prog.tuning))
+                plan_loop_kernel(g, plan.loop, name, True, prog.kernel_of, S, nblocks, prog.device_tuning(),
+                                 precision=prog.lib.loop_precision))
         # the inline grid barrier's counter and the flag words (codegen/flag_exchange.py; the kernel
         # zeroes them): before the buffers in the kernel's arguments, left out of the diffs
         zeroed = {a: cuda.to_device(np.zeros(shape, dtype))
@@ -279,7 +280,8 @@ def main(argv=None) -> int:
     ap.add_argument("--hidden", type=int, default=512, help="H = I of every configuration (default 512)")
     ap.add_argument("--precision", choices=["fp32", "tf32", "bf16"], default="fp32",
                     help="the matrix products' precision (rnngraph/precision.py; the loops' products on "
-                         "tensor cores too where S x H >= 49,152 or with RNNGRAPH_LOOP=mma=1; mma=0: never)")
+                         "tensor cores too where S x H >= 49,152 or S >= 16 with H >= 1,024, or with "
+                         "RNNGRAPH_LOOP=mma=1; mma=0: never)")
     ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS, metavar="VARIANT",
                     help="source variants to time, see above (default: all)")
     ap.add_argument("--iters", type=int, default=20, help="timed launches per variant; the median is kept (default 20)")

@@ -13,7 +13,7 @@ rnn is ``rnngraph.torch.RNN(cell, H, L, input_size=H)`` for each ``--cells`` ent
 PyTorch's default for cuDNN RNNs). Every ratio divides by the faster nn.LSTM of the same B.
 ``--precisions fp32 tf32 bf16`` times each cell in each ``precision=`` of rnngraph.torch.RNN
 (rnngraph/precision.py: the once-per-window GEMMs on tensor cores, the loops' products too where
-S x H >= 49,152; each record's ``loop_tensor_cores`` says which), in the same run as both cuDNN
+S x H >= 49,152 or S >= 16 with H >= 1,024; each record's ``loop_tensor_cores`` says which), in the same run as both cuDNN
 anchors; the targets are fp32's.
 
 At each B in ``--overhead-batches`` it also times the module's own overhead: the bare compiled

@@ -388,7 +388,8 @@ def compile_rnn(net: Sequential, device: str = "auto", dtype: str = "float32", s
     schedule options and the loop kernels' code shape, as for :func:`rnngraph.compile` (None:
     the defaults for each S with RNNGRAPH_LOOP's keys); precision: "fp32" (default), "tf32" or
     "bf16", as for :func:`rnngraph.compile` (the once-per-window GEMMs on tensor cores, and by
-    default the loops' products where S x K >= 49,152; the CPU emulates it). Raises TypeError /
+    default the loops' products where S x K >= 49,152 or S >= 16 with K >= 1,024:
+    rnngraph/schedule_options.py ``loop_tensor_cores_by_default``; the CPU emulates it). Raises TypeError /
     GraphError for a network that is not a loss-free
     rg.Sequential, TypeError for options / tuning of another type, ValueError for bad options
     (a bad RNNGRAPH_LOOP included, naming it) or a bad precision (naming it), RuntimeError when

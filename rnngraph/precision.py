@@ -5,8 +5,9 @@
 - ``"tf32"``: the once-per-window GEMMs (hoisted products over the window, the input-gradient
   products of the backward phases, the weight gradients) run on tensor cores with TF32 operands
   and fp32 accumulation; with ``ScheduleOptions.loop_tensor_cores`` (by default where streams x
-  the recurrent products' inner dimension reaches 49,152, measured faster there and slower below:
-  rnngraph/schedule_options.py) so do the recurrent products inside the persistent loop
+  the recurrent products' inner dimension reaches 49,152, or streams >= 16 with that dimension
+  >= 1,024, measured faster there and slower below: rnngraph/schedule_options.py
+  ``loop_tensor_cores_by_default``) so do the recurrent products inside the persistent loop
   kernels (``mma.sync``, codegen/loop_mma.py). TF32 (NVIDIA, "TensorFloat-32 in the A100 GPU", 2020; the PTX ISA's
   ``.tf32`` type) is fp32's sign and 8-bit exponent with 10 of its 23 mantissa bits: the same
   range as fp32, a unit roundoff of 2^-11.

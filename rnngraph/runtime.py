@@ -266,7 +266,8 @@ def compile(net: Sequential, window: int, streams: int, device: str = "auto", dt
     (hoisted products, input-gradient products of the phases, weight gradients) on tensor cores
     with operands in that format and fp32 accumulation, everything else fp32 (rnngraph/precision.py;
     the loops' recurrent products too with ``options.loop_tensor_cores``, by default where
-    S x K >= 49,152, measured faster there and slower below); float32 only; the CPU backend
+    S x K >= 49,152 or S >= 16 with K >= 1,024, measured faster there and slower below:
+    rnngraph/schedule_options.py ``loop_tensor_cores_by_default``); float32 only; the CPU backend
     emulates it (operands rounded to the format, ties to even). A network with an
     ``rg.LSHSoftmax`` head trains sparsely and evaluates densely on either backend (``"auto"``
     picks CUDA where there is a GPU, as for any head; rnngraph/codegen/lsh_step.py). Returns a

@@ -28,7 +28,8 @@ history is in bench/HISTORY.md):
   H=512 S=64 3.22 / 3.29 against 3.61 / 3.32, S=1 0.74 against 1.72, H=1024 S=1 1.16 against
   3.11. H=768 S=64 (49,152): 7.32 against 7.54 ms (h200-20261203-torch-layer-tf32-mma-loops-h768.json).
   Since the tensor-core loops keep the weight rows that exceed the static shared memory in
-  dynamic shared memory (codegen/loop_plan.py; the FFMA loops read them from L2 every timestep),
+  dynamic shared memory (codegen/loop_plan.py; the FFMA loops then read them from L2 every
+  timestep; since, they keep them in dynamic shared memory too from S = 2, not yet compared here),
   H=1024 S=16 runs 2.70 / 2.43 on tensor cores against 3.59 / 3.62 ms on FFMA, while S=1 stays
   faster on FFMA, 1.13 / 1.16 against 2.87 / 2.05 (h200-20261204-precision-h1024-s1-s16-loop-kinds.json):
   hence the second clause. Measured on LSTM-family cells only: GRU and Elman cells, whose
@@ -47,7 +48,9 @@ FLAGGED_EXCHANGE_STREAMS = 1
 #: precision, the loops' recurrent products run on tensor cores by default
 LOOP_TENSOR_CORES_WORK = 49_152
 #: (S, K) from which they do so as well: K wide enough that a block's weight rows exceed the static
-#: shared memory (the tensor-core loops then keep them in dynamic shared memory), S at least this
+#: shared memory (the tensor-core loops then keep them in dynamic shared memory: on the H200's 132
+#: blocks up to K of about 1,400 in TF32 and 2,800 in bf16; wider K, unmeasured, reads them from
+#: global memory), S at least this
 LOOP_TENSOR_CORES_WIDE = (16, 1024)
 #: the rule of :func:`loop_tensor_cores_by_default`, as the schedule dump states it
 LOOP_TENSOR_CORES_RULE = "S x K >= 49,152, or S >= 16 with K >= 1,024"

@@ -52,12 +52,19 @@ def test_layer_norm_arrays_come_first_then_the_work_in_kernel_order(ln64):
 
 def test_a_tight_budget_keeps_the_first_priorities(ln64):
     """smem_kib=2 (2048 bytes): the layer-norm arrays (1280) fit, then the backward's gradient sums
-    (32 + 128 bytes); the weight rows (1024) no longer do and are read from global memory."""
+    (32 + 128 bytes); the weight rows (1024) no longer do and are read from global memory
+    (``dsmem_kib=0``), or from the dynamic shared memory (the default), 4 rows x 64 words flat."""
     g, fwd, bwd, ko = ln64
-    plan = plan_loop_kernel(g, bwd, "k", True, ko, 64, 4, LoopTuning(lnsum=1, smem_kib=2))
+    plan = plan_loop_kernel(g, bwd, "k", True, ko, 64, 4, LoopTuning(lnsum=1, smem_kib=2, dsmem_kib=0))
     assert plan.ln_shape == 1 and not plan.weight_copies and plan.smem_left == 2048 - 1280 - 160
     assert all(t.weight.startswith("T") and "{r}" in t.weight for r in _rows(plan) for t in r.terms)
     assert sum(it.local for it in _pointwise(plan)) == 2
+    dynamic = plan_loop_kernel(g, bwd, "k", True, ko, 64, 4, LoopTuning(lnsum=1, smem_kib=2))
+    assert [c.offset for c in dynamic.weight_copies] == [0] and dynamic.dynamic_smem == 4 * 64 * 4
+    assert dynamic.smem_left == plan.smem_left  # nothing of the static budget
+    assert {t.weight for r in _rows(dynamic) for t in r.terms} == {"sw0[uint64({rem}) * uint64(64) + uint64({k})]"}
+    simulated = plan_loop_kernel(g, bwd, "k", False, ko, 64, 1, LoopTuning(lnsum=1, smem_kib=0))
+    assert simulated.dynamic_smem == 0 and not simulated.weight_copies  # the simulator: no dynamic memory
 
 
 def test_layer_norm_arrays_that_do_not_fit_leave_the_budget_to_the_rest(ln64):

@@ -59,13 +59,14 @@ def test_loop_variants_compute_like_numpy(env, shared, cell):
 
 def test_budget_limits_the_shared_arrays():
     """smem_kib=1 holds one 4x4-hidden LSTM's rows (4*4*4 floats = 256 B per weight in one block)
-    but not a hidden-32 one's (4*32*32*4 B = 16 KiB)."""
+    but not a hidden-32 one's (4*32*32*4 B = 16 KiB), which without dynamic shared memory
+    (dsmem_kib=0) are read from global memory."""
     from rnngraph.codegen.loop import LoopEmitter
     for hidden, expect in ((4, True), (32, False)):
         net = rg.stacked(rg.cells.lstm, 1, hidden, input_size=3)
         sched = rg.compile(net, window=2, streams=1, device="cpu").schedule
         loop = next(s for s in sched.forward if isinstance(s, Loop))
-        src, _ = LoopEmitter(net.graph, loop, "k", coop=True, nblocks=1, tuning=LoopTuning(smem_kib=1)).source()
+        src, _ = LoopEmitter(net.graph, loop, "k", coop=True, nblocks=1, tuning=LoopTuning(smem_kib=1, dsmem_kib=0)).source()
         assert ("cuda.shared.array" in src) == expect, hidden
 
 
@@ -115,7 +116,8 @@ def test_environment_is_read_at_the_boundary_only(monkeypatch):
 def test_resolve_overrides_the_defaults_of_each_streams():
     over = loop_env.parse("threads=256, unroll=2,")
     assert loop_env.resolve(1, overrides=over) == (ScheduleOptions.defaults(1), LoopTuning(
-        threads=256, unroll=2, rows=4, cols=8, smem_kib=44, xreduce=0, lnsum=0, barrier=0, bounds=0, ksplit=8, prefetch=1))
+        threads=256, unroll=2, rows=4, cols=8, smem_kib=44, dsmem_kib=0, xreduce=0, lnsum=0, barrier=0, bounds=0, ksplit=8,
+        prefetch=1))
     assert loop_env.resolve(64, overrides=over)[1] == LoopTuning(threads=256, unroll=2)
     assert loop_env.resolve(65, overrides=loop_env.parse("ln=1,lngrad=0"))[0] == ScheduleOptions(
         persistent_layer_norms=True, post_loop_sums=False)
@@ -288,3 +290,25 @@ def test_training_step_cli_and_torch_module_choose_by_width_too(capsys):
     from rnngraph.torch import RNN
     module = RNN("lstm", 64, input_size=3, precision="bf16")
     assert module.compiled(torch.device("cpu"), torch.float32).schedule(2, 768).options.loop_tensor_cores
+
+
+def test_dynamic_shared_memory_is_lowered_to_what_the_device_allows(monkeypatch):
+    """dsmem_kib (176 by default from S = 2) is capped for a GPU whose blocks may opt in to less
+    shared memory than the H200's 227 KiB (an A100: 163 KiB; an sm_86 card: 99), beside the
+    static budget and 1 KiB for numba's own arrays, so that an H = 1024 layer's rows are read
+    from global memory there rather than failing the launch; the H200 keeps the value."""
+    from types import SimpleNamespace
+
+    from rnngraph.codegen import program_loops
+    from rnngraph.codegen.program import CudaProgram
+
+    def on(kib, tuning):
+        device = SimpleNamespace(MAX_SHARED_MEMORY_PER_BLOCK_OPTIN=kib * 1024)
+        monkeypatch.setattr(program_loops.cuda, "get_current_device", lambda: device)
+        return CudaProgram.device_tuning(SimpleNamespace(tuning=tuning)).dsmem_kib
+
+    assert LoopTuning.defaults(64).dsmem_kib == 176 and LoopTuning.defaults(1).dsmem_kib == 0
+    assert on(227, LoopTuning.defaults(64)) == 176
+    assert on(163, LoopTuning.defaults(64)) == 163 - 44 - 1
+    assert on(99, LoopTuning.defaults(64).replace(smem_kib=48)) == 99 - 48 - 1
+    assert on(40, LoopTuning.defaults(64)) == 0

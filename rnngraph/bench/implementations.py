@@ -35,7 +35,8 @@ def gpu_program(cfg: Config, plan: str | None = None, precision: str = "fp32", l
     ``precision`` its matrix products' (rnngraph/precision.py); ``loop_tensor_cores`` True / False
     puts the persistent loops' products on tensor cores or keeps them on FFMA (the defaults for
     ``cfg.S`` with ``loop_tensor_cores`` so; RNNGRAPH_LOOP's option keys then do not apply, its
-    tuning keys do), None leaves it to the defaults (on where S x H >= 49,152 in tf32 / bf16)."""
+    tuning keys do), None leaves it to the defaults (in tf32 / bf16 on where S x H >= 49,152 or S >= 16 with
+    H >= 1,024: rnngraph/schedule_options.py ``loop_tensor_cores_by_default``)."""
     from numba import cuda
 
     import rnngraph as rg

@@ -27,7 +27,8 @@ such sync for them: their writer also stores each element as a (value, tag) word
 buffer ``F<i>`` (codegen/flag_exchange.py; zeroed at kernel start, a forward loop's initial-state
 rows flagged there, then one grid sync), and the GEMMs poll those words (codegen/loop_gemm.py).
 Recurrent weights are copied once per launch into shared memory where ``smem_kib`` allows (the
-block's own rows), else read from global memory, where they stay resident in the 50 MB L2.
+block's own rows), past it into dynamic shared memory where ``dsmem_kib`` allows, else read from
+global memory, where they stay resident in the 50 MB L2.
 Code-shape knobs: ``LoopTuning`` (codegen/tuning.py), given to the plan as a value; the emitters
 read only the plan.
 

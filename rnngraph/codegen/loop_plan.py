@@ -17,8 +17,8 @@ the ``loop_*.py`` modules it calls) only write what the plan says. What it decid
      and bias gradient sums (``Z<i>``, :class:`LocalGradSum`).
 
   What does not fit is read from global memory (weights), not split (K-split) or summed with
-  global atomics (gradients) -- but a tensor-core kernel's weight rows first go to the
-  **dynamic** shared memory (``dynamic_smem`` bytes, ``tuning.dsmem_kib``; WeightCopy ``offset``). In the simulator (``coop=False``) the layer-norm arrays and the
+  global atomics (gradients) -- but on the GPU the weight rows first go to the **dynamic** shared
+  memory (``dynamic_smem`` bytes, ``tuning.dsmem_kib``; WeightCopy ``offset``). In the simulator (``coop=False``) the layer-norm arrays and the
   gradient sums are not charged; with simulated blocks (``virtual_blocks``) the budget is 0.
 - **work items** (:class:`GemmRows`): each GEMM row loop's item shape (rows x streams), its
   K-split and its weight reads; (:class:`PointwiseItem`) each pointwise kernel's device-function
@@ -264,7 +264,7 @@ def plan_loop_kernel(g: Graph, loop: Loop, name: str, coop: bool = True, recompu
     tuning, recompute, vb = tuning or LoopTuning(), recompute or {}, virtual_blocks
     names = Names(g)
     budget = _Budget(0 if vb else tuning.smem_kib * 1024)
-    dynamic = _Budget(tuning.dsmem_kib * 1024 if coop and not vb else 0)  # tensor-core weight rows only
+    dynamic = _Budget(tuning.dsmem_kib * 1024 if coop and not vb else 0)  # weight rows only
     buffers: set[str] = set()
     flagged = [names.grad(v[2:]) if v.startswith("d.") else names.value(v) for v in loop.flagged]
     flag_buffers = {b: "F" + b[1:] for b in flagged}
@@ -458,7 +458,7 @@ class _Context:
             offset, charged = -1, rows * cols * 4
             if not self.budget.take(charged):
                 offset, charged = self.dynamic.used // 4, 0
-                if not (self.mma and self.dynamic.take(rows * cols * 4)):
+                if not self.dynamic.take(rows * cols * 4):
                     return f"{w}[{{r}}, {{k}}]", False
             sw = f"sw{len(self.copies)}"
             self.copies[key] = WeightCopy(sw, w, reps, uL, inner, rows, self.mma, cols, permuted, offset)

@@ -31,7 +31,7 @@ class LoopLaunches:
         """Plan and emit ``loop``'s persistent kernel into the program's sources; returns the
         factory of its launch (one cooperative grid of one block per multiprocessor)."""
         name = f"{loop.name.split(' ')[0]}_{'bwd' if loop.reverse else 'fwd'}_{len(self.sources)}"
-        tuning = self.tuning
+        tuning = self.tuning if self.sim else self.device_tuning()
         nblocks = 1 if self.sim else cuda.get_current_device().MULTIPROCESSOR_COUNT
         virtual = self.virtual_blocks
         plan = plan_loop_kernel(self.g, loop, name, coop=not self.sim, recompute=self.kernel_of, streams=self.S,
@@ -61,7 +61,8 @@ class LoopLaunches:
             while not self.sim and self._cooperative_blocks(kern, threads, arrays, dynamic) < nblocks:
                 if threads <= 64:
                     raise RuntimeError(f"{name}: a cooperative grid of {nblocks} blocks (one per multiprocessor) "
-                                       f"does not fit even with {threads} threads a block")
+                                       f"does not fit even with {threads} threads a block "
+                                       f"and {dynamic} bytes of dynamic shared memory (LoopTuning.dsmem_kib)")
                 threads //= 2
             self.loop_threads[name] = threads
             # the outputs whose padded steps the kernel skips hold zeros there (LoopKernelPlan ``unwritten``)
@@ -74,6 +75,15 @@ class LoopLaunches:
             return launch
 
         return make
+
+    def device_tuning(self):
+        """The program's tuning with ``dsmem_kib`` lowered to what a block of the current device may
+        opt in to beside the static budget (``smem_kib``, and 1 KiB for numba's own arrays): on a
+        GPU with less shared memory than the H200 (an A100: 163 KiB) the weight rows that do not
+        fit are read from global memory instead of failing the launch."""
+        t = self.tuning
+        room = cuda.get_current_device().MAX_SHARED_MEMORY_PER_BLOCK_OPTIN // 1024 - t.smem_kib - 1
+        return t if t.dsmem_kib <= room else t.replace(dsmem_kib=max(0, room))
 
     def _cooperative_blocks(self, kern, threads: int, arrays, dynamic: int = 0) -> int:
         """As many blocks as can be co-resident (a cooperative launch needs all of them at once),

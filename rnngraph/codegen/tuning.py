@@ -30,11 +30,16 @@ smem_kib  shared memory (KiB, static: at most 48) a block may fill with its owne
           recurrent weights, loaded once a launch; GEMMs whose rows don't fit read them from L2
           every timestep; 0: off. 44: S=64 LSTM 6.15 vs 6.34 without
           (h200-20261130-loop-kernels-xreduce.log).
-dsmem_kib dynamic shared memory (KiB; the kernel opts in past 48 KiB) a tensor-core loop kernel
-          may fill with the owned weight rows that ``smem_kib`` cannot hold, in their operand
-          format; 0: off (those rows are read from L1/L2 every timestep, eight rows a fragment
-          load). The H200 gives a block at most 227 KiB of shared memory in all. 176: LSTM
-          H = 1024 (a block's 32 forward rows or 8 backward rows are 131 KiB in TF32).
+dsmem_kib dynamic shared memory (KiB; the kernel opts in past 48 KiB) a loop kernel may fill
+          with the owned weight rows that ``smem_kib`` cannot hold (a tensor-core kernel's in
+          their operand format); 0: off (those rows are read from L1/L2 every timestep; a
+          tensor-core fragment load then touches eight rows' cache lines). The H200 gives a
+          block at most 227 KiB of shared memory in all; CudaProgram lowers the value to what
+          the device allows. 0 / 176: LSTM H = 1024 (a block's 32 forward rows or 8 backward
+          rows: 128 KiB, 128.5 in TF32) at S = 64, tf32 5.96 against 9.66 ms
+          (h200-20261204-precision-h1024-dynamic-smem.json, -s64-tf32-mma-no-dsmem.json), fp32
+          11.14 against 14.53; at S = 1 fp32 1.27 against 1.21 (h200-20261204-fp32-dynamic-smem.json,
+          -fp32-no-dynamic-smem.json; 4 x 512, whose rows mostly fit the static budget, alike).
 fast      1: numba's ``fastmath=True`` (approximate exp and division, flush-to-zero,
           reassociation). 0: GRU S=1 1.60 vs 1.46 and layernorm_lstm S=1 outside the GPU tier's
           float32 tolerance (h200-20261130-loop-kernels-sweep-fast.json,
@@ -157,7 +162,7 @@ class LoopTuning:
         """The measured best shape for loops over ``streams`` streams (see the module docstring).
         ValueError unless ``streams`` is a positive integer."""
         if check_streams(streams) <= SMALL_SHAPE_STREAMS:
-            return cls(threads=256, unroll=16, rows=4, cols=8, xreduce=0, barrier=0, bounds=0, prefetch=1,
+            return cls(threads=256, unroll=16, rows=4, cols=8, xreduce=0, barrier=0, bounds=0, prefetch=1, dsmem_kib=0,
                        lnsum=0 if streams < LN_SMEM_SUM_STREAMS else 2)
         return cls(lnsum=0 if streams < LN_SMEM_SUM_STREAMS else 2)
 

@@ -60,7 +60,8 @@ def recurrent_width(graph: Graph) -> int:
     """The inner dimension K of the widest matrix product inside a recurrence of ``graph``: the
     largest input size of a ``linear`` node in a strongly connected component with a cycle
     (an LSTM of hidden size H: H; 0 where no product is inside one). ScheduleOptions.defaults
-    puts the loops' products on tensor cores by S x K (rnngraph/schedule_options.py)."""
+    puts the loops' products on tensor cores by S and K (rnngraph/schedule_options.py
+    ``loop_tensor_cores_by_default``)."""
     folded, by_name = folded_graph(graph), graph.by_name
     widest = 0
     for members in filter(lambda c: _cyclic(folded, c), nx.strongly_connected_components(folded)):
