@@ -47,7 +47,9 @@ class GemmRows:
     tile one ``mma.sync`` accumulator (codegen/loop_mma.py); ``unroll`` then counts k-steps of 8
     (TF32) or 16 (bf16) columns. ``chunked``: the inner dimension's whole chunks of four k-steps
     (MMA_CHUNK columns) read the vectors with 16-byte loads and the weights in a chunk's
-    permuted column order (codegen/loop_mma.py), the rest k-step by k-step. ``swapped``: items of
+    permuted column order (codegen/loop_mma.py), the rest k-step by k-step; ``pipelined``
+    (LoopTuning ``pipeline``): the chunk loop loads the next chunk's vectors before this chunk's
+    products (their registers twice). ``swapped``: items of
     8 rows x 16 streams, the streams the ``mma`` tile's 16 (A: the vectors) and the rows its 8 (B:
     the weights), for blocks that own no more than 8 rows. ``rounding`` ("tf32" or "bf16"; "" for none): the FFMA loop
     rounds both operands of each product to that format first (the simulator's stand-in for the
@@ -81,6 +83,7 @@ class GemmRows:
     chunked: bool = False
     swapped: bool = False
     skip: bool = False
+    pipelined: bool = False
 
 
 @dataclass(frozen=True)

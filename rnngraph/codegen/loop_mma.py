@@ -178,8 +178,12 @@ def emit_mma_rows(src: Source, r: GemmRows, vector_loads: bool = True) -> None:
             CH = MMA_CHUNK[r.mma]
             start = inner // CH * CH
             src(f"kk = (kw - item * {KS}) * {CH}" if KS > 1 else "kk = 0")
+            pipelined = r.pipelined and vector_loads
+            if pipelined:  # the first chunk's vectors (clamped to the last chunk: a worker with none reads one)
+                src(f"kb = uint64(min(kk, {start - CH}))")
+                _chunk_vectors(src, r, "p", "kb")
             with src.block(f"while kk < {start}:  # whole chunks: 16-byte vector loads"):
-                _chunk(src, r, vector_loads)
+                _chunk(src, r, vector_loads, f"uint64(min(kk + {CH * KS}, {start - CH}))" if pipelined else "")
                 src(f"kk += {CH * KS}")
         src(f"kk = {start} + (kw - item * {KS}) * {K}" if KS > 1 else f"kk = {start}")
         stride, U = K * KS, r.unroll
@@ -221,24 +225,43 @@ def _steps(src: Source, r: GemmRows, unroll: int, stride: int, guarded: bool, ve
     src(*products)
 
 
-def _chunk(src: Source, r: GemmRows, vector_loads: bool) -> None:
-    """One chunk of four k-steps at column kk (``chunked``, see the module docstring): per term and
-    stream tile, the lane's vector words 4t..4t+3 and 16+4t..16+4t+3 of the chunk (TF32 columns;
-    bf16 columns 8t..8t+7 and 32+8t..32+8t+7) in 16-byte loads, k-step j taking the j-th word of
-    each half; the weights at the same columns (a permuted shared copy: step j's fragment load at
-    column 8j of the chunk, TF32; from global memory, the columns themselves); then the products."""
+def _chunk_vectors(src: Source, r: GemmRows, prefix: str, kb: str) -> None:
+    """The 16-byte vector loads of a chunk at column ``kb`` into ``<prefix><m>_<i>_<half>_<e>``:
+    per term and stream tile, the lane's words 4t..4t+3 and 16+4t..16+4t+3 of the chunk (TF32
+    columns; bf16 columns 8t..8t+7 and 32+8t..32+8t+7)."""
+    bf16 = r.mma == "bf16"
+    for m, t in enumerate(r.terms):
+        for i in range(_shape(r)[1]):
+            for half in range(2):
+                v = [f"{prefix}{m}_{i}_{half}_{e}" for e in range(8 if bf16 else 4)]
+                col = f"{kb} + lc{half}"
+                src(f"{', '.join(v[:4])} = load_f32x4({t.array}, {t.row}, s{i}, {col})")
+                if bf16:
+                    src(f"{', '.join(v[4:])} = load_f32x4({t.array}, {t.row}, s{i}, {col} + uint64(4))")
+
+
+def _chunk(src: Source, r: GemmRows, vector_loads: bool, next_kb: str = "") -> None:
+    """One chunk of four k-steps at column kk (``chunked``, see the module docstring): the
+    vectors (:func:`_chunk_vectors`), k-step j taking the j-th word of each half; the weights at
+    the same columns (a permuted shared copy: step j's fragment load at column 8j of the chunk,
+    TF32; from global memory, the columns themselves); then the products. ``next_kb``
+    (``pipelined``): this chunk's vectors are the ones loaded the trip before (``p...``), and
+    the next chunk's, at column ``next_kb``, are loaded into them before this chunk's products."""
     (RT, ST, HS), bf16, K = _shape(r), r.mma == "bf16", MMA_K[r.mma]
     src("kb = uint64(kk)")
+    if vector_loads and next_kb:
+        words = 8 if bf16 else 4
+        src(*(f"v{m}_{i}_{half}_{e} = p{m}_{i}_{half}_{e}" for m in range(len(r.terms)) for i in range(ST)
+              for half in range(2) for e in range(words)), f"kn = {next_kb}")
+        _chunk_vectors(src, r, "p", "kn")
+    elif vector_loads:
+        _chunk_vectors(src, r, "v", "kb")
     for m, t in enumerate(r.terms):
         for i in range(ST):
             if not vector_loads:
                 continue
             for half in range(2):
                 v = [f"v{m}_{i}_{half}_{e}" for e in range(8 if bf16 else 4)]
-                col = f"kb + lc{half}"
-                src(f"{', '.join(v[:4])} = load_f32x4({t.array}, {t.row}, s{i}, {col})")
-                if bf16:
-                    src(f"{', '.join(v[4:])} = load_f32x4({t.array}, {t.row}, s{i}, {col} + uint64(4))")
                 for j in range(4):
                     conv = f"pack_bf16x2({v[2 * j]}, {v[2 * j + 1]})" if bf16 else f"cvt_rna_tf32({v[j]})"
                     src(f"fb{m}_{i}_{half}_{j} = {conv}")

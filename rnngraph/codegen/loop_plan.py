@@ -531,5 +531,5 @@ class _Context:
         KS, kp = self._split(items, RB, SB, inner, MMA_CHUNK[self.mma] if chunked else kstep)
         unroll = max(1, min(self.tuning.unroll, MMA_UNROLL, inner // (kstep * KS)))
         return GemmRows(comment, terms, store, reps, uL, inner, SB, RB, items, KS, kp, unroll, False, mma=self.mma,
-                        chunked=chunked, swapped=swapped)
+                        chunked=chunked, swapped=swapped, pipelined=chunked and bool(self.tuning.pipeline))
 

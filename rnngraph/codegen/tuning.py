@@ -79,6 +79,12 @@ prefetch  1: a persistent loop's pointwise kernels issue the loads that nothing 
           whose loads left in place are GEMM outputs, none with a layer norm of its own).
           1 / 0: S=1 LSTM 0.945 vs 0.984, GRU 0.932 vs 0.993 (h200-20261201-prefetch-sweep-defaults.json);
           S=64 LSTM 4.71 vs 4.15 (h200-20261201-prefetch-sweep-lstm64.json).
+pipeline  1: a tensor-core row loop's whole chunks (codegen/loop_mma.py ``chunked``) load the next
+          chunk's vectors before this chunk's products, so that a warp has a chunk's L2 loads in
+          flight while its products run (the vectors' registers twice: 8 more a stream tile in
+          TF32, 16 in bf16). 0: off, the default, until measured on the GPU (the forward loop of
+          LSTM H = 1024 S = 64 tf32 took 2.59 ms, 26 us a timestep, with each trip's loads waited
+          for before its products: h200-20261204-precision-h1024-dynamic-smem.json).
 skip      1: in the loops of a variable-length graph (rnngraph/lengths.py) the GEMM work items
           take the streams in the buffers' stream order (longest first when the caller sets it
           from the lengths, codegen/buffers.py) and at each step run only over the streams still
@@ -117,6 +123,7 @@ _RANGES = {
     "ksplit": ("in [1, 32]", lambda v: 1 <= v <= 32),
     "prefetch": ("0 or 1", lambda v: v in (0, 1)),
     "skip": ("0 or 1", lambda v: v in (0, 1)),
+    "pipeline": ("0 or 1", lambda v: v in (0, 1)),
 }
 
 
@@ -150,6 +157,7 @@ class LoopTuning:
     ksplit: int = 8
     prefetch: int = 0
     skip: int = 1
+    pipeline: int = 0
 
     def __post_init__(self):
         for f in fields(self):
