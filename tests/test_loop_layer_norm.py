@@ -169,13 +169,14 @@ def test_ln_option_defaults_and_validation():
 def test_shared_memory_row_sums_need_their_budget():
     """lnsum=1's per-column arrays and gradient sums come out of smem_kib: with the default
     budget the S=64 kernels use them; with smem_kib=0 they fall back to the warp shape and to
-    global gradient atomics (codegen/loop.py), rather than exceed what a block may hold."""
+    global gradient atomics (codegen/loop.py), rather than exceed what a block may hold (and with
+    dsmem_kib=0 the weight rows are read from global memory: no shared array at all)."""
     from rnngraph.codegen.loop import LoopEmitter
     net = rg.stacked(rg.cells.layernorm_lstm, 1, 64, input_size=64)
     # the gain and bias gradients inside the loop
     loops = _loops(schedule(net.graph, window=4, streams=64, options=_ln_options(64, lngrad=0)))
     src = lambda loop, kib: LoopEmitter(net.graph, loop, "k", coop=True, streams=64, nblocks=4,  # noqa: E731
-                                        tuning=LoopTuning(lnsum=1, smem_kib=kib)).source()[0]
+                                        tuning=LoopTuning(lnsum=1, smem_kib=kib, dsmem_kib=0)).source()[0]
     fwd, bwd = (src(lp, 44) for lp in loops)
     assert "cuda.atomic.add(lns" in fwd and "cuda.atomic.add(lns" in bwd and "Z" in bwd.split("def k(")[1]
     for lp in loops:
@@ -185,7 +186,7 @@ def test_shared_memory_row_sums_need_their_budget():
     # 2 KiB on one block: the per-column arrays (1280 B) and LN_c's gradient sums (512 B) fit,
     # LN_h's (2048 B) do not: its gain and bias gradients go to global memory with atomics
     tight = LoopEmitter(net.graph, loops[1], "k", coop=True, streams=64, nblocks=1,
-                        tuning=LoopTuning(lnsum=1, smem_kib=2)).source()[0]
+                        tuning=LoopTuning(lnsum=1, smem_kib=2, dsmem_kib=0)).source()[0]
     assert "cuda.atomic.add(lns" in tight
     zs = [line.split("=")[1] for line in tight.splitlines() if line.strip().startswith("Z") and "shared.array" in line]
     assert zs == [" cuda.shared.array(64, float32)  # the block's layer-norm parameter gradient sums"] * 2  # LN_c's
