@@ -109,8 +109,8 @@ class WeightCopy:
     copy; :func:`mma_row_words` of the words for a converted one, so that an ``mma`` fragment load
     is free of bank conflicts: codegen/loop_mma.py). ``permuted``: each whole chunk of 32 words
     stored in :func:`chunk_word_order` (for a ``chunked`` row loop), the rest in order. ``offset``:
-    the copy's first 4-byte word in the kernel's dynamic shared memory (a tensor-core copy the
-    static budget could not hold; LoopKernelPlan ``dynamic_smem``), -1 for an array of its own."""
+    the copy's first 4-byte word in the kernel's dynamic shared memory (a copy the static budget
+    could not hold; LoopKernelPlan ``dynamic_smem``), -1 for an array of its own."""
 
     array: str
     weight: str

@@ -57,7 +57,7 @@ class LoopLaunches:
             arrays = arguments()
             threads = SIM_THREADS * max(1, virtual) if self.sim else tuning.threads
             # one block per multiprocessor must be co-resident: halve the block until its registers fit
-            dynamic = plan.dynamic_smem  # bytes a block (tensor-core weight rows: codegen/loop_plan.py)
+            dynamic = plan.dynamic_smem  # bytes a block (weight rows: codegen/loop_plan.py)
             while not self.sim and self._cooperative_blocks(kern, threads, arrays, dynamic) < nblocks:
                 if threads <= 64:
                     raise RuntimeError(f"{name}: a cooperative grid of {nblocks} blocks (one per multiprocessor) "
