@@ -15,8 +15,9 @@
   exponent, 7 mantissa bits; unit roundoff 2^-8), fp32 accumulation and output.
 
 Everything else stays fp32 in every precision: states, cell values, pointwise math, the
-recurrent products inside the loops (unless ``loop_tensor_cores``), the loss heads' products,
-master weights and optimizer state.
+recurrent products inside the loops (unless ``loop_tensor_cores``), a chunked softmax's products
+(a dense head's logits GEMM is a once-per-window GEMM and takes the precision), master weights and
+optimizer state.
 
 The NumPy backend emulates a precision by rounding the operands of the same GEMMs to the
 format (round to nearest, ties to even, on the fp32 bit pattern: :func:`round_tf32`,

@@ -337,7 +337,7 @@ def _precision_line(s: Schedule, width: int) -> list[str]:
         return []
     on = loop_precision(s) != "fp32"
     by_default = on == loop_tensor_cores_by_default(s.streams, width)  # else the options say otherwise
-    why = (f"S = {s.streams}, K = {width}: {'' if on else 'not '}the default's rule, {LOOP_TENSOR_CORES_RULE}"
+    why = (f"S = {s.streams}, K = {width} {'meet' if on else 'do not meet'} the default's rule, {LOOP_TENSOR_CORES_RULE}"
            if by_default else f"loop_tensor_cores={on} in the options")
     p = s.precision
     if on:

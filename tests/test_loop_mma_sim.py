@@ -69,3 +69,18 @@ def test_tensor_core_loop_kernels_equal_the_emulation(warp_shaped_loops, cell, H
     same = max(np.mean(np.abs(sim[k] - emulation[k])) / scale[k] for k in emulation)
     apart = max(np.mean(np.abs(fp32[k] - emulation[k])) / scale[k] for k in emulation)
     assert same < 1e-6 and apart > 1e-5, (same, apart)
+
+
+@pytest.mark.parametrize("H, precision", [(44, "tf32"), (40, "bf16")])
+def test_pipelined_chunks_give_the_same_layer(warp_shaped_loops, monkeypatch, H, precision):
+    """LoopTuning ``pipeline`` (RNNGRAPH_LOOP key): the chunk loop loads the next chunk's vectors
+    before this chunk's products (codegen/loop_mma.py ``_chunk``), the same products in the same
+    order, so the layer is the same to the bit: LSTM S = 3, tf32 H = 44 (one whole chunk forward,
+    five backward, K-split) and bf16 H = 40 (the backward's two 64-column chunks)."""
+    plain = tensor_core_layer_run("lstm", H, 3, "cuda", precision, T=3)
+    monkeypatch.setenv("RNNGRAPH_LOOP", "pipeline=1")
+    mma_stand_ins.reset()
+    pipelined = tensor_core_layer_run("lstm", H, 3, "cuda", precision, T=3)
+    assert mma_stand_ins.LOADS[0] > 0  # the chunks' 16-byte loads ran
+    for k in plain:
+        np.testing.assert_array_equal(pipelined[k], plain[k], err_msg=k)

@@ -269,8 +269,8 @@ def test_the_api_resolves_tensor_cores_by_the_graphs_width(monkeypatch):
     on, off = rnn.schedule(2, 768), rnn.schedule(2, 767)
     assert on.options.loop_tensor_cores and not off.options.loop_tensor_cores
     rule = "S x K >= 49,152, or S >= 16 with K >= 1,024"
-    assert f"S = 768, K = 64: the default's rule, {rule}" in str(on) and "not the defaults" not in str(on)
-    assert f"S = 767, K = 64: not the default's rule, {rule}" in str(off)
+    assert f"S = 768, K = 64 meet the default's rule, {rule}" in str(on) and "not the defaults" not in str(on)
+    assert f"S = 767, K = 64 do not meet the default's rule, {rule}" in str(off)
     assert not rg.compile_rnn(net, device="cpu").schedule(2, 768).options.loop_tensor_cores  # fp32
     monkeypatch.setenv("RNNGRAPH_LOOP", "mma=0")
     forced = rg.compile_rnn(net, device="cpu", precision="bf16").schedule(2, 768)
@@ -285,7 +285,7 @@ def test_training_step_cli_and_torch_module_choose_by_width_too(capsys):
     step = rg.compile(rg.stacked(rg.cells.lstm, 1, 64, vocab=5), window=2, streams=768, device="cpu", precision="tf32")
     assert step.schedule.options.loop_tensor_cores
     assert main(["schedule", "lstm", "--hidden", "64", "--streams", "767", "--window", "2", "--precision", "bf16"]) == 0
-    assert "S = 767, K = 64: not the default's rule" in capsys.readouterr().out
+    assert "S = 767, K = 64 do not meet the default's rule" in capsys.readouterr().out
     torch = pytest.importorskip("torch")
     from rnngraph.torch import RNN
     module = RNN("lstm", 64, input_size=3, precision="bf16")

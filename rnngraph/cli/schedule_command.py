@@ -29,7 +29,8 @@ def _schedule_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32", help="(default float32)")
     p.add_argument("--precision", choices=PRECISIONS, default="fp32",
                    help="operand format of the once-per-window GEMMs (and of the loops' products where "
-                        "streams x hidden >= 49,152 or streams >= 16 with hidden >= 1,024, or with RNNGRAPH_LOOP=mma=1): fp32, or tf32 / bf16 on "
+                        "streams x K >= 49,152 or streams >= 16 with K >= 1,024, K the widest recurrent product's inner "
+                        "dimension (hidden for the standard cells), or with RNNGRAPH_LOOP=mma=1): fp32, or tf32 / bf16 on "
                         "tensor cores with fp32 accumulation (each GEMM line then names its format) (default fp32)")
     p.add_argument("--format", choices=FORMATS, default="text", help="(default text)")
     p.add_argument("--out", default=None, help="write here instead of stdout (required for gantt: a PNG)")

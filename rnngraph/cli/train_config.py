@@ -40,7 +40,7 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--precision", choices=PRECISIONS,
                    help="operand format of the once-per-window GEMMs (input products, weight gradients): fp32, "
                         "or tf32 / bf16 on tensor cores with fp32 accumulation (the recurrent products too where "
-                        "streams x hidden >= 49,152 or streams >= 16 with hidden >= 1,024, or as RNNGRAPH_LOOP's mma=0/1 says; the CPU emulates it); --dtype float32 only; a resumed run "
+                        "streams x K >= 49,152 or streams >= 16 with K >= 1,024, K the widest recurrent product's inner dimension (hidden for the standard cells), or as RNNGRAPH_LOOP's mma=0/1 says; the CPU emulates it); --dtype float32 only; a resumed run "
                         "may change it (default fp32; "
                         "a resumed run: the checkpoint's)")
     g.add_argument("--seed", metavar="SEED", type=int,

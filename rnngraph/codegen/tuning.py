@@ -113,7 +113,7 @@ _RANGES = {
     "rows": ("in [1, 16]", lambda v: 1 <= v <= 16),
     "cols": ("in [1, 16]", lambda v: 1 <= v <= 16),
     "smem_kib": ("in [0, 48] (static shared memory)", lambda v: 0 <= v <= 48),
-    "dsmem_kib": ("in [0, 176] (dynamic shared memory beyond the static 48)", lambda v: 0 <= v <= 176),
+    "dsmem_kib": ("in [0, 176] (KiB of dynamic shared memory beside smem_kib's static)", lambda v: 0 <= v <= 176),
     "fast": ("0 or 1", lambda v: v in (0, 1)),
     "xreduce": ("0 or 1", lambda v: v in (0, 1)),
     "barrier": ("0, 1, 2 or 3", lambda v: v in (0, 1, 2, 3)),
