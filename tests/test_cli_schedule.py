@@ -52,3 +52,15 @@ def test_bad_loop_tuning_variable_is_one_line_for_any_cell(monkeypatch, capsys):
     assert main(["schedule", "lstm"]) == 1
     err = capsys.readouterr().err
     assert "RNNGRAPH_LOOP='rows=99': rows must be in [1, 16], got 99" in err and "Traceback" not in err
+
+
+def test_text_names_the_loop_code_shape_rnngraph_loop_changed(monkeypatch, capsys):
+    """The loop kernels' code shape is not part of the schedule, so the text dump ends with the
+    knobs RNNGRAPH_LOOP set away from LoopTuning.defaults for S (nothing when none)."""
+    args = ["schedule", "lstm", "--hidden", "8", "--streams", "16", "--window", "2"]
+    assert main(args) == 0 and "loop code shape" not in capsys.readouterr().out
+    monkeypatch.setenv("RNNGRAPH_LOOP", "dsmem_kib=0,pipeline=1,unroll=8")  # unroll=8 is S=16's default
+    assert main(args) == 0
+    assert capsys.readouterr().out.endswith(
+        "loop code shape (RNNGRAPH_LOOP; not the defaults for S=16): dsmem_kib=0, pipeline=1\n")
+    assert rg.LoopTuning.defaults(1).changed(1) == {} and rg.LoopTuning().changed(1)["dsmem_kib"] == 176

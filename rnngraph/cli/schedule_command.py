@@ -50,8 +50,8 @@ def run_schedule(args) -> int:
     net = stacked(factory, args.layers, args.hidden, input_size=args.input_size, vocab=args.vocab,
                   dropout=args.dropout)
     precision = precision_flag(args.precision, args.dtype)
-    options, _ = resolve(args.streams, overrides=from_environment(),  # RNNGRAPH_LOOP's schedule keys
-                         recurrent_width=recurrent_width(net.graph), precision=precision)
+    options, tuning = resolve(args.streams, overrides=from_environment(),  # RNNGRAPH_LOOP's keys
+                              recurrent_width=recurrent_width(net.graph), precision=precision)
     s = schedule(net.graph, args.window, args.streams, args.dtype, args.plan, options, precision=precision)
     if args.format == "gantt":
         if not args.out:
@@ -59,7 +59,10 @@ def run_schedule(args) -> int:
         gantt(s, args.out)
         print(f"wrote {args.out}")
         return 0
-    text = {"text": lambda: str(s), "json": lambda: json.dumps(to_json(s), indent=1) + "\n",
+    shape = tuning.changed(args.streams)  # the loop kernels' code shape, which the schedule does not hold
+    tail = (f"loop code shape (RNNGRAPH_LOOP; not the defaults for S={args.streams}): "
+            + ", ".join(f"{k}={v}" for k, v in shape.items()) + "\n") if shape else ""
+    text = {"text": lambda: str(s) + tail, "json": lambda: json.dumps(to_json(s), indent=1) + "\n",
             "dot": lambda: to_dot(s)}[args.format]()
     if args.out:
         with open(args.out, "w", encoding="utf-8") as f:

@@ -177,3 +177,8 @@ class LoopTuning:
     def replace(self, **changes) -> "LoopTuning":
         """A copy with ``changes`` (validated like the constructor)."""
         return replace(self, **changes)
+
+    def changed(self, streams: int) -> dict[str, int]:
+        """The knobs that differ from :meth:`defaults` for ``streams``, knob -> this value."""
+        base = LoopTuning.defaults(streams)
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != getattr(base, f.name)}
