@@ -1,0 +1,97 @@
+"""Where a persistent loop kernel's cold compile goes, on a CPU (no GPU needed; not part of the
+package): each loop kernel of a stacked LSTM char LM (Embedding 96 -> 128, the default schedule
+and tuning for S) generated as ``CudaProgram`` would (codegen/loop.py ``LoopEmitter``, 132
+blocks) and compiled to PTX for sm_90 alone with ``cuda.compile_ptx``. Prints one JSON line a
+kernel: generation and compile seconds, source and PTX lines.
+
+``--forceinline``: the generated module's ``inline=True`` device functions (numba-IR inlining)
+become ``forceinline=True`` (NVVM's alwaysinline), to see what numba's own inlining costs.
+``--profile``: cProfile of the first kernel's ``compile_ptx`` (the tracer of rnngraph's cell
+functions uses ``sys.setprofile``, so only the compile is profiled), its top 25 by own time.
+
+    python bench/experiments/loop_compile_time.py --layers 2 --hidden 512 --streams 64 [--forceinline] [--profile]
+
+Result: bench/results/cpu-20261204-loop-kernel-compile-profile.txt.
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import os
+import pstats
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--hidden", type=int, default=512)
+    ap.add_argument("--streams", type=int, default=64)
+    ap.add_argument("--window", type=int, default=100)
+    ap.add_argument("--forceinline", action="store_true")
+    ap.add_argument("--profile", action="store_true")
+    args = ap.parse_args(argv)
+
+    import numba.cuda.dispatcher
+    from numba import cuda, typeof
+
+    class _H200:  # device functions compile for the current device's cc: there is none here
+        compute_capability = (9, 0)
+    numba.cuda.dispatcher.get_current_device = _H200
+
+    import rnngraph as rg
+    from rnngraph.codegen import module
+    from rnngraph.codegen.loop import LoopEmitter
+    from rnngraph.codegen.pointwise import PRELUDE, Names
+    from rnngraph.loop_env import resolve
+    from rnngraph.passes import schedule
+    from rnngraph.schedule import Loop, loop_precision
+
+    S = args.streams
+    options, tuning = resolve(S)
+    g = rg.stacked(rg.cells.lstm, args.layers, args.hidden, vocab=96, embed=128).graph
+    s = schedule(g, args.window, S, "float32", None, options)
+    kernel_of = {m: k.ops for k in s.kernels("forward") for m in k.ops}
+    params = {Names(g).param(p.name): p for p in g.params}
+    loops = [st for st in s.forward + s.backward if isinstance(st, Loop) and st.mode == "persistent"]
+    for n, loop in enumerate(loops):
+        t0 = time.perf_counter()
+        emitter = LoopEmitter(g, loop, "k", coop=True, recompute=kernel_of, streams=S, nblocks=132, tuning=tuning,
+                              precision=loop_precision(s))
+        src, names = emitter.source()
+        text = PRELUDE + "\n\n" + src
+        if args.forceinline:
+            text = text.replace("inline=True", "forceinline=True")
+        kern = module.load(text).k
+        arrays = [np.zeros((2, 2, 2), np.float32) if a[0] in "VGNM" else np.zeros(2, np.int32) if a[0] == "O" else
+                  np.zeros(params["P" + a[1:]].shape[::-1 if a[0] == "T" else 1], np.float32) for a in names]
+        extra = ([np.zeros(1, np.uint32)] if emitter.barrier else []) + [np.zeros((2, 2, 2), np.uint64)
+                                                                        for _ in emitter.flag_buffers]
+        sig = tuple(typeof(v) for v in [4, S] + extra + arrays)
+        t1 = time.perf_counter()
+        profile = cProfile.Profile() if args.profile and n == 0 else None
+        if profile:
+            profile.enable()
+        ptx, _ = cuda.compile_ptx(kern.py_func, sig, cc=(9, 0))
+        if profile:
+            profile.disable()
+        t2 = time.perf_counter()
+        print(json.dumps({"loop": loop.name, "gen_s": round(t1 - t0, 2), "compile_ptx_s": round(t2 - t1, 2),
+                          "src_lines": src.count("\n"), "ptx_lines": ptx.count("\n"),
+                          "forceinline": args.forceinline}), flush=True)
+        if profile:
+            out = io.StringIO()
+            pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(25)
+            print(out.getvalue())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
