@@ -6,16 +6,22 @@ kernel: generation and compile seconds, source and PTX lines.
 
 ``--forceinline``: the generated module's ``inline=True`` device functions (numba-IR inlining)
 become ``forceinline=True`` (NVVM's alwaysinline), to see what numba's own inlining costs.
-``--profile``: cProfile of the first kernel's ``compile_ptx`` (the tracer of rnngraph's cell
+``--outline``: each GEMM's item loop (a ``while kw < ...`` / ``while item < ...`` statement of
+the kernel) moved into a ``forceinline`` device function of its own, its arguments the names it
+reads that the kernel assigned before it (:func:`outline_item_loops`), to see whether numba's
+front end costs less on smaller functions; the PTX's instruction counts show NVVM inlined them
+back. ``--profile``: cProfile of the first kernel's ``compile_ptx`` (the tracer of rnngraph's cell
 functions uses ``sys.setprofile``, so only the compile is profiled), its top 25 by own time.
 
-    python bench/experiments/loop_compile_time.py --layers 2 --hidden 512 --streams 64 [--forceinline] [--profile]
+    python bench/experiments/loop_compile_time.py --layers 2 --hidden 512 --streams 64 [--forceinline] [--outline] [--profile]
 
 Result: bench/results/cpu-20261204-loop-kernel-compile-profile.txt.
 """
 from __future__ import annotations
 
 import argparse
+import ast
+import builtins
 import cProfile
 import io
 import json
@@ -29,6 +35,64 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 
+def outline_item_loops(text: str) -> tuple[str, int]:
+    """``text`` (a generated module whose kernel is ``k``) with each GEMM item loop of ``k`` moved
+    into a ``@cuda.jit(device=True, forceinline=True)`` function ``gemm_<n>`` called in its place;
+    returns (the new text, how many loops moved)."""
+    tree = ast.parse(text)
+    module_names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    for n in tree.body:
+        if isinstance(n, (ast.Import, ast.ImportFrom)):
+            module_names |= {a.asname or a.name.split(".")[0] for a in n.names}
+        elif isinstance(n, ast.Assign):
+            module_names |= {t.id for t in n.targets if isinstance(t, ast.Name)}
+    kern = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "k")
+    made: list[ast.FunctionDef] = []
+
+    def assigned_before(line: int) -> set[str]:
+        names = {a.arg for a in kern.args.args}
+        for n in ast.walk(kern):
+            if isinstance(n, (ast.Assign, ast.AugAssign, ast.For)) and n.lineno < line:
+                targets = [n.target] if isinstance(n, (ast.AugAssign, ast.For)) else n.targets
+                names |= {t.id for tg in targets for t in ast.walk(tg) if isinstance(t, ast.Name)}
+        return names
+
+    def visit(body: list) -> list:
+        out = []
+        for st in body:
+            test = getattr(st, "test", None)
+            if (isinstance(st, ast.While) and isinstance(test, ast.Compare) and isinstance(test.left, ast.Name)
+                    and test.left.id in ("kw", "item")):
+                reads = {n.id for n in ast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+                free = sorted(v for v in reads & assigned_before(st.lineno)
+                              if v not in module_names and not hasattr(builtins, v))
+                name = f"gemm_{len(made)}"
+                decorator = ast.parse("cuda.jit(device=True, forceinline=True)").body[0].value
+                made.append(ast.FunctionDef(name=name, args=ast.arguments(posonlyargs=[], args=[ast.arg(arg=v) for v in free],
+                                                                          kwonlyargs=[], kw_defaults=[], defaults=[]),
+                                            body=[st], decorator_list=[decorator], returns=None, type_params=[]))
+                out.append(ast.Expr(ast.Call(func=ast.Name(name, ast.Load()),
+                                             args=[ast.Name(v, ast.Load()) for v in free], keywords=[])))
+                continue
+            for part in ("body", "orelse"):
+                if isinstance(getattr(st, part, None), list):
+                    setattr(st, part, visit(getattr(st, part)))
+            out.append(st)
+        return out
+
+    kern.body = visit(kern.body)
+    at = tree.body.index(kern)
+    tree.body[at:at] = made
+    return ast.unparse(ast.fix_missing_locations(tree)), len(made)
+
+
+def _instructions(ptx: str) -> dict[str, int]:
+    """Counts of the PTX body's instructions: all, FMAs, calls."""
+    ops = [line.split()[0] for line in (raw.strip() for raw in ptx.splitlines())
+           if line and not line.startswith(("//", ".", "{", "}", "$")) and not line.endswith(":")]
+    return {"instr": len(ops), "fma": sum(o.startswith("fma") for o in ops), "calls": sum(o.startswith("call") for o in ops)}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--layers", type=int, default=2)
@@ -36,6 +100,7 @@ def main(argv=None) -> int:
     ap.add_argument("--streams", type=int, default=64)
     ap.add_argument("--window", type=int, default=100)
     ap.add_argument("--forceinline", action="store_true")
+    ap.add_argument("--outline", action="store_true")
     ap.add_argument("--profile", action="store_true")
     args = ap.parse_args(argv)
 
@@ -69,6 +134,9 @@ def main(argv=None) -> int:
         text = PRELUDE + "\n\n" + src
         if args.forceinline:
             text = text.replace("inline=True", "forceinline=True")
+        moved = 0
+        if args.outline:
+            text, moved = outline_item_loops(text)
         kern = module.load(text).k
         arrays = [np.zeros((2, 2, 2), np.float32) if a[0] in "VGNM" else np.zeros(2, np.int32) if a[0] == "O" else
                   np.zeros(params["P" + a[1:]].shape[::-1 if a[0] == "T" else 1], np.float32) for a in names]
@@ -84,8 +152,8 @@ def main(argv=None) -> int:
             profile.disable()
         t2 = time.perf_counter()
         print(json.dumps({"loop": loop.name, "gen_s": round(t1 - t0, 2), "compile_ptx_s": round(t2 - t1, 2),
-                          "src_lines": src.count("\n"), "ptx_lines": ptx.count("\n"),
-                          "forceinline": args.forceinline}), flush=True)
+                          "src_lines": src.count("\n"), "ptx_lines": ptx.count("\n"), **_instructions(ptx),
+                          "forceinline": args.forceinline, "outlined_loops": moved}), flush=True)
         if profile:
             out = io.StringIO()
             pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(25)
