@@ -53,7 +53,8 @@ LOOP_TENSOR_CORES_WORK = 49_152
 #: global memory), S at least this
 LOOP_TENSOR_CORES_WIDE = (16, 1024)
 #: the rule of :func:`loop_tensor_cores_by_default`, as the schedule dump states it
-LOOP_TENSOR_CORES_RULE = "S x K >= 49,152, or S >= 16 with K >= 1,024"
+LOOP_TENSOR_CORES_RULE = (f"S x K >= {LOOP_TENSOR_CORES_WORK:,}, or S >= {LOOP_TENSOR_CORES_WIDE[0]} "
+                          f"with K >= {LOOP_TENSOR_CORES_WIDE[1]:,}")
 
 
 def loop_tensor_cores_by_default(streams: int, recurrent_width: int) -> bool:
