@@ -14,7 +14,8 @@ history is in bench/HISTORY.md):
   and 64 (layernorm_lstm S=64 10.5 vs 18.5 ms, bench/results/h200-20261201-lnsum-sweep-lnsum.json);
   larger S is not measured;
 - ``flagged_exchange`` at S = 1: the flags take the grid sync out of the S=1 LSTM's timestep
-  (0.947 -> 0.752 ms; bench/results/h200-20261201-flags-sweep-flags-rows.json);
+  (0.947 -> 0.752 ms; bench/results/h200-20261201-flags-sweep-flags-rows.json) and one of the
+  three out of layernorm_lstm's (2.521 -> 2.255 ms; bench/results/h200-20261204-ln-flags-sweep.json);
 - ``post_loop_sums`` always: the in-loop sums' shared-memory atomics retried under contention
   (layernorm_lstm S=64 8.36 -> 6.99 ms, bench/results/h200-20261201-lngrad-sweep-lngrad.json);
 - ``loop_tensor_cores`` in a reduced precision where S x K >= 49,152, or S >= 16 with K >= 1,024
@@ -88,9 +89,9 @@ class ScheduleOptions:
     - ``persistent_layer_norms``: a loop with a layer norm in its recurrence runs as one
       persistent kernel (its row sums added across blocks, passes/row_sums.py); False: it runs
       per timestep, replayed from a CUDA graph (passes/pipeline.py);
-    - ``flagged_exchange``: a persistent loop of one stage without layer norms hands the GEMM
-      inputs its one pointwise kernel writes to the other blocks as words tagged with their
-      timestep instead of after a grid sync (passes/flag_exchange.py);
+    - ``flagged_exchange``: a persistent loop of one stage hands the GEMM inputs its one
+      non-GEMM kernel writes (with or without a layer norm) to the other blocks as words
+      tagged with their timestep instead of after a grid sync (passes/flag_exchange.py);
     - ``post_loop_sums``: a persistent backward loop leaves its layer norms' gain and bias
       gradients to ``reduce`` kernels after it (passes/param_grad_sums.py); False: the loop adds
       them up itself;

@@ -33,10 +33,20 @@ def test_lstm_loops_drop_their_grid_syncs():
     assert "flagged exchange" not in str(s) and "options (not the defaults for S=1): flagged_exchange=False" in str(s)
 
 
+def test_layer_norm_loops_flag_the_gemm_vectors_and_keep_the_row_sum_syncs():
+    """A layer-norm LSTM's row sums still need the grid (syncs after levels 1 and 2, where its
+    layer norms' sums are completed), but the vector its GEMM reads whole travels in flag words:
+    h[t-1] forward (written by the level-3 kernel with LN(c)), d.U backward (written by the
+    level-3 kernel with LN_h's VJP); one grid sync fewer a timestep each way."""
+    g, s, (fwd, bwd) = loops(rg.stacked(rg.cells.layernorm_lstm, 1, 8, input_size=4), options=FLAGS)
+    assert (fwd.flagged, fwd.syncs) == (("layer0.h_next",), (1, 2))
+    assert (bwd.flagged, bwd.syncs) == (("d.layer0.U",), (1, 2))
+    _, _, (fwd, bwd) = loops(rg.stacked(rg.cells.layernorm_lstm, 1, 8, input_size=4), options=NO_FLAGS)
+    assert (fwd.syncs, bwd.syncs) == ((1, 2, 3), (1, 2, 3))
+
+
 def test_off_where_syncs_stay():
-    """Layer norms (their row sums need the grid) and wavefront stages keep their grid syncs."""
-    _, _, ls = loops(rg.stacked(rg.cells.layernorm_lstm, 1, 8, input_size=4), options=FLAGS)
-    assert [lp.flagged for lp in ls] == [(), ()]
+    """Wavefront stages keep their grid syncs."""
     net = rg.stacked(rg.cells.lstm, 3, 8, input_size=4)
     s = schedule(net.graph, 4, 1, "float32", "wavefront", FLAGS)
     ls = [st for st in s.forward + s.backward if isinstance(st, Loop)]
@@ -112,7 +122,7 @@ def test_a_value_read_unordered_by_another_gemm_is_not_flagged():
 
 
 @sim
-@pytest.mark.parametrize("cell", ["lstm", "gru", "skip_rnn", "slice_out_rnn"])
+@pytest.mark.parametrize("cell", ["lstm", "gru", "skip_rnn", "slice_out_rnn", "layernorm_lstm", "peephole_lstm"])
 def test_flagged_kernels_compute_exactly_like_synced_ones(monkeypatch, cell):
     """S=1, the simulator's block split in two "blocks" (SIM_BLOCKS=2): flags=1 against flags=0,
     the same float32 arithmetic with the GEMM inputs read from the flag words: every loop kernel,
@@ -120,7 +130,8 @@ def test_flagged_kernels_compute_exactly_like_synced_ones(monkeypatch, cell):
     gradients bit for bit (and the NumPy backend's to float32 tolerance). slice_out_rnn
     (tests/extra_cells.py): the backward's pointwise kernel adds nothing to one slice of the
     flagged gradient and must still store its words (a poll limit of 20000 turns the old
-    deadlock into a RuntimeError)."""
+    deadlock into a RuntimeError). layernorm_lstm: the flagged h and d.U are written by kernels
+    with a layer norm, whose row sums still go through atomics and grid syncs."""
     from rnngraph.codegen import flag_exchange, program
     monkeypatch.setattr(program, "SIM_BLOCKS", 2)
     monkeypatch.setattr(flag_exchange, "SPIN_LIMIT", 20000)

@@ -156,7 +156,7 @@ def test_layer_norm_row_sums_move_to_the_producing_level():
     U h, then the gates; backward: the gradients of LN_c's and LN_h's outputs), so its sums are
     taken there (passes/row_sums.py) and no reduction sync remains; the sums, read whole by the
     layer norm's level, keep a grid sync after each producing level."""
-    g, s, (fwd, bwd) = loops(rg.stacked(rg.cells.layernorm_lstm, 1, 8, input_size=4))
+    g, s, (fwd, bwd) = loops(rg.stacked(rg.cells.layernorm_lstm, 1, 8, input_size=4), options=NO_FLAGS)
     assert fwd.early_sums == ("layer0.ln_h", "layer0.c_next") and fwd.reduction_syncs == 0
     assert bwd.early_sums == ("layer0.c_next", "layer0.ln_h") and bwd.reduction_syncs == 0
     assert fwd.syncs == (1, 2, 3)  # 3 grid syncs a timestep (5 with two reduction syncs)
@@ -224,7 +224,7 @@ def test_random_cells_have_no_races(g):
 
 def test_json_export_lists_the_sync_levels():
     from rnngraph.schedule_export import to_json
-    g, s, (fwd, bwd) = loops(rg.stacked(rg.cells.layernorm_lstm, 1, 8, input_size=4))
+    g, s, (fwd, bwd) = loops(rg.stacked(rg.cells.layernorm_lstm, 1, 8, input_size=4), options=NO_FLAGS)
     steps = {st["name"]: st for st in to_json(s)["forward"] + to_json(s)["backward"] if st["type"] == "loop"}
     assert steps[fwd.name]["grid_syncs_after"] == [1, 2, 3] and steps[bwd.name]["grid_syncs_after"] == [1, 2, 3]
     assert steps[fwd.name]["early_row_sums"] == ["layer0.ln_h", "layer0.c_next"] and steps[fwd.name]["reduction_syncs"] == 0

@@ -133,7 +133,10 @@ def test_nothing_stores_to_an_early_load_before_its_use(cell, layers, plan, S):
             between = body[at + 1:use] if at < use else body[at + 1:] + body[start + 1:use]
             assert (at > use) == bool(plan.shift) and (any(i < start for i in loads) or not plan.shift)
             assert not _stores(between, fns) & set(plan.args), (loop.name, k, plan)
-    assert plans or cell == "elman" or S > 1 and cell in ("skip_rnn",), "no plan to check"
+    # layernorm_lstm at S=1: the flagged d.U leaves no grid sync before the backward's GEMM level,
+    # where its first kernel's early loads would go (prefetch_plans needs one there)
+    assert plans or cell == "elman" or S > 1 and cell in ("skip_rnn",) or S == 1 and cell == "layernorm_lstm", \
+        "no plan to check"
 
 
 @pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1",

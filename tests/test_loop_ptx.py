@@ -113,7 +113,8 @@ def test_float32_loop_kernels_have_no_f64(issue_cells):
     # words (the S=1 defaults: passes/flag_exchange.py) are zeroed
     assert all(r["cg_syncs"] == r["syncs"] + ("layernorm" in name or r["flagged"] > 0) for name, r in result.items()), result
     assert [name for name, r in result.items() if r["flagged"]] == [
-        f"{c} S=1 barrier=0 H=64 fp32 mma=0 {lp}" for c in ("lstm", "peephole_lstm", "gru") for lp in ("loop0", "loop0 (backward)")]
+        f"{c} S=1 barrier=0 H=64 fp32 mma=0 {lp}" for c in ("lstm", "peephole_lstm", "gru", "layernorm_lstm")
+        for lp in ("loop0", "loop0 (backward)")]
 
 
 # The large-S code shape before the launch bounds (rows=4, cols=8, unroll=4), on which the H=64 part of the
@@ -167,9 +168,10 @@ else:
 
 @pytest.mark.slow
 def test_inline_barrier_compiles_to_a_polling_loop(tmp_path):
-    synced = {"tuning": {"flags": 0}}  # S=1's default flags leave the LSTM no grid sync a timestep
-    result = compile_loops([["lstm", 1, 1, synced], ["lstm", 1, 2, synced], ["lstm", 64, 1], ["layernorm_lstm", 1, 1],
-                            ["lstm", 1, 3, synced], ["layernorm_lstm", 1, 3]], tmp_path)
+    # S=1's default flags leave the LSTM no grid sync a timestep, and add their own polled loops
+    synced = {"tuning": {"flags": 0}}
+    result = compile_loops([["lstm", 1, 1, synced], ["lstm", 1, 2, synced], ["lstm", 64, 1], ["layernorm_lstm", 1, 1, synced],
+                            ["lstm", 1, 3, synced], ["layernorm_lstm", 1, 3, synced]], tmp_path)
     assert len(result) == 12, sorted(result)
     for name, r in result.items():
         n = r["syncs"]

@@ -58,7 +58,8 @@ def emit_prologue(src: Source, g: Graph, plan: LoopKernelPlan) -> None:
         with src.block("while i < T * S * 2:"):
             src("tz = i // (S * 2)", "sz = (i // 2) % S", *(f"{b}[tz, sz, i % 2] = float32(0.0)" for b in plan.ln_zero),
                 "i += nblocks * bdim")
-        src("grid.sync()")
+        if not plan.flag_buffers:  # else the flag words' zeroing ends with the grid sync
+            src("grid.sync()")
     for a in plan.arrays("layer-norm sums"):
         what = {"lnp": "per thread: a column's partial sums", "lnv": "per column: shift or moments",
                 "lns": "per column: the block's two partial sums"}[a.name]
