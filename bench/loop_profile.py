@@ -12,7 +12,9 @@ the others edits of the generated text:
   no-grid-sync  the grid.sync() at the end of each level removed (blocks race; timing only)
   sync-only     every stage body emptied: the time loop, its grid syncs and nothing else
   no-gemm       the GEMM sections of each stage removed (pointwise code and syncs kept)
-  no-pointwise  the pointwise sections removed (GEMMs and syncs kept)
+  no-pointwise  the pointwise sections removed (GEMMs and syncs kept; skipped for a loop with flagged
+                values, S=1's default, whose GEMMs would poll for words no pointwise code stores: the
+                trap kills the process's CUDA context, bench/results/h200-20261204-ln-flags-profile-s1-parts.log)
   no-ln-sums    the layer norms' row-sum sections removed (their reduction syncs kept)
   no-vector-loads  each GEMM's loads of the timestep's vectors (from global memory: L2) replaced
                 by a copy of a weight already in a register: what the in-loop products cost
@@ -176,6 +178,12 @@ def profile(cell: str, S: int, variants, iters: int, T: int = 100, H: int = 512,
         saved = [a.copy_to_host() for a in arrays]  # each variant starts from these values
         reference = None
         for v, text in texts:
+            if v == "no-pointwise" and plan.flag_buffers:  # the GEMMs would poll for words no one stores
+                rec = {"cell": cell, "S": S, "loop": name, "variant": v,
+                       "error": "skipped: the loop flags values (RNNGRAPH_LOOP=flags=0 profiles it without)"}
+                print(json.dumps(rec), flush=True)
+                records.append(rec)
+                continue
             kern = getattr(module.load(text), name)
             dyn = plan.dynamic_smem  # tensor-core weight rows in dynamic shared memory (codegen/loop_plan.py)
             launch = lambda: kern[nblocks, threads, prog.stream, dyn](T, S, *arrays)  # noqa: E731
