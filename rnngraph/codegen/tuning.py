@@ -82,9 +82,11 @@ prefetch  1: a persistent loop's pointwise kernels issue the loads that nothing 
 pipeline  1: a tensor-core row loop's whole chunks (codegen/loop_mma.py ``chunked``) load the next
           chunk's vectors before this chunk's products, so that a warp has a chunk's L2 loads in
           flight while its products run (the vectors' registers twice: 8 more a stream tile in
-          TF32, 16 in bf16). 0: off, the default, until measured on the GPU (the forward loop of
-          LSTM H = 1024 S = 64 tf32 took 2.59 ms, 26 us a timestep, with each trip's loads waited
-          for before its products: h200-20261204-precision-h1024-dynamic-smem.json).
+          TF32, 16 in bf16). 0: off, the default: LSTM H = 1024 fwd+bwd with pipeline=1 took
+          5.89 / 5.21 ms (tf32 / bf16, S = 64) and 9.21 / 7.81 (S = 128)
+          (h200-20261204-precision-h1024-pipelined.json) against 5.96 / 5.19 and 9.37 / 8.02 without,
+          in another process (h200-20261204-precision-h1024-dynamic-smem.json): within 2 %, no
+          same-run comparison yet.
 skip      1: in the loops of a variable-length graph (rnngraph/lengths.py) the GEMM work items
           take the streams in the buffers' stream order (longest first when the caller sets it
           from the lengths, codegen/buffers.py) and at each step run only over the streams still
