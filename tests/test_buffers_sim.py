@@ -72,13 +72,30 @@ def normed_parameter(x, h: rg.State, *, hidden: int):
     return h_next, {"h": h_next}
 
 
-def test_a_layer_norm_of_a_parameter_vector_is_refused_by_name():
+@rg.cell
+def projected_parameter(x, h: rg.State, *, hidden: int):
+    q = rg.linear(rg.param("q", 3), hidden, name="Q")  # a product of a parameter vector (a learned query)
+    h_next = rg.tanh(rg.linear(x, hidden, name="W") + rg.linear(h, hidden, bias=False, name="U") * q)
+    return h_next, {"h": h_next}
+
+
+@pytest.mark.parametrize("cell", [normed_parameter, projected_parameter], ids=lambda c: c.__name__)
+def test_a_parameter_vector_read_whole_trains_like_the_numpy_backend(cell):
     """Regression: the CUDA backend never filled a param() node's value buffer, so a layer norm
-    of the parameter itself read garbage (a NaN loss); now the run stops naming the node."""
-    net = rg.stacked(normed_parameter, 1, 4, vocab=V, embed=3)
+    of the parameter itself read garbage (a NaN loss; later refused with a KeyError naming the
+    node). rg.layer_norm and rg.linear now read an rg.param through an identity node
+    (rnngraph/trace/functions.py), whose kernel writes the broadcast vector: two SGD steps equal
+    the NumPy backend's, and the parameter's gradient reaches it."""
+    net = rg.stacked(cell, 1, 4, vocab=V, embed=3)
+    assert any(n.op == "identity" and n.args[0].node.endswith((".vb", ".q")) for n in net.graph.nodes)
     rng = np.random.default_rng(0)
-    step = rg.compile(net, window=T, streams=S, device="cuda", optimizer=rg.SGD(lr=0.1), seed=1)
-    with pytest.raises(KeyError, match="node 'layer0.vb' is a param\\(\\) vector that a layer norm"):
-        step.train(rng.integers(0, V, (T, S)), rng.integers(0, V, (T, S)))
-    assert np.isfinite(float(rg.compile(net, window=T, streams=S, device="cpu", seed=1).train(
-        rng.integers(0, V, (T, S)), rng.integers(0, V, (T, S)))))
+    x, y = rng.integers(0, V, (T, S)), rng.integers(0, V, (T, S))
+    steps = {dev: rg.compile(net, window=T, streams=S, device=dev, optimizer=rg.SGD(lr=0.1), seed=1)
+             for dev in ("cpu", "cuda")}
+    losses = {dev: [float(step.train(x, y)) for _ in range(2)] for dev, step in steps.items()}
+    np.testing.assert_allclose(losses["cuda"], losses["cpu"], rtol=1e-5)
+    name = next(p for p in steps["cpu"].parameters if p.endswith((".vb", ".q")))
+    start = rg.compile(net, window=T, streams=S, device="cpu", seed=1).parameters[name]
+    moved = {dev: step.parameters[name] for dev, step in steps.items()}
+    assert not np.allclose(moved["cpu"], start)  # its gradient reached the parameter
+    np.testing.assert_allclose(moved["cuda"], moved["cpu"], rtol=1e-5, atol=1e-6)

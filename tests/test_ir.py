@@ -53,3 +53,20 @@ def test_state_passed_through_unchanged_gets_a_copy_node():
     c_state = next(s for s in g.states if s.name == "layer0.c")
     node = g.node(c_state.node)
     assert node.op == "identity" and node.args[0].node == node.name and node.args[0].delay == 1
+
+
+def test_a_local_variable_named_like_a_parameter_yields_to_it():
+    """Regression: a local ``q`` holding rg.linear(rg.param("q", ...)) took the node name layer0.q
+    that the parameter's node has explicitly, and tracing failed with "two nodes are named
+    'layer0.q'"; the local's node now takes its op's name (the linear's name=, "Q"). The
+    parameter reaches the product through an identity node (a product reads a whole vector)."""
+    @rg.cell
+    def queried(x, h: rg.State, *, hidden: int):
+        q = rg.linear(rg.param("q", 3), hidden, name="Q")
+        h_next = rg.tanh(rg.linear(x, hidden, name="W") + rg.linear(h, hidden, bias=False, name="U") * q)
+        return h_next, {"h": h_next}
+
+    g = rg.stacked(queried, 1, 4, input_size=2).graph
+    ops = {n.name: (n.op, [r.node for r in n.args]) for n in g.nodes}
+    assert ops["layer0.q"] == ("param", [])
+    assert ops["layer0.Q"] == ("linear", ["layer0.identity"]) and ops["layer0.identity"] == ("identity", ["layer0.q"])

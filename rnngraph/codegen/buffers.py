@@ -96,7 +96,8 @@ class Buffers:
         if node not in self.V:
             if self.g.by_name[node].op == "param":  # a fused kernel reads its parameter directly
                 raise KeyError(f"node {node!r} is a param() vector that a layer norm or matrix product reads "
-                               f"whole: the CUDA backend cannot run that (the CPU backend can)")
+                               f"whole: the CUDA backend needs an identity node between them (as rg.layer_norm "
+                               f"and rg.linear put in a traced cell; the CPU backend runs either)")
             raise KeyError(f"node {node!r} has no value buffer: its value stays inside a fused kernel "
                            f"(Schedule.value_nodes leaves it out)")
         return self.V[node]

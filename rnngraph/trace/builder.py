@@ -111,11 +111,13 @@ class Builder:
     def name_layer(self, local_vars: dict) -> None:
         """Name this layer's unnamed nodes: explicit names, then locals, then op names."""
         taken = set(self.names.values())
+        # explicit names (rg.param's, name=) first: a local variable of the same name yields to them
+        explicit = {n.name for n in self.nodes.values() if n.layer == self.prefix and n.name is not None}
         for var, val in local_vars.items():
             if isinstance(val, Value) and val.id not in self.names and self.nodes[val.id].layer == self.prefix \
                     and self.nodes[val.id].name is None and val.delay == 0 and self.nodes[val.id].op != "__state__":
                 cand = self.prefix + var
-                if cand not in taken:
+                if cand not in taken and cand not in explicit:
                     self.names[val.id] = cand
                     taken.add(cand)
         for vid, n in self.nodes.items():

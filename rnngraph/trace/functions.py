@@ -9,6 +9,18 @@ from .active import _builder
 from .value import Value, _ids_of, _value
 
 
+def _whole(x: Value, op: str) -> Value:
+    """``x`` as an op that reads the whole vector takes it: an ``rg.param`` vector through an
+    identity node. The CUDA backend's fused kernels read a parameter element by element where
+    they use it; a product or layer norm reads its input vector from a value buffer, which the
+    identity's kernel fills (the parameter broadcast over timesteps and streams) and whose
+    gradient it sums back into the parameter's."""
+    x = _value(x, op)
+    if x.builder.nodes[x.id].op == "param":
+        return x.builder.add("identity", [x])
+    return x
+
+
 def linear(x: Value, out: int, *, bias: bool = True, name: str | None = None,
            init: Init | None = None, bias_init: Init | None = None) -> Value:
     """``W @ x + b`` with W of shape (out, x.size) (PyTorch layout), params ``NAME.weight``/``NAME.bias``.
@@ -17,7 +29,7 @@ def linear(x: Value, out: int, *, bias: bool = True, name: str | None = None,
     convention), else U(-1/sqrt(fan_in), 1/sqrt(fan_in)) (nn.Linear's bound).
     """
     b = _builder("linear")
-    x = _value(x, "linear")
+    x = _whole(x, "linear")
     if not isinstance(out, int) or out < 1:
         raise ShapeError(f"rg.linear: out={out!r} must be a positive integer{b.where()}")
     base = name or f"linear{sum(1 for n in b.nodes.values() if n.op == 'linear' and n.layer == b.prefix)}"
@@ -83,7 +95,7 @@ def layer_norm(x: Value, *, name: str = "ln") -> Value:
     Params ``NAME.weight`` (ones) and ``NAME.bias`` (zeros), shape (x.size,).
     """
     b = _builder("layer_norm")
-    x = _value(x, "layer_norm")
+    x = _whole(x, "layer_norm")
     g = b.param(f"{name}.weight", (x.size,), Init("constant", 1.0))
     bb = b.param(f"{name}.bias", (x.size,), Init("constant", 0.0))
     return b.add("layer_norm", [x], [g, bb], hint=name)
