@@ -89,9 +89,10 @@ class ScheduleOptions:
     - ``persistent_layer_norms``: a loop with a layer norm in its recurrence runs as one
       persistent kernel (its row sums added across blocks, passes/row_sums.py); False: it runs
       per timestep, replayed from a CUDA graph (passes/pipeline.py);
-    - ``flagged_exchange``: a persistent loop of one stage hands the GEMM inputs its one
+    - ``flagged_exchange``: a persistent loop of one stage hands each GEMM input that a single
       non-GEMM kernel writes (with or without a layer norm) to the other blocks as words
-      tagged with their timestep instead of after a grid sync (passes/flag_exchange.py);
+      tagged with their timestep instead of after a grid sync, where that removes one
+      (passes/flag_exchange.py);
     - ``post_loop_sums``: a persistent backward loop leaves its layer norms' gain and bias
       gradients to ``reduce`` kernels after it (passes/param_grad_sums.py); False: the loop adds
       them up itself;

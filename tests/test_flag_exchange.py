@@ -65,6 +65,7 @@ def _kernel(name, kind, reads, writes, level):
     (("x", 2, "pointwise"), ("x[t-1]", 1), True, False),  # backward: t-1 comes after t
     (("x[t-1]", 1, "pointwise"), ("x", 2), False, False),  # stored a timestep away from its read
     (("x", 1, "gemm"), ("x", 2), False, False),           # a GEMM's output: split by rows, not flagged
+    (("x", 1, "reduction"), ("x", 2), False, True),       # a kernel with a layer norm writes it whole
 ])
 def test_candidates_are_written_before_they_are_read(writer, reader, reverse, ok):
     w, r = _kernel("k1", writer[2], ("y",), (writer[0],), writer[1]), _kernel("k2", "gemm", (reader[0],), ("z",), reader[1])
@@ -122,7 +123,8 @@ def test_a_value_read_unordered_by_another_gemm_is_not_flagged():
 
 
 @sim
-@pytest.mark.parametrize("cell", ["lstm", "gru", "skip_rnn", "slice_out_rnn", "layernorm_lstm", "peephole_lstm"])
+@pytest.mark.parametrize("cell", ["lstm", "gru", "skip_rnn", "slice_out_rnn", "layernorm_lstm", "peephole_lstm",
+                                  "prenorm_rnn"])
 def test_flagged_kernels_compute_exactly_like_synced_ones(monkeypatch, cell):
     """S=1, the simulator's block split in two "blocks" (SIM_BLOCKS=2): flags=1 against flags=0,
     the same float32 arithmetic with the GEMM inputs read from the flag words: every loop kernel,
@@ -131,7 +133,9 @@ def test_flagged_kernels_compute_exactly_like_synced_ones(monkeypatch, cell):
     (tests/extra_cells.py): the backward's pointwise kernel adds nothing to one slice of the
     flagged gradient and must still store its words (a poll limit of 20000 turns the old
     deadlock into a RuntimeError). layernorm_lstm: the flagged h and d.U are written by kernels
-    with a layer norm, whose row sums still go through atomics and grid syncs."""
+    with a layer norm, whose row sums still go through atomics and grid syncs; prenorm_rnn
+    (tests/extra_cells.py): the flagged value is a layer norm's own output, after its
+    reduction phase."""
     from rnngraph.codegen import flag_exchange, program
     monkeypatch.setattr(program, "SIM_BLOCKS", 2)
     monkeypatch.setattr(flag_exchange, "SPIN_LIMIT", 20000)

@@ -28,6 +28,7 @@ from rnngraph.schedule import Loop
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 #: S=1's defaults without the flagged exchange: the grid syncs alone
 NO_FLAGS = rg.ScheduleOptions.defaults(1).replace(flagged_exchange=False)
+FLAGS = rg.ScheduleOptions.defaults(1)  # S=1's defaults: flagged exchange on
 
 
 def loops(net_or_graph, T=4, S=1, options=None):
@@ -169,17 +170,24 @@ def test_every_sync_of_the_layer_norm_loops_is_needed():
     1 and 2 (forward) and 1 and 2 (backward) it is the early row sums that would be read by the
     next level before every block has added its part."""
     from dataclasses import replace
-    g, s, (fwd, bwd) = loops(rg.stacked(rg.cells.layernorm_lstm, 1, 8, input_size=4))
-    for lp in (fwd, bwd):
-        for drop in lp.syncs:
-            found = races(g, s, replace(lp, syncs=tuple(x for x in lp.syncs if x != drop)), B=4)
-            assert found, (lp.name, drop)
-            assert ("sums:" in found[0]) == (drop in (1, 2)), (lp.name, drop, found[0])
+    for options in (NO_FLAGS, FLAGS):  # with the flagged h and d.U only the row sums' syncs stay
+        g, s, (fwd, bwd) = loops(rg.stacked(rg.cells.layernorm_lstm, 1, 8, input_size=4), options=options)
+        assert len(fwd.syncs) == len(bwd.syncs) == (3 if options is NO_FLAGS else 2)
+        for lp in (fwd, bwd):
+            for drop in lp.syncs:
+                found = races(g, s, replace(lp, syncs=tuple(x for x in lp.syncs if x != drop)), B=4)
+                assert found, (lp.name, drop)
+                assert ("sums:" in found[0]) == (drop in (1, 2)), (lp.name, drop, found[0])
 
 
 def test_layer_norm_of_an_older_row_keeps_its_reduction_sync():
-    g, s, (fwd, bwd) = loops(rg.stacked(prenorm_rnn, 1, 8, input_size=4))
+    g, s, (fwd, bwd) = loops(rg.stacked(prenorm_rnn, 1, 8, input_size=4), options=NO_FLAGS)
     assert fwd.early_sums == () and fwd.reduction_syncs == 1
+    assert races(g, s, fwd, B=4) == [] and races(g, s, bwd, B=4) == []
+    # with S=1's flagged exchange the layer norm's output, which the GEMM reads whole, is flagged:
+    # the forward keeps only the reduction sync of its row sums
+    g, s, (fwd, bwd) = loops(rg.stacked(prenorm_rnn, 1, 8, input_size=4))
+    assert (fwd.flagged, fwd.syncs, fwd.reduction_syncs) == (("layer0.ln",), (), 1)
     assert races(g, s, fwd, B=4) == [] and races(g, s, bwd, B=4) == []
 
 

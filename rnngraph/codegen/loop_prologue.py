@@ -42,8 +42,8 @@ def decorator(plan: LoopKernelPlan) -> str:
 
 def emit_prologue(src: Source, g: Graph, plan: LoopKernelPlan) -> None:
     """Everything before the time loop, at the kernel body's depth: ids, the zeroed layer-norm sums
-    (then a grid sync), the shared arrays, the weight rows copied in, the flag words (then a grid
-    sync), the barrier's phase."""
+    (then a grid sync, unless the flag words' comes later: the same sync orders both), the shared
+    arrays, the weight rows copied in, the flag words (then a grid sync), the barrier's phase."""
     vb = plan.virtual_blocks
     src("grid = cuda.cg.this_grid()")
     if vb:

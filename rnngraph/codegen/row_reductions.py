@@ -11,7 +11,9 @@ parameters:
   over (rows, n) views, over the window or at one timestep (codegen/program.py);
 - ``forward(emitter, node, loaded)`` / ``backward(emitter, node, loaded, target)``: its code in a
   fused kernel of a persistent loop, written into a :class:`~.pointwise.PointwiseEmitter`'s
-  device function from the column's row sums;
+  device function from the column's row sums; its outputs only as the emitter's locals (forward)
+  and its input gradients only through ``target`` (backward), never stored to a buffer directly:
+  the emitter's ``store`` also writes the flag words of a flagged value (passes/flag_exchange.py);
 - ``loop_sums(src, g, plan, sums, unit)``: a loop kernel block's partial row sums of the elements
   it owns (codegen/loop.py emits them where ``LoopKernelPlan`` puts them);
 - ``param_grad_kernel(g, node, fn) -> (source, buffers)`` and ``param_grad_grid(size, rows)``:

@@ -27,9 +27,11 @@ fwd+bwd 2.521 -> 2.255 ms, bench/results/h200-20261204-ln-flags-sweep.json).
 
 Not flagged: the layer norms' row sums. Tried at S = 1 as each block's partial sums in tagged
 words (after a fence), polled and added by every block instead of the grid barrier after
-their level: H = 512 fwd+bwd 2.670 ms against 2.532 with grid barriers in the same process
-(and 12.0 against 6.9 ms at S = 64; bench/results/h200-20261204-ln-sum-words-sweep.json): every
-block polling every block's words costs more L2 traffic than one barrier counter.
+their level, on top of the flagged h and d.U: H = 512 fwd+bwd 2.670 ms against 2.532 with
+nothing flagged in the same process (and 12.0 against 6.9 ms at S = 64;
+bench/results/h200-20261204-ln-sum-words-sweep.json), where h and d.U alone took 2.255 in an
+earlier one. Likely cause (not measured): every block polls every block's words, where a
+barrier has all of them add to one counter.
 
 Why: at S=1 the LSTM's grid sync took 2.0-2.6 us of each ~5 us timestep (H200,
 bench/results/h200-20261201-prefetch-prof-barrier*.json; bench/sync_micro.py, bench/loop_profile.py), one sync a
@@ -43,6 +45,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ir import Graph
+from ..ops import REGISTRY, is_row_reduction
 from ..schedule import Loop
 from ..schedule_options import ScheduleOptions
 from .grid_syncs import grid_syncs, value_ref as _ref
@@ -50,8 +53,9 @@ from .grid_syncs import grid_syncs, value_ref as _ref
 
 def flag_candidates(loop: Loop) -> tuple[str, ...]:
     """The GEMM inputs of ``loop`` that may be flagged (see the module docstring), in kernel order."""
-    if loop.mode != "persistent" or len(loop.stages) != 1:
-        return ()
+    if loop.mode != "persistent" or len(loop.stages) != 1 or any(
+            is_row_reduction(op) and REGISTRY[op].cuda_row is None for k in loop.kernels for op in k.op_names):
+        return ()  # (a row reduction without CUDA code: the backend runs the loop per timestep instead)
     reads = [(k, *_ref(r)) for k in loop.kernels if k.kind == "gemm" for r in k.reads]
     out = []
     for name in dict.fromkeys(name for _, name, _ in reads):

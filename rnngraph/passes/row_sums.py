@@ -19,7 +19,8 @@ moments' usual shift is not yet. Example, layernorm_lstm (forward levels: 1 the 
 each block just computed, LN_c's at the end of level 2; the backward's LN_c (level 2) and LN_h
 (level 3) sum the gradients written at levels 1 and 2. Forward: 3 grid syncs a timestep instead
 of 3 + 2 reduction syncs; backward: still 3 (after levels 1, 2 and 3 instead of after level 3
-plus 2 reduction syncs), the row sums now taken without a separate phase. (The schedule's
+plus 2 reduction syncs), the row sums now taken without a separate phase. (At S = 1 the flagged
+h and d.U take one more away each way: passes/flag_exchange.py.) (The schedule's
 critical path counts reduction syncs as levels, so it drops by more than the syncs do.)
 """
 from __future__ import annotations
