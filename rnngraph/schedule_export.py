@@ -20,7 +20,10 @@ def to_json(s: Schedule) -> dict:
     ``grid_syncs_after`` lists the levels whose end needs a grid sync), ``work_flops``,
     ``critical_path_levels``, ``parallelism_flops_per_level``, ``launches_per_window``; in a
     precision other than fp32 also ``precision``, and each GEMM kernel's ``precision``
-    (rnngraph.schedule.gemm_precision)."""
+    (rnngraph.schedule.gemm_precision); where the schedule records its options, ``options``
+    (rnngraph.schedule_options.ScheduleOptions as a dict) and ``options_changed`` (those that
+    differ from the defaults for the schedule's S, recurrent width and precision: what the text
+    dump's "options (not the defaults ...)" line lists)."""
 
     def kernel(x, k):
         d = asdict(k)
@@ -39,6 +42,10 @@ def to_json(s: Schedule) -> dict:
                 "kernels": [kernel(x, k) for k in x.kernels]}
 
     extra = {"precision": s.precision} if s.precision != "fp32" else {}
+    if s.options is not None:  # the passes' options, and those not the defaults for S, K and precision
+        from .passes.recurrence import recurrent_width  # (the passes import this module's schedule)
+        extra["options"] = asdict(s.options)
+        extra["options_changed"] = s.options.changed(s.streams, recurrent_width(s.graph), s.precision)
     return {"graph": s.graph.name, "window": s.window, "streams": s.streams, "dtype": s.dtype, **extra,
             "plan": s.plan, "reason": s.reason,
             "forward": [step(x) for x in s.forward], "backward": [step(x) for x in s.backward],

@@ -235,6 +235,11 @@ def test_json_export_lists_the_sync_levels():
     g, s, (fwd, bwd) = loops(rg.stacked(rg.cells.layernorm_lstm, 1, 8, input_size=4), options=NO_FLAGS)
     steps = {st["name"]: st for st in to_json(s)["forward"] + to_json(s)["backward"] if st["type"] == "loop"}
     assert steps[fwd.name]["grid_syncs_after"] == [1, 2, 3] and steps[bwd.name]["grid_syncs_after"] == [1, 2, 3]
+    # the options, and which are not S=1's defaults (the text dump's "options (not the defaults ...)")
+    assert to_json(s)["options"]["flagged_exchange"] is False
+    assert to_json(s)["options_changed"] == {"flagged_exchange": False}
+    _, s, _ = loops(rg.stacked(rg.cells.layernorm_lstm, 1, 8, input_size=4), options=FLAGS)
+    assert to_json(s)["options"]["flagged_exchange"] is True and to_json(s)["options_changed"] == {}
     assert steps[fwd.name]["early_row_sums"] == ["layer0.ln_h", "layer0.c_next"] and steps[fwd.name]["reduction_syncs"] == 0
     assert steps[fwd.name]["post_loop_sums"] == [] and steps[bwd.name]["post_loop_sums"] == ["layer0.c_next", "layer0.ln_h"]
 

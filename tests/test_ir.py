@@ -69,4 +69,27 @@ def test_a_local_variable_named_like_a_parameter_yields_to_it():
     g = rg.stacked(queried, 1, 4, input_size=2).graph
     ops = {n.name: (n.op, [r.node for r in n.args]) for n in g.nodes}
     assert ops["layer0.q"] == ("param", [])
-    assert ops["layer0.Q"] == ("linear", ["layer0.identity"]) and ops["layer0.identity"] == ("identity", ["layer0.q"])
+    assert ops["layer0.Q"] == ("linear", ["layer0.q_vector"]) and ops["layer0.q_vector"] == ("identity", ["layer0.q"])
+
+
+def test_a_size_error_names_the_node_as_the_trace_will():
+    """Regression: the shape error named the linear's output after the local ``q`` ('layer0.q'
+    [8]), the parameter's name; it is the node the trace names 'layer0.Q'."""
+    @rg.cell
+    def mismatched(x, h: rg.State, *, hidden: int):
+        q = rg.linear(rg.param("q", 3), hidden + 2, name="Q")
+        return rg.tanh(rg.linear(x, hidden, name="W") + q), {"h": h}
+
+    with pytest.raises(rg.ShapeError, match=r"sizes differ: 'layer0.W' \[4\] and 'layer0.Q' \[6\]"):
+        rg.stacked(mismatched, 1, 4, input_size=2).graph
+
+
+def test_a_parameter_size_that_is_not_an_integer_is_named():
+    """Regression: rg.param("q", 3.0) failed with "TypeError: 'float' object is not iterable"."""
+    @rg.cell
+    def float_sized(x, h: rg.State, *, hidden: int):
+        q = rg.param("q", 3.0)
+        return h + q, {"h": h}
+
+    with pytest.raises(rg.ShapeError, match=r"rg.param 'q': shape=3.0 must be a positive integer"):
+        rg.stacked(float_sized, 1, 3, input_size=2).graph

@@ -57,12 +57,14 @@ class Builder:
         return self.counter
 
     def provisional(self, vid: int) -> str:
-        """A name for a node not yet named: the cell's local variable bound to it, or its op."""
+        """A name for a node not yet named: the cell's local variable bound to it (unless another
+        node has that name explicitly, as :meth:`name_layer` decides), or its op."""
         if vid in self.names:
             return self.names[vid]
         if self.frame is not None:
             for var, val in self.frame.f_locals.items():
-                if isinstance(val, Value) and val.id == vid:
+                if isinstance(val, Value) and val.id == vid and not any(
+                        n.name == self.prefix + var for i, n in self.nodes.items() if i != vid):
                     return self.prefix + var
         n = self.nodes[vid]
         return n.name or f"{n.layer}{n.hint or n.op}"

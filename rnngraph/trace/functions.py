@@ -16,8 +16,9 @@ def _whole(x: Value, op: str) -> Value:
     identity's kernel fills (the parameter broadcast over timesteps and streams) and whose
     gradient it sums back into the parameter's."""
     x = _value(x, op)
-    if x.builder.nodes[x.id].op == "param":
-        return x.builder.add("identity", [x])
+    node = x.builder.nodes[x.id]
+    if node.op == "param":  # named after the parameter: layer0.q -> layer0.q_vector
+        return x.builder.add("identity", [x], hint=node.name[len(node.layer):] + "_vector")
     return x
 
 
@@ -41,8 +42,12 @@ def linear(x: Value, out: int, *, bias: bool = True, name: str | None = None,
 
 
 def param(name: str, shape: int | tuple[int], init: Init | None = None) -> Value:
-    """A trainable vector of ``shape`` (n,) used as a per-column value (broadcast over columns)."""
+    """A trainable vector of ``shape`` (n,) used as a per-column value (broadcast over columns).
+
+    Raises ShapeError when ``shape`` is not a positive int or a tuple of them."""
     b = _builder("param")
+    if not isinstance(shape, (int, tuple, list)):
+        raise ShapeError(f"rg.param {name!r}: shape={shape!r} must be a positive integer or a tuple of them{b.where()}")
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     full = b.param(name, shape, init or b.default_init(shape[0]))
     return b.add("param", [], [full], name=full)
