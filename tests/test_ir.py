@@ -93,3 +93,16 @@ def test_a_parameter_size_that_is_not_an_integer_is_named():
 
     with pytest.raises(rg.ShapeError, match=r"rg.param 'q': shape=3.0 must be a positive integer"):
         rg.stacked(float_sized, 1, 3, input_size=2).graph
+
+
+def test_a_size_error_tells_two_nodes_of_one_op_apart():
+    """Regression: the second add of a cell was named like the first in its own shape error
+    ("sizes differ: 'layer0.add' [4] and ..." for node 'layer0.add'); it is 'layer0.add_1', the name
+    the trace gives it."""
+    @rg.cell
+    def three_terms(x, h: rg.State, *, hidden: int):
+        return rg.tanh(rg.linear(x, hidden, name="W") + rg.linear(h, hidden, name="U")
+                       + rg.param("b2", hidden + 1)), {"h": h}
+
+    with pytest.raises(rg.ShapeError, match=r"node 'layer0.add_1' \(op add\): sizes differ: 'layer0.add' \[4\]"):
+        rg.stacked(three_terms, 1, 4, input_size=2).graph

@@ -67,7 +67,13 @@ class Builder:
                         n.name == self.prefix + var for i, n in self.nodes.items() if i != vid):
                     return self.prefix + var
         n = self.nodes[vid]
-        return n.name or f"{n.layer}{n.hint or n.op}"
+        if n.name:
+            return n.name
+        # as name_layer will (roughly): the op's name, _1, _2, ... for later nodes of the same op
+        base = f"{n.layer}{n.hint or n.op}"
+        k = sum(1 for i, m in self.nodes.items() if i < vid and m.layer == n.layer and not m.name
+                and (m.hint or m.op) == (n.hint or n.op))
+        return f"{base}_{k}" if k else base
 
     def add(self, op: str, args=(), params=(), attrs=None, size=None, dtype=FLOAT, name=None,
             hint=None) -> "Value":
