@@ -3,12 +3,12 @@ grid barrier: the GEMM input vectors (``Loop.flagged``).
 
 Assumes: a lowered Loop with its ``syncs`` (passes/grid_syncs.py; reads and writes as ``name`` or
 ``name[t-d]``, ``d.`` for gradients). Guarantees: ``flagged_values(g, loop, streams, recompute)``
-names the values (``Loop.flagged``) whose every-block reads (a GEMM's whole input vector) travel with their
-timestep: the one non-GEMM kernel of the loop that writes such a value (a fused pointwise
-kernel, or one with a layer norm) also stores each element x[r, s, j] as one 64-bit word (the
-float32's bits and the tag r + 1, r its buffer row; codegen/flag_exchange.py), and the GEMM polls
-those words until every tag it needs is there (the NCCL "LL" protocol's idea: data and flag in
-one word, no fence between them). A grid sync that only made such a value whole is then left
+names the values (``Loop.flagged``) whose every-block reads (a GEMM's whole input vector)
+travel with their timestep: the one non-GEMM kernel of the loop that writes such a value (a
+fused pointwise kernel, or one with a layer norm) also stores each element x[r, s, j] as one
+64-bit word (the float32's bits and the tag r + 1, r its buffer row; codegen/flag_exchange.py),
+and the GEMM polls those words until every tag it needs is there (the NCCL "LL" protocol's
+idea: data and flag in one word, no fence between them). A grid sync that only made such a value whole is then left
 out; ``grid_syncs(..., flagged)`` gives the syncs that remain. The lowering keeps the flags only
 where syncs go away, when the schedule's ``options.flagged_exchange`` is on (by default at
 S = 1; rnngraph/schedule_options.py), for loops of one stage, where every flagged value:
