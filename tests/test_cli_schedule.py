@@ -63,4 +63,6 @@ def test_text_names_the_loop_code_shape_rnngraph_loop_changed(monkeypatch, capsy
     assert main(args) == 0
     assert capsys.readouterr().out.endswith(
         "loop code shape (RNNGRAPH_LOOP; not the defaults for S=16): dsmem_kib=0, pipeline=1\n")
+    assert main(args + ["--format", "json"]) == 0  # the JSON dump carries the same knobs
+    assert json.loads(capsys.readouterr().out)["loop_code_shape_changed"] == {"dsmem_kib": 0, "pipeline": 1}
     assert rg.LoopTuning.defaults(1).changed(1) == {} and rg.LoopTuning().changed(1)["dsmem_kib"] == 176

@@ -62,7 +62,8 @@ def run_schedule(args) -> int:
     shape = tuning.changed(args.streams)  # the loop kernels' code shape, which the schedule does not hold
     tail = (f"loop code shape (RNNGRAPH_LOOP; not the defaults for S={args.streams}): "
             + ", ".join(f"{k}={v}" for k, v in shape.items()) + "\n") if shape else ""
-    text = {"text": lambda: str(s) + tail, "json": lambda: json.dumps(to_json(s), indent=1) + "\n",
+    text = {"text": lambda: str(s) + tail,
+            "json": lambda: json.dumps({**to_json(s), "loop_code_shape_changed": shape}, indent=1) + "\n",
             "dot": lambda: to_dot(s)}[args.format]()
     if args.out:
         with open(args.out, "w", encoding="utf-8") as f:
