@@ -195,6 +195,13 @@ class Schedule:
         named = {r.split("[")[0] for k in self.kernels() for r in k.reads + k.writes if not r.startswith("d.")}
         return self._float_nodes(named | self._in_memory_ops() | {n.name for n in self.graph.inputs})
 
+    def options_changed(self, width: int | None = None) -> dict[str, bool]:
+        """The options that differ from their defaults for this schedule's S, recurrent width K
+        (``width``, computed when None) and precision ({} when the options are not recorded)."""
+        if self.options is None:
+            return {}
+        return self.options.changed(self.streams, _width(self) if width is None else width, self.precision)
+
     def forward_only(self) -> "Schedule":
         """This schedule without its backward steps: an evaluation-only step's (``rg.compile(...,
         backward=False)``), whose dump, JSON and totals then count the forward only."""
@@ -321,7 +328,7 @@ def _width(s: Schedule) -> int:
 def _options_line(s: Schedule, width: int) -> list[str]:
     """The options that differ from the defaults for the schedule's S, K (``width``) and precision
     (none: no line)."""
-    changed = s.options.changed(s.streams, width, s.precision) if s.options is not None else {}
+    changed = s.options_changed(width)
     if not changed:
         return []
     notes = {"loop_tensor_cores": " (no effect in fp32: the loops' products have no other precision to take)"}

@@ -43,9 +43,8 @@ def to_json(s: Schedule) -> dict:
 
     extra = {"precision": s.precision} if s.precision != "fp32" else {}
     if s.options is not None:  # the passes' options, and those not the defaults for S, K and precision
-        from .passes.recurrence import recurrent_width  # (the passes import this module's schedule)
         extra["options"] = asdict(s.options)
-        extra["options_changed"] = s.options.changed(s.streams, recurrent_width(s.graph), s.precision)
+        extra["options_changed"] = s.options_changed()
     return {"graph": s.graph.name, "window": s.window, "streams": s.streams, "dtype": s.dtype, **extra,
             "plan": s.plan, "reason": s.reason,
             "forward": [step(x) for x in s.forward], "backward": [step(x) for x in s.backward],

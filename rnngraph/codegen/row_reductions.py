@@ -1,7 +1,8 @@
 """The CUDA pieces of each row reduction (an op of kind ``row_reduction``: layer norm), keyed by
 its registry entry's ``cuda_row`` (rnngraph/ops.py). The code generator reaches a row
 reduction's code only through :func:`row_code`, so a new one (an RMSNorm) is an entry in the op
-registry and one here; the passes know row reductions by their kind alone.
+registry and one here; the passes know row reductions by their kind alone, and whether their
+entry names CUDA pieces (passes/pipeline.py: a loop with one that names none runs per timestep).
 
 A :class:`RowReductionCode` names, for one row reduction over a column's vector x with vector
 parameters:

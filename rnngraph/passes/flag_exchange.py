@@ -45,7 +45,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..ir import Graph
-from ..ops import REGISTRY, is_row_reduction
 from ..schedule import Loop
 from ..schedule_options import ScheduleOptions
 from .grid_syncs import grid_syncs, value_ref as _ref
@@ -53,9 +52,8 @@ from .grid_syncs import grid_syncs, value_ref as _ref
 
 def flag_candidates(loop: Loop) -> tuple[str, ...]:
     """The GEMM inputs of ``loop`` that may be flagged (see the module docstring), in kernel order."""
-    if loop.mode != "persistent" or len(loop.stages) != 1 or any(
-            is_row_reduction(op) and REGISTRY[op].cuda_row is None for k in loop.kernels for op in k.op_names):
-        return ()  # (a row reduction without CUDA code: the backend runs the loop per timestep instead)
+    if loop.mode != "persistent" or len(loop.stages) != 1:
+        return ()
     reads = [(k, *_ref(r)) for k in loop.kernels if k.kind == "gemm" for r in k.reads]
     out = []
     for name in dict.fromkeys(name for _, name, _ in reads):

@@ -26,6 +26,7 @@ from __future__ import annotations
 import networkx as nx
 
 from ..errors import GraphError
+from ..ops import REGISTRY
 from .cost import DEFAULT, node_flops, param_bytes
 from .levels import hidden_unit, node_levels, split_by_level
 from .plan import Plan
@@ -126,9 +127,11 @@ def _fits(plan: Plan, names) -> bool:
     """Whether a loop over ``names`` can be one persistent kernel: its weights fit on chip and its
     ops are GEMMs and pointwise ops (the persistent emitter's scope), or layer norms when
     ``plan.options.persistent_layer_norms`` allows them (a layer norm then costs an extra grid
-    sync per timestep; without it a layer norm inside the recurrence runs per timestep, graph mode)."""
+    sync per timestep; without it a layer norm inside the recurrence runs per timestep, graph mode)
+    and the row reduction has code for a persistent kernel (its registry entry's ``cuda_row``)."""
     ln_ok = _layer_norms(plan, names) > 0 and plan.options.persistent_layer_norms
-    ops_ok = all(plan.kind(m) in ("gemm", "pointwise") or (ln_ok and plan.kind(m) == "row_reduction")
+    ops_ok = all(plan.kind(m) in ("gemm", "pointwise") or (ln_ok and plan.kind(m) == "row_reduction"
+                                                           and REGISTRY[plan.graph.by_name[m].op].cuda_row)
                  for m in names)
     return ops_ok and _weight_bytes(plan, names) <= DEFAULT.on_chip_bytes
 
