@@ -9,7 +9,8 @@ fresh processes of this script run one after the other:
   ``rg.compile(net, device="cuda", ...)``, the first ``step.train(x, y)`` -- timed apart
   (``import_s``, ``compile_s``, ``first_train_s``; ``first_call_s`` = their sum, what a user
   waits before the first loss; ``trace_s``, the cell's tracing, is part of ``compile_s``) -- and every
-  kernel's compile or load time (rnngraph.codegen.kernel_cache.compile_stats);
+  kernel's compile or load time (rnngraph.codegen.kernel_cache.compile_stats) and the worker
+  processes' compile of the loop kernels (``loop_workers``: codegen/parallel_compile.py's history);
 - ``warm``: the same in a new process with the caches the cold one filled; then ``--steps``
   steady training steps, each ``float(step.train(x, y))`` (the loss read, so each step ends
   synchronised, as a training loop that logs every loss does): median ``step_ms`` and tokens/s
@@ -134,6 +135,8 @@ def child_rnngraph(model: str, steps: int, profile: str | None = None) -> dict:
            "trace_s": t_trace, "first_train_s": t_first - t_compile, "first_call_s": t_first - t0, "first_loss": loss,
            "kernels": [{"name": r.name, "file": os.path.basename(r.file), "hits": r.hits, "misses": r.misses,
                         "seconds": round(r.seconds, 3)} for r in compile_stats()]}
+    from rnngraph.codegen import parallel_compile
+    out["loop_workers"] = parallel_compile.history  # the persistent loop kernels compiled side by side
     out["compiled"] = sum(k["misses"] for k in out["kernels"])
     out["loaded"] = sum(k["hits"] for k in out["kernels"])
     out["kernel_seconds"] = round(sum(k["seconds"] for k in out["kernels"]), 3)

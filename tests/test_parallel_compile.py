@@ -4,7 +4,7 @@ then compiles the kernel itself. On the GPU the workers' kernels are loaded from
 tests/test_gpu_kernel_cache.py."""
 import types
 
-from rnngraph.codegen.parallel_compile import MIN_KERNELS, precompile
+from rnngraph.codegen.parallel_compile import MIN_KERNELS, history, precompile
 
 
 class _Uncached:
@@ -23,7 +23,10 @@ def test_failed_workers_are_reported_and_few_kernels_compile_here(tmp_path):
     names = ["loop0_fwd_1", "loop1_fwd_2", "loop1_bwd_3"]
     jobs = [(_kernel(missing, name), (k,)) for k, name in enumerate(names)]
     assert MIN_KERNELS == 3 and precompile(jobs[:2]) == []  # two kernels: no worker
+    before = len(history)
     errors = precompile(jobs, workers=2)
+    assert history[before:] == [{**history[-1], "kernels": 3, "workers": 2, "failed": 3}]
+    assert len(history) == before + 1 and history[-1]["seconds"] > 0
     assert len(errors) == 3
     assert errors[0].startswith("loop0_fwd_1: worker exited 1") and "rg_gone.py" in errors[0]
     assert [e.split(":")[0] for e in errors] == names

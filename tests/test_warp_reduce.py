@@ -2,6 +2,7 @@
 32 lanes in lockstep in plain Python (the CUDA simulator has no warp shuffles): every sum must
 land in the lane the returned index names, and each index must have exactly one storing lane."""
 import re
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -9,11 +10,12 @@ import pytest
 from rnngraph.codegen.warp_reduce import transpose_reduce
 
 SHFL = re.compile(r"cuda\.shfl_xor_sync\(0xFFFFFFFF, (.+), (\d+)\)$")
+CUDA = SimpleNamespace(selp=lambda test, a, b: a if test else b)  # the generated lines' cuda.selp
 
 
 def _run_warp(lines, values):
     """Execute straight-line ``lines`` for 32 lanes; ``values[lane][name]`` are the inputs."""
-    envs = [dict(values[lane], lane=lane, float32=np.float64) for lane in range(32)]
+    envs = [dict(values[lane], lane=lane, float32=np.float64, cuda=CUDA) for lane in range(32)]
     for line in lines:
         m = SHFL.search(line)
         if m is None:

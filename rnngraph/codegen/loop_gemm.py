@@ -25,7 +25,7 @@ from .loop_mma import emit_mma_rows
 from .loop_pointwise import owned_row
 from .operand_rounding import ROUNDING
 from .pointwise import STREAM_ORDER, VALID_STREAMS
-from .source import Source
+from .source import Source, select
 from .warp_reduce import transpose_reduce, tree_reduce
 
 
@@ -70,7 +70,8 @@ def emit_rows(src: Source, r: GemmRows, coop: bool, vector_loads: bool = True) -
                 if flagged:
                     emit_poll(src, flagged, unroll, SB, kof)
                 for u in range(unroll):
-                    k = kof(u)
+                    src(f"kcol = {kof(u)}")  # one name for the step's reads: fewer ops for numba to type
+                    k = "kcol"
                     for m, t in enumerate(r.terms):
                         src(*(f"w{m}_{a}_{u} = {rnd(t.weight.format(r=f'r{a}', rem=f'rem{a}', k=k))}" for a in range(RB)))
                         vec = t.vector if vector_loads else f"w{m}_0_{u}"
@@ -137,8 +138,8 @@ def _reduce_and_store(src: Source, r: GemmRows, coop: bool) -> None:
                 src(f"{kp}[kw, ix] = red")
             return
         src(f"aa = ix // {SB}", f"ii = ix - aa * {SB}", "rsel = r0", "ssel = s0",
-            *(f"rsel = r{a} if aa == {a} else rsel" for a in range(1, RB)),
-            *(f"ssel = s{i} if ii == {i} else ssel" for i in range(1, SB)))
+            *(f"rsel = {select(f'aa == {a}', f'r{a}', 'rsel')}" for a in range(1, RB)),
+            *(f"ssel = {select(f'ii == {i}', f's{i}', 'ssel')}" for i in range(1, SB)))
         with src.block(f"if {leader} and ix < {len(accs)} and g0 + aa < nrows and sb * {SB} + ii < S:"):
             src(r.store.format(r="rsel", s="ssel", acc="red"))
         return

@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-__all__ = ["MIN_KERNELS", "precompile"]
+__all__ = ["MIN_KERNELS", "history", "precompile"]
 
 #: Fewer kernels to compile than this: the program compiles them itself. Measured on the H200
 #: (bench/results/h200-20261202-startup-and-step-*.json): a 1 x 512 LM's two loop kernels (3.0 and
@@ -34,6 +34,11 @@ __all__ = ["MIN_KERNELS", "precompile"]
 MIN_KERNELS = 3
 
 log = logging.getLogger("rnngraph.compile")
+
+#: One entry per :func:`precompile` of this process that started workers: {"kernels": how many it
+#: compiled, "workers": at most that many at once, "seconds": wall time from the first start to the
+#: last exit, "failed": workers that failed}. The startup benchmark records it (bench/startup.py).
+history: list[dict] = []
 
 
 def precompile(jobs: list[tuple[object, tuple]], workers: int | None = None) -> list[str]:
@@ -64,8 +69,9 @@ def precompile(jobs: list[tuple[object, tuple]], workers: int | None = None) -> 
         if proc.wait() != 0:
             errors.append(f"{name}: worker exited {proc.returncode}: {err.strip().splitlines()[-1] if err.strip() else ''}")
             log.warning("rnngraph: compiling %s in a worker failed (%s); compiling it here", name, errors[-1])
-    log.info("rnngraph: %d loop kernels compiled by %d workers in %.1f s", len(todo), workers,
-             time.perf_counter() - started)
+    seconds = time.perf_counter() - started
+    history.append({"kernels": len(todo), "workers": workers, "seconds": round(seconds, 3), "failed": len(errors)})
+    log.info("rnngraph: %d loop kernels compiled by %d workers in %.1f s", len(todo), workers, seconds)
     return errors
 
 

@@ -17,6 +17,8 @@ N partial dot products (rows x streams of the item, the lanes having split the i
 """
 from __future__ import annotations
 
+from .source import select
+
 MASK = "0xFFFFFFFF"
 
 
@@ -52,7 +54,7 @@ def transpose_reduce(names: list[str], out: str = "red") -> tuple[list[str], str
         for q in range(half):
             lo, hi = vals[q], vals[q + half]
             v = f"t{step}_{q}"
-            lines.append(f"{v} = ({hi} if up else {lo}) + cuda.shfl_xor_sync({MASK}, {lo} if up else {hi}, {off})")
+            lines.append(f"{v} = {select('up', hi, lo)} + cuda.shfl_xor_sync({MASK}, {select('up', lo, hi)}, {off})")
             new.append(v)
         vals, step, off = new, step + 1, off // 2
     lines.append(f"{out} = {vals[0]}")
