@@ -24,6 +24,8 @@ fresh processes of this script run one after the other:
   (bench/results/h200-20261203-startup-warm-profile-2x512-s64.txt: of a 3.1 s warm first call,
   0.93 s went to compiling 586 modules' Python source -- the benchmark machine used no bytecode
   cache -- 0.56 s to importing networkx and 0.72 s to loading 17 cached kernels);
+- with ``--profile-cold PREFIX``, the same for one more cold process (``cold_profiled``, empty caches
+  of its own): the main process's cold first call, the loop kernels' workers as the wait for them;
 - with ``--pycache-prefix DIR`` the packages' bytecode is compiled into DIR first and read by every
   child, as after a pip install. The H200 image sets PYTHONDONTWRITEBYTECODE, which made each
   process compile every module's source: a warm first call of 6.2 s against 2.2 s with bytecode.
@@ -219,6 +221,10 @@ def main(argv=None) -> int:
     p.add_argument("--profile", metavar="PREFIX",
                    help="also run a third warm process under cProfile and write PREFIX-MODEL.txt (its times are "
                         "not the benchmark's)")
+    p.add_argument("--profile-cold", metavar="PREFIX",
+                   help="also run a cold process (empty caches of its own) under cProfile and write "
+                        "PREFIX-MODEL.txt: where the main process's cold first call goes (the loop kernels' "
+                        "workers show as the wait for them)")
     p.add_argument("--pycache-prefix", metavar="DIR",
                    help="give the child processes Python bytecode, as a pip install does: compile the packages they "
                         "import into DIR (PYTHONPYCACHEPREFIX) first and let them read it, even where the machine "
@@ -260,6 +266,11 @@ def main(argv=None) -> int:
             if a.profile:
                 rec["warm_profiled"] = _spawn(["--child", m, "--steps", "0", "--profile", f"{a.profile}-{m}.txt",
                                                *absent], env)
+            if a.profile_cold:
+                with tempfile.TemporaryDirectory() as fresh:
+                    rec["cold_profiled"] = _spawn(
+                        ["--child", m, "--steps", "0", "--profile", f"{a.profile_cold}-{m}.txt", *absent],
+                        {**env, "RNNGRAPH_CACHE": os.path.join(fresh, "rg"), "NUMBA_CACHE_DIR": os.path.join(fresh, "nb")})
             for tf32 in (0, 1):
                 rec[f"torch_tf32_{'on' if tf32 else 'off'}"] = _spawn(
                     ["--child", m, "--steps", str(a.steps), "--torch-tf32", str(tf32)], env)

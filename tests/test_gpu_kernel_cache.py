@@ -22,6 +22,7 @@ import json
 import numpy as np
 import rnngraph as rg
 from rnngraph.codegen.kernel_cache import compile_stats
+from rnngraph.codegen.parallel_compile import history
 net = rg.stacked(rg.cells.lstm, 2, 32, vocab=11, embed=8)
 # scc-sequential: a loop kernel per layer and direction, four (enough for compile workers: MIN_KERNELS)
 step = rg.compile(net, window=5, streams=3, device="cuda", optimizer=rg.Adam(lr=1e-2), clip_norm=1.0, seed=0,
@@ -32,7 +33,8 @@ loss = float(step.train(x, y))
 print(json.dumps({"loss": loss, "hits": sum(r.hits for r in compile_stats()),
                   "misses": sum(r.misses for r in compile_stats()),
                   "missed": sorted(r.name for r in compile_stats() if r.misses),
-                  "loops": [(r.hits, r.misses) for r in compile_stats() if r.name.startswith("loop")]}))
+                  "loops": [(r.hits, r.misses) for r in compile_stats() if r.name.startswith("loop")],
+                  "workers": history}))
 '''
 
 
@@ -53,7 +55,13 @@ def test_a_second_process_loads_every_kernel_and_survives_a_broken_cache(tmp_pat
     # the persistent loop kernels were compiled by worker processes (codegen/parallel_compile.py)
     # into the cache, and loaded from it here
     assert len(first["loops"]) == 4 and all(hits >= 1 and misses == 0 for hits, misses in first["loops"])
+    [workers] = first["workers"]  # each worker reported its phases
+    assert workers["kernels"] == 4 and workers["failed"] == 0 and len(workers["phases"]) == 4
+    for p in workers["phases"]:
+        assert list(p) == ["kernel", "start", "numba", "context", "load", "compile", "exit"]
+        assert p["kernel"].startswith("loop") and p["compile"] > 0 and all(v >= 0 for v in list(p.values())[1:])
     second = _run(tmp_path)
+    assert second["workers"] == []
     assert second["misses"] == 0, second["missed"]
     assert second["hits"] == first["misses"] + first["hits"]
     entries = list(tmp_path.rglob("*.nbc"))

@@ -30,3 +30,4 @@ def test_failed_workers_are_reported_and_few_kernels_compile_here(tmp_path):
     assert len(errors) == 3
     assert errors[0].startswith("loop0_fwd_1: worker exited 1") and "rg_gone.py" in errors[0]
     assert [e.split(":")[0] for e in errors] == names
+

@@ -5,9 +5,18 @@ four: 30 of its 35 s cold start, bench/results/h200-20261202-startup-and-step-ke
 and numba compiles under a process-wide lock, so threads cannot overlap them. Before a program
 first compiles its loop kernels (codegen/program_loops.py), :func:`precompile` starts one fresh
 interpreter per kernel that the disk cache (codegen/kernel_cache.py) does not hold yet
-(``python -m rnngraph.codegen.parallel_compile``, at most ``workers`` at a time): each imports the
-generated module from its file, compiles the kernel for the argument types the program will
-launch it with, and leaves the result in the cache, from which the program then loads it.
+(``python -m rnngraph.codegen.parallel_compile``, at most ``workers`` at a time): each imports
+numba, then the generated module from its file, compiles the kernel for the argument types the
+program will launch it with, leaves the result in the cache, from which the program then loads
+it, and ends without numba's teardown.
+
+Where a cold start's worker time goes (bench/results/h200-20261204-startup-and-step-workers.json,
+2 x 512 LM at S = 64, four workers): 0.8 to 1.0 s from the spawn to its first line (the
+interpreter, rnngraph's import), 0.4 s importing numba, 0.4 s making a CUDA context, 5.7 to 6.5 s
+compiling the kernel into the cache, then 0.9 to 1.2 s of an orderly exit the parent waited for,
+now skipped. Starting the workers before the code is generated, each importing numba while the
+program does, saved about 0.3 s in one run (their numba import slowed to 0.45 to 0.6 s beside
+the program's; -workers-ahead.json) and was not kept.
 
 Plain subprocesses rather than ``multiprocessing``: a spawned multiprocessing worker imports the
 user's ``__main__``, which would rerun a script without a ``__main__`` guard. A worker that fails
@@ -16,11 +25,14 @@ that kernel itself, as it would have, and a real error surfaces there.
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 import pickle
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -37,7 +49,11 @@ log = logging.getLogger("rnngraph.compile")
 
 #: One entry per :func:`precompile` of this process that started workers: {"kernels": how many it
 #: compiled, "workers": at most that many at once, "seconds": wall time from the first start to the
-#: last exit, "failed": workers that failed}. The startup benchmark records it (bench/startup.py).
+#: last exit, "failed": workers that failed, "phases": one {"kernel", then seconds: "start" (from
+#: the spawn to the worker's first line: the interpreter and rnngraph's import), "numba" (importing
+#: numba-cuda), "context" (the CUDA context), "load" (the generated module), "compile" (the kernel,
+#: into the disk cache), "exit" (to the parent's seeing it end)} per worker that reported}. The
+#: startup benchmark records it (bench/startup.py).
 history: list[dict] = []
 
 
@@ -51,28 +67,56 @@ def precompile(jobs: list[tuple[object, tuple]], workers: int | None = None) -> 
     if len(todo) < MIN_KERNELS:
         return []
     workers = max(1, min(len(todo), workers or os.cpu_count() or 1))
-    root = str(Path(__file__).resolve().parents[2])  # the rnngraph the parent runs
-    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    started, running, errors = time.perf_counter(), [], []
+    started, running, errors, phases = time.perf_counter(), [], [], []
     pending = list(todo)
     while pending or running:
         while pending and len(running) < workers:
             kernel, types = pending.pop(0)
-            payload = pickle.dumps((kernel.py_func.__code__.co_filename, kernel.py_func.__name__, types))
-            proc = subprocess.Popen([sys.executable, "-m", "rnngraph.codegen.parallel_compile"], env=env,
-                                    stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-            proc.stdin.write(payload)
+            proc, stderr, spawned = _spawn()
+            proc.stdin.write(pickle.dumps((kernel.py_func.__code__.co_filename, kernel.py_func.__name__, types,
+                                           spawned)))
             proc.stdin.close()
-            running.append((kernel.py_func.__name__, proc))
-        name, proc = running.pop(0)
-        err = proc.stderr.read().decode(errors="replace")
-        if proc.wait() != 0:
-            errors.append(f"{name}: worker exited {proc.returncode}: {err.strip().splitlines()[-1] if err.strip() else ''}")
+            running.append((kernel.py_func.__name__, proc, stderr))
+        name, proc, stderr = running.pop(0)
+        report = _report(proc.stdout.read().decode(errors="replace"))  # ends when the worker closes it
+        proc.stdout.close()
+        if report is None:
+            proc.wait()
+            stderr.seek(0)
+            err = stderr.read().decode(errors="replace").strip()
+            errors.append(f"{name}: worker exited {proc.returncode}: {err.splitlines()[-1] if err else ''}")
             log.warning("rnngraph: compiling %s in a worker failed (%s); compiling it here", name, errors[-1])
+        else:  # its kernel is in the cache: its process's teardown is not waited for
+            threading.Thread(target=proc.wait, daemon=True).start()
+            ended = report.pop("ended")
+            phases.append({"kernel": name, **report, "exit": round(time.time() - ended, 3)})
+        stderr.close()
     seconds = time.perf_counter() - started
-    history.append({"kernels": len(todo), "workers": workers, "seconds": round(seconds, 3), "failed": len(errors)})
+    history.append({"kernels": len(todo), "workers": workers, "seconds": round(seconds, 3), "failed": len(errors),
+                    "phases": phases})
     log.info("rnngraph: %d loop kernels compiled by %d workers in %.1f s", len(todo), workers, seconds)
     return errors
+
+
+def _spawn() -> tuple:
+    """A worker process (``python -m rnngraph.codegen.parallel_compile`` with this rnngraph on its
+    path), its stderr a temporary file (a file, not a pipe: the parent reads stdout alone to its
+    end), and the time of the spawn."""
+    root = str(Path(__file__).resolve().parents[2])  # the rnngraph the parent runs
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    stderr = tempfile.TemporaryFile()
+    proc = subprocess.Popen([sys.executable, "-m", "rnngraph.codegen.parallel_compile"], env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr)
+    return proc, stderr, time.time()
+
+
+def _report(out: str) -> dict | None:
+    """A worker's phases from its stdout (its last line, JSON), or None if it wrote none (it failed)."""
+    try:
+        report = json.loads(out.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        return None
+    return report if isinstance(report, dict) and "ended" in report else None
 
 
 def _in_cache(kernel, types) -> bool:
@@ -84,13 +128,35 @@ def _in_cache(kernel, types) -> bool:
 
 
 def _work() -> int:
-    """A worker: (source file, kernel name, argument types) pickled on stdin -> the kernel compiled
-    into the disk cache."""
-    path, name, types = pickle.loads(sys.stdin.buffer.read())
+    """A worker: (source file, kernel name, argument types, the parent's time.time() at the spawn)
+    pickled on stdin -> the kernel compiled into the disk cache; the seconds of each phase
+    (:data:`history`'s "phases") printed as one JSON line."""
+    first, clock = time.time(), time.perf_counter()
+    marks = []
+
+    def mark(phase: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        marks.append((phase, now - clock))
+        clock = now
+    from numba import cuda
+
     from . import module
+    mark("numba")
+    path, name, types, spawned = pickle.loads(sys.stdin.buffer.read())
+    marks.insert(0, ("start", first - spawned))
+    cuda.current_context()
+    mark("context")
     kernel = getattr(module.load(Path(path).read_text()), name)
+    mark("load")
     kernel.compile(types)
-    return 0
+    mark("compile")
+    print(json.dumps({**{k: round(v, 3) for k, v in marks}, "ended": time.time()}), flush=True)
+    # the kernel is in the disk cache: the parent's read ends here, and the process without its
+    # orderly exit (numba's and the CUDA context's teardown), which kept the parent waiting 0.9 to
+    # 1.2 s more (bench/results/h200-20261204-startup-and-step-workers.json)
+    os.close(1)
+    os._exit(0)
 
 
 if __name__ == "__main__":
