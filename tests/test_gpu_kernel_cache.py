@@ -2,10 +2,10 @@
 
 Four fresh processes train one window of the same tiny char LM with the same caches
 (``RNNGRAPH_CACHE`` for the generated modules, ``NUMBA_CACHE_DIR`` for every cache entry): the
-first compiles (its persistent loop kernels in worker processes, then loaded from the cache they
-fill), the second loads every kernel and compiles none, the third runs after every cache
-entry was truncated, the fourth after every index names another numba version; all four compute
-the same loss."""
+first compiles (its persistent loop kernels and the library kernels in worker processes, then
+loaded from the cache they fill), the second loads every kernel and compiles none, the third
+runs after every cache entry was truncated, the fourth after every index names another numba
+version; all four compute the same loss."""
 import json
 import os
 import pickle
@@ -22,6 +22,7 @@ import json
 import numpy as np
 import rnngraph as rg
 from rnngraph.codegen.kernel_cache import compile_stats
+from rnngraph.codegen.library_ahead import kernels
 from rnngraph.codegen.parallel_compile import history
 net = rg.stacked(rg.cells.lstm, 2, 32, vocab=11, embed=8)
 # scc-sequential: a loop kernel per layer and direction, four (enough for compile workers: MIN_KERNELS)
@@ -34,6 +35,8 @@ print(json.dumps({"loss": loss, "hits": sum(r.hits for r in compile_stats()),
                   "misses": sum(r.misses for r in compile_stats()),
                   "missed": sorted(r.name for r in compile_stats() if r.misses),
                   "loops": [(r.hits, r.misses) for r in compile_stats() if r.name.startswith("loop")],
+                  "library": [(r.hits, r.misses) for r in compile_stats()
+                              if r.name in {k.py_func.__name__ for k, _ in kernels()}],
                   "workers": history}))
 '''
 
@@ -51,15 +54,16 @@ def _run(tmp_path: Path) -> dict:
 
 def test_a_second_process_loads_every_kernel_and_survives_a_broken_cache(tmp_path):
     first = _run(tmp_path)
-    assert first["misses"] > 0
-    # the persistent loop kernels were compiled by worker processes (codegen/parallel_compile.py)
-    # into the cache, and loaded from it here
+    # the persistent loop kernels and the library kernels (codegen/library_ahead.py) were compiled
+    # by worker processes (codegen/parallel_compile.py) into the cache, and loaded from it here
     assert len(first["loops"]) == 4 and all(hits >= 1 and misses == 0 for hits, misses in first["loops"])
+    assert len(first["library"]) >= 8 and all(hits >= 1 and misses == 0 for hits, misses in first["library"])
     [workers] = first["workers"]  # each worker reported its phases
-    assert workers["kernels"] == 4 and workers["failed"] == 0 and len(workers["phases"]) == 4
+    assert workers["kernels"] == 4 and workers["library"] == 13 and workers["failed"] == 0
+    assert sorted(p["kernel"][:4] for p in workers["phases"]) == ["libr", "loop", "loop", "loop", "loop"]
     for p in workers["phases"]:
         assert list(p) == ["kernel", "start", "numba", "context", "load", "compile", "exit"]
-        assert p["kernel"].startswith("loop") and p["compile"] > 0 and all(v >= 0 for v in list(p.values())[1:])
+        assert p["compile"] > 0 and all(v >= 0 for v in list(p.values())[1:])
     second = _run(tmp_path)
     assert second["workers"] == []
     assert second["misses"] == 0, second["missed"]
@@ -68,8 +72,8 @@ def test_a_second_process_loads_every_kernel_and_survives_a_broken_cache(tmp_pat
     assert entries
     for path in entries:  # truncated mid-write
         path.write_bytes(path.read_bytes()[:100])
-    third = _run(tmp_path)  # the index still lists the loop kernels: no workers, compiled here
-    assert third["misses"] == first["misses"] + len(first["loops"])
+    third = _run(tmp_path)  # the index still lists the loop and library kernels: no workers, compiled here
+    assert third["misses"] == first["misses"] + len(first["loops"]) + len(first["library"])
     for path in tmp_path.rglob("*.nbi"):  # written by another numba
         with open(path, "r+b") as f:
             pickle.load(f)

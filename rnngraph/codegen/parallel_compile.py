@@ -36,6 +36,8 @@ import threading
 import time
 from pathlib import Path
 
+from . import library_ahead
+
 __all__ = ["MIN_KERNELS", "history", "precompile"]
 
 #: Fewer kernels to compile than this: the program compiles them itself. Measured on the H200
@@ -47,13 +49,15 @@ MIN_KERNELS = 3
 
 log = logging.getLogger("rnngraph.compile")
 
-#: One entry per :func:`precompile` of this process that started workers: {"kernels": how many it
-#: compiled, "workers": at most that many at once, "seconds": wall time from the first start to the
+#: One entry per :func:`precompile` of this process that started loop-kernel workers: {"kernels":
+#: how many loop kernels it compiled, "library": how many library kernels one more worker compiled
+#: beside them (codegen/library_ahead.py), "workers": at most that many at once, "seconds": wall time from the first start to the
 #: last exit, "failed": workers that failed, "phases": one {"kernel", then seconds: "start" (from
 #: the spawn to the worker's first line: the interpreter and rnngraph's import), "numba" (importing
-#: numba-cuda), "context" (the CUDA context), "load" (the generated module), "compile" (the kernel,
-#: into the disk cache), "exit" (to the parent's seeing it end)} per worker that reported}. The
-#: startup benchmark records it (bench/startup.py).
+#: numba-cuda), "context" (the CUDA context), "load" (the generated module, or the library's),
+#: "compile" (the kernel or kernels, into the disk cache), "exit" (to the parent's seeing it end)}
+#: per worker that reported, "library" the library kernels' worker}. The startup benchmark
+#: records it (bench/startup.py).
 history: list[dict] = []
 
 
@@ -62,21 +66,25 @@ def precompile(jobs: list[tuple[object, tuple]], workers: int | None = None) -> 
     worker processes (``workers``: at most that many at once; None: the machine's cores). The
     kernels must be :func:`kernel_cache.cached` dispatchers of generated modules (codegen/module.py).
     Returns one line per failed worker (logged as warnings); nothing when fewer than
-    :data:`MIN_KERNELS` need compiling (then the workers' start-up costs more than it saves)."""
+    :data:`MIN_KERNELS` need compiling (then the workers' start-up costs more than it saves).
+    Where ``jobs`` is not empty and the cache lacks some of the library kernels a training step
+    launches (codegen/library_ahead.py), one more worker compiles those: waited for with the loop
+    kernels' workers, or left running while the program compiles its few loop kernels itself."""
     todo = [(k, types) for k, types in jobs if not _in_cache(k, types)]
+    library = [(k, types) for k, types in library_ahead.kernels() if not _in_cache(k, types)] if jobs else []
     if len(todo) < MIN_KERNELS:
+        if library:  # while the program compiles its loop kernels itself; not waited for
+            _, proc, stderr = _start(None, "library")
+            threading.Thread(target=proc.wait, daemon=True).start()
+            stderr.close()
         return []
-    workers = max(1, min(len(todo), workers or os.cpu_count() or 1))
+    workers = max(1, min(len(todo), workers or os.cpu_count() or 1)) + bool(library)
     started, running, errors, phases = time.perf_counter(), [], [], []
-    pending = list(todo)
+    pending = ([(None, "library")] if library else []) + [(k.py_func.__code__.co_filename, k.py_func.__name__, types)
+                                                          for k, types in todo]
     while pending or running:
         while pending and len(running) < workers:
-            kernel, types = pending.pop(0)
-            proc, stderr, spawned = _spawn()
-            proc.stdin.write(pickle.dumps((kernel.py_func.__code__.co_filename, kernel.py_func.__name__, types,
-                                           spawned)))
-            proc.stdin.close()
-            running.append((kernel.py_func.__name__, proc, stderr))
+            running.append(_start(*pending.pop(0)))
         name, proc, stderr = running.pop(0)
         report = _report(proc.stdout.read().decode(errors="replace"))  # ends when the worker closes it
         proc.stdout.close()
@@ -86,28 +94,31 @@ def precompile(jobs: list[tuple[object, tuple]], workers: int | None = None) -> 
             err = stderr.read().decode(errors="replace").strip()
             errors.append(f"{name}: worker exited {proc.returncode}: {err.splitlines()[-1] if err else ''}")
             log.warning("rnngraph: compiling %s in a worker failed (%s); compiling it here", name, errors[-1])
-        else:  # its kernel is in the cache: its process's teardown is not waited for
+        else:  # its kernels are in the cache: its process's teardown is not waited for
             threading.Thread(target=proc.wait, daemon=True).start()
             ended = report.pop("ended")
             phases.append({"kernel": name, **report, "exit": round(time.time() - ended, 3)})
         stderr.close()
     seconds = time.perf_counter() - started
-    history.append({"kernels": len(todo), "workers": workers, "seconds": round(seconds, 3), "failed": len(errors),
-                    "phases": phases})
+    history.append({"kernels": len(todo), "library": len(library), "workers": workers, "seconds": round(seconds, 3),
+                    "failed": len(errors), "phases": phases})
     log.info("rnngraph: %d loop kernels compiled by %d workers in %.1f s", len(todo), workers, seconds)
     return errors
 
 
-def _spawn() -> tuple:
+def _start(path: str | None, name: str, types: tuple | None = None) -> tuple:
     """A worker process (``python -m rnngraph.codegen.parallel_compile`` with this rnngraph on its
-    path), its stderr a temporary file (a file, not a pipe: the parent reads stdout alone to its
-    end), and the time of the spawn."""
+    path) given its job: kernel ``name`` of the generated module at ``path`` for ``types``, or (path
+    None) the library kernels of codegen/library_ahead.py. Returns (name, the process, its stderr:
+    a temporary file, not a pipe, so that the parent may read stdout alone to its end)."""
     root = str(Path(__file__).resolve().parents[2])  # the rnngraph the parent runs
     env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
     stderr = tempfile.TemporaryFile()
     proc = subprocess.Popen([sys.executable, "-m", "rnngraph.codegen.parallel_compile"], env=env,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr)
-    return proc, stderr, time.time()
+    proc.stdin.write(pickle.dumps((path, name, types, time.time())))
+    proc.stdin.close()
+    return name, proc, stderr
 
 
 def _report(out: str) -> dict | None:
@@ -147,9 +158,14 @@ def _work() -> int:
     marks.insert(0, ("start", first - spawned))
     cuda.current_context()
     mark("context")
-    kernel = getattr(module.load(Path(path).read_text()), name)
+    if path is None:  # the library kernels the cache lacks
+        from .library_ahead import kernels
+        todo = [(k, t) for k, t in kernels() if not _in_cache(k, t)]
+    else:
+        todo = [(getattr(module.load(Path(path).read_text()), name), types)]
     mark("load")
-    kernel.compile(types)
+    for kernel, types in todo:
+        kernel.compile(types)
     mark("compile")
     print(json.dumps({**{k: round(v, 3) for k, v in marks}, "ended": time.time()}), flush=True)
     # the kernel is in the disk cache: the parent's read ends here, and the process without its
