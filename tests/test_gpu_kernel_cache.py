@@ -63,7 +63,6 @@ def test_a_second_process_loads_every_kernel_and_survives_a_broken_cache(tmp_pat
     assert sorted(p["kernel"][:4] for p in workers["phases"]) == ["libr", "loop", "loop", "loop", "loop"]
     for p in workers["phases"]:
         assert list(p) == ["kernel", "start", "numba", "context", "load", "compile", "exit"]
-        assert p["compile"] > 0 and all(v >= 0 for v in list(p.values())[1:])
     second = _run(tmp_path)
     assert second["workers"] == []
     assert second["misses"] == 0, second["missed"]

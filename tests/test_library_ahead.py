@@ -1,7 +1,8 @@
-"""codegen/library_ahead.py: every library kernel it lists, with its argument types, compiles to
-PTX for sm_90 outside the simulator (numba's NVVM on the CPU; skipped where it cannot run), with
-one type per kernel parameter: a table gone stale after a kernel's parameters changed fails here,
-not silently in a cold start on the GPU."""
+"""codegen/library_ahead.py: every library kernel it lists has one argument type per parameter,
+and compiles to PTX for sm_90 with those types outside the simulator (numba's NVVM on the CPU;
+skipped where it cannot run): an entry left behind by a change of a kernel's parameters or of
+their use fails here. A launch whose argument types changed (the entry then compiles what the
+step no longer launches) shows on the GPU only: tests/test_gpu_kernel_cache.py."""
 import inspect
 
 from conftest import PTX_PREAMBLE, run_outside_simulator

@@ -187,8 +187,8 @@ def test_chunk_word_order_puts_each_lanes_words_where_its_k_steps_read_them():
 def test_loop_kernels_have_no_conditional_expressions(cell, S):
     """Each ``a if c else b`` in a kernel is three basic blocks to numba's front end, whose liveness
     and SSA passes cost about blocks x length: the GEMM reductions' selections are ``cuda.selp``
-    (codegen/source.py ``select``), which took the S = 64 LSTM forward kernel's compile from 7.7 to
-    4.2 s for the same PTX."""
+    (codegen/source.py ``select``): with one name per column read, the S = 64 LSTM forward kernel's
+    compile went from 7.5 to 3.6 s for the same PTX (bench/results/cpu-20261204-loop-kernel-compile-selp.txt)."""
     g, fwd, bwd, kernel_of = _loops(cell, 64, S)
     for loop in (fwd, bwd):
         plan = plan_loop_kernel(g, loop, "k", coop=True, recompute=kernel_of, streams=S, nblocks=132,

@@ -10,7 +10,15 @@ import pytest
 from rnngraph.codegen.warp_reduce import transpose_reduce
 
 SHFL = re.compile(r"cuda\.shfl_xor_sync\(0xFFFFFFFF, (.+), (\d+)\)$")
-CUDA = SimpleNamespace(selp=lambda test, a, b: a if test else b)  # the generated lines' cuda.selp
+
+
+def _selp(test, a, b):
+    """The generated lines' ``cuda.selp``, which numba types only for two values of one type."""
+    assert type(a) is type(b), (a, b)
+    return a if test else b
+
+
+CUDA = SimpleNamespace(selp=_selp)
 
 
 def _run_warp(lines, values):

@@ -49,36 +49,32 @@ MIN_KERNELS = 3
 
 log = logging.getLogger("rnngraph.compile")
 
-#: One entry per :func:`precompile` of this process that started loop-kernel workers: {"kernels":
-#: how many loop kernels it compiled, "library": how many library kernels one more worker compiled
-#: beside them (codegen/library_ahead.py), "workers": at most that many at once, "seconds": wall time from the first start to the
-#: last exit, "failed": workers that failed, "phases": one {"kernel", then seconds: "start" (from
-#: the spawn to the worker's first line: the interpreter and rnngraph's import), "numba" (importing
-#: numba-cuda), "context" (the CUDA context), "load" (the generated module, or the library's),
-#: "compile" (the kernel or kernels, into the disk cache), "exit" (to the parent's seeing it end)}
-#: per worker that reported, "library" the library kernels' worker}. The startup benchmark
-#: records it (bench/startup.py).
+#: One entry per :func:`precompile` of this process that started workers: {"kernels": how many
+#: loop kernels it compiled, "library": how many library kernels one more worker compiled beside
+#: them (codegen/library_ahead.py), "workers": at most that many at once, "seconds": wall time
+#: from the first start to the last report, "failed": workers that failed, "phases": one
+#: {"kernel" (its name, "library" for the library kernels' worker), then seconds: "start" (from
+#: the spawn to the worker's first line: the interpreter and rnngraph's import), "numba"
+#: (importing numba-cuda), "context" (the CUDA context), "load" (the generated module, or the
+#: library's), "compile" (the kernel or kernels, into the disk cache), "exit" (to the parent's
+#: seeing it end)} per worker that reported}. The startup benchmark records it (bench/startup.py).
 history: list[dict] = []
 
 
-def precompile(jobs: list[tuple[object, tuple]], workers: int | None = None) -> list[str]:
+def precompile(jobs: list[tuple[object, tuple]], workers: int | None = None, library: bool = True) -> list[str]:
     """Compile each (kernel, argument types) of ``jobs`` that the disk cache lacks, in parallel
     worker processes (``workers``: at most that many at once; None: the machine's cores). The
     kernels must be :func:`kernel_cache.cached` dispatchers of generated modules (codegen/module.py).
-    Returns one line per failed worker (logged as warnings); nothing when fewer than
-    :data:`MIN_KERNELS` need compiling (then the workers' start-up costs more than it saves).
-    Where ``jobs`` is not empty and the cache lacks some of the library kernels a training step
-    launches (codegen/library_ahead.py), one more worker compiles those: waited for with the loop
-    kernels' workers, or left running while the program compiles its few loop kernels itself."""
+    With ``library`` (a training program's), where the cache lacks some of the library kernels a
+    training step launches (codegen/library_ahead.py), one more worker compiles those, the first to
+    start. Returns one line per failed worker (logged as warnings); nothing when fewer than
+    :data:`MIN_KERNELS` workers' jobs are to do (then their start-up costs more than it saves).
+    Every worker is waited for: nothing of the program compiles beside them."""
     todo = [(k, types) for k, types in jobs if not _in_cache(k, types)]
-    library = [(k, types) for k, types in library_ahead.kernels() if not _in_cache(k, types)] if jobs else []
-    if len(todo) < MIN_KERNELS:
-        if library:  # while the program compiles its loop kernels itself; not waited for
-            _, proc, stderr = _start(None, "library")
-            threading.Thread(target=proc.wait, daemon=True).start()
-            stderr.close()
+    library = [(k, types) for k, types in library_ahead.kernels() if not _in_cache(k, types)] if library else []
+    if len(todo) + bool(library) < MIN_KERNELS:
         return []
-    workers = max(1, min(len(todo), workers or os.cpu_count() or 1)) + bool(library)
+    workers = max(1, min(len(todo) + bool(library), workers or os.cpu_count() or 1))
     started, running, errors, phases = time.perf_counter(), [], [], []
     pending = ([(None, "library")] if library else []) + [(k.py_func.__code__.co_filename, k.py_func.__name__, types)
                                                           for k, types in todo]
@@ -116,7 +112,7 @@ def _start(path: str | None, name: str, types: tuple | None = None) -> tuple:
     stderr = tempfile.TemporaryFile()
     proc = subprocess.Popen([sys.executable, "-m", "rnngraph.codegen.parallel_compile"], env=env,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr)
-    proc.stdin.write(pickle.dumps((path, name, types, time.time())))
+    proc.stdin.write(pickle.dumps((path, name, types, time.time())))  # the start's "start" counts from here
     proc.stdin.close()
     return name, proc, stderr
 
@@ -156,17 +152,20 @@ def _work() -> int:
     mark("numba")
     path, name, types, spawned = pickle.loads(sys.stdin.buffer.read())
     marks.insert(0, ("start", first - spawned))
-    cuda.current_context()
-    mark("context")
-    if path is None:  # the library kernels the cache lacks
-        from .library_ahead import kernels
-        todo = [(k, t) for k, t in kernels() if not _in_cache(k, t)]
-    else:
-        todo = [(getattr(module.load(Path(path).read_text()), name), types)]
-    mark("load")
-    for kernel, types in todo:
-        kernel.compile(types)
-    mark("compile")
+    try:
+        cuda.current_context()
+        mark("context")
+        if path is None:  # the library kernels the cache lacks
+            todo = [(k, t) for k, t in library_ahead.kernels() if not _in_cache(k, t)]
+        else:
+            todo = [(getattr(module.load(Path(path).read_text()), name), types)]
+        mark("load")
+        for kernel, types in todo:
+            kernel.compile(types)
+        mark("compile")
+    except Exception as e:  # the parent logs the last line of stderr
+        print(f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}", file=sys.stderr)
+        return 1
     print(json.dumps({**{k: round(v, 3) for k, v in marks}, "ended": time.time()}), flush=True)
     # the kernel is in the disk cache: the parent's read ends here, and the process without its
     # orderly exit (numba's and the CUDA context's teardown), which kept the parent waiting 0.9 to

@@ -99,12 +99,13 @@ class LoopLaunches:
 
     def _precompile_loops(self, workers: int | None) -> None:
         """The persistent loop kernels the disk cache lacks, compiled side by side in worker
-        processes (codegen/parallel_compile.py) before the launches are made."""
+        processes (codegen/parallel_compile.py) before the launches are made; for a program with a
+        backward (one that trains), the training step's library kernels too."""
         jobs = []
         for name, arguments in self.loop_arguments.items():
             kern = getattr(self.module, name)
             jobs.append((kern, self._loop_argtypes(kern, arguments())))
-        precompile(jobs, workers)
+        precompile(jobs, workers, library=bool(jobs) and self.has_backward)
 
     def _graph_mode(self, loop: Loop, backward: bool) -> list:
         """Per-timestep launches of every kernel in tick / level / stage order."""
