@@ -5,6 +5,7 @@ their use fails here. A launch whose argument types changed (the entry then comp
 step no longer launches) shows on the GPU only: tests/test_gpu_kernel_cache.py."""
 import inspect
 
+import pytest
 from conftest import PTX_PREAMBLE, run_outside_simulator
 
 from rnngraph.codegen import library_ahead
@@ -25,6 +26,7 @@ def test_each_listed_kernel_has_one_type_a_parameter():
         assert len(types) == len(params), (kernel.py_func.__name__, types)
 
 
+@pytest.mark.slow  # NVVM: left out of the fast tier, as the other PTX checks
 def test_each_listed_kernel_compiles_for_its_types(tmp_path):
     out = run_outside_simulator(_SCRIPT, cache_dir=tmp_path)
     assert len(out) == len(library_ahead.KERNELS) and all(out.values()), out
