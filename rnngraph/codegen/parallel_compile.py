@@ -112,7 +112,7 @@ def _start(path: str | None, name: str, types: tuple | None = None) -> tuple:
     stderr = tempfile.TemporaryFile()
     proc = subprocess.Popen([sys.executable, "-m", "rnngraph.codegen.parallel_compile"], env=env,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr)
-    proc.stdin.write(pickle.dumps((path, name, types, time.time())))  # the start's "start" counts from here
+    proc.stdin.write(pickle.dumps((path, name, types, time.time())))  # the worker's "start" phase counts from here
     proc.stdin.close()
     return name, proc, stderr
 
