@@ -94,6 +94,8 @@ def precompile(jobs: list[tuple[object, tuple]], workers: int | None = None, lib
             threading.Thread(target=proc.wait, daemon=True).start()
             ended = report.pop("ended")
             phases.append({"kernel": name, **report, "exit": round(time.time() - ended, 3)})
+            log.info("rnngraph: %s compiled in a worker: %s", name,
+                     ", ".join(f"{k} {v:.2f} s" for k, v in phases[-1].items() if k != "kernel"))
         stderr.close()
     seconds = time.perf_counter() - started
     history.append({"kernels": len(todo), "library": len(library), "workers": workers, "seconds": round(seconds, 3),
