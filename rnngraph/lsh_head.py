@@ -31,7 +31,8 @@ class LSHSoftmax(SoftmaxCrossEntropy):
     Training (``step.train`` of ``rg.compile(net, T, S)``, either backend): each of the T*S columns
     is a sample; its query is the head's input h (n,). Per call, the active set of each column is
     the union of its L buckets in the index of the head's current weight rows (DWTA hashing, K
-    hashes a table over bins of ``config.bin_size``), its true label added, padded with random
+    hashes a table over bins of ``config.bin_size``), its true label added (with
+    ``config.batch_labels``, the labels of all the call's columns), padded with random
     classes to ``min(config.min_active, classes)`` (rnngraph/lsh/active.py). The column's loss is
     -log of the softmax over its active set at its label; the gradients of h, and of the touched
     rows of W and b only: on the NumPy backend they are dense arrays (classes, n) and (classes,)
@@ -102,6 +103,8 @@ class LSHSoftmax(SoftmaxCrossEntropy):
         params = [b.param("W.weight", (self.classes, h.size), init), b.param("W.bias", (self.classes,), init)]
         c = self.config
         attrs = {**self._ignored(b), "K": c.K, "L": c.L, "min_active": c.min_active}
+        if c.batch_labels:
+            attrs["batch_labels"] = True
         return h, b.add("lsh_softmax_xent", [h, self._targets(b)], params, attrs=attrs, name="head.loss")
 
     @staticmethod
@@ -114,4 +117,5 @@ class LSHSoftmax(SoftmaxCrossEntropy):
     def __repr__(self):
         c = self.config
         extra = "" if self.ignore_index is None else f", ignore_index={self.ignore_index}"
+        extra += ", batch_labels=True" if c.batch_labels else ""
         return f"LSHSoftmax({self.classes}, K={c.K}, L={c.L}, min_active={c.min_active}{extra})"

@@ -9,8 +9,8 @@ layer. A training call replaces it, for that call only, by the sparse softmax ov
 LSH active set (SLIDE, Chen et al., MLSys 2020): rnngraph/lsh_train.py on the NumPy backend,
 rnngraph/codegen/lsh_step.py on CUDA, whose dense launchers (``cuda_loss``, codegen/losses.py: the
 chunked softmax cross-entropy over all classes) serve evaluation. The attributes K, L and
-min_active are the head's :class:`rnngraph.lsh.LSHConfig`'s, for the schedule dump and the cost
-model; the rest of the config stays with the head.
+min_active (and batch_labels when set) are the head's :class:`rnngraph.lsh.LSHConfig`'s, for the
+schedule dump and the cost model; the rest of the config stays with the head.
 """
 from __future__ import annotations
 
@@ -55,13 +55,15 @@ def lsh_setting(g, node) -> tuple[int, int, int] | None:
 
 def lsh_text(g, node) -> str:
     """The schedule dump's note for a kernel of an LSH head: ``   [LSH: K=6 L=50 tables, min
-    active 1500 of V classes]``, or '' for any other node."""
+    active 1500 of V classes]`` (``+ the batch's labels`` added with ``batch_labels``), or ''
+    for any other node."""
     found = lsh_setting(g, node)
     if found is None:
         return ""
     K, L, least = found
     classes = g.param_by_name[node.params[0]].shape[0]
-    return f"   [LSH: K={K} L={L} tables, min active {least} of {classes} classes]"
+    shared = " + the batch's labels" if node.attr.get("batch_labels") else ""
+    return f"   [LSH: K={K} L={L} tables, min active {least} of {classes} classes{shared}]"
 
 
 def active_estimate(g, node) -> int:
@@ -71,6 +73,6 @@ def active_estimate(g, node) -> int:
 
 
 # lsh_softmax_xent(h, y), params W (classes, n) and b (classes,), attributes K, L, min_active and
-# optionally ignore_index (as softmax_xent): evaluated densely; trained sparsely (both backends).
+# optionally batch_labels and ignore_index (as softmax_xent): evaluated densely; trained sparsely (both backends).
 register(Op(LSH_OP, "loss", _shape, _forward, _vjp, (2, 2), ids=chunked_ids,
             cuda_loss=("run_lsh_softmax_xent", "run_lsh_softmax_xent_grad")))

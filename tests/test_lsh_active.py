@@ -17,10 +17,11 @@ def tables():
     return t
 
 
-def sets(query, labels=None, min_active=0, seed=0, threshold=1, t=None):
+def sets(query, labels=None, min_active=0, seed=0, threshold=1, t=None, batch_labels=False):
     rng = np.random.default_rng(seed)
     return active_sets(t or tables(), query, classes=V, min_active=min_active,
-                       pad_order=draw_pad_order(V, rng), rng=rng, labels=labels, threshold=threshold)
+                       pad_order=draw_pad_order(V, rng), rng=rng, labels=labels, threshold=threshold,
+                       batch_labels=batch_labels)
 
 
 def test_union_of_the_buckets_plus_the_labels_de_duplicated_and_sorted():
@@ -41,6 +42,17 @@ def test_padded_to_the_minimum_with_distinct_neurons_labels_kept():
     assert not np.array_equal(a.ids, sets([[0, 0], [2, 3], [3, 1]], labels, min_active=12, seed=1).ids)
     everything = sets([[0, 0]], min_active=V + 5)                      # capped at V: all neurons
     np.testing.assert_array_equal(everything[0], np.arange(V))
+
+
+def test_batch_labels_join_every_set_and_count_toward_the_minimum():
+    labels = Ragged.from_lists([[29, 2], [], [4]])
+    a = sets([[0, 0], [2, 3], [3, 1]], labels, batch_labels=True)
+    assert [a[i].tolist() for i in range(3)] == [[1, 2, 3, 4, 5, 29], [2, 4, 7, 8, 29], [2, 4, 29]]
+    padded = sets([[0, 0], [2, 3], [3, 1]], labels, min_active=6, batch_labels=True)
+    assert [len(padded[i]) for i in range(3)] == [6, 6, 6]        # the batch's labels fill the minimum first
+    assert set(a[1].tolist()) <= set(padded[1].tolist())
+    inference = sets([[0, 0], [2, 3]], batch_labels=True)            # no labels: nothing to share
+    assert [inference[i].tolist() for i in range(2)] == [[1, 2, 3, 5], [7, 8]]
 
 
 def test_threshold_keeps_neurons_in_enough_buckets():

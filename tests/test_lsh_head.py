@@ -4,6 +4,8 @@ every class active its training steps equal the dense ``rg.SoftmaxCrossEntropy``
 a time (plan="naive"), with lengths and with ignore_index; with few active classes only the
 touched rows move and evaluation is dense; the schedule dump; bad arguments; the CUDA backend
 takes the head."""
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -89,6 +91,9 @@ def test_schedule_dump_and_memory_show_the_lsh_head():
     noted = [line for line in text.splitlines() if line.endswith("[LSH: K=2 L=2 tables, min active 3 of 11 classes]")]
     assert len(noted) == 2 and all(" loss       head.loss  <- " in line for line in noted)  # forward, backward
     assert estimate(step.schedule).host.scratch >= 3 * 8 * T * S * V  # the dense evaluation's logits
+    head = rg.LSHSoftmax(V, dataclasses.replace(FEW_ACTIVE, batch_labels=True))
+    assert repr(head) == "LSHSoftmax(11, K=2, L=2, min_active=3, batch_labels=True)"
+    assert "[LSH: K=2 L=2 tables, min active 3 of 11 classes + the batch's labels]" in str(_step(head).schedule)
 
 
 @pytest.mark.parametrize("make,match", [

@@ -68,11 +68,12 @@ def _head_input_gradients(step):
     return seen
 
 
-def test_few_active_classes_match_the_numpy_backend():
-    """min_active 0 and buckets of V slots: the sets are the buckets' union and the label on both
-    backends (the same bins and tables from the same seed and weights); SGD(lr=1) so that a
-    parameter's change is its gradient."""
-    config = LSHConfig(K=2, L=2, bin_size=4, capacity=V, min_active=0)
+@pytest.mark.parametrize("batch_labels", [False, True])
+def test_few_active_classes_match_the_numpy_backend(batch_labels):
+    """min_active 0 and buckets of V slots: the sets are the buckets' union and the label (all the
+    call's labels with batch_labels) on both backends (the same bins and tables from the same
+    seed and weights); SGD(lr=1) so that a parameter's change is its gradient."""
+    config = LSHConfig(K=2, L=2, bin_size=4, capacity=V, min_active=0, batch_labels=batch_labels)
     steps = [_step(rg.LSHSoftmax(V, config, seed=3, ignore_index=-1), device, rg.SGD(lr=1.0))
              for device in ("cpu", "cuda")]
     seen = [_head_input_gradients(s) for s in steps]
@@ -82,8 +83,13 @@ def test_few_active_classes_match_the_numpy_backend():
     cpu_loss, gpu_loss = (float(s.train(x, y)) for s in steps)
     assert gpu_loss == pytest.approx(cpu_loss, rel=1e-5)
     np.testing.assert_allclose(seen[1][0], seen[0][0], **TOL)
-    sets = steps[1]._lsh._scratch[(T * S, 0)]["sizes"].copy_to_host()
+    scratch = steps[1]._lsh._scratch[(T * S, 0)]
+    sets = scratch["sizes"].copy_to_host()
     assert sets.max() < V  # few active: the sparse loss differs from the dense one
+    ids, offsets = scratch["ids"].copy_to_host(), scratch["offsets"].copy_to_host()
+    labels = {int(y[0, 0]), int(y[1, 1])}  # the columns not ignored
+    holds = [labels <= set(ids[offsets[i]:offsets[i + 1]]) for i in range(T * S)]
+    assert holds == [True] * 4 if batch_labels else not all(holds)
     np.testing.assert_array_equal(seen[1][0][[1, 2]], 0)  # the ignored columns (0, 1) and (1, 0)
     assert np.abs(seen[1][0][[0, 3]]).min(axis=1).all()
     after = [s.parameters for s in steps]

@@ -65,7 +65,8 @@ def test_table_fill_counts_and_sets():
                 assert sorted(got) == sorted(ref.bucket(l, b))
 
 
-def device_sets(hasher, buckets, fill, x, labels, pad_order, *, min_active, threshold=1, seed=0, max_labels=2):
+def device_sets(hasher, buckets, fill, x, labels, pad_order, *, min_active, threshold=1, seed=0, max_labels=2,
+                batch_labels=False):
     codes = hashed(x, hasher)
     n = len(x)
     slots = K.table_slots(hasher.L, buckets.shape[2], min_active, max_labels)
@@ -76,13 +77,14 @@ def device_sets(hasher, buckets, fill, x, labels, pad_order, *, min_active, thre
     K.active_sets(cuda.to_device(codes), cuda.to_device(buckets), cuda.to_device(fill), cuda.to_device(lab_ids),
                   cuda.to_device(labels.offsets), cuda.to_device(pad_order),
                   cuda.device_array((n, slots), np.int32), cuda.device_array((n, slots), np.int32),
-                  cuda.device_array(n, np.int32), offsets, ids, threshold=threshold, min_active=min_active, seed=seed)
+                  cuda.device_array(n, np.int32), offsets, ids, threshold=threshold, min_active=min_active, seed=seed,
+                  batch_labels=batch_labels)
     offsets = offsets.copy_to_host()
     return Ragged.of(ids.copy_to_host()[:offsets[-1]], offsets), codes
 
 
-@pytest.mark.parametrize("threshold", [1, 2])
-def test_active_sets_without_padding_equal_numpy(threshold):
+@pytest.mark.parametrize("threshold, batch_labels", [(1, False), (2, False), (2, True)])
+def test_active_sets_without_padding_equal_numpy(threshold, batch_labels):
     rng = np.random.default_rng(3)
     hasher = DWTAHash.draw(D, K=2, L=3, bin_size=4, seed=4)
     weight = rng.normal(size=(C, D)).astype(np.float32)
@@ -93,11 +95,13 @@ def test_active_sets_without_padding_equal_numpy(threshold):
     x = rng.normal(size=(3, D)).astype(np.float32)
     labels = Ragged.from_lists([[5, 60], [], [0]])
     pad = draw_pad_order(C, rng)
-    got, codes = device_sets(hasher, buckets, fill, x, labels, pad, min_active=0, threshold=threshold)
+    got, codes = device_sets(hasher, buckets, fill, x, labels, pad, min_active=0, threshold=threshold,
+                             max_labels=3 if batch_labels else 2, batch_labels=batch_labels)
     want = active_sets(ref, codes, classes=C, min_active=0, pad_order=pad, rng=rng, labels=labels,
-                       threshold=threshold)
+                       threshold=threshold, batch_labels=batch_labels)
     for i in range(3):
         assert sorted(got[i]) == list(want[i])
+        assert {0, 5, 60} <= set(got[i]) or not batch_labels
 
 
 def test_active_sets_pad_to_the_minimum_with_distinct_neurons():

@@ -80,7 +80,7 @@ def test_table_errors_name_the_argument():
 def test_config_has_g_slide_defaults():
     c = LSHConfig()
     assert (c.K, c.L, c.bin_size, c.capacity, c.threshold, c.min_active) == (6, 50, 8, 128, 1, 1500)
-    assert (c.rebuild_every, c.redraw_every, c.densify) == (6400, 128_000, False)
+    assert (c.rebuild_every, c.redraw_every, c.densify, c.batch_labels) == (6400, 128_000, False, False)
     assert c.bits == 18 and c.table_bytes() == 4 * 50 * 2**18 * 129
     with pytest.raises(AttributeError):
         c.K = 5
@@ -92,6 +92,7 @@ def test_config_has_g_slide_defaults():
     ("rebuild_every", True, "LSHConfig.rebuild_every must be a positive integer"),
     ("min_active", -1, "LSHConfig.min_active must be a non-negative integer, got -1"),
     ("densify", 1, "LSHConfig.densify must be True or False"),
+    ("batch_labels", "yes", "LSHConfig.batch_labels must be True or False, got 'yes'"),
     ("threshold", 0, "LSHConfig.threshold must be a positive integer")])
 def test_config_errors_name_the_field(field, value, message):
     with pytest.raises(ValueError, match=message):

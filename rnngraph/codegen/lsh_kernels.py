@@ -222,12 +222,12 @@ def _mix31(x):
     return x
 
 
-def _collect_kernel(codes, buckets, fill, label_ids, label_offsets, threshold, want, pad_order, seed, counter, keys,
-                    counts, sizes):
-    """One block a sample i: counts its buckets' ids and its labels in its hash table
-    keys[i], counts[i] (cleared first), pads to ``want`` active neurons from the walk of
-    ``pad_order`` (its start drawn from ``seed + counter[0]`` and i), and writes the number of
-    active neurons to sizes[i]."""
+def _collect_kernel(codes, buckets, fill, label_ids, label_offsets, shared, threshold, want, pad_order, seed, counter,
+                    keys, counts, sizes):
+    """One block a sample i: counts its buckets' ids and its labels (all N samples' labels when
+    ``shared`` is 1) in its hash table keys[i], counts[i] (cleared first), pads to ``want``
+    active neurons from the walk of ``pad_order`` (its start drawn from ``seed + counter[0]`` and
+    i), and writes the number of active neurons to sizes[i]."""
     sm = cuda.shared.array(SCAN_THREADS, int32)
     i = cuda.blockIdx.x
     tid, nt = cuda.threadIdx.x, cuda.blockDim.x
@@ -244,7 +244,9 @@ def _collect_kernel(codes, buckets, fill, label_ids, label_offsets, threshold, w
         b = codes[i, l]
         if j < min(fill[l, b], cap):
             _hash_add(keys, counts, i, buckets[l, b, j], 1, mask)
-    for e in range(label_offsets[i] + tid, label_offsets[i + 1], nt):
+    l0 = label_offsets[0] if shared else label_offsets[i]
+    l1 = label_offsets[codes.shape[0]] if shared else label_offsets[i + 1]
+    for e in range(l0 + tid, l1, nt):
         _hash_add(keys, counts, i, label_ids[e], threshold, mask)
     cuda.syncthreads()
     mine = 0
@@ -332,19 +334,21 @@ compact_kernel = cached(cuda.jit(_compact_kernel))
 
 def set_bound(L: int, capacity: int, classes: int, min_active: int, max_labels: int) -> int:
     """The most active neurons a sample can have: min(classes, max(min_active, L * capacity +
-    max_labels)) (its buckets' ids, its labels, or the padding's total)."""
+    max_labels)) (its buckets' ids, its labels, or the padding's total). ``max_labels``: the most
+    labels a sample's set receives (with ``batch_labels``, the batch's total)."""
     return int(min(classes, max(min_active, L * capacity + max_labels)))
 
 
 def table_slots(L: int, capacity: int, min_active: int, max_labels: int) -> int:
     """Slots of a sample's hash table: a power of two at least twice the most keys it may hold
-    (L * capacity bucket ids, the labels, the padding)."""
+    (L * capacity bucket ids, the labels, the padding; ``max_labels`` as :func:`set_bound`'s)."""
     most = L * capacity + max_labels + min_active
     return 1 << max(4, int(2 * most - 1).bit_length())
 
 
 def active_sets(codes, buckets, fill, label_ids, label_offsets, pad_order, keys, counts, sizes, offsets, ids, *,
-                threshold: int = 1, min_active: int = 0, seed: int = 0, counter=None, stream=None):
+                threshold: int = 1, min_active: int = 0, seed: int = 0, counter=None, batch_labels: bool = False,
+                stream=None):
     """The active output neurons of N samples, in the compact (ids, offsets) layout.
 
     Args:
@@ -367,6 +371,9 @@ def active_sets(codes, buckets, fill, label_ids, label_offsets, pad_order, keys,
         counter: None, or a (1,) int64 device array added to ``seed`` on the device: a count a
             kernel advances (:func:`tick`), so that a launch captured into a CUDA graph draws new
             starts at each replay.
+        batch_labels: every sample's set holds all N samples' labels
+            (``label_ids[label_offsets[0]:label_offsets[N]]``), not only its own; size ``keys``
+            and ``ids`` with the batch's label count as ``max_labels``.
 
     Returns (ids, offsets). Raises ValueError naming the array on a wrong shape or dtype, or a
     scratch table whose size is not a power of two.
@@ -392,8 +399,9 @@ def active_sets(codes, buckets, fill, label_ids, label_offsets, pad_order, keys,
     s = launch_stream(stream)
     if n:
         t = set_threads()
-        collect_kernel[n, t, s](codes, buckets, fill, label_ids, label_offsets, np.int32(threshold),
-                                np.int32(want), pad_order, np.int64(seed), counter, keys, counts, sizes)
+        collect_kernel[n, t, s](codes, buckets, fill, label_ids, label_offsets, np.int32(bool(batch_labels)),
+                                np.int32(threshold), np.int32(want), pad_order, np.int64(seed), counter, keys, counts,
+                                sizes)
     offsets_kernel[1, 32 if in_simulator() else SCAN_THREADS, s](sizes, offsets)
     if n:
         compact_kernel[n, set_threads(), s](keys, counts, np.int32(threshold), offsets, ids)
@@ -404,7 +412,7 @@ KERNELS = [
     (_dwta_hash_kernel, "void(float32[:, ::1], int32[:, :, ::1], int32, int32[:, ::1])"),
     (_zero_int_kernel, "void(int32[::1])"),
     (_table_insert_kernel, "void(int32[:, ::1], int32[:, :, ::1], int32[:, ::1])"),
-    (_collect_kernel, "void(int32[:, ::1], int32[:, :, ::1], int32[:, ::1], int32[::1], int64[::1], int32, int32, "
+    (_collect_kernel, "void(int32[:, ::1], int32[:, :, ::1], int32[:, ::1], int32[::1], int64[::1], int32, int32, int32, "
                       "int32[::1], int64, int64[::1], int32[:, ::1], int32[:, ::1], int32[::1])"),
     (_tick_kernel, "void(int64[::1])"),
     (_offsets_kernel, "void(int32[::1], int64[::1])"),

@@ -112,8 +112,9 @@ class DeviceLSHLayer:
         """The per-batch device arrays for batches of ``n`` samples (made on first use)."""
         if n not in self._scratch:
             c, s = self.config, launch_stream(self.stream)
-            slots = lsh_kernels.table_slots(c.L, c.capacity, c.min_active, self.max_labels)
-            bound = lsh_kernels.set_bound(c.L, c.capacity, self.classes, c.min_active, self.max_labels)
+            labels = n * self.max_labels if c.batch_labels else self.max_labels
+            slots = lsh_kernels.table_slots(c.L, c.capacity, c.min_active, labels)
+            bound = lsh_kernels.set_bound(c.L, c.capacity, self.classes, c.min_active, labels)
             self._scratch[n] = dict(
                 codes=cuda.device_array((n, c.L), np.int32, stream=s),
                 keys=cuda.device_array((n, slots), np.int32, stream=s),
@@ -153,7 +154,8 @@ class DeviceLSHLayer:
         self.calls += 1
         lsh_kernels.active_sets(sc["codes"], self.buckets, self.fill, lab, lab_off, self.pad_order, sc["keys"],
                                 sc["counts"], sc["sizes"], sc["offsets"], sc["ids"], threshold=self.config.threshold,
-                                min_active=self.config.min_active, seed=self.calls, stream=self.stream)
+                                min_active=self.config.min_active, seed=self.calls,
+                                batch_labels=self.config.batch_labels, stream=self.stream)
         return sc["ids"], sc["offsets"], lab, lab_off
 
     # ------------------------------------------------------------------ training

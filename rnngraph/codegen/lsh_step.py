@@ -150,8 +150,9 @@ class DeviceLSHHead:
         any capture; a call's launches come in the same order every time)."""
         if key not in self._scratch:
             c, n, s = self.head.config, call.loss.shape[0], call.stream
-            slots = lsh_kernels.table_slots(c.L, c.capacity, c.min_active, 1)
-            bound = lsh_kernels.set_bound(c.L, c.capacity, self.classes, c.min_active, 1)
+            labels = max(n, 1) if c.batch_labels else 1   # a column has one label (none when ignored)
+            slots = lsh_kernels.table_slots(c.L, c.capacity, c.min_active, labels)
+            bound = lsh_kernels.set_bound(c.L, c.capacity, self.classes, c.min_active, labels)
             self._scratch[key] = dict(
                 labels=cuda.device_array(max(n, 1), np.int32, stream=s),
                 label_offsets=cuda.device_array(n + 1, np.int64, stream=s),
@@ -178,7 +179,7 @@ class DeviceLSHHead:
         lsh_kernels.active_sets(sc["codes"], idx.buckets, idx.fill, sc["labels"], sc["label_offsets"], idx.pad_order,
                                 sc["keys"], sc["counts"], sc["sizes"], sc["offsets"], sc["ids"],
                                 threshold=c.threshold, min_active=c.min_active, seed=self.head.seed,
-                                counter=idx.counter, stream=st)
+                                counter=idx.counter, batch_labels=c.batch_labels, stream=st)
         lsh_sparse.sparse_xent(h, weight, bias, sc["ids"], sc["offsets"], sc["labels"], sc["label_offsets"], sc["p"],
                                call.loss, stream=st)
 

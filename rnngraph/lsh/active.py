@@ -1,5 +1,6 @@
 """Per-sample active sets of output neurons: the union of the sample's L buckets, de-duplicated,
-plus its true labels (training), padded with random distinct neurons up to a minimum.
+plus its true labels (training; optionally the whole batch's), padded with random distinct
+neurons up to a minimum.
 
 As G-SLIDE's ``LSH::query_act_nodes`` (Pan et al., IEEE TPDS 2022): a neuron is active when
 it is in at least ``threshold`` of the sample's buckets (G-SLIDE counts them in a per-sample hash
@@ -24,7 +25,7 @@ def draw_pad_order(classes: int, rng: np.random.Generator) -> np.ndarray:
 
 def active_sets(tables: BucketTables, query_buckets, *, classes: int, min_active: int,
                 pad_order: np.ndarray, rng: np.random.Generator, labels: Ragged | None = None,
-                threshold: int = 1) -> Ragged:
+                threshold: int = 1, batch_labels: bool = False) -> Ragged:
     """The active output neurons of N samples.
 
     Args:
@@ -36,6 +37,9 @@ def active_sets(tables: BucketTables, query_buckets, *, classes: int, min_active
         rng: draws each sample's start in ``pad_order``.
         labels: N lists of true labels (training) or None (inference); always active.
         threshold: buckets of the sample a neuron must be in (1: the plain union).
+        batch_labels: with ``labels``, every set holds the labels of all N samples, not only its
+            own (in-batch negatives, :class:`rnngraph.lsh.LSHConfig`); they count toward the
+            minimum.
 
     Returns:
         A :class:`Ragged`: ids (E,) int32 sorted within each sample, offsets (N+1,) int64.
@@ -57,12 +61,13 @@ def active_sets(tables: BucketTables, query_buckets, *, classes: int, min_active
         labels.check_range(classes, "labels")
     starts = rng.integers(0, classes, size=n)
     want = min(min_active, classes)
+    shared = np.unique(labels.ids) if labels is not None and batch_labels else None
     sets = []
     for i in range(n):
         found, counts = np.unique(gathered[i], return_counts=True)
         chosen = found[counts >= threshold]
         if labels is not None:
-            chosen = np.union1d(chosen, labels[i])
+            chosen = np.union1d(chosen, labels[i] if shared is None else shared)
         need = want - chosen.size
         if need > 0:   # the next `need` neurons of the walk that are not chosen yet
             walk = pad_order[(starts[i] + np.arange(min(need + chosen.size, classes))) % classes]

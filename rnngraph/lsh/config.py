@@ -32,6 +32,13 @@ class LSHConfig:
         redraw_every: samples between new draws of the bins (a rebuild with new hash functions).
         densify: densified WTA for all-zero bins (SLIDE's CPU hashing); G-SLIDE does not.
         max_probes: with ``densify``, other bins an empty bin tries before it gives up (value 0).
+        batch_labels: in training, every sample's active set also holds the labels of all the
+            samples of its batch (in-batch negatives, as sampled-softmax recommenders train:
+            Yi et al., RecSys 2019); they count toward ``min_active``. Each sample's target is
+            still its own labels. Not G-SLIDE's algorithm, so off by default. On a long-tailed
+            set random padding rarely draws the frequent labels as negatives, so their logits are
+            never pushed down; in-batch labels are negatives in proportion to their frequency
+            (bench/results/cpu-20261204-lsh-batch-labels-p-at-1.txt).
 
     Raises:
         ValueError: naming the field: a count that is not a positive integer (``min_active``
@@ -49,13 +56,14 @@ class LSHConfig:
     redraw_every: int = 128_000
     densify: bool = False
     max_probes: int = 100
+    batch_labels: bool = False
 
     def __post_init__(self):
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name == "densify":
+            if f.name in ("densify", "batch_labels"):
                 if not isinstance(value, bool):
-                    raise ValueError(f"LSHConfig.densify must be True or False, got {value!r}")
+                    raise ValueError(f"LSHConfig.{f.name} must be True or False, got {value!r}")
             elif f.name == "min_active":
                 if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                     raise ValueError(f"LSHConfig.min_active must be a non-negative integer, got {value!r}")

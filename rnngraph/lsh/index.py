@@ -66,14 +66,16 @@ class LSHIndex:
 
     def query(self, x, labels: Ragged | None = None) -> Ragged:
         """The active sets of the inputs ``x`` (N, dim): :func:`rnngraph.lsh.active_sets` with
-        the config's threshold and minimum, the labels (N lists, training) included.
+        the config's threshold, minimum and ``batch_labels``, the labels (N lists, training)
+        included.
 
         Raises:
             ValueError: naming ``x`` or ``labels`` (shapes, non-finite inputs, labels out of range).
         """
         return active_sets(self.tables, self.hasher.hash(x, "x"), classes=self.classes,
                            min_active=self.config.min_active, pad_order=self.pad_order, rng=self.rng,
-                           labels=labels, threshold=self.config.threshold)
+                           labels=labels, threshold=self.config.threshold,
+                           batch_labels=self.config.batch_labels)
 
     def after_batch(self, n: int, weight) -> tuple[bool, bool]:
         """After the update of a batch of ``n`` samples: rebuilds from ``weight`` when due (new
