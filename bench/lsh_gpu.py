@@ -6,6 +6,8 @@ the same first layer for every rnngraph variant, only the output layer differs:
 
   lsh            codegen/lsh_layer.py: DWTA hashing, active sets, sparse softmax, touched-rows Adam
   lsh-dense-adam the same with dense Adam over every row (G-SLIDE's optimizer)
+  lsh-batch-labels  lsh with LSHConfig(batch_labels=True): every sample's active set also holds
+                 its batch's labels (in-batch negatives; not G-SLIDE's), toward the same minimum
   dense-fp32     logits by cuBLAS SGEMM (codegen/gemm.py), codegen/lsh_sparse.py's dense_xent, SGEMMs back
   dense-bf16     the same with bf16 operands and fp32 accumulation (codegen/gemm_precision.py:
                  cublasGemmEx on bf16 copies made before each product); fp32 master weights, Adam in fp32
@@ -40,6 +42,7 @@ default shape), the floor a model must beat.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import os
@@ -53,7 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from rnngraph.lsh import LSHConfig  # noqa: E402
 
-VARIANTS = ("lsh", "lsh-dense-adam", "dense-fp32", "dense-bf16", "torch-fp32", "torch-bf16")
+VARIANTS = ("lsh", "lsh-dense-adam", "lsh-batch-labels", "dense-fp32", "dense-bf16", "torch-fp32", "torch-bf16")
 SMOKE = dict(train=8, test=4, features=40, labels=64, hidden=8, batch=4, epochs=1,
              lsh=dict(K=2, L=2, bin_size=4, capacity=8, min_active=8, rebuild_every=8, redraw_every=16))
 
@@ -173,12 +176,13 @@ class LSHHead:
     """The LSH output layer (codegen/lsh_layer.py's DeviceLSHLayer) and the active-set sizes of
     the batches it trained on."""
 
-    def __init__(self, a, hidden, rng, adam, max_labels):
+    def __init__(self, a, hidden, rng, adam, max_labels, batch_labels=False):
         """``a`` the parsed flags (labels, LSH config, seed, lr), ``hidden`` H, ``adam`` "touched"
-        or "dense", ``max_labels`` the most labels of a sample; ``rng`` unused (the layer seeds its own)."""
+        or "dense", ``max_labels`` the most labels of a sample, ``batch_labels`` the config's
+        (in-batch negatives); ``rng`` unused (the layer seeds its own)."""
         from rnngraph.codegen.lsh_layer import DeviceLSHLayer
-        self.layer = DeviceLSHLayer(hidden, a.labels, a.config, seed=a.seed, lr=a.lr, adam=adam,
-                                    max_labels=max_labels)
+        config = dataclasses.replace(a.config, batch_labels=batch_labels)
+        self.layer = DeviceLSHLayer(hidden, a.labels, config, seed=a.seed, lr=a.lr, adam=adam, max_labels=max_labels)
         self.active = []
 
     def step(self, h, split, l_off):
@@ -301,7 +305,8 @@ def run_rnngraph(a, variant, train, test):
     hidden = SparseHidden(a.features, a.hidden, a.lr, rng)
     max_labels = max(train.max_labels, test.max_labels)
     if variant.startswith("lsh"):
-        head = LSHHead(a, a.hidden, rng, "dense" if variant == "lsh-dense-adam" else "touched", max_labels)
+        head = LSHHead(a, a.hidden, rng, "dense" if variant == "lsh-dense-adam" else "touched", max_labels,
+                       batch_labels=variant == "lsh-batch-labels")
     else:
         head = DenseHead(a, a.hidden, rng, bf16=variant == "dense-bf16")
     rec = {"epoch_s": [], "loss": []}
@@ -450,7 +455,7 @@ def main(argv=None) -> dict:
         result["records"].append(rec)
         write_results(a.out, result)  # each variant as it ends: a run cut short keeps the finished ones
     by = {r["variant"]: r for r in result["records"] if "error" not in r}
-    for name in ("lsh", "lsh-dense-adam"):
+    for name in ("lsh", "lsh-dense-adam", "lsh-batch-labels"):
         if name in by and "dense-bf16" in by:
             result[f"{name}_over_dense_bf16_epoch"] = by[name]["epoch_s_mean"] / by["dense-bf16"]["epoch_s_mean"]
     write_results(a.out, result)

@@ -361,9 +361,10 @@ def test_the_data_parallel_benchmark_runs_one_cpu_process_and_appends_its_row(tm
 
 @pytest.mark.slow
 def test_lsh_gpu_smoke_runs_on_the_cpu(tmp_path):
-    """bench/lsh_gpu.py --smoke --label-skew 1.1: tiny shapes, the LSH and dense fp32 / bf16 layers
-    in the simulator (bf16: numba's GEMM on rounded operands), PyTorch on the CPU, the JSON written
-    with the skew, and the label stats of the skewed set (the generator's, so the flag reached it)."""
+    """bench/lsh_gpu.py --smoke --label-skew 1.1: tiny shapes, the LSH (with and without the batch's
+    labels) and dense fp32 / bf16 layers in the simulator (bf16: numba's GEMM on rounded operands),
+    PyTorch on the CPU, the JSON written with the skew, and the label stats of the skewed set (the
+    generator's, so the flag reached it)."""
     out = tmp_path / "lsh.json"
     bench = load("lsh_gpu")
     assert bench.parse(["--smoke"]).label_skew == 0.0                     # uniform unless asked
@@ -371,8 +372,8 @@ def test_lsh_gpu_smoke_runs_on_the_cpu(tmp_path):
         with pytest.raises(SystemExit) as e:
             bench.parse(["--smoke", "--label-skew", bad])
         assert e.value.code == 2
-    result = bench.main(["--smoke", "--label-skew", "1.1", "--variants", "lsh,dense-fp32,dense-bf16,torch-fp32",
-                         "--out", str(out)])
+    result = bench.main(["--smoke", "--label-skew", "1.1", "--variants",
+                         "lsh,lsh-batch-labels,dense-fp32,dense-bf16,torch-fp32", "--out", str(out)])
     saved = json.loads(out.read_text())
     assert saved["benchmark"] == "lsh_gpu" and saved["shape"]["label_skew"] == 1.1
     d = rg.data.synthetic_xc(8 + 4, 40, 64, seed=0, label_skew=1.1).data  # SMOKE's shape: 8 train, 4 test
@@ -380,10 +381,11 @@ def test_lsh_gpu_smoke_runs_on_the_cpu(tmp_path):
     assert saved["label_stats"]["distinct_train_labels"] == (counts > 0).sum()
     assert saved["label_stats"]["most_frequent_train_label_count"] == counts.max() == 5  # uniform: 14 labels, 2
     recs = {r["variant"]: r for r in result["records"]}
-    for name in ("lsh", "dense-fp32") + (("torch-fp32",) if importlib.util.find_spec("torch") else ()):
+    for name in ("lsh", "lsh-batch-labels", "dense-fp32") + (("torch-fp32",) if importlib.util.find_spec("torch") else ()):
         assert "error" not in recs[name], recs[name]
         assert 0 <= recs[name]["p_at_1"] <= 1 and recs[name]["epoch_s_mean"] > 0
     assert recs["lsh"]["mean_active_per_batch"] >= 8 * 4      # min_active 8, batches of 4
+    assert recs["lsh-batch-labels"]["mean_active_per_batch"] >= 8 * 4
     assert "error" not in recs["dense-bf16"], recs["dense-bf16"]
     assert recs["dense-bf16"]["loss"][-1] != recs["dense-fp32"]["loss"][-1]  # the bf16 rounding shows
 
