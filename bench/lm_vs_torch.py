@@ -81,6 +81,22 @@ best point (``best``) and ``time_to_target``; the final numbers drift up as the 
 (both models alike) are the knobs against it; e.g. ``LM_ARGS="--dropout 0.2"`` for
 bench/lm_gpu.sh (not yet measured here).
 
+LSH heads (issue 28): ``--impl rnngraph-lsh`` and ``rnngraph-lsh-batch-labels`` are the rnngraph
+model with an ``rg.LSHSoftmax(V, rg.LSHConfig(K=--lsh-K, L=--lsh-L, min_active=--lsh-min-active))``
+head instead of the dense softmax (the second with ``batch_labels=True``: every column's active set
+also holds the window's next words); the same windows, optimizer and dense evaluation, so their
+valid/test perplexities compare with the dense head's, while their ``train_ppl`` is over each
+column's active set (lower than the full softmax's). ``--vocab-size N`` (word level) makes the
+vocabulary N types: a seeded ``--rare-fraction`` (0.02) of every split's tokens is replaced by
+synthetic rare words drawn uniformly from the N - V new ids (Austen's V = 13,353 words to N =
+100,000: about 17k rare tokens over 86,647 new words in training, most unseen), the same for every
+impl; the config records ``vocab`` (N) and ``text_vocab`` (V). The word LM of the issue, LSH against
+the full softmax after equal time::
+
+    timeout -k 5 590 python3 bench/lm_vs_torch.py --level word --vocab-size 100000 --layers 2 --hidden 1024 \
+        --embed 1024 --window 35 --streams 64 --dropout 0.5 --cache .cache/rg --minutes 2 --eval-every 60s \
+        --impl rnngraph,rnngraph-lsh,rnngraph-lsh-batch-labels --out bench/results/h200-YYYYMMDD-lm-word-lsh.json
+
 The GPU machine has no network: carry the corpus in a cache directory. Prepare it here once
 (``.cache/`` is git-ignored; only the six NAME.txt files are needed, ~4 MB)::
 
@@ -131,7 +147,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # rnngraph from this checkout
 
 LN2 = math.log(2.0)
-IMPLS = ("rnngraph", "torch")
+IMPLS = ("rnngraph", "torch", "rnngraph-lsh", "rnngraph-lsh-batch-labels")
+#: the rnngraph models with an rg.LSHSoftmax head, and whether its config has batch_labels
+LSH_IMPLS = {"rnngraph-lsh": False, "rnngraph-lsh-batch-labels": True}
 FORMAT = "lm_vs_torch/1"
 #: per --level: (suffix of the score fields: train_bpc, valid_ppl, ...; the score's name; its format in the
 #: progress lines and the table; what the split lengths count in prose)
@@ -180,6 +198,12 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--max-words", type=int, default=None, metavar="N",
                    help="word level: keep only the N most frequent word types of the training split, the rest "
                         "becoming <unk> (default: every word type)")
+    d.add_argument("--vocab-size", type=int, default=None, metavar="N",
+                   help="word level: pad the vocabulary to N types with synthetic rare words: a seeded "
+                        "--rare-fraction of every split's tokens becomes one of the N - V new words, drawn "
+                        "uniformly (a large-vocabulary model on Austen; default: no padding)")
+    d.add_argument("--rare-fraction", type=float, default=0.02, metavar="F",
+                   help="with --vocab-size: the fraction of tokens replaced by rare words (default 0.02)")
     m = p.add_argument_group("model and training (the same for both)")
     m.add_argument("--layers", type=int, default=2)
     m.add_argument("--hidden", type=int, default=512)
@@ -201,6 +225,10 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--seed", type=int, default=0)
     m.add_argument("--init", choices=("rnngraph", "native"), default="rnngraph",
                    help="torch's initial weights: rnngraph's (same seed; default) or torch's own")
+    h = p.add_argument_group("LSH head (--impl rnngraph-lsh, rnngraph-lsh-batch-labels: rg.LSHSoftmax)")
+    h.add_argument("--lsh-K", type=int, default=6, help="hashes a table (default 6, G-SLIDE's)")
+    h.add_argument("--lsh-L", type=int, default=50, help="tables (default 50)")
+    h.add_argument("--lsh-min-active", type=int, default=1500, help="active classes a column at least (default 1500)")
     b = p.add_argument_group("budget and evaluation")
     b.add_argument("--impl", default="rnngraph,torch", help="models to train, in order (default rnngraph,torch)")
     b.add_argument("--minutes", type=float, default=10.0, help="training time per model (default 10); 0 = no limit")
@@ -254,13 +282,29 @@ def check_args(args) -> list[str]:
     if args.max_words is not None and (args.level != "word" or args.max_words < 1):
         raise RunError(f"--max-words takes a number >= 1 and needs --level word, got --max-words {args.max_words} "
                        f"at --level {args.level}")
+    if args.vocab_size is not None and (args.level != "word" or args.vocab_size < 2):
+        raise RunError(f"--vocab-size takes a number >= 2 and needs --level word, got --vocab-size {args.vocab_size} "
+                       f"at --level {args.level}")
+    if not 0 < args.rare_fraction < 1:
+        raise RunError(f"--rare-fraction must be in (0, 1), got {args.rare_fraction}")
     if args.target is not None and not (args.target > 0 and math.isfinite(args.target)):
         raise RunError(f"--target must be a positive number, got {args.target}")
     impls = [s.strip() for s in args.impl.split(",") if s.strip()]
     bad = [s for s in impls if s not in IMPLS]
     if bad or not impls or len(set(impls)) != len(impls):
         raise RunError(f"--impl takes a comma-separated list of {', '.join(IMPLS)}, got {args.impl!r}")
+    if any(i in LSH_IMPLS for i in impls):
+        lsh_config(args, False)  # a bad --lsh-* value fails here, before any model trains
     return impls
+
+
+def lsh_config(args, batch_labels: bool):
+    """The rg.LSHConfig of the --lsh-* flags; RunError naming the field when one is bad."""
+    import rnngraph as rg
+    try:
+        return rg.LSHConfig(K=args.lsh_K, L=args.lsh_L, min_active=args.lsh_min_active, batch_labels=batch_labels)
+    except ValueError as exc:
+        raise RunError(f"--lsh-*: {exc}") from None
 
 
 # ---------------------------------------------------------------------------------- data
@@ -317,13 +361,18 @@ def batch_digest(x: np.ndarray, y: np.ndarray) -> str:
 class RnngraphModel:
     name = "rnngraph"
 
-    def __init__(self, args, vocab_size: int):
+    def __init__(self, args, vocab_size: int, name: str = "rnngraph"):
         import rnngraph as rg
         from rnngraph.lm import Evaluator
 
         t0 = time.perf_counter()
-        net = lambda p: rg.stacked(rg.cells.lstm, args.layers, args.hidden, vocab=vocab_size,  # noqa: E731
-                                   embed=args.embed, dropout=p)
+        self.name = name
+        head = (rg.LSHSoftmax(vocab_size, lsh_config(args, LSH_IMPLS[name]), seed=args.seed) if name in LSH_IMPLS
+                else None)
+
+        def net(p):
+            stack = rg.stacked(rg.cells.lstm, args.layers, args.hidden, vocab=vocab_size, embed=args.embed, dropout=p)
+            return stack if head is None else rg.Sequential(*stack.layers[:-1], head)
         self.net = net(args.dropout)
         self.step = rg.compile(self.net, window=args.window, streams=args.streams, device=args.device,
                                optimizer=rg.AdamW(lr=args.lr, weight_decay=args.weight_decay) if args.weight_decay
@@ -332,6 +381,7 @@ class RnngraphModel:
         # evaluation never drops: the same parameters in the graph without Dropout layers
         self.evaluator = Evaluator(net(0.0), args.window, args.eval_streams, "float32", device=self.device)
         self.info = {"device": self.device, "plan": self.step.schedule.plan, "dropout": args.dropout,
+                     "head": repr(self.net.layers[-1]),
                      "build_s": time.perf_counter() - t0,
                      "parameters": int(sum(v.size for v in self.step.parameters.values()))}
         if self.device == "cuda":
@@ -474,8 +524,8 @@ class TorchModel:
 
 
 def make_model(name: str, args, vocab_size: int):
-    if name == "rnngraph":
-        return RnngraphModel(args, vocab_size)
+    if name.startswith("rnngraph"):
+        return RnngraphModel(args, vocab_size, name)
     m = TorchModel(args, vocab_size)
     m.window_for_eval, m.streams_for_eval = args.window, args.eval_streams
     return m
@@ -748,7 +798,7 @@ def merge(paths: list[str], out: str | None) -> dict:
 def summarize(result: dict) -> None:
     """Cross-model checks: identical batches, first losses, speed ratio."""
     imp = result["impls"]
-    if all(n in imp and "data_sha256" in imp[n] for n in IMPLS):
+    if all(n in imp and "data_sha256" in imp[n] for n in ("rnngraph", "torch")):
         a, b = imp["rnngraph"], imp["torch"]
         n = min(a.get("hashed_batches", 0), b.get("hashed_batches", 0))
         same_count = a["hashed_batches"] == b["hashed_batches"]
@@ -799,6 +849,8 @@ def encode_corpus(args, corpus):
 
     noun = METRICS[args.level][3]
     vocab = build_vocab(args.level, corpus.train, args.max_words)
+    if args.vocab_size is not None and args.vocab_size <= len(vocab):
+        raise RunError(f"--vocab-size {args.vocab_size:,} must exceed the text's vocabulary, {len(vocab):,}")
     train_ids = vocab.encode(corpus.train)
     valid_ids, test_ids = vocab.encode(corpus.valid), vocab.encode(corpus.test)
     if len(train_ids) < args.window * args.streams + 1:
@@ -806,7 +858,24 @@ def encode_corpus(args, corpus):
                        f"(--window {args.window} x --streams {args.streams} needs {args.window * args.streams + 1:,})")
     if len(valid_ids) < 2 or len(test_ids) < 2:
         raise RunError(f"the validation and test splits need at least 2 {noun} each")
+    if args.vocab_size is not None:
+        train_ids, valid_ids, test_ids = add_rare_words((train_ids, valid_ids, test_ids), len(vocab), args.vocab_size,
+                                                        args.rare_fraction, args.seed)
     return vocab, train_ids, valid_ids, test_ids
+
+
+def add_rare_words(splits, words: int, size: int, fraction: float, seed: int):
+    """``splits`` (int32 token-id arrays over a vocabulary of ``words`` ids) with a ``fraction`` of
+    each split's positions (drawn with ``seed``) replaced by ids in [words, size), drawn uniformly:
+    synthetic rare words that make the vocabulary ``size`` types (unseen ones included)."""
+    rng = np.random.default_rng([seed, 28])
+    out = []
+    for ids in splits:
+        ids = np.array(ids, dtype=np.int32)
+        where = np.flatnonzero(rng.random(ids.size) < fraction)
+        ids[where] = rng.integers(words, size, size=where.size, dtype=np.int32)
+        out.append(ids)
+    return tuple(out)
 
 
 def _run(args, impls: list[str], log) -> int:
@@ -819,6 +888,7 @@ def _run(args, impls: list[str], log) -> int:
     except CorpusError as exc:
         raise RunError(str(exc)) from None
     vocab, train_ids, valid_ids, test_ids = encode_corpus(args, corpus)
+    V = args.vocab_size or len(vocab)
     valid_curve = valid_ids[: args.eval_tokens + 1] if args.eval_tokens else valid_ids
     data = {"train_ids": train_ids, "valid_ids": valid_ids, "test_ids": test_ids, "valid_curve_ids": valid_curve}
     W = ((len(train_ids) - 1) // args.streams) // args.window
@@ -826,7 +896,7 @@ def _run(args, impls: list[str], log) -> int:
     config.update(eval_every=f"{args.eval_every[1]:g}{'s' if args.eval_every[0] == 's' else ''}"
                   if args.eval_every[0] != "off" else "0", impl=impls, corpus=corpus.name if not args.text else
                   os.path.basename(args.text), cell="lstm", optimizer="adamw" if args.weight_decay else "adam",
-                  vocab=len(vocab), dtype="float32", target=target_of(args),
+                  vocab=V, text_vocab=len(vocab), dtype="float32", target=target_of(args),
                   **{f"{split}_{unit(args.level)}s": len(ids) for split, ids in (
                       ("train", train_ids), ("valid", valid_ids), ("test", test_ids), ("valid_curve", valid_curve))},
                   windows_per_epoch=W, tokens_per_window=args.window * args.streams,
@@ -837,7 +907,9 @@ def _run(args, impls: list[str], log) -> int:
               "status": "running"}
     save = lambda: write_json(args.out, result)  # noqa: E731
     save()
-    log(f"{corpus!r}, {args.level} level, vocab {len(vocab):,}; {args.layers}x LSTM {args.hidden}, "
+    log(f"{corpus!r}, {args.level} level, vocab {V:,}"
+        + (f" ({len(vocab):,} in the text, {args.rare_fraction:g} of the tokens rare words)" if V != len(vocab) else "")
+        + f"; {args.layers}x LSTM {args.hidden}, "
         f"embed {args.embed}; window {args.window} x {args.streams} streams ({args.window * args.streams:,} tokens, "
         f"{W:,} windows an epoch); "
         + (f"AdamW lr {args.lr:g}, weight decay {args.weight_decay:g}, " if args.weight_decay else
@@ -857,7 +929,7 @@ def _run(args, impls: list[str], log) -> int:
                     log("[torch   ] skipped: torch is not installed")
                     save()
                     continue
-            model = make_model(name, args, len(vocab))
+            model = make_model(name, args, V)
             rec.update(model.info)
             log(f"[{name:8}] {model.info['device']}, {model.info['parameters']:,} parameters"
                 + (f", plan {model.info['plan']}" if "plan" in model.info else "")

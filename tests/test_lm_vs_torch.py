@@ -182,6 +182,46 @@ def test_word_level_max_words_and_bad_flags(tmp_path, text_file, capsys):
         lvt.build_parser().parse_args(["--level", "sentence"])
 
 
+def test_add_rare_words_replaces_a_seeded_fraction_by_new_ids():
+    ids = np.arange(20_000, dtype=np.int32) % 50
+    (a,), (b,) = (lvt.add_rare_words((ids,), 50, 1_000, 0.1, seed=4) for _ in range(2))
+    np.testing.assert_array_equal(a, b)  # seeded
+    rare = a >= 50
+    assert a.dtype == np.int32 and a.max() < 1_000 and 0.09 < rare.mean() < 0.11
+    np.testing.assert_array_equal(a[~rare], ids[~rare])  # the other tokens stay
+    assert len(np.unique(a[rare])) > 800  # uniform over the 950 new words: about 840 distinct in 2,000 draws
+
+
+def test_word_level_lsh_heads_over_a_padded_vocabulary(tmp_path, text_file, capsys):
+    """--impl rnngraph-lsh,rnngraph-lsh-batch-labels --vocab-size: the rg.LSHSoftmax heads (the
+    --lsh-* config, batch_labels in the second) train over the same windows as the dense head,
+    score dense perplexity over all V = 300 words, and the config records both vocabularies."""
+    lsh = ["--lsh-K", "2", "--lsh-L", "2", "--lsh-min-active", "10"]
+    rc, res = run(tmp_path, text_file, "--level", "word", "--vocab-size", "300", "--impl",
+                  "rnngraph,rnngraph-lsh,rnngraph-lsh-batch-labels", "--steps", "4", "--eval-every", "2", *lsh)
+    assert rc == 0 and res["status"] == "complete"
+    _, vocab, _ = _word_vocab_and_splits(text_file)
+    cfg, impls = res["config"], res["impls"]
+    assert cfg["vocab"] == 300 and cfg["text_vocab"] == len(vocab) and cfg["rare_fraction"] == 0.02
+    assert impls["rnngraph"]["head"] == "SoftmaxCrossEntropy(300)"
+    assert impls["rnngraph-lsh"]["head"] == "LSHSoftmax(300, K=2, L=2, min_active=10)"
+    assert impls["rnngraph-lsh-batch-labels"]["head"] == "LSHSoftmax(300, K=2, L=2, min_active=10, batch_labels=True)"
+    digests = {r["data_sha256"] for r in impls.values()}
+    assert len(digests) == 1  # the same windows, rare words included
+    for r in impls.values():
+        assert r["status"] == "done" and r["parameters"] == impls["rnngraph"]["parameters"]
+        assert all(math.isfinite(p["valid_ppl"]) for p in r["curve"]) and r["final"]["valid_ppl"] > 1
+    capsys.readouterr()
+    assert lvt.main(["--text", str(text_file), "--vocab-size", "300", "--steps", "1"]) == 2  # char level
+    assert "--vocab-size takes a number >= 2 and needs --level word" in capsys.readouterr().err
+    assert lvt.main(["--text", str(text_file), "--level", "word", "--vocab-size", "5", "--steps", "1"]) == 2
+    assert "must exceed the text's vocabulary" in capsys.readouterr().err
+    assert lvt.main(["--text", str(text_file), "--level", "word", "--impl", "rnngraph-lsh", "--lsh-K", "0",
+                     "--steps", "1"]) == 2
+    assert "--lsh-*: LSHConfig.K must be a positive integer, got 0" in capsys.readouterr().err
+    assert lvt.main(["--text", str(text_file), "--level", "word", "--rare-fraction", "1", "--steps", "1"]) == 2
+
+
 def test_word_level_both_models_share_vocabulary_and_batches(tmp_path, text_file):
     pytest.importorskip("torch")
     rc, res = run(tmp_path, text_file, "--level", "word", "--steps", "4", "--eval-every", "2")
