@@ -267,3 +267,48 @@ def test_variable_length_loops_skip_without_slowing_the_inner_loop(tmp_path):
         plain, masked = (next(r for n, r in result.items() if ("(backward)" in n) == backward and ("lengths" in n) == m)
                          for m in (False, True))
         assert masked["inner_loop"] == plain["inner_loop"], ("backward" if backward else "forward", masked, plain)
+
+
+_MAD_SCRIPT = PTX_PREAMBLE + r"""
+from rnngraph.codegen.mad_rows import mad_rows3
+
+
+def statements(a, w, out):
+    i = cuda.grid(1)
+    acc0, acc1, acc2 = a[i], a[i + 1], a[i + 2]
+    w0, w1, w2, v = w[0], w[1], w[2], w[i]
+    acc0 += w0 * v
+    acc1 += w1 * v
+    acc2 += w2 * v
+    out[i] = acc0 * acc1 - acc2
+
+
+def one_call(a, w, out):
+    i = cuda.grid(1)
+    acc0, acc1, acc2 = a[i], a[i + 1], a[i + 2]
+    w0, w1, w2, v = w[0], w[1], w[2], w[i]
+    acc0, acc1, acc2 = mad_rows3(acc0, acc1, acc2, w0, w1, w2, v)
+    out[i] = acc0 * acc1 - acc2
+
+
+sig = "void(float32[::1], float32[::1], float32[::1])"
+body = {}
+for fastmath in (False, True):
+    for f in (statements, one_call):
+        ptx = cuda.compile_ptx(f, sig, cc=(9, 0), fastmath=fastmath)[0]
+        ptx = ptx[ptx.index("{", ptx.index(".visible .entry")):]   # the body, its parameters unnamed
+        body[f"{f.__name__} {fastmath}"] = [re.sub(r"_ZN\w+(_param_\d+)", r"\1", " ".join(line.split()))
+                                            for line in ptx.splitlines()]
+print(json.dumps(body))
+"""
+
+
+def test_mad_rows_compile_to_the_statements_ptx():
+    """codegen/mad_rows.py's intrinsic, the FFMA row loops' products in one call, gives the PTX of
+    the statements ``acc_a += w_a * v`` it replaces (fma a row, rows in order), with and without
+    fastmath (then with ftz): the loop kernels' GPU code does not change by it."""
+    body = run_outside_simulator(_MAD_SCRIPT)
+    for fastmath in ("False", "True"):
+        assert body[f"one_call {fastmath}"] == body[f"statements {fastmath}"]
+        fma = [line for line in body[f"one_call {fastmath}"] if line.startswith("fma.rn")]
+        assert len(fma) == 3 and all((".ftz." in line) == (fastmath == "True") for line in fma)

@@ -6,7 +6,10 @@ sum_m W_m[r, kk] * v_m[s, kk] over kk < inner, its lanes striding over kk; the p
 reduced across the warp by a tree a sum or the transpose butterfly (codegen/warp_reduce.py,
 ``xreduce``). Register blocking: a weight element is loaded once for SB streams and a vector
 element once for RB rows; the kk loop is unrolled ``GemmRows.unroll`` times (independent loads in
-flight), with a remainder loop. The column index is cast to uint64 (it is never negative):
+flight), with a remainder loop. The source is shaped for numba's front end, which is most of a
+loop kernel's compile: on the GPU a vector element's RB products are one ``mad_rows<RB>`` call
+(codegen/mad_rows.py), and every name of the unrolled steps is assigned once (the same PTX,
+bench/results/cpu-20261204-loop-kernel-compile-mad-rows.txt). The column index is cast to uint64 (it is never negative):
 numba wraps a negative signed index (a sign test and an add per read, in 64 bits), and that wrap
 kept ptxas from folding the unrolled offsets kk + 32 * u (u < unroll) into the loads'
 immediates; the cast took the S=64 LSTM's inner loop from 417 to 250 SASS instructions a trip
@@ -23,6 +26,7 @@ from __future__ import annotations
 from .loop_items import GemmRows
 from .loop_mma import emit_mma_rows
 from .loop_pointwise import owned_row
+from .mad_rows import MAX_ROWS
 from .operand_rounding import ROUNDING
 from .pointwise import STREAM_ORDER, VALID_STREAMS
 from .source import Source, select
@@ -48,6 +52,9 @@ def emit_rows(src: Source, r: GemmRows, coop: bool, vector_loads: bool = True) -
     if r.skip:
         src(f"nitems = (({VALID_STREAMS}[t] + {SB - 1}) // {SB}) * ngroups  # the items with a stream within its length")
     items = _item_count(r)
+    for m, t in enumerate(r.terms):
+        if not t.flag:
+            src(f"vrow{m} = {t.row}")  # the vector's row, once: not typed again at every read
     if KS > 1:
         src(f"kw = {start}")
         header = f"while kw < {items} * {KS}:"
@@ -63,26 +70,52 @@ def emit_rows(src: Source, r: GemmRows, coop: bool, vector_loads: bool = True) -
             src(f"ftag{m} = uint32({row}) + uint32(1)")
         src(f"kk = {'lane' if coop else '0'}" + (f" + (kw - item * {KS}) * {kstep}" if KS > 1 else ""))
         stride, U = kstep * KS, r.unroll
+        mad = mad_function(r, coop)
         loops = [(U, f"kk + {(U - 1) * stride} < {inner}")] + ([(1, f"kk < {inner}")] if U > 1 else [])
-        for unroll, cond in loops:
+        for L, (unroll, cond) in enumerate(loops):
             with src.block(f"while {cond}:"):
                 kof = lambda u: f"uint64(kk + {u * stride})" if u else "uint64(kk)"  # noqa: E731
                 if flagged:
                     emit_poll(src, flagged, unroll, SB, kof)
                 for u in range(unroll):
-                    src(f"kcol = {kof(u)}")  # one name for the step's reads: fewer ops for numba to type
-                    k = "kcol"
+                    # every name assigned once in the kernel: numba's SSA pass costs about the number of
+                    # names assigned more than once times the kernel's length
+                    x = f"{'r' * L}{u}"
+                    k = f"kc{x}"
+                    src(f"{k} = {kof(u)}")  # one name for the step's reads: fewer ops for numba to type
                     for m, t in enumerate(r.terms):
-                        src(*(f"w{m}_{a}_{u} = {rnd(t.weight.format(r=f'r{a}', rem=f'rem{a}', k=k))}" for a in range(RB)))
-                        vec = t.vector if vector_loads else f"w{m}_0_{u}"
-                        for i in range(SB):
-                            src(f"v = {rnd(f'flag_value(fw{m}_{i}_{u})' if t.flag else vec.format(s=f's{i}', k=k))}",
-                                *(f"acc{a}_{i} += w{m}_{a}_{u} * v" for a in range(RB)))
+                        _emit_products(src, r, m, t, u, x, k, rnd, mad, vector_loads)
                 src(f"kk += {unroll * stride}")
         _reduce_and_store(src, r, coop)
         src(f"{'kw' if KS > 1 else 'item'} += {step}")
     if KS > 1:
         sum_split_partials(src, r)
+
+
+def _emit_products(src: Source, r: GemmRows, m: int, t, u: int, x: str, k: str, rnd, mad: str,
+                   vector_loads: bool) -> None:
+    """Term ``t`` (the m-th) of unroll step u (names suffixed ``x``, column ``k``): its RB weights,
+    then for each of the SB streams its vector element and the RB products added to the
+    accumulators, in one ``mad`` call (codegen/mad_rows.py) where there is one."""
+    RB, SB = r.rows, r.streams
+    src(*(f"w{m}_{a}_{x} = {rnd(t.weight.format(r=f'r{a}', rem=f'rem{a}', k=k))}" for a in range(RB)))
+    vec = t.vector_at(f"vrow{m}") if vector_loads else f"w{m}_0_{x}"
+    for i in range(SB):
+        v = f"v{m}_{i}_{x}"
+        src(f"{v} = {rnd(f'flag_value(fw{m}_{i}_{u})' if t.flag else vec.format(s=f's{i}', k=k))}")
+        if mad:
+            accs = ", ".join(f"acc{a}_{i}" for a in range(RB))
+            weights = ", ".join(f"w{m}_{a}_{x}" for a in range(RB))
+            src(f"{accs}{',' if RB == 1 else ''} = {mad}({accs}, {weights}, {v})")
+        else:
+            src(*(f"acc{a}_{i} += w{m}_{a}_{x} * {v}" for a in range(RB)))
+
+
+def mad_function(r: GemmRows, coop: bool) -> str:
+    """The name of the intrinsic (codegen/mad_rows.py) that adds an FFMA row loop's products of
+    a vector element to its RB accumulators on the GPU; "" where the loop writes them one a
+    statement (the simulator, rounded operands, more rows than MAX_ROWS)."""
+    return f"mad_rows{r.rows}" if coop and not r.mma and not r.rounding and r.rows <= MAX_ROWS else ""
 
 
 def _item_count(r: GemmRows) -> str:
@@ -115,7 +148,7 @@ def sum_split_partials(src: Source, r: GemmRows) -> None:
     stream) adds the item's parts from ``r.partials`` (laid out [item * KS + part, row * streams +
     stream]) and stores the sum."""
     RB, SB, KS, kp, reps, uL = r.rows, r.streams, r.ksplit, r.partials, r.reps, r.unit
-    src("cuda.syncthreads()", "# the items' split partial sums: a thread per (item, row, stream)", "i = tid")
+    src("cuda.syncthreads()", "# the items' split partial sums: a thread per (item, row, stream)", "i = int64(tid)")
     with src.block(f"while i < {_item_count(r)} * {RB * SB}:"):
         src(f"item = i // {RB * SB}", f"c = i - item * {RB * SB}", f"aa = c // {SB}", "sb = item // ngroups",
             f"rem = (item - sb * ngroups) * {RB} + aa", f"ss = sb * {SB} + c - aa * {SB}")
@@ -160,7 +193,7 @@ def emit_poll(src: Source, flagged, unroll: int, SB: int, kof) -> None:
     step u at column ``kof(u)``), repeated until every tag is ``ftag<m>``; a reader polling for
     too long traps (codegen/flag_exchange.py)."""
     words = [(m, F, row, i, u) for m, (F, row) in flagged for i in range(SB) for u in range(unroll)]
-    src("fspin = 0")
+    src("fspin = int64(0)")
     with src.block("while True:"):
         src(*(f"fw{m}_{i}_{u} = flag_load({F}, {row}, s{i}, {kof(u)})" for m, F, row, i, u in words))
         with src.block(f"if ({' | '.join(f'(flag_tag(fw{m}_{i}_{u}) ^ ftag{m})' for m, F, row, i, u in words)}) == 0:"):

@@ -29,7 +29,11 @@ class GemmTerm:
     @property
     def vector(self) -> str:
         """The read of the vector at {s}, {k}."""
-        return f"{self.array}[{self.row}, {{s}}, {{k}}]"
+        return self.vector_at(self.row)
+
+    def vector_at(self, row: str) -> str:
+        """The read of the vector at {s}, {k} with its row expression held in the name ``row``."""
+        return f"{self.array}[{row}, {{s}}, {{k}}]"
 
 
 @dataclass(frozen=True)

@@ -95,13 +95,13 @@ def _in_smem(src: Source, t: _Terms, plan: LoopKernelPlan, out: str) -> None:
     Three block barriers; the loads of a phase are about one round trip."""
     U = LN_SUM_UNROLL
     vb = "bid, " if plan.virtual_blocks else ""  # simulated blocks share the one real block's memory
-    src("c = tid")
+    src("c = int64(tid)")
     with src.block("while c < S:"):
         src("s = c")
         values = t.column_values(src)
         src(*(f"lnv[{vb}c, {i}] = {local}" for i, (_, local) in enumerate(values)),
             f"lns[{vb}c, 0] = float32(0.0)", f"lns[{vb}c, 1] = float32(0.0)", "c += bdim")
-    src("cuda.syncthreads()", f"npairs = S * nj * {t.reps}", "item = tid")
+    src("cuda.syncthreads()", f"npairs = S * nj * {t.reps}", "item = int64(tid)")
     with src.block("while item < npairs:"):
         index = {name: i for i, (name, _) in enumerate(values)}
         for u in range(U):
@@ -112,7 +112,7 @@ def _in_smem(src: Source, t: _Terms, plan: LoopKernelPlan, out: str) -> None:
             with src.block(f"if item + {u} * bdim < npairs:"):
                 src(f"cuda.atomic.add(lns, ({vb}s{u}, 0), a{u})", f"cuda.atomic.add(lns, ({vb}s{u}, 1), b{u})")
         src(f"item += {U} * bdim")
-    src("cuda.syncthreads()", "c = tid")
+    src("cuda.syncthreads()", "c = int64(tid)")
     with src.block("while c < S and nj > 0:"):
         src(f"cuda.atomic.add({out}, (t, c, 0), lns[{vb}c, 0])", f"cuda.atomic.add({out}, (t, c, 1), lns[{vb}c, 1])",
             "c += bdim")
@@ -128,7 +128,7 @@ def _in_registers(src: Source, t: _Terms, plan: LoopKernelPlan, out: str) -> Non
     barriers."""
     U = LN_SUM_UNROLL
     vb = "bid, " if plan.virtual_blocks else ""
-    src("nrep = max(1, bdim // S)  # threads a column", f"nel = nj * {t.reps}", "v = tid")
+    src("nrep = max(1, bdim // S)  # threads a column", f"nel = nj * {t.reps}", "v = int64(tid)")
     with src.block("while v < S * nrep:"):
         src("s = v % S")
         values = dict(t.column_values(src))
@@ -141,7 +141,7 @@ def _in_registers(src: Source, t: _Terms, plan: LoopKernelPlan, out: str) -> Non
                 src("p1 += " + " + ".join(f"a{u}" for u in range(unroll)),
                     "p2 += " + " + ".join(f"b{u}" for u in range(unroll)), f"el += {unroll} * nrep")
         src(f"lnp[{vb}v, 0] = p1", f"lnp[{vb}v, 1] = p2", "v += bdim")
-    src("cuda.syncthreads()", "c = tid")
+    src("cuda.syncthreads()", "c = int64(tid)")
     with src.block("while c < S and nj > 0:"):
         src(f"q1 = lnp[{vb}c, 0]", f"q2 = lnp[{vb}c, 1]", "v = c + S")
         with src.block("while v < S * nrep:"):

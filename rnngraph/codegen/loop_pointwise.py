@@ -66,7 +66,7 @@ def emit_pointwise(src: Source, item, uL: int, reverse: bool) -> None:
     unit ``uL``, calling its device function (the ``_pre`` twin for a thread's first item when the
     kernel has early loads)."""
     k, reps, fn = item.kernel, item.reps, fn_name(item.kernel, reverse)
-    src(f"# {k.name}: pointwise, {len(k.ops)} ops, unit {item.unit}", "item = tid")
+    src(f"# {k.name}: pointwise, {len(k.ops)} ops, unit {item.unit}", "item = int64(tid)")
     with src.block(f"while item < S * nj * {reps}:"):
         src(f"s = item // (nj * {reps})", f"rem = item - s * (nj * {reps})", *owned_row("rem", "j", reps, uL))
         call = f"(t, s, j, {'rem, ' if item.local else ''}{', '.join(item.args)})"

@@ -6,6 +6,7 @@ into global memory at the end -- all as the LoopKernelPlan says.
 from __future__ import annotations
 
 from ..ir import Graph
+from .loop_gemm import mad_function
 from .loop_plan import BARRIER_FUNCTIONS, MMA_CHUNK, LoopKernelPlan, chunk_word_order
 from .operand_rounding import ROUNDING
 from .pointwise import Names
@@ -17,9 +18,13 @@ MMA_IMPORTS = {"tf32": "from rnngraph.codegen.ptx import cvt_rna_tf32, load_f32x
 
 
 def imports(plan: LoopKernelPlan) -> list[str]:
-    """The module-level imports the kernel needs: the inline grid barrier's function (GPU,
-    ``barrier``) and the flag words' device functions (codegen/flag_exchange.py)."""
-    out = []
+    """The module-level imports the kernel needs: ``int64`` (the loop counters start as int64:
+    ``i = tid`` is int32 and ``i += bdim`` int64, and a counter whose type widens at its loop's
+    back edge costs numba's type inference one more pass over the whole kernel), the inline grid
+    barrier's function (GPU, ``barrier``), the flag words' device functions
+    (codegen/flag_exchange.py), the tensor-core intrinsics, the FFMA row loops' ``mad_rows<n>``
+    (codegen/mad_rows.py) and the operand roundings."""
+    out = ["from numba import int64"]
     if plan.barrier:
         out.append(f"from rnngraph.codegen.grid_barrier import {BARRIER_FUNCTIONS[plan.barrier]} as grid_barrier"
                    + (", barrier_phase" if plan.barrier == 3 else ""))
@@ -29,6 +34,9 @@ def imports(plan: LoopKernelPlan) -> list[str]:
     rows = [r for lv in plan.levels for st in lv.stages for item in st.items for r in getattr(item, "rows", ())]
     for precision in sorted({r.mma for r in rows} - {""}):
         out.append(MMA_IMPORTS[precision])
+    mads = sorted({mad_function(r, plan.coop) for r in rows} - {""}, key=lambda name: (len(name), name))  # 2 before 16
+    if mads:
+        out.append(f"from rnngraph.codegen.mad_rows import {', '.join(mads)}")
     rounding = {r.rounding for r in rows} - {""}
     if rounding:
         out.append(f"from rnngraph.codegen.operand_rounding import {', '.join(ROUNDING[p] for p in sorted(rounding))}")
@@ -69,7 +77,7 @@ def emit_prologue(src: Source, g: Graph, plan: LoopKernelPlan) -> None:
     for z in plan.arrays("layer-norm gradients"):
         size = z.shape[0]
         src(f"{z.name} = cuda.shared.array({size}, float32)  # the block's layer-norm parameter gradient sums",
-            "i = tid")
+            "i = int64(tid)")
         with src.block(f"while i < {size}:"):
             src(f"{z.name}[i] = float32(0.0)", "i += bdim")
     for c in plan.weight_copies:
@@ -100,7 +108,7 @@ def _weight_copy(src: Source, c) -> None:
         what += f", words {c.offset}.. of the dynamic shared memory"
         array = f"{c.array} = cuda.shared.array(0, {dtype})[{c.offset}:{c.offset + c.rows * c.cols}]"
     src(f"# {c.weight}: the block's {c.reps} x {c.rows // c.reps} owned rows into shared memory{what}", array,
-        f"j0 = (bid * {c.unit}) // nblocks", f"nj = ((bid + 1) * {c.unit}) // nblocks - j0", "i = tid")
+        f"j0 = (bid * {c.unit}) // nblocks", f"nj = ((bid + 1) * {c.unit}) // nblocks - j0", "i = int64(tid)")
     with src.block(f"while i < nj * {c.reps} * {words}:"):
         src(f"lr = i // {words}", f"kk = i - lr * {words}", f"jj = lr // {c.reps}")
         if not c.convert:
@@ -149,7 +157,7 @@ def emit_epilogue(src: Source, plan: LoopKernelPlan) -> None:
         return
     src("cuda.syncthreads()", "# the layer norms' gain and bias gradients of the window: the block's sums")
     for z in plan.local_grads:
-        src(f"j0 = (bid * {z.unit}) // nblocks", f"nj = ((bid + 1) * {z.unit}) // nblocks - j0", "i = tid")
+        src(f"j0 = (bid * {z.unit}) // nblocks", f"nj = ((bid + 1) * {z.unit}) // nblocks - j0", "i = int64(tid)")
         with src.block(f"while i < nj * {z.reps * z.chunks}:"):
             src(f"rem = i // {z.chunks}", f"jj = rem // {z.reps}",
                 f"j = j0 + jj + (rem - jj * {z.reps}) * {z.unit} + (i - rem * {z.chunks}) * {z.kernel_unit}",

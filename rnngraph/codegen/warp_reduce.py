@@ -24,7 +24,7 @@ MASK = "0xFFFFFFFF"
 
 def tree_reduce(names: list[str]) -> list[str]:
     """Lines (no indent) leaving in lane 0 the warp sum of each variable of ``names`` (in place)."""
-    lines = ["off = 16", "while off > 0:"]
+    lines = ["off = int64(16)", "while off > 0:"]
     lines += [f"    {v} += cuda.shfl_down_sync({MASK}, {v}, off)" for v in names]
     return lines + ["    off //= 2"]
 

@@ -1,0 +1,59 @@
+"""``mad_rows<n>``: the FFMA row loops' (codegen/loop_gemm.py) products of one vector element,
+``acc_a + w_a * v`` for a < n, in one call instead of n statements ``acc_a += w_a * v``.
+
+    acc0_0, acc1_0 = mad_rows2(acc0_0, acc1_0, w0_0_0, w0_1_0, v0_0_0)
+
+A numba ``@intrinsic`` that emits what numba emits for those statements (float32 operands: an
+``fmul`` and an ``fadd`` a row, rows in order), returning the n sums as a tuple; the PTX is the
+same, with and without fastmath (tests/test_loop_ptx.py; every loop kernel of 15 models:
+bench/results/cpu-20261204-loop-kernel-compile-mad-rows.txt). What it saves is numba's front
+end: each statement is a multiply and an in-place add to type (in every round of type
+inference) and to lower, each through numba's operator templates, and an S=64 LSTM loop
+kernel's unrolled loop has over a thousand; a call is one typing of one template, its tuple
+unpacked by static getitems (the forward loop kernel of a 2-layer 512-unit LSTM at S=64: 3.0 to
+2.3 s on the CPU, with the other source changes of that file 3.7 to 2.4 s).
+
+LLVM IR through llvmlite's builder, not inline PTX (that is codegen/ptx.py's alone). In numba's
+CUDA simulator the same names are plain Python functions.
+"""
+from __future__ import annotations
+
+from .device import in_simulator
+
+#: the largest n with a ``mad_rows<n>`` (a work item's rows: GemmRows.rows)
+MAX_ROWS = 32
+
+
+def _simulated(n: int):
+    def mad_rows(*args):
+        accs, ws, v = args[:n], args[n:2 * n], args[2 * n]
+        return tuple(a + w * v for a, w in zip(accs, ws))
+    mad_rows.__name__ = f"mad_rows{n}"
+    return mad_rows
+
+
+def _intrinsic(n: int):
+    from numba import types
+    from numba.cuda.extending import intrinsic
+
+    def codegen(context, builder, sig, args):
+        accs, ws, v = args[:n], args[n:2 * n], args[2 * n]
+        out = context.get_constant_undef(sig.return_type)
+        for a in range(n):  # as numba lowers acc_a += w_a * v
+            out = builder.insert_value(out, builder.fadd(accs[a], builder.fmul(ws[a], v)), a)
+        return out
+
+    def typer(typingctx, *args):
+        if len(args) != 2 * n + 1 or any(t != types.float32 for t in args):
+            return None
+        return types.UniTuple(types.float32, n)(*args), codegen
+
+    # numba's intrinsics take no *args: a function with the 2n + 1 parameters named
+    params = ", ".join([f"a{a}" for a in range(n)] + [f"w{a}" for a in range(n)] + ["v"])
+    scope = {"typer": typer}
+    exec(f"def mad_rows{n}(typingctx, {params}):\n    return typer(typingctx, {params})\n", scope)
+    return intrinsic(scope[f"mad_rows{n}"])
+
+
+for _n in range(1, MAX_ROWS + 1):  # about 5 ms for all 32
+    globals()[f"mad_rows{_n}"] = _simulated(_n) if in_simulator() else _intrinsic(_n)
