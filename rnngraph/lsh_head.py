@@ -32,7 +32,8 @@ class LSHSoftmax(SoftmaxCrossEntropy):
     is a sample; its query is the head's input h (n,). Per call, the active set of each column is
     the union of its L buckets in the index of the head's current weight rows (DWTA hashing, K
     hashes a table over bins of ``config.bin_size``), its true label added (with
-    ``config.batch_labels``, the labels of all the call's columns), padded with random
+    ``config.batch_labels``, the labels of all the call's columns, or of the timestep's where a
+    plan runs the loss per timestep), padded with random
     classes to ``min(config.min_active, classes)`` (rnngraph/lsh/active.py). The column's loss is
     -log of the softmax over its active set at its label; the gradients of h, and of the touched
     rows of W and b only: on the NumPy backend they are dense arrays (classes, n) and (classes,)

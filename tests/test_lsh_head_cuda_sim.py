@@ -99,6 +99,23 @@ def test_few_active_classes_match_the_numpy_backend(batch_labels):
     assert outs[1].loss == pytest.approx(outs[0].loss, rel=1e-5)
 
 
+def test_batch_labels_sets_hold_every_column_label_over_many_classes():
+    """batch_labels with 300 classes, one bucket of one id (L = 1) and no padding: each of the
+    T*S = 4 columns' sets holds the 4 columns' labels and at most its bucket id, so the scratch
+    must be sized for the call's labels, not a column's one (the simulator checks the bounds)."""
+    config = LSHConfig(K=1, L=1, bin_size=4, capacity=1, min_active=0, batch_labels=True)
+    net = rg.Sequential(rg.cells.lstm(hidden=H), rg.LSHSoftmax(300, config, seed=2), input_size=I)
+    step = rg.compile(net, window=T, streams=S, device="cuda", dtype="float32", optimizer=rg.SGD(lr=0.1), seed=1)
+    x = np.random.default_rng(6).normal(size=(T, S, I)).astype(np.float32)
+    y = np.array([[17, 250], [3, 122]])
+    assert np.isfinite(float(step.train(x, y)))
+    scratch = step._lsh._scratch[(T * S, 0)]
+    ids, offsets = scratch["ids"].copy_to_host(), scratch["offsets"].copy_to_host()
+    for i in range(T * S):
+        got = set(ids[offsets[i]:offsets[i + 1]].tolist())
+        assert {17, 250, 3, 122} <= got and len(got) <= 5, (i, sorted(got))
+
+
 def test_the_index_is_rebuilt_on_the_clock():
     """rebuild_every = T*S columns: the build at the first call, then a rebuild before each call
     after a finite one; redraw_every = 2*T*S: new bins every second; a non-finite call (skipped)

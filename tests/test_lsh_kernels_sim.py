@@ -66,16 +66,19 @@ def test_table_fill_counts_and_sets():
 
 
 def device_sets(hasher, buckets, fill, x, labels, pad_order, *, min_active, threshold=1, seed=0, max_labels=2,
-                batch_labels=False):
+                batch_labels=False, before=()):
+    """The device's active sets; ``before``: label ids placed ahead of the batch's in the device
+    array, its offsets shifted past them (absolute positions, as a slice of a whole split's)."""
     codes = hashed(x, hasher)
     n = len(x)
     slots = K.table_slots(hasher.L, buckets.shape[2], min_active, max_labels)
     bound = K.set_bound(hasher.L, buckets.shape[2], len(pad_order), min_active, max_labels)
     ids = cuda.to_device(np.full(n * bound, -5, np.int32))
     offsets = cuda.to_device(np.zeros(n + 1, np.int64))
-    lab_ids = labels.ids if labels.ids.size else np.zeros(1, np.int32)
+    lab_ids = np.r_[np.asarray(before, np.int32), labels.ids].astype(np.int32)
+    lab_ids = lab_ids if lab_ids.size else np.zeros(1, np.int32)
     K.active_sets(cuda.to_device(codes), cuda.to_device(buckets), cuda.to_device(fill), cuda.to_device(lab_ids),
-                  cuda.to_device(labels.offsets), cuda.to_device(pad_order),
+                  cuda.to_device(labels.offsets + len(before)), cuda.to_device(pad_order),
                   cuda.device_array((n, slots), np.int32), cuda.device_array((n, slots), np.int32),
                   cuda.device_array(n, np.int32), offsets, ids, threshold=threshold, min_active=min_active, seed=seed,
                   batch_labels=batch_labels)
@@ -96,7 +99,8 @@ def test_active_sets_without_padding_equal_numpy(threshold, batch_labels):
     labels = Ragged.from_lists([[5, 60], [], [0]])
     pad = draw_pad_order(C, rng)
     got, codes = device_sets(hasher, buckets, fill, x, labels, pad, min_active=0, threshold=threshold,
-                             max_labels=3 if batch_labels else 2, batch_labels=batch_labels)
+                             max_labels=3 if batch_labels else 2, batch_labels=batch_labels,
+                             before=[7, 33, 41] if batch_labels else [])   # not the batch's: never active
     want = active_sets(ref, codes, classes=C, min_active=0, pad_order=pad, rng=rng, labels=labels,
                        threshold=threshold, batch_labels=batch_labels)
     for i in range(3):

@@ -61,6 +61,26 @@ def test_every_class_active_is_the_dense_layer_with_adam(adam):
                                rtol=1e-4, atol=1e-5)
 
 
+def test_batch_labels_fill_every_set_with_the_slice_of_device_labels():
+    """LSHConfig(batch_labels=True) with labels as bench/lsh_gpu.py passes them (device ids of a
+    whole split, the batch's offsets a slice that starts past 0): every set holds exactly the
+    batch's 8 labels and at most its one bucket id (L = 1, buckets of 1, min_active 0). The
+    scratch is sized for the batch's labels: 4 samples of 9 ids overflow an ids array sized for
+    a sample's own 2 (the simulator checks the bounds)."""
+    rng = np.random.default_rng(4)
+    V, n = 256, 4
+    layer = DeviceLSHLayer(D, V, LSHConfig(K=1, L=1, bin_size=4, capacity=1, min_active=0, batch_labels=True),
+                           seed=2, max_labels=2)
+    split = Ragged.from_lists([[2 * i, 2 * i + 1] for i in range(12)])   # labels 0..23 of 12 samples
+    x = cuda.to_device(rng.normal(size=(n, D)).astype(np.float32))
+    ids, offsets, _, _ = layer.query(x, cuda.to_device(split.ids), cuda.to_device(split.offsets[3:3 + n + 1]))
+    ids, offsets = ids.copy_to_host(), offsets.copy_to_host()
+    batch = set(range(6, 14))                                               # samples 3..6's labels
+    for i in range(n):
+        got = set(ids[offsets[i]:offsets[i + 1]].tolist())
+        assert batch <= got and len(got - batch) <= 1, (i, sorted(got))
+
+
 def test_layer_argument_errors():
     cfg = LSHConfig(K=1, L=1, bin_size=4, capacity=4, min_active=4)
     with pytest.raises(ValueError, match="densify"):

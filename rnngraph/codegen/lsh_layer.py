@@ -39,7 +39,10 @@ class DeviceLSHLayer:
             and the padding order.
         lr, betas, eps: Adam's. adam: "touched" (the touched rows only, lazily) or "dense" (every
             row, as G-SLIDE).
-        max_labels: the most labels a sample may carry (sizes the active-set scratch).
+        max_labels: the most labels a sample may carry (sizes the active-set scratch; with
+            ``config.batch_labels`` a batch of n samples' sets get n * max_labels). Host labels
+            are checked against it; device labels are not, and one more would overrun the
+            scratch.
         weight, bias: initial (V, d) and (V,) float32 host arrays (default: drawn).
 
     Attributes: weight (V, d), bias (V,): float32 device arrays; clock: the RebuildClock; steps:
