@@ -202,7 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="word level: pad the vocabulary to N types with synthetic rare words: a seeded "
                         "--rare-fraction of every split's tokens becomes one of the N - V new words, drawn "
                         "uniformly (a large-vocabulary model on Austen; default: no padding)")
-    d.add_argument("--rare-fraction", type=float, default=0.02, metavar="F",
+    d.add_argument("--rare-fraction", type=float, default=None, metavar="F",
                    help="with --vocab-size: the fraction of tokens replaced by rare words (default 0.02)")
     m = p.add_argument_group("model and training (the same for both)")
     m.add_argument("--layers", type=int, default=2)
@@ -230,7 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("--lsh-L", type=int, default=50, help="tables (default 50)")
     h.add_argument("--lsh-min-active", type=int, default=1500, help="active classes a column at least (default 1500)")
     b = p.add_argument_group("budget and evaluation")
-    b.add_argument("--impl", default="rnngraph,torch", help="models to train, in order (default rnngraph,torch)")
+    b.add_argument("--impl", default="rnngraph,torch",
+                   help=f"models to train, in order, of {', '.join(IMPLS)} (default rnngraph,torch)")
     b.add_argument("--minutes", type=float, default=10.0, help="training time per model (default 10); 0 = no limit")
     b.add_argument("--steps", type=int, default=None, help="at most this many windows per model")
     b.add_argument("--eval-every", type=parse_every, default=("s", 30.0),
@@ -285,7 +286,11 @@ def check_args(args) -> list[str]:
     if args.vocab_size is not None and (args.level != "word" or args.vocab_size < 2):
         raise RunError(f"--vocab-size takes a number >= 2 and needs --level word, got --vocab-size {args.vocab_size} "
                        f"at --level {args.level}")
-    if not 0 < args.rare_fraction < 1:
+    if args.rare_fraction is not None and args.vocab_size is None:
+        raise RunError("--rare-fraction needs --vocab-size (it says how many tokens become the added rare words)")
+    if args.vocab_size is not None and args.rare_fraction is None:
+        args.rare_fraction = 0.02
+    if args.rare_fraction is not None and not 0 < args.rare_fraction < 1:
         raise RunError(f"--rare-fraction must be in (0, 1), got {args.rare_fraction}")
     if args.target is not None and not (args.target > 0 and math.isfinite(args.target)):
         raise RunError(f"--target must be a positive number, got {args.target}")
@@ -304,7 +309,8 @@ def lsh_config(args, batch_labels: bool):
     try:
         return rg.LSHConfig(K=args.lsh_K, L=args.lsh_L, min_active=args.lsh_min_active, batch_labels=batch_labels)
     except ValueError as exc:
-        raise RunError(f"--lsh-*: {exc}") from None
+        raise RunError(f"--lsh-K {args.lsh_K} --lsh-L {args.lsh_L} --lsh-min-active {args.lsh_min_active}: "
+                       f"{exc}") from None
 
 
 # ---------------------------------------------------------------------------------- data
@@ -776,10 +782,11 @@ def merge(paths: list[str], out: str | None) -> dict:
     base = dict(results[0])
     base["impls"] = {}
     keys = ("layers", "hidden", "embed", "window", "streams", "lr", "clip", "seed", "init", "corpus", "dropout",
-            "weight_decay", "level", "max_words", "vocab")
+            "weight_decay", "level", "max_words", "vocab", "vocab_size", "rare_fraction")
     for p, r in zip(paths, results):
         # files written before these options ran without them
-        old = {"dropout": 0.0, "weight_decay": 0.0, "level": "char", "max_words": None}
+        old = {"dropout": 0.0, "weight_decay": 0.0, "level": "char", "max_words": None, "vocab_size": None,
+               "rare_fraction": None}
         diff = [k for k in keys if r["config"].get(k, old.get(k)) != base["config"].get(k, old.get(k))]
         if diff:
             raise RunError(f"{p}: its config differs from {paths[0]}'s in {diff}")

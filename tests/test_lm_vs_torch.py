@@ -218,8 +218,13 @@ def test_word_level_lsh_heads_over_a_padded_vocabulary(tmp_path, text_file, caps
     assert "must exceed the text's vocabulary" in capsys.readouterr().err
     assert lvt.main(["--text", str(text_file), "--level", "word", "--impl", "rnngraph-lsh", "--lsh-K", "0",
                      "--steps", "1"]) == 2
-    assert "--lsh-*: LSHConfig.K must be a positive integer, got 0" in capsys.readouterr().err
-    assert lvt.main(["--text", str(text_file), "--level", "word", "--rare-fraction", "1", "--steps", "1"]) == 2
+    assert "--lsh-K 0 --lsh-L 50 --lsh-min-active 1500: LSHConfig.K must be a positive integer, got 0" in (
+        capsys.readouterr().err)
+    assert lvt.main(["--text", str(text_file), "--level", "word", "--vocab-size", "300", "--rare-fraction", "1",
+                     "--steps", "1"]) == 2
+    assert "--rare-fraction must be in (0, 1), got 1.0" in capsys.readouterr().err
+    assert lvt.main(["--text", str(text_file), "--level", "word", "--rare-fraction", "0.1", "--steps", "1"]) == 2
+    assert "--rare-fraction needs --vocab-size" in capsys.readouterr().err
 
 
 def test_word_level_both_models_share_vocabulary_and_batches(tmp_path, text_file):

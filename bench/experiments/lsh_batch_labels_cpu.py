@@ -3,9 +3,11 @@ what the batch's labels in every active set (``LSHConfig(batch_labels=True)``) c
 model trained with NumPy on the CPU at 1/20 of Amazon-670K's shape (not part of the package; the
 GPU benchmark is bench/lsh_gpu.py).
 
-Model (as bench/lsh_gpu.py): sparse features (F) -> H ReLU -> C-way softmax, Adam (lr 1e-3),
-batches of 256, the multi-label target spread over a sample's labels; P@1 on held-out samples
-with the dense logits after each epoch. Output layers (``--variant``):
+Model (bench/lsh_gpu.py's, but for its initialisation): sparse features (F) -> H ReLU -> C-way
+softmax, Adam (lr 1e-3), batches of 256, the multi-label target spread over a sample's labels;
+P@1 on held-out samples with the dense logits after each epoch. The first layer's weights are
+uniform within 1/sqrt(40) (about 37 features a sample), the output rows' within 1/sqrt(H), the
+biases zero (lsh_gpu.py draws every parameter within 1/sqrt(fan-in)). Output layers (``--variant``):
 
   dense             the softmax over all C classes
   lsh               rnngraph.lsh.LSHIndex's active sets (DWTA buckets, the labels, padding with
