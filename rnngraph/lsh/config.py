@@ -37,7 +37,7 @@ class LSHConfig:
             Yi et al., RecSys 2019); they count toward ``min_active``. Each sample's target is
             still its own labels. Not G-SLIDE's algorithm, so off by default. On a long-tailed
             set random padding rarely draws the frequent labels as negatives, so their logits are
-            never pushed down; in-batch labels are negatives in proportion to their frequency
+            seldom pushed down; in-batch labels are negatives in proportion to their frequency
             (bench/results/cpu-20261204-lsh-batch-labels-p-at-1.txt).
 
     Raises:
