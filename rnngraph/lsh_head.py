@@ -32,8 +32,8 @@ class LSHSoftmax(SoftmaxCrossEntropy):
     is a sample; its query is the head's input h (n,). Per call, the active set of each column is
     the union of its L buckets in the index of the head's current weight rows (DWTA hashing, K
     hashes a table over bins of ``config.bin_size``), its true label added (with
-    ``config.batch_labels``, the labels of all the call's columns, or of the timestep's where a
-    plan runs the loss per timestep), padded with random
+    ``config.batch_labels``, the labels of all the call's columns, or of the timestep's where the
+    plan runs the loss once a timestep, as ``plan="naive"`` does), padded with random
     classes to ``min(config.min_active, classes)`` (rnngraph/lsh/active.py). The column's loss is
     -log of the softmax over its active set at its label; the gradients of h, and of the touched
     rows of W and b only: on the NumPy backend they are dense arrays (classes, n) and (classes,)
@@ -111,8 +111,13 @@ class LSHSoftmax(SoftmaxCrossEntropy):
     @staticmethod
     def dense_logits(h, parameters: dict) -> np.ndarray:
         """The dense logits ``h W^T + b`` (..., classes) of the head's input ``h`` (..., n), e.g.
-        ``step.forward(x).outputs`` of the network, with ``parameters`` (``step.parameters``):
-        what evaluation (P@1, sampling) reads; the result dtype of h and W."""
+        ``step.forward(x).outputs["layer0.h_next"]`` (the last cell's output: the head follows it)
+        of a one-layer network, with ``parameters`` (``step.parameters``): what evaluation (P@1,
+        sampling) reads; the result dtype of h and W. ValueError when ``h`` is the outputs' dict
+        itself, naming its keys."""
+        if isinstance(h, dict):
+            raise ValueError(f"LSHSoftmax.dense_logits takes the head's input array, one of the outputs "
+                             f"({', '.join(map(repr, h))}), not the dict of them")
         return np.asarray(h) @ parameters["head.W.weight"].T + parameters["head.W.bias"]
 
     def __repr__(self):

@@ -83,6 +83,8 @@ def test_few_active_classes_touch_few_rows_and_evaluation_is_dense():
     assert got.loss == pytest.approx(want.loss, rel=0, abs=1e-12)
     np.testing.assert_allclose(rg.LSHSoftmax.dense_logits(got.outputs["layer0.h_next"], lsh.parameters),
                                want.outputs["head.logits"], **TOL)
+    with pytest.raises(ValueError, match=r"takes the head's input array, one of the outputs \('layer0.h_next'"):
+        rg.LSHSoftmax.dense_logits(got.outputs, lsh.parameters)   # the dict, not its array
 
 
 def test_schedule_dump_and_memory_show_the_lsh_head():

@@ -93,10 +93,20 @@ def test_config_has_g_slide_defaults():
     ("min_active", -1, "LSHConfig.min_active must be a non-negative integer, got -1"),
     ("densify", 1, "LSHConfig.densify must be True or False"),
     ("batch_labels", "yes", "LSHConfig.batch_labels must be True or False, got 'yes'"),
+    ("threshold", 51, r"LSHConfig.threshold \(51\) must be at most L \(50\)"),
     ("threshold", 0, "LSHConfig.threshold must be a positive integer")])
 def test_config_errors_name_the_field(field, value, message):
     with pytest.raises(ValueError, match=message):
         LSHConfig(**{field: value})
+
+
+def test_config_takes_numpy_integers_as_python_ones():
+    """Regression: min_active refused np.int64(5) ("must be a non-negative integer, got
+    np.int64(5)") where K, L and the other counts took NumPy integers."""
+    c = LSHConfig(K=np.int64(2), L=np.int32(4), min_active=np.int64(5), threshold=np.int64(4))
+    assert (c.K, c.L, c.min_active, c.threshold) == (2, 4, 5, 4)
+    assert all(type(v) is int for v in (c.K, c.L, c.min_active, c.threshold))
+
 
 
 def test_rebuild_clock_counts_samples():

@@ -10,6 +10,7 @@ every 128,000 (its ``rebuild_period``/``reshuffle_period``, counted in batches o
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from numbers import Integral
 
 from ..errors import positive_int
 from .hashing import bucket_bits
@@ -41,9 +42,9 @@ class LSHConfig:
             (bench/results/cpu-20261204-lsh-batch-labels-p-at-1.txt).
 
     Raises:
-        ValueError: naming the field: a count that is not a positive integer (``min_active``
-            and ``threshold`` may not be negative / must be positive), ``bin_size`` < 2, or
-            K * bits over 31 (an int32 bucket id).
+        ValueError: naming the field: a count that is not a positive integer (Python's or
+            NumPy's; ``min_active`` may be 0), ``densify`` or ``batch_labels`` not True or False,
+            ``bin_size`` < 2, ``threshold`` > L, or K * bits over 31 (an int32 bucket id).
     """
 
     K: int = 6
@@ -65,10 +66,14 @@ class LSHConfig:
                 if not isinstance(value, bool):
                     raise ValueError(f"LSHConfig.{f.name} must be True or False, got {value!r}")
             elif f.name == "min_active":
-                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                if isinstance(value, bool) or not isinstance(value, Integral) or value < 0:
                     raise ValueError(f"LSHConfig.min_active must be a non-negative integer, got {value!r}")
+                object.__setattr__(self, f.name, int(value))   # NumPy integers as Python's
             else:
-                positive_int(value, f"LSHConfig.{f.name}")
+                object.__setattr__(self, f.name, positive_int(value, f"LSHConfig.{f.name}"))
+        if self.threshold > self.L:
+            raise ValueError(f"LSHConfig.threshold ({self.threshold}) must be at most L ({self.L}): a neuron is in at "
+                             f"most one bucket a table, so none would ever be active by its buckets")
         bucket_bits(self.K, self.bin_size)
 
     @property
