@@ -226,7 +226,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--init", choices=("rnngraph", "native"), default="rnngraph",
                    help="torch's initial weights: rnngraph's (same seed; default) or torch's own")
     h = p.add_argument_group("LSH head (--impl rnngraph-lsh, rnngraph-lsh-batch-labels: rg.LSHSoftmax)")
-    h.add_argument("--lsh-K", type=int, default=6, help="hashes a table (default 6, G-SLIDE's)")
+    h.add_argument("--lsh-K", type=int, default=6, help="hashes a table (default 6, G-SLIDE's; with --lsh-L 50 the "
+                   "tables take 6.7 GB whatever the vocabulary: rg.LSHConfig().table_bytes(); K 2, L 2 for tiny runs)")
     h.add_argument("--lsh-L", type=int, default=50, help="tables (default 50)")
     h.add_argument("--lsh-min-active", type=int, default=1500, help="active classes a column at least (default 1500)")
     b = p.add_argument_group("budget and evaluation")
@@ -283,9 +284,10 @@ def check_args(args) -> list[str]:
     if args.max_words is not None and (args.level != "word" or args.max_words < 1):
         raise RunError(f"--max-words takes a number >= 1 and needs --level word, got --max-words {args.max_words} "
                        f"at --level {args.level}")
-    if args.vocab_size is not None and (args.level != "word" or args.vocab_size < 2):
-        raise RunError(f"--vocab-size takes a number >= 2 and needs --level word, got --vocab-size {args.vocab_size} "
-                       f"at --level {args.level}")
+    if args.vocab_size is not None and args.level != "word":
+        raise RunError(f"--vocab-size needs --level word (it adds words), got --level {args.level}")
+    if args.vocab_size is not None and args.vocab_size < 2:
+        raise RunError(f"--vocab-size must be a number >= 2, got {args.vocab_size}")
     if args.rare_fraction is not None and args.vocab_size is None:
         raise RunError("--rare-fraction needs --vocab-size (it says how many tokens become the added rare words)")
     if args.vocab_size is not None and args.rare_fraction is None:

@@ -213,7 +213,7 @@ def test_word_level_lsh_heads_over_a_padded_vocabulary(tmp_path, text_file, caps
         assert all(math.isfinite(p["valid_ppl"]) for p in r["curve"]) and r["final"]["valid_ppl"] > 1
     capsys.readouterr()
     assert lvt.main(["--text", str(text_file), "--vocab-size", "300", "--steps", "1"]) == 2  # char level
-    assert "--vocab-size takes a number >= 2 and needs --level word" in capsys.readouterr().err
+    assert "--vocab-size needs --level word (it adds words), got --level char" in capsys.readouterr().err
     assert lvt.main(["--text", str(text_file), "--level", "word", "--vocab-size", "5", "--steps", "1"]) == 2
     assert "must exceed the text's vocabulary" in capsys.readouterr().err
     assert lvt.main(["--text", str(text_file), "--level", "word", "--impl", "rnngraph-lsh", "--lsh-K", "0",

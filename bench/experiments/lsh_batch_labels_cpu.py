@@ -18,8 +18,9 @@ biases zero (lsh_gpu.py draws every parameter within 1/sqrt(fan-in)). Output lay
 
 The default shape is Amazon-670K's divided by 20 (6,795 features, 33,504 labels), 50,000 training
 and 5,000 test samples, label skew 1.1; --min-active 75 is G-SLIDE's 1,500 scaled the same way
-(0.22 % of the classes); K = 5 keeps the NumPy tables small (32,768 buckets a table). One line of
-JSON per run: the per-epoch loss, P@1, seconds and mean active classes a sample.
+(0.22 % of the classes); K = 5 keeps the NumPy tables to 0.85 GB (50 tables of 32,768 buckets of
+128 ids, whatever --labels). One line of JSON per run on stdout: the per-epoch loss, P@1, seconds
+and mean active classes a sample (progress on stderr).
 
     python bench/experiments/lsh_batch_labels_cpu.py --variant lsh-batch-labels --min-active 75
 
