@@ -9,11 +9,11 @@ element once for RB rows; the kk loop is unrolled ``GemmRows.unroll`` times (ind
 flight), with a remainder loop. The source is shaped for numba's front end, which is most of a
 loop kernel's compile: on the GPU a vector element's RB products are one ``mad_rows<RB>`` call
 (codegen/mad_rows.py), and every name of the unrolled steps is assigned once (the same PTX,
-bench/results/cpu-20261204-loop-kernel-compile-mad-rows.txt). The column index is cast to uint64 (it is never negative):
-numba wraps a negative signed index (a sign test and an add per read, in 64 bits), and that wrap
-kept ptxas from folding the unrolled offsets kk + 32 * u (u < unroll) into the loads'
-immediates; the cast took the S=64 LSTM's inner loop from 417 to 250 SASS instructions a trip
-(128 of them FFMA; bench/results/cpu-20261201-u64-sass-inner-loop.txt).
+bench/results/cpu-20261204-loop-kernel-compile-mad-rows.txt). The column index is cast to
+uint64 (it is never negative): numba wraps a negative signed index (a sign test and an add per
+read, in 64 bits), and that wrap kept ptxas from folding the unrolled offsets kk + 32 * u
+(u < unroll) into the loads' immediates; the cast took the S=64 LSTM's inner loop from 417 to
+250 SASS instructions a trip (128 of them FFMA; bench/results/cpu-20261201-u64-sass-inner-loop.txt).
 
 Split inner dimension (``GemmRows.ksplit`` = KS > 1, e.g. the S=1 LSTM backward: 4 rows a block,
 2 work items for 8 warps): worker kw takes part kw % KS of item kw // KS, i.e. the inner chunks
