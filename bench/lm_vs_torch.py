@@ -659,7 +659,8 @@ def train_model(model, args, data: dict, rec: dict, save, log, t_process: float)
             rec["tokens_per_s"] = (rec["tokens"] - T * S) / (rec["train_s"] - rec["first_step_s"])
         log(f"[{model.name:8}] step {rec['steps']:>6,}  epoch {point['epoch']:6.2f}  "
             f"{rec['tokens'] / 1e6:7.2f}M tokens  "
-            f"train {rec['train_s']:6.1f} s  train {key} {_fmt(point[f'train_{key}'], spec)}  "
+            f"train {rec['train_s']:6.1f} s  train {key}{' (active sets)' if model.name in LSH_IMPLS else ''} "
+            f"{_fmt(point[f'train_{key}'], spec)}  "
             f"valid {key} {_fmt(v, spec)}  "
             f"{_fmt(rec.get('tokens_per_s'), '{:,.0f}')} tok/s  (eval {dt:.1f} s)")
         save()

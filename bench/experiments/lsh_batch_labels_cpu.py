@@ -98,20 +98,29 @@ def main(argv=None) -> int:
     from rnngraph.data.xc_synthetic import synthetic_xc
     from rnngraph.lsh import LSHConfig, LSHIndex, Ragged
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--variant", choices=VARIANTS, default="lsh")
-    ap.add_argument("--train", type=int, default=50_000)
-    ap.add_argument("--test", type=int, default=5_000)
-    ap.add_argument("--features", type=int, default=6_795)
-    ap.add_argument("--labels", type=int, default=33_504)
-    ap.add_argument("--hidden", type=int, default=128)
-    ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--label-skew", type=float, default=1.1)
-    ap.add_argument("--min-active", type=int, default=75)
-    ap.add_argument("--K", type=int, default=5)
-    ap.add_argument("--L", type=int, default=50)
+    def count(least):
+        def parse(text):
+            value = int(text)
+            if value < least:
+                raise argparse.ArgumentTypeError(f"must be an integer >= {least}, got {text}")
+            return value
+        return parse
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    ap.add_argument("--variant", choices=VARIANTS, default="lsh", help="the output layer (module docstring)")
+    ap.add_argument("--train", type=count(1), default=50_000, help="training samples")
+    ap.add_argument("--test", type=count(1), default=5_000, help="held-out samples (P@1)")
+    ap.add_argument("--features", type=count(1), default=6_795, help="sparse input features")
+    ap.add_argument("--labels", type=count(2), default=33_504, help="classes C")
+    ap.add_argument("--hidden", type=count(1), default=128, help="H, the ReLU layer's width")
+    ap.add_argument("--batch", type=count(1), default=256, help="samples a batch")
+    ap.add_argument("--epochs", type=count(1), default=3)
+    ap.add_argument("--lr", type=float, default=1e-3, help="Adam's learning rate")
+    ap.add_argument("--label-skew", type=float, default=1.1, help="Zipf exponent of the label frequencies")
+    ap.add_argument("--min-active", type=count(0), default=75, help="active classes a sample at least (lsh, random)")
+    ap.add_argument("--K", type=count(1), default=5, help="hashes a table")
+    ap.add_argument("--L", type=count(1), default=50, help="tables")
     a = ap.parse_args(argv)
 
     d = synthetic_xc(a.train + a.test, a.features, a.labels, seed=0, label_skew=a.label_skew).data
