@@ -13,23 +13,14 @@ kernel's unrolled loop has over a thousand; a call is one typing of one template
 unpacked by static getitems (the forward loop kernel of a 2-layer 512-unit LSTM at S=64: 3.0 to
 2.3 s on the CPU, with the other source changes of that file 3.7 to 2.4 s).
 
-LLVM IR through llvmlite's builder, not inline PTX (that is codegen/ptx.py's alone). In numba's
-CUDA simulator the same names are plain Python functions.
+LLVM IR through llvmlite's builder, not inline PTX (that is codegen/ptx.py's alone). Only the GPU's
+loop kernels call it (``coop``, codegen/loop_gemm.py ``mad_function``): the simulator's write the
+statements.
 """
 from __future__ import annotations
 
-from .device import in_simulator
-
 #: the largest n with a ``mad_rows<n>`` (a work item's rows: GemmRows.rows)
 MAX_ROWS = 32
-
-
-def _simulated(n: int):
-    def mad_rows(*args):
-        accs, ws, v = args[:n], args[n:2 * n], args[2 * n]
-        return tuple(a + w * v for a, w in zip(accs, ws))
-    mad_rows.__name__ = f"mad_rows{n}"
-    return mad_rows
 
 
 def _intrinsic(n: int):
@@ -56,4 +47,4 @@ def _intrinsic(n: int):
 
 
 for _n in range(1, MAX_ROWS + 1):  # about 5 ms for all 32
-    globals()[f"mad_rows{_n}"] = _simulated(_n) if in_simulator() else _intrinsic(_n)
+    globals()[f"mad_rows{_n}"] = _intrinsic(_n)
