@@ -287,14 +287,36 @@ def one_call(a, w, out):
     i = cuda.grid(1)
     acc0, acc1, acc2 = a[i], a[i + 1], a[i + 2]
     w0, w1, w2, v = w[0], w[1], w[2], w[i]
-    acc0, acc1, acc2 = mad_rows3(acc0, acc1, acc2, w0, w1, w2, v)
+    acc0, acc1, acc2 = mad_rows3((acc0, acc1, acc2), w0, w1, w2, v)
+    out[i] = acc0 * acc1 - acc2
+
+
+def chained(a, w, out):  # as a row loop's trip: the tuple from call to call, unpacked at the end
+    i = cuda.grid(1)
+    acc0, acc1, acc2 = a[i], a[i + 1], a[i + 2]
+    w0, w1, w2, v, x = w[0], w[1], w[2], w[i], w[i + 1]
+    t = mad_rows3((acc0, acc1, acc2), w0, w1, w2, v)
+    acc0, acc1, acc2 = mad_rows3(t, w1, w2, w0, x)
+    out[i] = acc0 * acc1 - acc2
+
+
+def chained_statements(a, w, out):
+    i = cuda.grid(1)
+    acc0, acc1, acc2 = a[i], a[i + 1], a[i + 2]
+    w0, w1, w2, v, x = w[0], w[1], w[2], w[i], w[i + 1]
+    acc0 += w0 * v
+    acc1 += w1 * v
+    acc2 += w2 * v
+    acc0 += w1 * x
+    acc1 += w2 * x
+    acc2 += w0 * x
     out[i] = acc0 * acc1 - acc2
 
 
 sig = "void(float32[::1], float32[::1], float32[::1])"
 body = {}
 for fastmath in (False, True):
-    for f in (statements, one_call):
+    for f in (statements, one_call, chained, chained_statements):
         ptx = cuda.compile_ptx(f, sig, cc=(9, 0), fastmath=fastmath)[0]
         ptx = ptx[ptx.index("{", ptx.index(".visible .entry")):]   # the body, its parameters unnamed
         body[f"{f.__name__} {fastmath}"] = [re.sub(r"_ZN\w+(_param_\d+)", r"\1", " ".join(line.split()))
@@ -306,9 +328,11 @@ print(json.dumps(body))
 def test_mad_rows_compile_to_the_statements_ptx():
     """codegen/mad_rows.py's intrinsic, the FFMA row loops' products in one call, gives the PTX of
     the statements ``acc_a += w_a * v`` it replaces (fma a row, rows in order), with and without
-    fastmath (then with ftz): the loop kernels' GPU code does not change by it."""
+    fastmath (then with ftz), also with its tuple passed from one call to the next as a row loop's
+    trip does: the loop kernels' GPU code does not change by it."""
     body = run_outside_simulator(_MAD_SCRIPT)
     for fastmath in ("False", "True"):
-        assert body[f"one_call {fastmath}"] == body[f"statements {fastmath}"]
-        fma = [line for line in body[f"one_call {fastmath}"] if line.startswith("fma.rn")]
-        assert len(fma) == 3 and all((".ftz." in line) == (fastmath == "True") for line in fma)
+        for calls, statements, products in (("one_call", "statements", 3), ("chained", "chained_statements", 6)):
+            assert body[f"{calls} {fastmath}"] == body[f"{statements} {fastmath}"]
+            fma = [line for line in body[f"{calls} {fastmath}"] if line.startswith("fma.rn")]
+            assert len(fma) == products and all((".ftz." in line) == (fastmath == "True") for line in fma)

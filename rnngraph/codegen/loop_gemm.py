@@ -8,7 +8,7 @@ reduced across the warp by a tree a sum or the transpose butterfly (codegen/warp
 element once for RB rows; the kk loop is unrolled ``GemmRows.unroll`` times (independent loads in
 flight), with a remainder loop. The source is shaped for numba's front end, which is most of a
 loop kernel's compile: on the GPU a vector element's RB products are one ``mad_rows<RB>`` call
-(codegen/mad_rows.py), and every name of the unrolled steps is assigned once (the same PTX,
+(codegen/mad_rows.py) on the stream's accumulators as one tuple within a trip, and every name of the unrolled steps is assigned once (the same PTX,
 bench/results/cpu-20261204-loop-kernel-compile-mad-rows.txt). The column index is cast to
 uint64 (it is never negative): numba wraps a negative signed index (a sign test and an add per
 read, in 64 bits), and that wrap kept ptxas from folding the unrolled offsets kk + 32 * u
@@ -77,6 +77,11 @@ def emit_rows(src: Source, r: GemmRows, coop: bool, vector_loads: bool = True) -
                 kof = lambda u: f"uint64(kk + {u * stride})" if u else "uint64(kk)"  # noqa: E731
                 if flagged:
                     emit_poll(src, flagged, unroll, SB, kof)
+                tuples = {}  # stream i -> the name of its accumulators' tuple in this trip (mad calls)
+                if mad:
+                    for i in range(SB):
+                        tuples[i] = f"ap{i}{'r' * L}"
+                        src(f"{tuples[i]} = ({', '.join(f'acc{a}_{i}' for a in range(RB))},)")
                 for u in range(unroll):
                     # every name assigned once in the kernel: numba's SSA pass costs about the number of
                     # names assigned more than once times the kernel's length
@@ -84,7 +89,9 @@ def emit_rows(src: Source, r: GemmRows, coop: bool, vector_loads: bool = True) -
                     k = f"kc{x}"
                     src(f"{k} = {kof(u)}")  # one name for the step's reads: fewer ops for numba to type
                     for m, t in enumerate(r.terms):
-                        _emit_products(src, r, m, t, u, x, k, rnd, mad, vector_loads)
+                        _emit_products(src, r, m, t, u, x, k, rnd, mad, vector_loads, tuples)
+                for i, tup in tuples.items():
+                    src(f"{', '.join(f'acc{a}_{i}' for a in range(RB))}, = {tup}")
                 src(f"kk += {unroll * stride}")
         _reduce_and_store(src, r, coop)
         src(f"{'kw' if KS > 1 else 'item'} += {step}")
@@ -93,10 +100,11 @@ def emit_rows(src: Source, r: GemmRows, coop: bool, vector_loads: bool = True) -
 
 
 def _emit_products(src: Source, r: GemmRows, m: int, t, u: int, x: str, k: str, rnd, mad: str,
-                   vector_loads: bool) -> None:
+                   vector_loads: bool, tuples: dict) -> None:
     """Term ``t`` (the m-th) of unroll step u (names suffixed ``x``, column ``k``): its RB weights,
     then for each of the SB streams its vector element and the RB products added to the
-    accumulators, in one ``mad`` call (codegen/mad_rows.py) where there is one."""
+    accumulators, in one ``mad`` call (codegen/mad_rows.py) where there is one: it takes stream
+    i's tuple ``tuples[i]`` and returns the next, ``a<m>_<i>_<x>`` (``tuples`` updated)."""
     RB, SB = r.rows, r.streams
     src(*(f"w{m}_{a}_{x} = {rnd(t.weight.format(r=f'r{a}', rem=f'rem{a}', k=k))}" for a in range(RB)))
     vec = t.vector_at(f"vrow{m}") if vector_loads else f"w{m}_0_{x}"
@@ -104,9 +112,9 @@ def _emit_products(src: Source, r: GemmRows, m: int, t, u: int, x: str, k: str, 
         v = f"v{m}_{i}_{x}"
         src(f"{v} = {rnd(f'flag_value(fw{m}_{i}_{u})' if t.flag else vec.format(s=f's{i}', k=k))}")
         if mad:
-            accs = ", ".join(f"acc{a}_{i}" for a in range(RB))
             weights = ", ".join(f"w{m}_{a}_{x}" for a in range(RB))
-            src(f"{accs}{',' if RB == 1 else ''} = {mad}({accs}, {weights}, {v})")
+            src(f"a{m}_{i}_{x} = {mad}({tuples[i]}, {weights}, {v})")
+            tuples[i] = f"a{m}_{i}_{x}"
         else:
             src(*(f"acc{a}_{i} += w{m}_{a}_{x} * {v}" for a in range(RB)))
 

@@ -1,17 +1,22 @@
 """``mad_rows<n>``: the FFMA row loops' (codegen/loop_gemm.py) products of one vector element,
-``acc_a + w_a * v`` for a < n, in one call instead of n statements ``acc_a += w_a * v``.
+``acc_a + w_a * v`` for a < n, in one call instead of n statements ``acc_a += w_a * v``; the n
+accumulators travel as one tuple.
 
-    acc0_0, acc1_0 = mad_rows2(acc0_0, acc1_0, w0_0_0, w0_1_0, v0_0_0)
+    a0_0_0 = mad_rows2(ap0, w0_0_0, w0_1_0, v0_0_0)      # ap0 = (acc0_0, acc1_0)
 
 A numba ``@intrinsic`` that emits what numba emits for those statements (float32 operands: an
-``fmul`` and an ``fadd`` a row, rows in order), returning the n sums as a tuple; the PTX is the
-same, with and without fastmath (tests/test_loop_ptx.py; every loop kernel of 15 models:
-bench/results/cpu-20261204-loop-kernel-compile-mad-rows.txt). What it saves is numba's front
-end: each statement is a multiply and an in-place add to type (in every round of type
-inference) and to lower, each through numba's operator templates, and an S=64 LSTM loop
-kernel's unrolled loop has over a thousand; a call is one typing of one template, its tuple
-unpacked by static getitems (the forward loop kernel of a 2-layer 512-unit LSTM at S=64: 3.0 to
-2.3 s on the CPU, with the other source changes of that file 3.7 to 2.4 s).
+``fmul`` and an ``fadd`` a row, rows in order), taking and returning the n accumulators as a
+``UniTuple(float32, n)``; the PTX is the same, with and without fastmath (tests/test_loop_ptx.py;
+every loop kernel of 15 models: bench/results/cpu-20261204-loop-kernel-compile-mad-rows.txt,
+cpu-20261205-loop-kernel-compile-tuple-accumulators.txt). What it saves is numba's front end:
+each statement is a multiply and an in-place add to type (in every round of type inference) and
+to lower, each through numba's operator templates, and an S=64 LSTM loop kernel's unrolled loop
+has over a thousand; a call is one typing of one template (the forward loop kernel of a 2-layer 512-unit LSTM at S=64: 3.0 to
+2.3 s on the CPU, with the other source changes of that file 3.7 to 2.4 s). The tuple goes from
+call to call within a trip of the row loop, packed from the scalar accumulators at the trip's
+start and unpacked at its end (codegen/loop_gemm.py): no unpacking a call (1.72 to 1.45 s), and
+the loop still carries n scalars (a tuple carried across trips changed the PTX's index
+arithmetic).
 
 LLVM IR through llvmlite's builder, not inline PTX (that is codegen/ptx.py's alone). Only the GPU's
 loop kernels call it (``coop``, codegen/loop_gemm.py ``mad_function``): the simulator's write the
@@ -28,19 +33,22 @@ def _intrinsic(n: int):
     from numba.cuda.extending import intrinsic
 
     def codegen(context, builder, sig, args):
-        accs, ws, v = args[:n], args[n:2 * n], args[2 * n]
+        accs, ws, v = args[0], args[1:n + 1], args[n + 1]
         out = context.get_constant_undef(sig.return_type)
         for a in range(n):  # as numba lowers acc_a += w_a * v
-            out = builder.insert_value(out, builder.fadd(accs[a], builder.fmul(ws[a], v)), a)
+            acc = builder.extract_value(accs, a)
+            out = builder.insert_value(out, builder.fadd(acc, builder.fmul(ws[a], v)), a)
         return out
 
-    def typer(typingctx, *args):
-        if len(args) != 2 * n + 1 or any(t != types.float32 for t in args):
-            return None
-        return types.UniTuple(types.float32, n)(*args), codegen
+    accumulators = types.UniTuple(types.float32, n)
 
-    # numba's intrinsics take no *args: a function with the 2n + 1 parameters named
-    params = ", ".join([f"a{a}" for a in range(n)] + [f"w{a}" for a in range(n)] + ["v"])
+    def typer(typingctx, *args):
+        if len(args) != n + 2 or args[0] != accumulators or any(t != types.float32 for t in args[1:]):
+            return None
+        return accumulators(*args), codegen
+
+    # numba's intrinsics take no *args: a function with the n + 2 parameters named
+    params = ", ".join(["accs"] + [f"w{a}" for a in range(n)] + ["v"])
     scope = {"typer": typer}
     exec(f"def mad_rows{n}(typingctx, {params}):\n    return typer(typingctx, {params})\n", scope)
     return intrinsic(scope[f"mad_rows{n}"])
