@@ -257,6 +257,40 @@ def test_importing_the_package_leaves_numba_cuda_alone():
     assert out.strip() == "[]", out
 
 
+
+def test_the_package_imports_its_names_at_first_use():
+    """``import rnngraph`` leaves networkx, the passes and the network API unimported (a compile
+    worker imports codegen modules only: codegen/parallel_compile.py), every name of ``__all__``
+    then resolves to what its module defines, ``rg.distributed`` stays the function (not the module
+    of that name, even after that module is imported on its own), and an unknown name is an
+    AttributeError naming it."""
+    import subprocess
+    import sys
+
+    code = """
+import sys, json, rnngraph as rg
+before = sorted(m for m in sys.modules if m in ("networkx", "rnngraph.passes", "rnngraph.network", "rnngraph.runtime"))
+import rnngraph.distributed, rnngraph.runtime, rnngraph.network, rnngraph.codegen.tuning
+names = {n: getattr(rg, n) for n in rg.__all__}
+try:
+    rg.no_such_name
+    missing = None
+except AttributeError as e:
+    missing = str(e)
+print(json.dumps({"before": before, "distributed": callable(rg.distributed) and rg.distributed.__module__,
+                  "compile": names["compile"] is rnngraph.runtime.compile,
+                  "Sequential": names["Sequential"] is rnngraph.network.Sequential,
+                  "LoopTuning": names["LoopTuning"] is rnngraph.codegen.tuning.LoopTuning,
+                  "cells": names["cells"].__name__, "dir": sorted(set(rg.__all__) - set(dir(rg))), "missing": missing}))
+"""
+    import json
+    out = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                    cwd=Path(__file__).resolve().parent.parent).stdout)
+    assert out == {"before": [], "distributed": "rnngraph.distributed", "compile": True, "Sequential": True,
+                   "LoopTuning": True, "cells": "rnngraph.cells", "dir": [],
+                   "missing": "module 'rnngraph' has no attribute 'no_such_name'"}, out
+
+
 #: the one module of rnngraph/ that holds inline PTX (a port off numba-cuda touches this file only)
 PTX_HOME = "codegen/ptx.py"
 
