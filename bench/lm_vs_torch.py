@@ -917,7 +917,9 @@ def _run(args, impls: list[str], log) -> int:
               "status": "running"}
     save = lambda: write_json(args.out, result)  # noqa: E731
     save()
-    log(f"{corpus!r}, {args.level} level, vocab {V:,}"
+    sizes = "" if args.level == "char" else (  # the corpus's repr counts characters
+        f" ({len(train_ids):,} / {len(valid_ids):,} / {len(test_ids):,} words in train / valid / test)")
+    log(f"{corpus!r}{sizes}, {args.level} level, vocab {V:,}"
         + (f" ({len(vocab):,} in the text, {args.rare_fraction:g} of the tokens rare words)" if V != len(vocab) else "")
         + f"; {args.layers}x LSTM {args.hidden}, "
         f"embed {args.embed}; window {args.window} x {args.streams} streams ({args.window * args.streams:,} tokens, "

@@ -164,6 +164,20 @@ def test_word_level_scores_perplexity(tmp_path, text_file):
                      "--out", str(tmp_path / "m.json")]) == 2
 
 
+def test_word_level_header_counts_words(tmp_path, text_file, capsys):
+    """The run's first line counts each split's words at word level (the corpus's repr counts its
+    characters), and nothing of the kind at char level."""
+    argv = ["--text", str(text_file), *[a for a in TINY if a != "--quiet"], "--impl", "rnngraph", "--steps", "1",
+            "--eval-every", "0"]
+    assert lvt.main([*argv, "--level", "word", "--out", str(tmp_path / "w.json")]) == 0
+    cfg = json.loads((tmp_path / "w.json").read_text())["config"]
+    first = capsys.readouterr().out.splitlines()[0]
+    assert (f"({cfg['train_words']:,} / {cfg['valid_words']:,} / {cfg['test_words']:,} words in train / valid / "
+            "test), word level") in first, first
+    assert lvt.main([*argv, "--out", str(tmp_path / "c.json")]) == 0
+    assert "words in train" not in capsys.readouterr().out.splitlines()[0]
+
+
 def test_word_level_max_words_and_bad_flags(tmp_path, text_file, capsys):
     rc, res = run(tmp_path, text_file, "--level", "word", "--max-words", "5", "--impl", "rnngraph", "--steps", "1",
                   "--eval-every", "0", "--target", "1000")
