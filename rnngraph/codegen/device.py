@@ -196,3 +196,10 @@ def cached_scratch(tag: str, shape: tuple, stream):
 from .simulator_fixes import apply as _apply_simulator_fixes  # noqa: E402
 
 _apply_simulator_fixes()
+
+# on a GPU, the CUDA target's first registry load without SciPy's import (0.3 s of a warm first call
+# on the H200, once more in each compile worker: rnngraph/codegen/target_startup.py)
+if not in_simulator():
+    from .target_startup import apply as _apply_target_startup  # noqa: E402
+
+    _apply_target_startup()
