@@ -76,7 +76,7 @@ def test_budget_limits_the_shared_arrays():
                                        ("threads=lots", "integer"), ("barrier=4", "barrier must be 0, 1, 2 or 3"), ("lnsum=3", "lnsum must be 0, 1 or 2"),
                                        ("bounds=2", "bounds must be 0 or 1"), ("carveout=101", "carveout must be"),
                                        ("ksplit=0", "ksplit must be in"), ("ksplit=33", "ksplit must be in"),
-                                       ("prefetch=2", "prefetch must be 0 or 1"), ("flags=2", "flags must be 0 or 1"),
+                                       ("prefetch=3", "prefetch must be 0, 1 or 2"), ("flags=2", "flags must be 0 or 1"),
                                        ("ln=2", "ln must be 0 or 1"), ("lngrad=2", "lngrad must be 0 or 1, got 2"),
                                        ("rows", "expected key=value"), ("loads=1", "unknown key 'loads'"),  # a dropped knob
                                        ("mma=2", "mma must be 0 or 1"), ("mma=1,rows=4,mma=0", "mma given twice")])

@@ -72,7 +72,13 @@ def prefetch_plans(g: Graph, loop: Loop, recompute: dict, flagged: dict, tuning:
     bench/results/h200-20261201-prefetch-sweep-*.json: peephole_lstm 1.269 -> 1.334 ms,
     layernorm_lstm 2.506 -> 2.720). A backward kernel that only recomputes a forward layer norm
     keeps its moments' reads in place (the forward's row sums and shift, which the backward never
-    writes) and may get a plan. ``flagged``: value buffer -> flag buffer of the loop."""
+    writes) and may get a plan. ``flagged``: value buffer -> flag buffer of the loop.
+
+    ``prefetch=2`` also plans a level's first kernel where no grid sync comes right before the
+    previous level (a flagged exchange took it away: the S=1 layer-norm loops' GEMM levels, whose
+    backward first kernel reads the forward values and its old gradients during the product): its
+    early loads are then of the buffers that no kernel stores to after the last grid sync before
+    that point (:func:`_unsynced_levels`), whose stores every block sees by then."""
     if not tuning.prefetch:
         return {}
     writes: dict[str, set[str]] = {}
@@ -89,6 +95,7 @@ def prefetch_plans(g: Graph, loop: Loop, recompute: dict, flagged: dict, tuning:
         for pos, (offset, k) in enumerate(at_level[lv]):
             if k.kind == "gemm":
                 continue
+            unsynced = False  # early loads that no grid sync precedes (prefetch=2)
             if pos:
                 where, shift, between = lv, 0, [x for _, x in at_level[lv][:pos]]
             else:
@@ -96,11 +103,15 @@ def prefetch_plans(g: Graph, loop: Loop, recompute: dict, flagged: dict, tuning:
                 where = levels[i - 1]
                 before = where - 1 if where > 1 else loop.levels  # the level ending right before it
                 # (a loop without grid syncs, e.g. with flags: no other block touches K's elements)
-                if where == lv or before not in loop.sync_after and loop.sync_after:
+                unsynced = before not in loop.sync_after and bool(loop.sync_after)
+                if where == lv or unsynced and tuning.prefetch < 2:
                     continue
                 shift, between = int(where > lv), [x for _, x in at_level[where]]
             if any(is_row_reduction(g.by_name[m].op) for m in k.ops):
                 continue  # its row moments' loads stay where they are (layernorm_lstm S=1 slower)
+            if unsynced:
+                hazards = _unsynced_levels(loop, where)
+                between = [x for x in loop.kernels if x.level in hazards]
             stored = set().union(*(written(x) for x in between))
             products = set().union(*(written(x) for x in between if x.kind == "gemm"))
             early = frozenset(_emitted(g, loop, k, recompute, flagged).buffers - stored)
@@ -111,6 +122,18 @@ def prefetch_plans(g: Graph, loop: Loop, recompute: dict, flagged: dict, tuning:
                                          level_unit(g, [x for _, x in at_level[lv]], loop.reverse, recompute),
                                          e.u, loop.reverse)
     return plans
+
+
+def _unsynced_levels(loop: Loop, where: int) -> set[int]:
+    """The levels whose stores a block may not see yet at the start of level ``where``: ``where``
+    itself and the levels before it (cyclically, the previous tick's) back to the last one
+    followed by a grid sync (``loop.sync_after``, which must not be empty)."""
+    out, lv = {where}, where
+    while True:
+        lv = lv - 1 if lv > 1 else loop.levels
+        if lv in loop.sync_after:
+            return out
+        out.add(lv)
 
 
 def emit_prefetch(src: Source, plan: Prefetch, tick: str) -> None:

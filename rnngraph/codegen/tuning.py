@@ -78,7 +78,10 @@ prefetch  1: a persistent loop's pointwise kernels issue the loads that nothing 
           change a level early, into registers (codegen/loop_prefetch.py ``prefetch_plans``; only kernels
           whose loads left in place are GEMM outputs, none with a layer norm of its own).
           1 / 0: S=1 LSTM 0.945 vs 0.984, GRU 0.932 vs 0.993 (h200-20261201-prefetch-sweep-defaults.json);
-          S=64 LSTM 4.71 vs 4.15 (h200-20261201-prefetch-sweep-lstm64.json).
+          S=64 LSTM 4.71 vs 4.15 (h200-20261201-prefetch-sweep-lstm64.json). 2: also where a flagged
+          exchange took the grid sync before a level's start away (the S=1 layer-norm loops' GEMM
+          levels), with early loads of the buffers that no kernel of the loop writes (the forward
+          values a backward reads); not measured yet, so not a default.
 pipeline  1: a tensor-core row loop's whole chunks (codegen/loop_mma.py ``chunked``) load the next
           chunk's vectors before this chunk's products, so that a warp has a chunk's L2 loads in
           flight while its products run (the vectors' registers twice: 8 more a stream tile in
@@ -123,7 +126,7 @@ _RANGES = {
     "bounds": ("0 or 1", lambda v: v in (0, 1)),
     "carveout": ("-1 (the driver's choice) or a percentage in [0, 100]", lambda v: -1 <= v <= 100),
     "ksplit": ("in [1, 32]", lambda v: 1 <= v <= 32),
-    "prefetch": ("0 or 1", lambda v: v in (0, 1)),
+    "prefetch": ("0, 1 or 2", lambda v: v in (0, 1, 2)),
     "skip": ("0 or 1", lambda v: v in (0, 1)),
     "pipeline": ("0 or 1", lambda v: v in (0, 1)),
 }
