@@ -5,15 +5,13 @@ network with the NumPy reference (``rg.Reference``), train it with ``rg.compile`
 layer with ``rg.compile_rnn`` (and ``rnngraph.torch.RNN`` inside PyTorch). See README.md (use) and
 ARCHITECTURE.md (how the compiler is built).
 """
-from __future__ import annotations
+import importlib as _importlib
 
-import importlib
-import importlib.util
-
-#: The package's names and the module each comes from, imported at first use (PEP 562): ``import
-#: rnngraph`` itself imports nothing else, so a process that needs only part of it -- a compile
-#: worker importing codegen modules (codegen/parallel_compile.py), the CLI's --help -- does not pay
-#: for the rest (NumPy, networkx, the passes: 0.17 s of a worker's 1.05 s start on the CPU).
+#: The package's names and the module each comes from, imported at first use (PEP 562), so that a
+#: process needing only part of the package does not import the rest: a compile worker
+#: (codegen/parallel_compile.py), which imports codegen modules only, leaves networkx, the passes
+#: and the network API out (its imports 1.01 -> 0.92 s on the CPU,
+#: bench/results/cpu-20261205-startup-imports.txt). NumPy still comes with ``rg.distributed``.
 _EXPORTS = {
     **dict.fromkeys(["CycleError", "DelayError", "DtypeError", "GraphError", "OpError", "ShapeError", "StateError",
                      "UnusedWarning"], "errors"),
@@ -32,14 +30,24 @@ _EXPORTS = {
                      "slice", "split", "tanh"], "trace"),
 }
 
+#: The submodules reachable as attributes (``rg.cells``, ``rg.optim``): those the package bound when
+#: it imported everything at once. Others (``rnngraph.torch``, ``rnngraph.lm``, ...) are imported by
+#: name, so that ``hasattr(rg, "torch")`` neither imports PyTorch nor fails without it.
+_SUBMODULES = frozenset([
+    "arrays", "bidirectional", "cells", "codegen", "data", "debug", "devices", "errors", "executor", "heads", "ir",
+    "layer", "lazy_loss", "lengths", "loop_env", "lsh", "lsh_head", "lsh_train", "masks", "network", "ops",
+    "ops_losses", "ops_lsh", "ops_registry", "optim", "passes", "precision", "reference", "runtime", "schedule",
+    "schedule_options", "shards", "step_cuda", "step_feed", "step_forward", "step_host", "step_lengths",
+    "step_outcome", "step_state", "trace"])
+
 
 def __getattr__(name: str):
-    """A name of :data:`_EXPORTS` from its module, or a submodule (``rg.cells``, ``rg.ops``), each
+    """A name of :data:`_EXPORTS` from its module, or a submodule of :data:`_SUBMODULES`, each
     imported at its first use and kept; AttributeError for anything else."""
     if name in _EXPORTS:
-        value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    elif not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
-        value = importlib.import_module(f"{__name__}.{name}")
+        value = getattr(_importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    elif name in _SUBMODULES:
+        value = _importlib.import_module(f"{__name__}.{name}")
     else:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value
@@ -47,7 +55,8 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    """The names in ``__all__``, the submodules of :data:`_SUBMODULES` and those already bound."""
+    return sorted(n for n in set(globals()) | set(__all__) | _SUBMODULES if not n.startswith("_"))
 
 
 # ``rg.distributed`` is a function named as its module: imported now, or the module's first import

@@ -257,13 +257,13 @@ def test_importing_the_package_leaves_numba_cuda_alone():
     assert out.strip() == "[]", out
 
 
-
 def test_the_package_imports_its_names_at_first_use():
     """``import rnngraph`` leaves networkx, the passes and the network API unimported (a compile
     worker imports codegen modules only: codegen/parallel_compile.py), every name of ``__all__``
     then resolves to what its module defines, ``rg.distributed`` stays the function (not the module
     of that name, even after that module is imported on its own), and an unknown name is an
-    AttributeError naming it."""
+    AttributeError naming it, as is a submodule the package never bound (``hasattr(rg, "torch")`` is
+    False and imports no PyTorch), while one it bound (``rg.optim``) is there."""
     import subprocess
     import sys
 
@@ -281,14 +281,17 @@ print(json.dumps({"before": before, "distributed": callable(rg.distributed) and 
                   "compile": names["compile"] is rnngraph.runtime.compile,
                   "Sequential": names["Sequential"] is rnngraph.network.Sequential,
                   "LoopTuning": names["LoopTuning"] is rnngraph.codegen.tuning.LoopTuning,
-                  "cells": names["cells"].__name__, "dir": sorted(set(rg.__all__) - set(dir(rg))), "missing": missing}))
+                  "cells": names["cells"].__name__, "dir": sorted(set(rg.__all__) - set(dir(rg))), "missing": missing,
+                  "torch": [hasattr(rg, "torch"), "torch" in sys.modules], "optim": rg.optim.__name__,
+                  "private": [n for n in dir(rg) if n.startswith("_") or n in ("annotations", "importlib")]}))
 """
     import json
     out = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                                     cwd=Path(__file__).resolve().parent.parent).stdout)
     assert out == {"before": [], "distributed": "rnngraph.distributed", "compile": True, "Sequential": True,
                    "LoopTuning": True, "cells": "rnngraph.cells", "dir": [],
-                   "missing": "module 'rnngraph' has no attribute 'no_such_name'"}, out
+                   "missing": "module 'rnngraph' has no attribute 'no_such_name'", "torch": [False, False],
+                   "optim": "rnngraph.optim", "private": []}, out
 
 
 #: the one module of rnngraph/ that holds inline PTX (a port off numba-cuda touches this file only)

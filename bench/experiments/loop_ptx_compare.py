@@ -16,8 +16,14 @@ order follows Python's hash seed).
 
     python bench/experiments/loop_ptx_compare.py --repo /path/to/checkout lstm:1:512:64 gru:2:256:8
 
+Equal hashes are the same code; a differing one may not be: one kernel (``lstm:2:64:64`` with
+``--loop rows=16,cols=2``, its backward) gave three hashes from the same source in three
+processes, its PTX differing only in the order of its parameter loads and in register numbers, so
+run a differing kernel again before calling it a change.
+
 Results: bench/results/cpu-20261204-loop-kernel-compile-selp.txt,
-bench/results/cpu-20261204-loop-kernel-compile-mad-rows.txt.
+bench/results/cpu-20261204-loop-kernel-compile-mad-rows.txt,
+bench/results/cpu-20261205-loop-kernel-compile-tuple-accumulators.txt.
 """
 from __future__ import annotations
 

@@ -8,8 +8,10 @@ reduced across the warp by a tree a sum or the transpose butterfly (codegen/warp
 element once for RB rows; the kk loop is unrolled ``GemmRows.unroll`` times (independent loads in
 flight), with a remainder loop. The source is shaped for numba's front end, which is most of a
 loop kernel's compile: on the GPU a vector element's RB products are one ``mad_rows<RB>`` call
-(codegen/mad_rows.py) on the stream's accumulators as one tuple within a trip, and every name of the unrolled steps is assigned once (the same PTX,
-bench/results/cpu-20261204-loop-kernel-compile-mad-rows.txt). The column index is cast to
+(codegen/mad_rows.py) on the stream's accumulators as one tuple within a trip, and every name of
+a row loop's unrolled steps is assigned once (the same PTX,
+bench/results/cpu-20261204-loop-kernel-compile-mad-rows.txt,
+cpu-20261205-loop-kernel-compile-tuple-accumulators.txt). The column index is cast to
 uint64 (it is never negative): numba wraps a negative signed index (a sign test and an add per
 read, in 64 bits), and that wrap kept ptxas from folding the unrolled offsets kk + 32 * u
 (u < unroll) into the loads' immediates; the cast took the S=64 LSTM's inner loop from 417 to
@@ -83,7 +85,7 @@ def emit_rows(src: Source, r: GemmRows, coop: bool, vector_loads: bool = True) -
                         tuples[i] = f"ap{i}{'r' * L}"
                         src(f"{tuples[i]} = ({', '.join(f'acc{a}_{i}' for a in range(RB))},)")
                 for u in range(unroll):
-                    # every name assigned once in the kernel: numba's SSA pass costs about the number of
+                    # every name assigned once in the row loop: numba's SSA pass costs about the number of
                     # names assigned more than once times the kernel's length
                     x = f"{'r' * L}{u}"
                     k = f"kc{x}"

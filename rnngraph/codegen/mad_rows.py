@@ -2,7 +2,7 @@
 ``acc_a + w_a * v`` for a < n, in one call instead of n statements ``acc_a += w_a * v``; the n
 accumulators travel as one tuple.
 
-    a0_0_0 = mad_rows2(ap0, w0_0_0, w0_1_0, v0_0_0)      # ap0 = (acc0_0, acc1_0)
+    a0_0_0 = mad_rows2(ap0, w0_0_0, w0_1_0, v0_0_0)  # ap0 = (acc0_0, acc1_0)
 
 A numba ``@intrinsic`` that emits what numba emits for those statements (float32 operands: an
 ``fmul`` and an ``fadd`` a row, rows in order), taking and returning the n accumulators as a
@@ -11,8 +11,9 @@ every loop kernel of 15 models: bench/results/cpu-20261204-loop-kernel-compile-m
 cpu-20261205-loop-kernel-compile-tuple-accumulators.txt). What it saves is numba's front end:
 each statement is a multiply and an in-place add to type (in every round of type inference) and
 to lower, each through numba's operator templates, and an S=64 LSTM loop kernel's unrolled loop
-has over a thousand; a call is one typing of one template (the forward loop kernel of a 2-layer 512-unit LSTM at S=64: 3.0 to
-2.3 s on the CPU, with the other source changes of that file 3.7 to 2.4 s). The tuple goes from
+has over a thousand; a call is one typing of one template (the forward loop kernel of a 2-layer
+512-unit LSTM at S=64: 3.0 to 2.3 s on the CPU, with the other source changes of that file 3.7 to
+2.4 s). The tuple goes from
 call to call within a trip of the row loop, packed from the scalar accumulators at the trip's
 start and unpacked at its end (codegen/loop_gemm.py): no unpacking a call (1.72 to 1.45 s), and
 the loop still carries n scalars (a tuple carried across trips changed the PTX's index
