@@ -227,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="torch's initial weights: rnngraph's (same seed; default) or torch's own")
     h = p.add_argument_group("LSH head (--impl rnngraph-lsh, rnngraph-lsh-batch-labels: rg.LSHSoftmax)")
     h.add_argument("--lsh-K", type=int, default=6, help="hashes a table (default 6, G-SLIDE's; with --lsh-L 50 the "
-                   "tables take 6.7 GB whatever the vocabulary: rg.LSHConfig().table_bytes(); K 2, L 2 for tiny runs)")
+                   "tables take 6.8 GB whatever the vocabulary: rg.LSHConfig().table_bytes(); K 2, L 2 for tiny runs)")
     h.add_argument("--lsh-L", type=int, default=50, help="tables (default 50)")
     h.add_argument("--lsh-min-active", type=int, default=1500, help="active classes a column at least (default 1500)")
     b = p.add_argument_group("budget and evaluation")

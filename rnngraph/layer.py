@@ -321,10 +321,11 @@ class CompiledRNN:
         dy: (T, S, n) gradient of the output; dh_T: state name -> (depth, S, size), any subset
         (missing = zero). Returns (dx, dh0, dparams): dx (T, S, input_size) (None for token
         ids), dh0 state name -> (depth, S, size), dparams parameter name -> gradient in its
-        shape; arrays of the forward's kind. Raises RuntimeError for a backward without a
-        training forward, a second backward of one forward, or (CUDA) a forward of the same
-        (T, S) run in between (its buffers hold the newer activations); ShapeError for seeds of
-        the wrong shape.
+        shape; arrays of the forward's kind. A forward's activations outlive its backward: a
+        second backward of it gives the same gradients for the same seeds (what
+        ``retain_graph=True`` asks of the torch module). Raises RuntimeError for a backward
+        without a training forward or (CUDA) with a forward of the same (T, S) run in between
+        (its buffers hold the newer activations); ShapeError for seeds of the wrong shape.
         """
         pending = pending or self.last
         if pending is None:

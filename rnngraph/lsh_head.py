@@ -10,6 +10,7 @@ rnngraph/codegen/lsh_step.py (the same algorithm on the device, inside the step'
 """
 from __future__ import annotations
 
+import warnings
 from numbers import Integral
 
 import numpy as np
@@ -18,6 +19,13 @@ from .errors import GraphError
 from .heads import SoftmaxCrossEntropy, check_ignore_index
 from .lsh import LSHConfig
 from .trace import Builder, Value
+
+#: LSHSoftmax warns when its bucket tables take at least this many bytes and hold at least
+#: OVERSIZED_TABLE_SLOTS slots a class in each table (each class sits in one bucket a table): the
+#: default config (G-SLIDE's, 6.8 GB) on a small problem. Amazon-670K's shape at the defaults has
+#: 50 slots a class and does not warn.
+OVERSIZED_TABLE_BYTES = 1 << 30
+OVERSIZED_TABLE_SLOTS = 256
 
 
 class LSHSoftmax(SoftmaxCrossEntropy):
@@ -63,7 +71,7 @@ class LSHSoftmax(SoftmaxCrossEntropy):
     Args:
         classes: V >= 2, the output neurons.
         config: an :class:`rnngraph.lsh.LSHConfig`, or a dict of its fields (default: G-SLIDE's,
-            K = 6, L = 50, min active 1,500: tables of 6.7 GB; pass a small one for small problems).
+            K = 6, L = 50, min active 1,500: tables of 6.8 GB; pass a small one for small problems).
         seed: seeds the hash functions, the padding order and draws (``np.random.default_rng``).
         ignore_index: None (default), or an integer in [-2**31, classes): as SoftmaxCrossEntropy's,
             columns whose target equals it add nothing to the loss or the gradients, the mean is
@@ -76,6 +84,9 @@ class LSHSoftmax(SoftmaxCrossEntropy):
         integer, ignore_index neither None nor an integer in [-2**31, classes). An LSHConfig made
         apart raises ValueError naming the field when it is made. ``rg.compile(..., device="cuda")``
         raises GraphError naming the head for a config with ``densify=True``.
+
+    Warns (UserWarning) when the config's bucket tables take 1 GiB or more and hold 256 or more
+    slots a class in each table: the default config on a small problem (6.8 GB for 10 classes).
 
     Source: G-SLIDE (Pan et al., IEEE TPDS 2022; public code PanZaifeng/G-SLIDE).
     """
@@ -98,6 +109,13 @@ class LSHSoftmax(SoftmaxCrossEntropy):
         check_ignore_index(ignore_index, classes, f"rg.LSHSoftmax({classes}")
         super().__init__(classes, ignore_index)
         self.classes, self.config, self.seed = int(classes), config, int(seed)
+        slots = (1 << config.bits) * config.capacity
+        if config.table_bytes() >= OVERSIZED_TABLE_BYTES and slots >= OVERSIZED_TABLE_SLOTS * self.classes:
+            warnings.warn(f"rg.LSHSoftmax({self.classes}): its bucket tables take {config.table_bytes() / 1e9:.1f} GB "
+                          f"(K = {config.K}, L = {config.L}: {1 << config.bits:,} buckets of {config.capacity} a "
+                          f"table) for {self.classes:,} classes, each table over {OVERSIZED_TABLE_SLOTS} slots a "
+                          f"class; pass a smaller config (a smaller K, fewer tables L) for a problem of this size",
+                          UserWarning, stacklevel=2)
 
     def trace(self, b: Builder, h: Value) -> tuple[Value, Value]:
         init = b.default_init(h.size)  # linear()'s: the dense head's parameters, names and draws

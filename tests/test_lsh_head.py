@@ -115,6 +115,20 @@ def test_bad_arguments_name_the_head(make, match):
         make()
 
 
+def test_tables_far_larger_than_the_problem_warn():
+    """The default config (G-SLIDE's: 6.8 GB of bucket tables) on 10 classes warns with the size
+    and what to change; at Amazon-670K's class count (50 slots a class) and with a small config it
+    does not (the tables are not allocated here: the warning comes from the config's arithmetic)."""
+    import warnings
+    with pytest.warns(UserWarning, match=r"rg.LSHSoftmax\(10\): its bucket tables take 6.8 GB \(K = 6, L = 50: "
+                                         r"262,144 buckets of 128 a table\) for 10 classes.*a smaller K, fewer tables L"):
+        rg.LSHSoftmax(10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rg.LSHSoftmax(670_091)
+        rg.LSHSoftmax(10, FEW_ACTIVE)
+
+
 def test_cuda_backend_takes_the_head_at_compile(monkeypatch):
     """The head trains on CUDA too (tests/test_lsh_head_cuda_sim.py): "cuda" compiles it (the
     simulator counts as CUDA), and "auto" picks CUDA where there is a GPU, as for any head."""

@@ -83,7 +83,7 @@ class LSHConfig:
 
     def table_bytes(self) -> int:
         """Bytes of the bucket tables: L * 2**bits * capacity int32 ids plus L * 2**bits int32
-        fill counters (6.7 GB for the defaults: 262,144 buckets a table)."""
+        fill counters (6.8 GB for the defaults: 262,144 buckets a table)."""
         return 4 * self.L * (1 << self.bits) * (self.capacity + 1)
 
 

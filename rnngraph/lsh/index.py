@@ -4,7 +4,7 @@ rebuild clock, used the way G-SLIDE's ``SoftmaxLayer`` uses its ``LSH`` (Pan et 
 (with the labels in training); after each update, rebuild from the current weights when the
 clock says so, with new bins (and a new padding order) every ``redraw_every`` samples.
 
-Memory: the tables are ``LSHConfig.table_bytes()`` (6.7 GB with G-SLIDE's K = 6, L = 50 and
+Memory: the tables are ``LSHConfig.table_bytes()`` (6.8 GB with G-SLIDE's K = 6, L = 50 and
 buckets of 128, as the exact 3-bit hashes give 262,144 buckets a table); the NumPy index is for
 small K and tests, the specification of the GPU one.
 """
