@@ -45,6 +45,21 @@ def test_custom_cell_file_and_errors(tmp_path, capsys):
     assert main(["schedule", "lstm", "--window", "0"]) == 2
 
 
+def test_cell_as_a_flag_as_train_takes_it(capsys):
+    """``--cell CELL`` (train's spelling) gives the same dump as the positional CELL; both or
+    neither is a one-line error saying so."""
+    assert main(["schedule", "gru", "--hidden", "8", "--window", "5"]) == 0
+    positional = capsys.readouterr().out
+    assert main(["schedule", "--cell", "gru", "--hidden", "8", "--window", "5"]) == 0
+    assert capsys.readouterr().out == positional and "schedule gru" in positional
+    assert main(["schedule", "--hidden", "8"]) == 1
+    assert "give the cell once" in capsys.readouterr().err
+    assert main(["schedule", "lstm", "--cell", "gru"]) == 1
+    assert "got 'lstm' and --cell 'gru'" in capsys.readouterr().err
+    assert main(["schedule", "--cell", "nope"]) == 1
+    assert "--cell nope: unknown cell" in capsys.readouterr().err
+
+
 def test_bad_loop_tuning_variable_is_one_line_for_any_cell(monkeypatch, capsys):
     """Regression: `RNNGRAPH_LOOP=rows=99 rnngraph schedule lstm` printed the
     schedule and exited 0; only graphs with a layer norm parsed the variable."""

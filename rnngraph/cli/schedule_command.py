@@ -13,7 +13,9 @@ FORMATS = ("text", "json", "dot", "gantt")
 
 
 def _schedule_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("cell", metavar="CELL", help="a standard cell name or file.py:function")
+    p.add_argument("cell", metavar="CELL", nargs="?", default=None,
+                   help="a standard cell name or file.py:function (or --cell, as train takes it)")
+    p.add_argument("--cell", dest="cell_flag", metavar="CELL", default=None, help="the same as CELL")
     p.add_argument("--layers", type=positive_int, default=1, help="stacked cells (default 1)")
     p.add_argument("--hidden", type=positive_int, default=512, help="hidden size H (default 512)")
     p.add_argument("--window", type=positive_int, default=100, help="timesteps T per window (default 100)")
@@ -46,7 +48,10 @@ def run_schedule(args) -> int:
     from ..passes.recurrence import recurrent_width
     from ..schedule_export import gantt, to_dot, to_json
 
-    factory = resolve_cell(args.cell, flag="CELL")
+    if (args.cell is None) == (args.cell_flag is None):
+        raise CLIError("give the cell once: rnngraph schedule CELL or rnngraph schedule --cell CELL"
+                       + ("" if args.cell is None else f" (got {args.cell!r} and --cell {args.cell_flag!r})"))
+    factory = resolve_cell(args.cell or args.cell_flag, flag="CELL" if args.cell else "--cell")
     net = stacked(factory, args.layers, args.hidden, input_size=args.input_size, vocab=args.vocab,
                   dropout=args.dropout)
     precision = precision_flag(args.precision, args.dtype)
