@@ -238,6 +238,16 @@ class RNN(nn.Module):
         p = next(module.parameters())
         return out.to(device=p.device, dtype=p.dtype)
 
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        """``nn.Module.load_state_dict`` (this module's own state dicts). RuntimeError naming
+        :meth:`load_torch_state_dict` for an ``nn.LSTM`` / ``nn.GRU`` state dict (``weight_ih_l0``,
+        ...), whose keys torch would otherwise list as unexpected."""
+        own = self.state_dict()
+        if state_dict and not set(state_dict) & set(own) and any(k.startswith("weight_ih_l") for k in state_dict):
+            raise RuntimeError("load_state_dict: this is an nn.LSTM / nn.GRU state dict (weight_ih_l0, ...); load it "
+                               "with rnn.load_torch_state_dict(state) or make the module with RNN.from_torch(module)")
+        return super().load_state_dict(state_dict, strict=strict, assign=assign)
+
     def load_torch_state_dict(self, state: dict) -> None:
         """Copy an nn.LSTM / nn.GRU state dict (``weight_ih_l0``, ...) into the parameters
         (PyTorch's gate order is the standard cells'). KeyError naming a missing entry,

@@ -354,6 +354,20 @@ def test_state_dict_round_trip_and_optimizer_steps_are_seen_in_place():
         assert torch.equal(b(x)[0], _copy(b)(x)[0])
 
 
+def test_an_nn_lstm_state_dict_names_load_torch_state_dict():
+    """load_state_dict given an nn.LSTM's state dict says how to load it (torch would list every key
+    as missing and unexpected) and changes nothing; load_torch_state_dict then takes it."""
+    torch.manual_seed(11)
+    lstm, rnn = nn.LSTM(3, 4), RNN("lstm", 4, 1, input_size=3)
+    before = {k: v.clone() for k, v in rnn.state_dict().items()}
+    with pytest.raises(RuntimeError, match=r"nn.LSTM / nn.GRU state dict .*rnn.load_torch_state_dict\(state\)"):
+        rnn.load_state_dict(lstm.state_dict())
+    assert all(torch.equal(v, before[k]) for k, v in rnn.state_dict().items())
+    rnn.load_torch_state_dict(lstm.state_dict())
+    x = torch.randn(5, 2, 3)
+    torch.testing.assert_close(rnn(x)[0], lstm(x)[0], rtol=1e-5, atol=1e-6)
+
+
 def test_double_runs_float64_and_matches_float32():
     torch.manual_seed(10)
     m = RNN("layernorm_lstm", 4, 2, input_size=3)
