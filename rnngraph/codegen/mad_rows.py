@@ -13,11 +13,10 @@ each statement is a multiply and an in-place add to type (in every round of type
 to lower, each through numba's operator templates, and an S=64 LSTM loop kernel's unrolled loop
 has over a thousand; a call is one typing of one template (the forward loop kernel of a 2-layer
 512-unit LSTM at S=64: 3.0 to 2.3 s on the CPU, with the other source changes of that file 3.7 to
-2.4 s). The tuple goes from
-call to call within a trip of the row loop, packed from the scalar accumulators at the trip's
-start and unpacked at its end (codegen/loop_gemm.py): no unpacking a call (1.72 to 1.45 s), and
-the loop still carries n scalars (a tuple carried across trips changed the PTX's index
-arithmetic).
+2.4 s). The tuple goes from call to call within a trip of the row loop, packed from the scalar
+accumulators at the trip's start and unpacked at its end (codegen/loop_gemm.py): no unpacking a
+call (1.72 to 1.45 s), and the loop still carries n scalars (a tuple carried across trips changed
+the PTX's index arithmetic).
 
 LLVM IR through llvmlite's builder, not inline PTX (that is codegen/ptx.py's alone). Only the GPU's
 loop kernels call it (``coop``, codegen/loop_gemm.py ``mad_function``): the simulator's write the

@@ -80,8 +80,8 @@ prefetch  1: a persistent loop's pointwise kernels issue the loads that nothing 
           1 / 0: S=1 LSTM 0.945 vs 0.984, GRU 0.932 vs 0.993 (h200-20261201-prefetch-sweep-defaults.json);
           S=64 LSTM 4.71 vs 4.15 (h200-20261201-prefetch-sweep-lstm64.json). 2: also where a flagged
           exchange took the grid sync before a level's start away (the S=1 layer-norm loops' GEMM
-          levels), with early loads of the buffers that no kernel of the loop writes (the forward
-          values a backward reads); not measured yet, so not a default.
+          levels), with early loads of what no kernel stores after the last grid sync (the forward
+          values and old gradients a backward reads); not measured yet, so not a default.
 pipeline  1: a tensor-core row loop's whole chunks (codegen/loop_mma.py ``chunked``) load the next
           chunk's vectors before this chunk's products, so that a warp has a chunk's L2 loads in
           flight while its products run (the vectors' registers twice: 8 more a stream tile in
