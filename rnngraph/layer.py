@@ -262,7 +262,8 @@ class CompiledRNN:
                 copy_states: bool = True, lengths=None):
         """Run the network over the window of ``x``.
 
-        x: (T, S, input_size) floats (or (T, S) token ids); h0: state name -> (depth, S, size),
+        x: (T, S, input_size) floats of any float dtype, computed in the network's (or (T, S)
+        integer token ids for a network that starts with rg.Embedding); h0: state name -> (depth, S, size),
         every state or None (zeros); train: keep the activations for :meth:`backward` (False:
         inference, nothing kept, and on CUDA a plan without a backward); masks: the dropout
         masks (name -> (T, S, width), see rg.Dropout), default drawn from the compile seed when
@@ -303,6 +304,9 @@ class CompiledRNN:
             if not np.issubdtype(ids.dtype, np.integer):
                 raise ShapeError(f"x: token ids must be integers, got {ids.dtype}")
             check_ids("x", ids, *self.id_limit)
+        elif kind == "host" and not np.issubdtype(np.asarray(x).dtype, np.floating):
+            raise TypeError(f"x: expected floating-point values (any float dtype, computed in {self.dtype}), got "
+                            f"{np.asarray(x).dtype}; a network of token ids starts with rg.Embedding")
         plan = self._plan(T, S, backward=train, masked=lengths is not None)
         if train:
             self._calls += 1
