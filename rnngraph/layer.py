@@ -32,7 +32,7 @@ from .passes import PLANS
 from .passes.recurrence import recurrent_width
 from .passes import schedule as build_schedule
 from .precision import check_gpu, check_precision
-from .reference import DTYPES, check_ids, dtype_name, id_limits, init_params
+from .reference import DTYPES, check_ids, check_real, dtype_name, id_limits, init_params
 from .schedule import Schedule
 from .schedule_options import ScheduleOptions
 
@@ -262,9 +262,10 @@ class CompiledRNN:
                 copy_states: bool = True, lengths=None):
         """Run the network over the window of ``x``.
 
-        x: (T, S, input_size) floats of any float dtype, computed in the network's (or (T, S)
-        integer token ids for a network that starts with rg.Embedding); h0: state name -> (depth, S, size),
-        every state or None (zeros); train: keep the activations for :meth:`backward` (False:
+        x: (T, S, input_size) real numbers of any dtype (floats, integers or booleans, computed in
+        the network's dtype, as ``TrainingStep.train`` takes them; ShapeError for complex values),
+        or (T, S) integer token ids for a network that starts with rg.Embedding; h0: state name ->
+        (depth, S, size), every state or None (zeros); train: keep the activations for :meth:`backward` (False:
         inference, nothing kept, and on CUDA a plan without a backward); masks: the dropout
         masks (name -> (T, S, width), see rg.Dropout), default drawn from the compile seed when
         training, ones otherwise; copy_states: False lets h_T be views of the plan's device
@@ -304,9 +305,8 @@ class CompiledRNN:
             if not np.issubdtype(ids.dtype, np.integer):
                 raise ShapeError(f"x: token ids must be integers, got {ids.dtype}")
             check_ids("x", ids, *self.id_limit)
-        elif kind == "host" and not np.issubdtype(np.asarray(x).dtype, np.floating):
-            raise TypeError(f"x: expected floating-point values (any float dtype, computed in {self.dtype}), got "
-                            f"{np.asarray(x).dtype}; a network of token ids starts with rg.Embedding")
+        elif kind == "host":
+            check_real("x", np.asarray(x))  # floats, integers or booleans, as the training step takes them
         plan = self._plan(T, S, backward=train, masked=lengths is not None)
         if train:
             self._calls += 1

@@ -83,9 +83,11 @@ def test_bad_input_is_named():
         rnn.forward(x[..., :1])
     with pytest.raises(rg.ShapeError, match="T >= 1"):
         rnn.forward(x[:0])
-    with pytest.raises(TypeError, match=r"x: expected floating-point values .*got int64; a network of token ids"):
-        rnn.forward(np.ones((3, 2, 2), np.int64))  # floats of another dtype are computed in the network's
+    with pytest.raises(rg.ShapeError, match=r"input 'x': expected real numbers, got complex128"):
+        rnn.forward(x.astype(np.complex128))  # real numbers of any dtype are computed in the network's
     np.testing.assert_array_equal(rnn.forward(x.astype(np.float64))[0], rnn.forward(x.astype(np.float32))[0])
+    ones = np.ones((3, 2, 2))
+    np.testing.assert_array_equal(rnn.forward(ones.astype(np.int64))[0], rnn.forward(ones)[0])
     with pytest.raises(rg.GraphError, match="every state or none"):
         rnn.forward(x, {"layer0.h": h0["layer0.h"]})
     with pytest.raises(rg.GraphError, match="no state"):
