@@ -2,6 +2,7 @@
 (0.3 s of a warm first call on the H200), outside the simulator. A stand-in ``scipy`` package on
 the path records whether ``scipy.linalg`` was imported, so the check holds where SciPy is absent
 (CI) as where it is installed (the H200 image)."""
+from conftest import run_outside_simulator
 
 _SCRIPT = r"""
 import json, os, sys, tempfile
@@ -12,7 +13,7 @@ open(os.path.join(root, "scipy", "linalg", "__init__.py"), "w").write("import bu
 open(os.path.join(root, "scipy", "linalg", "cython_blas.py"), "w").write("")
 sys.path.insert(0, root)
 import builtins
-if sys.argv[1] == "rnngraph":
+if FIRST == "rnngraph":
     import rnngraph.codegen.device  # applies the fix
 from numba.cuda.np import arraymath, linalg
 print(json.dumps({"have_blas": arraymath._HAVE_BLAS, "scipy_linalg": getattr(builtins, "SCIPY_LINALG", False),
@@ -23,18 +24,9 @@ shutil.rmtree(root)
 
 
 def _run(first: str) -> dict:
-    import json
-    import os
-    import subprocess
-    import sys
-
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    out = subprocess.run([sys.executable, "-c", _SCRIPT, first], env=env, cwd=root, capture_output=True, text=True,
-                         timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    """The script's report with ``first`` ("rnngraph": through rnngraph's kernel helpers; "numba":
+    numba-cuda alone) imported first."""
+    return run_outside_simulator(f"FIRST = {first!r}\n" + _SCRIPT, timeout=300)
 
 
 def test_array_math_loads_without_scipy_linalg():
