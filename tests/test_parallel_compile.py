@@ -56,3 +56,17 @@ def test_the_library_worker_counts_as_a_job_and_starts_first(tmp_path, library):
     # cached, so it compiled nothing and reported; the loop kernels' workers failed
     assert [p["kernel"] for p in entry["phases"]] == ["library"]
     assert [e.split(":")[0] for e in errors] == ["loop0", "loop1"] and entry["failed"] == 2
+
+
+def test_two_workers_share_the_library_kernels_where_cores_allow(tmp_path, library):
+    library += [(_kernel(tmp_path / "lib.py", f"lib{k}"), ("f32",)) for k in range(3)]
+    jobs = [(_kernel(tmp_path / "rg_gone.py", f"loop{k}"), (k,)) for k in range(2)]
+    before = len(history)
+    errors = precompile(jobs, workers=4)  # two loop kernels and two library workers
+    [entry] = history[before:]
+    assert entry["library"] == 3 and entry["library_workers"] == 2 and entry["workers"] == 4
+    assert [p["kernel"] for p in entry["phases"]] == ["library 1/2", "library 2/2"]
+    assert [e.split(":")[0] for e in errors] == ["loop0", "loop1"]
+    before = len(history)
+    precompile(jobs, workers=3)  # no core to spare beside the loop kernels': one library worker
+    assert history[-1]["library_workers"] == 1 and [p["kernel"] for p in history[-1]["phases"]] == ["library"]

@@ -49,11 +49,20 @@ MIN_KERNELS = 3
 
 log = logging.getLogger("rnngraph.compile")
 
+#: The library kernels a cold training step lacks are shared by at most this many workers, where
+#: the machine has cores for them beside the loop kernels' workers: their one worker took 2.0 to
+#: 2.7 s compiling the 13 of them on the H200 while a loop kernel's took 3.3 to 6.1 s
+#: (bench/results/h200-20261204-startup-and-step-library-ahead.json), and the loop kernels now
+#: compile in a quarter of that time (bench/results/cpu-20261205-loop-kernel-compile-tuple-accumulators.txt).
+LIBRARY_WORKERS = 2
+
 #: One entry per :func:`precompile` of this process that started workers: {"kernels": how many
-#: loop kernels it compiled, "library": how many library kernels one more worker compiled beside
-#: them (codegen/library_ahead.py), "workers": at most that many at once, "seconds": wall time
+#: loop kernels it compiled, "library": how many library kernels more workers compiled beside
+#: them (codegen/library_ahead.py), "library_workers": how many workers shared those (at most
+#: :data:`LIBRARY_WORKERS`), "workers": at most that many at once, "seconds": wall time
 #: from the first start to the last report, "failed": workers that failed, "phases": one
-#: {"kernel" (its name, "library" for the library kernels' worker), then seconds: "start" (from
+#: {"kernel" (its name; "library" for the library kernels' worker, "library 1/2" and "library 2/2"
+#: where two share them), then seconds: "start" (from
 #: the spawn to the worker's first line: the interpreter and rnngraph's import), "numba"
 #: (importing numba-cuda), "context" (the CUDA context), "load" (the generated module, or the
 #: library's), "compile" (the kernel or kernels, into the disk cache), "exit" (to the parent's
@@ -66,18 +75,23 @@ def precompile(jobs: list[tuple[object, tuple]], workers: int | None = None, lib
     worker processes (``workers``: at most that many at once; None: the machine's cores). The
     kernels must be :func:`kernel_cache.cached` dispatchers of generated modules (codegen/module.py).
     With ``library`` (a training program's), where the cache lacks some of the library kernels a
-    training step launches (codegen/library_ahead.py), one more worker compiles those, the first to
-    start. Returns one line per failed worker (logged as warnings); nothing when fewer than
-    :data:`MIN_KERNELS` workers' jobs are to do (then their start-up costs more than it saves).
+    training step launches (codegen/library_ahead.py), more workers compile those, the first to
+    start: up to :data:`LIBRARY_WORKERS` of them, each given every other one of the kernels, where
+    ``workers`` leaves room beside the loop kernels' workers, else one. Returns one line per failed
+    worker (logged as warnings); nothing when fewer than :data:`MIN_KERNELS` jobs (the loop
+    kernels and the library's) are to do (then the workers' start-up costs more than it saves).
     Every worker is waited for: nothing of the program compiles beside them."""
     todo = [(k, types) for k, types in jobs if not _in_cache(k, types)]
-    library = [(k, types) for k, types in library_ahead.kernels() if not _in_cache(k, types)] if library else []
+    library = [i for i, (k, types) in enumerate(library_ahead.kernels()) if not _in_cache(k, types)] if library else []
     if len(todo) + bool(library) < MIN_KERNELS:
         return []
-    workers = max(1, min(len(todo) + bool(library), workers or os.cpu_count() or 1))
+    cores = workers or os.cpu_count() or 1
+    shares = max(1, min(LIBRARY_WORKERS, len(library), cores - len(todo))) if library else 0
+    workers = max(1, min(len(todo) + shares, cores))
     started, running, errors, phases = time.perf_counter(), [], [], []
-    pending = ([(None, "library")] if library else []) + [(k.py_func.__code__.co_filename, k.py_func.__name__, types)
-                                                          for k, types in todo]
+    pending = [(None, "library" if shares == 1 else f"library {j + 1}/{shares}", library[j::shares])
+               for j in range(shares)]
+    pending += [(k.py_func.__code__.co_filename, k.py_func.__name__, types) for k, types in todo]
     while pending or running:
         while pending and len(running) < workers:
             running.append(_start(*pending.pop(0)))
@@ -98,7 +112,8 @@ def precompile(jobs: list[tuple[object, tuple]], workers: int | None = None, lib
                      ", ".join(f"{k} {v:.2f} s" for k, v in phases[-1].items() if k != "kernel"))
         stderr.close()
     seconds = time.perf_counter() - started
-    history.append({"kernels": len(todo), "library": len(library), "workers": workers, "seconds": round(seconds, 3),
+    history.append({"kernels": len(todo), "library": len(library), "library_workers": shares, "workers": workers,
+                    "seconds": round(seconds, 3),
                     "failed": len(errors), "phases": phases})
     log.info("rnngraph: %d loop kernels compiled by %d workers in %.1f s", len(todo), workers, seconds)
     return errors
@@ -107,7 +122,8 @@ def precompile(jobs: list[tuple[object, tuple]], workers: int | None = None, lib
 def _start(path: str | None, name: str, types: tuple | None = None) -> tuple:
     """A worker process (``python -m rnngraph.codegen.parallel_compile`` with this rnngraph on its
     path) given its job: kernel ``name`` of the generated module at ``path`` for ``types``, or (path
-    None) the library kernels of codegen/library_ahead.py. Returns (name, the process, its stderr:
+    None) the library kernels of codegen/library_ahead.py at the indices ``types`` of its
+    ``kernels()``. Returns (name, the process, its stderr:
     a temporary file, not a pipe, so that the parent may read stdout alone to its end)."""
     root = str(Path(__file__).resolve().parents[2])  # the rnngraph the parent runs
     env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -138,8 +154,9 @@ def _in_cache(kernel, types) -> bool:
 
 def _work() -> int:
     """A worker: (source file, kernel name, argument types, the parent's time.time() at the spawn)
-    pickled on stdin -> the kernel compiled into the disk cache; the seconds of each phase
-    (:data:`history`'s "phases") printed as one JSON line."""
+    or (None, its name, indices of library_ahead's kernels, that time) pickled on stdin -> the
+    kernel or kernels compiled into the disk cache; the seconds of each phase (:data:`history`'s
+    "phases") printed as one JSON line."""
     first, clock = time.time(), time.perf_counter()
     marks = []
 
@@ -157,8 +174,9 @@ def _work() -> int:
     try:
         cuda.current_context()
         mark("context")
-        if path is None:  # the library kernels the cache lacks
-            todo = [(k, t) for k, t in library_ahead.kernels() if not _in_cache(k, t)]
+        if path is None:  # this worker's share of the library kernels, those the cache lacks
+            listed = library_ahead.kernels()
+            todo = [listed[i] for i in types if i < len(listed) and not _in_cache(*listed[i])]
         else:
             todo = [(getattr(module.load(Path(path).read_text()), name), types)]
         mark("load")
