@@ -1,8 +1,9 @@
 """A TrainingStep on the CUDA backend (rnngraph/codegen/step.py): its backends, one per compiled
 (T, S), and its training and forward calls.
 
-A training call enqueues the step and returns a :class:`rnngraph.lazy_loss.LazyLoss`; the
-previous call is settled first (its step count seeds the dropout masks), and its results reach
+A training call enqueues its inputs' copies, settles the previous call (its step count seeds the
+dropout masks and Adam's bias correction), enqueues the step and returns a
+:class:`rnngraph.lazy_loss.LazyLoss`; the previous call's results reach
 the step through ``TrainingOutcome._cuda_finished`` (rnngraph/step_outcome.py). An
 ``rg.LSHSoftmax`` head's index and sparse loss: ``step._lsh``, rnngraph/codegen/lsh_step.py.
 """
@@ -26,6 +27,7 @@ def cuda_backend(step, schedule, params, tuning, share=None):
 
 def cuda_train(step, feed: dict):
     """One training call of ``step`` on its current CUDA backend; returns the LazyLoss."""
+    step._cuda.feed(feed)  # before waiting for the previous call: its inputs are then on the GPU when it ends
     step._cuda.settle()  # the previous call (its step count seeds the masks)
     if step.dropout:
         step._cuda.train_masks(step.optimizer.steps)
@@ -33,7 +35,7 @@ def cuda_train(step, feed: dict):
     if step._lsh:  # the index built or rebuilt on the clock, before the replay; the clock told when finite
         step._lsh.before_call(step._cuda)
         on_finish = step._lsh.counting(columns, on_finish)
-    return step._cuda.train(feed, columns, on_finish=on_finish)
+    return step._cuda.train(None, columns, on_finish=on_finish)
 
 
 def cuda_forward(step, feed: dict, names, carry: bool, all_values: bool, with_loss: bool) -> StepForward:

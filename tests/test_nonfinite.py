@@ -82,6 +82,36 @@ def test_an_unread_non_finite_loss_raises_at_the_next_use(device):
     assert step.optimizer.steps == 1
 
 
+@pytest.mark.parametrize("device", [d for d in DEVICES if d != "cpu"])
+def test_the_next_train_copies_its_inputs_then_raises_and_changes_nothing(device):
+    """A training call enqueues its inputs' copies before it settles the previous call (so that
+    the GPU has them when that call ends): when the previous call was not finite it raises after
+    those copies, and they change nothing -- the call after trains as if neither had come."""
+    step, clean = _step(device), _step(device)
+    x, y = _batch(0)
+    step.train(x, y)
+    clean.train(x, y)
+    before = _snapshot(step)
+    backend, order = step._cuda, []
+    feed, settle = backend.feed, backend.settle
+    backend.feed = lambda inputs: order.append("feed") or feed(inputs)
+    backend.settle = lambda: order.append("settle") or settle()
+    xb, yb = _batch(1)
+    xb[0, 1, 0] = np.inf
+    step.train(xb, yb)  # not read
+    x1, y1 = _batch(3)
+    with pytest.raises(FloatingPointError, match="after step 1: .* not finite"):
+        step.train(x1, y1)
+    # each call: feed, then settle (train settles once more, a no-op; the error's message reads
+    # last_grad_norm, which settles too)
+    assert order[:5] == ["feed", "settle", "settle", "feed", "settle"]
+    _assert_same(_snapshot(step), before)
+    assert step.optimizer.steps == 1
+    x2, y2 = _batch(2)
+    assert float(step.train(x2, y2)) == pytest.approx(float(clean.train(x2, y2)), abs=1e-6)
+    _assert_same(_snapshot(step)[:2], _snapshot(clean)[:2])
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_skip_mode_counts_and_returns_the_loss(device):
     step = _step(device, nonfinite="skip")

@@ -275,6 +275,13 @@ class CudaBackend:
                 pass
 
     # ------------------------------------------------------------------ running
+    def feed(self, inputs: dict) -> None:
+        """Enqueue the copies of a call's graph inputs (name -> host or device array) into their
+        buffers on the step's stream. A training call's may come before the previous call is
+        settled (rnngraph/step_cuda.py): stream order puts them after its kernels, and the GPU
+        then has them as soon as that call ends instead of after the host's settling."""
+        self._feed(inputs)
+
     def _feed(self, inputs: dict) -> None:
         for n in self.g.inputs:
             if n.name not in inputs:
@@ -313,8 +320,8 @@ class CudaBackend:
             self._carry()
         return values, states, final
 
-    def train(self, inputs: dict, columns: int | None = None, on_finish=None) -> LazyLoss:
-        """Forward, BPTT, clip, update, enqueued; returns the window's mean loss as a
+    def train(self, inputs: dict | None, columns: int | None = None, on_finish=None) -> LazyLoss:
+        """Forward, BPTT, clip, update, enqueued (``inputs`` None: :meth:`feed` gave them); returns the window's mean loss as a
         :class:`rnngraph.lazy_loss.LazyLoss` (read when needed: the host does not wait for the
         GPU here), the loss node's sum over the window divided by ``columns`` (default T*S; the
         count of targets not ignored: rnngraph.reference.loss_columns), which also seeds the loss
@@ -329,7 +336,8 @@ class CudaBackend:
         columns = self.T * self.S if columns is None else columns
         opt = self.optimizer
         opt.steps += 1
-        self._feed(inputs)
+        if inputs is not None:
+            self._feed(inputs)
         hyper = np.zeros(4, np.float32)
         reduce = self.gradient_reducer is not None
         hyper[0] = (1.0 if reduce else 1.0 / columns) if columns else 0.0  # the loss gradient's seed
