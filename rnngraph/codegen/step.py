@@ -321,9 +321,9 @@ class CudaBackend:
         return values, states, final
 
     def train(self, inputs: dict | None, columns: int | None = None, on_finish=None) -> LazyLoss:
-        """Forward, BPTT, clip, update, enqueued (``inputs`` None: :meth:`feed` gave them); returns the window's mean loss as a
-        :class:`rnngraph.lazy_loss.LazyLoss` (read when needed: the host does not wait for the
-        GPU here), the loss node's sum over the window divided by ``columns`` (default T*S; the
+        """Forward, BPTT, clip, update, enqueued (``inputs`` None: :meth:`feed` gave them); returns
+        the window's mean loss as a :class:`rnngraph.lazy_loss.LazyLoss` (read when needed: the
+        host does not wait for the GPU here), the loss node's sum over the window divided by ``columns`` (default T*S; the
         count of targets not ignored: rnngraph.reference.loss_columns), which also seeds the loss
         gradient with 1/columns (0 when no column counts). When the loss or a gradient is not
         finite (checked on the device, the update kernels read the flag) nothing changes:
