@@ -31,8 +31,11 @@ class CompiledFunction(torch.autograd.Function):
         return (from_backend(y, x), *stack_states(h_T, groups, x))
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, dy, *dh_T):
+        if torch.is_grad_enabled():  # create_graph=True: a graph of the gradients is asked for
+            raise RuntimeError("rnngraph.torch.RNN gives first-order gradients only: no double backward "
+                               "(create_graph=True, gradient penalties, torch.autograd.gradgradcheck); "
+                               "its compiled backward is not itself differentiable")
         rnn, like = ctx.rnn, ctx.saved_tensors[0]
         T, S = ctx.pending.plan.key[:2]
         if dy is None:

@@ -302,6 +302,21 @@ def test_sequence_classification_from_the_last_output():
 
 
 # ---------------------------------------------------------------------------------- torch interplay
+def test_double_backward_is_refused_not_silently_dropped():
+    """create_graph=True (a gradient penalty) raised nothing and returned gradients that did not
+    require grad, so the penalty's term fell out of the loss's gradient unseen."""
+    torch.manual_seed(0)
+    ref = nn.LSTM(3, 4, 1).double()
+    m = RNN.from_torch(ref)
+    x = torch.randn(5, 2, 3, dtype=torch.float64, requires_grad=True)
+    y = m(x)[0]
+    with pytest.raises(RuntimeError, match="first-order gradients only"):
+        torch.autograd.grad(y.sum(), x, create_graph=True)
+    dx, = torch.autograd.grad(m(x)[0].sum(), x)  # first order: as before
+    want, = torch.autograd.grad(ref(x)[0].sum(), x)
+    torch.testing.assert_close(dx, want, rtol=0, atol=1e-12)
+
+
 def test_no_grad_takes_the_inference_path():
     torch.manual_seed(7)
     m = RNN("lstm", 3, 2, input_size=2)
