@@ -60,7 +60,10 @@ def test_a_second_process_loads_every_kernel_and_survives_a_broken_cache(tmp_pat
     assert len(first["library"]) >= 8 and all(hits >= 1 and misses == 0 for hits, misses in first["library"])
     [workers] = first["workers"]  # each worker reported its phases
     assert workers["kernels"] == 4 and workers["library"] == 13 and workers["failed"] == 0
-    assert sorted(p["kernel"][:4] for p in workers["phases"]) == ["libr", "loop", "loop", "loop", "loop"]
+    # one worker per loop kernel, and the library kernels shared by library_workers of them
+    shares = workers["library_workers"]
+    assert shares in (1, 2)
+    assert sorted(p["kernel"][:4] for p in workers["phases"]) == ["libr"] * shares + ["loop"] * 4
     for p in workers["phases"]:
         assert list(p) == ["kernel", "start", "numba", "context", "load", "compile", "exit"]
     second = _run(tmp_path)
