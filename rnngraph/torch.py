@@ -31,7 +31,7 @@ from .layer import compile_rnn
 from .loop_env import check
 from .network import Dropout, Sequential
 from .reference import init_params
-from .errors import GraphError, positive_int
+from .errors import GraphError, ShapeError, positive_int
 from .passes import PLANS
 from .precision import check_precision
 from .schedule_options import ScheduleOptions
@@ -58,6 +58,10 @@ class RNN(nn.Module):
         dropout: p of inverted dropout on the outputs of every layer but the last (as
             nn.LSTM), drawn with torch's generator while ``self.training``.
         batch_first: inputs and outputs (B, T, .) instead of (T, B, .) (states stay (layers, B, H)).
+        bidirectional: a reverse direction in every layer (nn.LSTM's): outputs (T, B, 2H),
+            states (2 * layers, B, H); ``pairs`` holds one compiled RNN per layer running both
+            directions side by side (rnngraph/torch_bidirectional.py).
+        The arguments below are keyword-only.
         plan: force "wavefront" / "scc-sequential" (default: the cost model's choice).
         cache_size: compiled (T, B) plans kept per device.
         options, tuning: an ``rg.ScheduleOptions`` and an ``rg.LoopTuning`` for every (T, B)
@@ -67,9 +71,6 @@ class RNN(nn.Module):
             format and fp32 accumulation, as ``rg.compile``'s (rnngraph/precision.py); float32
             only (a float64 module with tf32/bf16 is a ValueError at its first call); the CPU
             emulates it. ValueError naming it for another value.
-        bidirectional: a reverse direction in every layer (nn.LSTM's): outputs (T, B, 2H),
-            states (2 * layers, B, H); ``pairs`` holds one compiled RNN per layer running both
-            directions side by side (rnngraph/torch_bidirectional.py).
 
     ``forward(x, h0=None, lengths=None) -> (y, h_T)``: x (T, B, I) (or (T, I) unbatched), or a
     ``PackedSequence``; h0 a tensor (D * layers, B, H) for a one-state cell, else a tuple of
@@ -98,9 +99,9 @@ class RNN(nn.Module):
     """
 
     def __init__(self, cell, hidden: int, layers: int = 1, input_size: int | None = None, dropout: float = 0.0,
-                 batch_first: bool = False, plan: str | None = None, cache_size: int = 8,
-                 options: ScheduleOptions | None = None, tuning: LoopTuning | None = None,
-                 bidirectional: bool = False, precision: str = "fp32", **cell_kwargs):
+                 batch_first: bool = False, bidirectional: bool = False, *, plan: str | None = None,
+                 cache_size: int = 8, options: ScheduleOptions | None = None, tuning: LoopTuning | None = None,
+                 precision: str = "fp32", **cell_kwargs):
         super().__init__()
         if isinstance(cell, str):
             if not getattr(getattr(_cells, cell, None), "is_cell", False):
@@ -232,8 +233,10 @@ class RNN(nn.Module):
             raise TypeError(f"from_torch takes an nn.LSTM or nn.GRU, got {type(module).__name__}")
         if getattr(module, "proj_size", 0) or not module.bias:
             raise ValueError("from_torch: proj_size and bias=False modules are not supported")
-        out = cls(kinds[type(module)], module.hidden_size, module.num_layers, module.input_size,
-                  module.dropout, module.batch_first, bidirectional=module.bidirectional)
+        with warnings.catch_warnings():  # torch warned of dropout with one layer when the module was made
+            warnings.filterwarnings("ignore", message=r"dropout=.* has no effect with layers=1")
+            out = cls(kinds[type(module)], module.hidden_size, module.num_layers, module.input_size,
+                      module.dropout, module.batch_first, module.bidirectional)
         out.load_torch_state_dict(module.state_dict())
         p = next(module.parameters())
         return out.to(device=p.device, dtype=p.dtype)
@@ -361,8 +364,9 @@ class RNN(nn.Module):
         else 1); lengths None or (B,) integers in [0, T], host data (PyTorch's
         pack_padded_sequence convention; floats are refused); y (T, B, D * H) of the last layer
         (a PackedSequence laid out as x for one; zero past each length), h_T like h0 (each
-        sequence's state at its own length, h0 for a length of 0). Raises ValueError / TypeError naming
-        x, lengths or the state for a wrong shape, dtype or device."""
+        sequence's state at its own length, h0 for a length of 0). B = 0 gives nn.LSTM's empty y
+        and h_T without running anything. Raises ValueError / TypeError naming x, lengths or the
+        state for a wrong shape, dtype or device (ShapeError, a ValueError, for T = 0)."""
         packed = x if isinstance(x, PackedSequence) else None
         if packed is not None:
             if lengths is not None:
@@ -384,10 +388,14 @@ class RNN(nn.Module):
             x = x.transpose(0, 1)
         x = x.contiguous()
         T, B = x.shape[:2]
+        if T == 0:  # nn.LSTM's RuntimeError, named
+            raise ShapeError(f"x: expected at least one timestep, got {T} in shape {tuple(x.shape)} (time-major)")
         states = self._states_in(h0, B, x)
         if states is not None:
             states = [s.contiguous() for s in states]
-        if self.bidirectional:
+        if B == 0:
+            y, stacked = self._empty_batch(x, states, lengths)
+        elif self.bidirectional:
             from .torch_bidirectional import forward as bidirectional_forward
             y, stacked = bidirectional_forward(self, x, states, lengths)
         else:
@@ -398,6 +406,21 @@ class RNN(nn.Module):
         if packed is not None:
             return packing.pack(y), h_T
         return (y.transpose(0, 1) if self.batch_first else y), h_T
+
+    def _empty_batch(self, x: torch.Tensor, states: list | None, lengths) -> tuple:
+        """nn.LSTM's answer for B = 0: y (T, 0, D * H) and states (D * layers * depth, 0, H), no
+        work; with autograd they depend on x, h0 and the parameters (zero gradients), so a loss
+        over them back-propagates as nn.LSTM's does."""
+        if lengths is not None and len(lengths) != 0:
+            raise ValueError(f"lengths: expected one length per sequence (0 for B = 0), got {len(lengths)}")
+        D = 2 if self.bidirectional else 1
+        anchor = x.sum() * 0
+        if torch.is_grad_enabled():
+            for t in [*self.parameters(), *(states or [])]:
+                anchor = anchor + t.sum() * 0
+        y = x.new_zeros((x.shape[0], 0, D * self.hidden)) + anchor
+        stacked = [x.new_zeros((D * self.layers * depth, 0, self.hidden)) + anchor for _, depth in self.state_args]
+        return y, stacked
 
     def _forward(self, x: torch.Tensor, states: list | None, lengths) -> tuple:
         """(y (T, B, H), per state argument (layers * depth, B, H)) of time-major x (T, B, I)."""

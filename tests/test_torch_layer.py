@@ -11,6 +11,8 @@ compiled backward through a torch.autograd.Function.
 
 Sizes are tiny (H 2 to 16, T <= 30): the whole file runs in well under a minute on 2 cores.
 """
+import warnings
+
 import numpy as np
 import pytest
 
@@ -459,7 +461,7 @@ def _bad_cases():
         ("h0-dtype", lambda m, g: m(x, (h, h.double())), ValueError, "h0 state 'c' is torch.float64"),
         ("h0-gru-tuple", lambda m, g: g(x, (h, h)), ValueError, "h0: expected a tensor of 1 state"),
         ("h0-not-tensor", lambda m, g: m(x, (h, np.zeros((2, 2, 5)))), ValueError, "h0 state 'c'.*ndarray"),
-        ("x-empty", lambda m, g: m(torch.randn(0, 2, 3)), rg.ShapeError, r"T >= 1 and S >= 1, got shape \(0, 2, 3\)"),
+        ("x-empty", lambda m, g: m(torch.randn(0, 2, 3)), rg.ShapeError, r"at least one timestep, got 0 in shape \(0, 2, 3\)"),
         # unbatched x (T, I) takes unbatched states (layers, H); the message shows the shape given
         ("h0-unbatched-3d", lambda m, g: m(x[:, 0], (h, h)), ValueError,
          r"h0 state 'h': unbatched x \(T, 3\) takes states of shape \(2, 5\), got \(2, 2, 5\)"),
@@ -563,3 +565,37 @@ def test_torch_save_and_load_of_the_whole_module(tmp_path):
     loaded = torch.load(tmp_path / "m.pt", weights_only=False)
     torch.testing.assert_close(loaded(x)[0], y, rtol=0, atol=0)
 
+
+
+def test_positional_arguments_follow_nn_lstm_and_the_compile_options_are_keyword_only():
+    m = RNN("gru", 4, 1, 3, 0.0, True, True)  # ..., batch_first, bidirectional: as README lists them
+    assert m.batch_first and m.bidirectional
+    with pytest.raises(TypeError, match="positional"):
+        RNN("lstm", 4, 1, 3, 0.0, False, False, "wavefront")
+
+
+@pytest.mark.parametrize("kw", [{}, {"bidirectional": True}, {"batch_first": True}])
+def test_an_empty_batch_gives_nn_lstm_shapes_and_zero_gradients(kw):
+    torch.manual_seed(0)
+    mine, ref = RNN("lstm", 4, 2, input_size=3, **kw), nn.LSTM(3, 4, 2, **kw)
+    x = torch.randn((0, 5, 3) if kw.get("batch_first") else (5, 0, 3), requires_grad=True)
+    y, (h, c) = mine(x)
+    y_ref, (h_ref, c_ref) = ref(x)
+    assert (y.shape, h.shape, c.shape) == (y_ref.shape, h_ref.shape, c_ref.shape)
+    (y.sum() + h.sum() + c.sum()).backward()  # as nn.LSTM's: every parameter gets a zero gradient
+    assert all(p.grad is not None and not p.grad.any() for p in mine.parameters())
+    with pytest.raises(ValueError, match="lengths: expected one length per sequence"):
+        mine(x, lengths=[2])
+
+
+def test_no_timestep_is_a_named_error():
+    with pytest.raises(rg.ShapeError, match="x: expected at least one timestep"):
+        RNN("lstm", 4)(torch.randn(0, 2, 4))
+
+
+def test_from_torch_does_not_repeat_torchs_dropout_warning():
+    with pytest.warns(UserWarning, match="dropout option adds dropout"):
+        lstm = nn.LSTM(3, 4, 1, dropout=0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert RNN.from_torch(lstm).dropout == 0.5
