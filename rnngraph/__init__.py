@@ -17,7 +17,7 @@ _EXPORTS = {
                      "UnusedWarning"], "errors"),
     **dict.fromkeys(["Graph", "Init", "parse"], "ir"),
     **dict.fromkeys(["CompiledRNN", "compile_rnn"], "layer"),
-    "LoopTuning": "codegen.tuning", "LazyLoss": "lazy_loss", "LSHConfig": "lsh", "LSHSoftmax": "lsh_head",
+    "LoopTuning": "codegen.tuning", "LazyLoss": "lazy_loss", "NotApplied": "lazy_loss", "LSHConfig": "lsh", "LSHSoftmax": "lsh_head",
     "Bidirectional": "bidirectional",
     **dict.fromkeys(["PeerFailure", "global_state", "set_global_state"], "distributed"),
     **dict.fromkeys(["MSE", "Dropout", "Embedding", "SequenceClassifier", "Sequential", "SoftmaxCrossEntropy",
@@ -72,7 +72,7 @@ __all__ = [
     "Bidirectional", "Dropout", "Embedding", "LSHSoftmax", "MSE", "SequenceClassifier", "Sequential", "SoftmaxCrossEntropy", "stacked",
     "Reference", "init_params", "reset_streams", "zero_states", "SGD", "Adam", "AdamW", "clip_grad_norm",
     "distributed", "global_state", "set_global_state", "PeerFailure",
-    "TrainingStep", "StepForward", "LazyLoss", "LSHConfig", "compile", "CompiledRNN", "compile_rnn", "ScheduleOptions", "LoopTuning",
+    "TrainingStep", "StepForward", "LazyLoss", "NotApplied", "LSHConfig", "compile", "CompiledRNN", "compile_rnn", "ScheduleOptions", "LoopTuning",
     "State", "Value", "cell", "concat", "exp", "layer_norm", "linear", "param", "relu", "sigmoid", "slice",
     "split", "tanh",
 ]

@@ -5,9 +5,12 @@ at once with a :class:`LazyLoss`: the host is free to prepare the next window (r
 batches) while the GPU computes. The value is computed -- waiting for the GPU -- the first time
 it is read: ``float(loss)``, ``loss.item()`` (as for a torch tensor), formatting, arithmetic,
 comparisons, ``np.asarray(loss)``; or when the step is next used (its next ``train``, its
-``parameters``, ``state``, ``forward`` ...), which settles the previous call first. A call whose
+``parameters``, ``state``, ``forward`` ...), which settles the previous call first; a next
+``train`` settles the call before the previous one and is enqueued behind the previous one
+(codegen/step.py ``CudaBackend.train``'s overlap; not with dropout or an LSH head). A call whose
 loss or gradients were not finite raises its FloatingPointError (``nonfinite="raise"``) at
-that moment -- naming the step count -- and again at every read of its loss.
+that moment -- naming the step count -- and again at every read of its loss; the call enqueued
+behind it changed nothing, and its loss raises :class:`NotApplied`.
 """
 from __future__ import annotations
 
@@ -16,7 +19,13 @@ import numbers
 
 import numpy as np
 
-__all__ = ["LazyLoss"]
+__all__ = ["LazyLoss", "NotApplied"]
+
+
+class NotApplied(FloatingPointError):
+    """Raised when the loss of a training call is read whose update the device withheld because
+    the call enqueued before it turned out not finite (``nonfinite="raise"``; that call raised
+    the error). The step never raises it on its own when it settles its calls."""
 
 
 class LazyLoss:

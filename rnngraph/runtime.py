@@ -209,8 +209,10 @@ class TrainingStep(StepFeed, StepState, TrainingOutcome):
         the step is enqueued, and the value (a float-like: ``float(loss)``, ``loss.item()``,
         formatting, arithmetic) waits for the GPU when first read; a window whose loss or
         gradients are not finite raises FloatingPointError (``nonfinite="raise"``) then, or at the
-        step's next use (its next ``train``, ``parameters``, ``state``, ``forward``,
-        ``last_grad_norm``, ``skipped_steps``), whichever comes first.
+        step's next use (``parameters``, ``state``, ``forward``, ``last_grad_norm``,
+        ``skipped_steps``, or the second ``train`` after it: without dropout or an LSH head the
+        next call is enqueued behind an unsettled one, and when that one fails it changes
+        nothing and its loss raises ``rg.NotApplied``), whichever comes first.
 
         targets: what the head takes (rnngraph.heads): class ids (T, S) for
         SoftmaxCrossEntropy, floats (T, S, n) for MSE, labels (S,) for SequenceClassifier.

@@ -27,15 +27,20 @@ def cuda_backend(step, schedule, params, tuning, share=None):
 
 def cuda_train(step, feed: dict):
     """One training call of ``step`` on its current CUDA backend; returns the LazyLoss."""
-    step._cuda.feed(feed)  # before waiting for the previous call: its inputs are then on the GPU when it ends
-    step._cuda.settle()  # the previous call (its step count seeds the masks)
+    backend = step._cuda
+    # the previous call may still run while this one is enqueued (CudaBackend.train's overlap),
+    # except where the host needs its outcome first: the dropout masks are seeded by the step
+    # count, an LSH head's index by its clock, and a gradient reducer's all-reduce is a host call
+    overlap = not step.dropout and not step._lsh and backend.gradient_reducer is None
+    backend.feed(feed)  # before waiting for a previous call: its inputs are then on the GPU when it ends
+    backend.settle(keep_last=overlap)
     if step.dropout:
-        step._cuda.train_masks(step.optimizer.steps)
+        backend.train_masks(step.optimizer.steps)
     columns, on_finish = step._loss_columns(feed), step._cuda_finished
     if step._lsh:  # the index built or rebuilt on the clock, before the replay; the clock told when finite
-        step._lsh.before_call(step._cuda)
+        step._lsh.before_call(backend)
         on_finish = step._lsh.counting(columns, on_finish)
-    return step._cuda.train(None, columns, on_finish=on_finish)
+    return backend.train(None, columns, on_finish=on_finish, overlap=overlap, chain=step.nonfinite == "raise")
 
 
 def cuda_forward(step, feed: dict, names, carry: bool, all_values: bool, with_loss: bool) -> StepForward:

@@ -83,10 +83,12 @@ def test_an_unread_non_finite_loss_raises_at_the_next_use(device):
 
 
 @pytest.mark.parametrize("device", [d for d in DEVICES if d != "cpu"])
-def test_the_next_train_copies_its_inputs_then_raises_and_changes_nothing(device):
-    """A training call enqueues its inputs' copies before it settles the previous call (so that
-    the GPU has them when that call ends): when the previous call was not finite it raises after
-    those copies, and they change nothing -- the call after trains as if neither had come."""
+def test_a_call_behind_an_unread_non_finite_one_changes_nothing_and_the_next_train_raises(device):
+    """A training call enqueues its inputs' copies, then settles the call before the previous one
+    and is enqueued behind the previous one (CudaBackend.train's overlap). Behind a non-finite
+    call in raise mode the device withholds it; the next train feeds, then raises the bad call's
+    error; the call between changed nothing and its loss raises NotApplied; the call after
+    trains as if neither had come."""
     step, clean = _step(device), _step(device)
     x, y = _batch(0)
     step.train(x, y)
@@ -95,21 +97,38 @@ def test_the_next_train_copies_its_inputs_then_raises_and_changes_nothing(device
     backend, order = step._cuda, []
     feed, settle = backend.feed, backend.settle
     backend.feed = lambda inputs: order.append("feed") or feed(inputs)
-    backend.settle = lambda: order.append("settle") or settle()
+    backend.settle = lambda keep_last=False: order.append(("settle", keep_last)) or settle(keep_last)
     xb, yb = _batch(1)
     xb[0, 1, 0] = np.inf
     step.train(xb, yb)  # not read
-    x1, y1 = _batch(3)
+    behind = step.train(*_batch(3))  # enqueued behind it, its outcome unseen
     with pytest.raises(FloatingPointError, match="after step 1: .* not finite"):
-        step.train(x1, y1)
-    # each call: feed, then settle (train settles once more, a no-op; the error's message reads
-    # last_grad_norm, which settles too)
-    assert order[:5] == ["feed", "settle", "settle", "feed", "settle"]
+        step.train(*_batch(4))
+    with pytest.raises(rg.NotApplied, match="not applied"):
+        float(behind)
+    # each call: feed, then settle (train settles once more, a no-op)
+    assert order[:5] == ["feed", ("settle", True), ("settle", True), "feed", ("settle", True)]
     _assert_same(_snapshot(step), before)
     assert step.optimizer.steps == 1
     x2, y2 = _batch(2)
     assert float(step.train(x2, y2)) == pytest.approx(float(clean.train(x2, y2)), abs=1e-6)
     _assert_same(_snapshot(step)[:2], _snapshot(clean)[:2])
+
+
+@pytest.mark.parametrize("device", [d for d in DEVICES if d != "cpu"])
+def test_skip_mode_a_call_behind_a_skipped_one_takes_its_step_number(device):
+    """Adam's bias correction reads the step count: a call enqueued behind one that turns out
+    not finite is step 1, not 2 (the device picks the row of step scalars by that call's flag),
+    and trains exactly as the same window alone."""
+    step, clean = _step(device, nonfinite="skip"), _step(device, nonfinite="skip")
+    xb, yb = _batch(1)
+    xb[0, 0, 0] = np.nan
+    bad = step.train(xb, yb)  # not read
+    x1, y1 = _batch(3)
+    good = step.train(x1, y1)
+    assert float(good) == pytest.approx(float(clean.train(x1, y1)), abs=1e-6)
+    assert np.isnan(bad) and step.skipped_steps == 1 and step.optimizer.steps == 1
+    _assert_same(_snapshot(step), _snapshot(clean))
 
 
 @pytest.mark.parametrize("device", DEVICES)

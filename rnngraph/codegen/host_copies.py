@@ -71,6 +71,11 @@ class Staging:
                                            dst.nbytes, _driver().CUstream(stream_handle(self.stream))))
         buf.record(self.stream)
 
+    def wait(self, key: str) -> None:
+        """Until the last copy from or into ``key``'s buffer has finished (nothing in the
+        simulator, whose copies are done when enqueued)."""
+        self._buffers[key].wait()
+
     def to_host(self, key: str, src) -> np.ndarray:
         """Enqueue a copy of the device array ``src`` into its staging buffer and return that
         buffer: read it after the stream is synchronised and before the next ``to_host`` of

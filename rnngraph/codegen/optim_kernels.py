@@ -91,10 +91,14 @@ def _adam_kernel(p, g, m, v, hyper, b1, one_minus_b1, b2, one_minus_b2, eps, ok)
         p[i], m[i], v[i] = adam_rule(p[i], g[i], m[i], v[i], hyper, b1, one_minus_b1, b2, one_minus_b2, eps)
 
 
-def _all_finite_kernel(acc, ok):
-    """ok[0] = 1 if every element of acc is finite, else 0 (one thread)."""
+def _all_finite_kernel(acc, ok, chain):
+    """ok[0] = 1 if every element of acc is finite, else 0 (one thread); with chain[0] != 0 also
+    0 when ok[0] already holds 0 (a call enqueued behind one whose outcome the host has not yet
+    seen: in nonfinite="raise" mode it must change nothing after that one failed)."""
     if cuda.grid(1) == 0:
         good = 1
+        if chain[0] != float32(0.0) and ok[0] == 0:
+            good = 0
         for k in range(acc.size):
             x = acc[k]
             if not (x == x and x - x == float32(0.0)):  # NaN fails the first, +-inf the second
@@ -144,7 +148,7 @@ KERNELS = [
     (_copy_if_kernel, f"void({_V}, {_V}, int32[::1])"),
     (_sgd_kernel, f"void({_V}, {_V}, {_V}, {_V}, float32, int32, int32[::1])"),
     (_adam_kernel, f"void({_V}, {_V}, {_V}, {_V}, {_V}, " + ", ".join(["float32"] * 5) + ", int32[::1])"),
-    (_all_finite_kernel, f"void({_V}, int32[::1])"),
+    (_all_finite_kernel, f"void({_V}, int32[::1], {_V})"),
     (_sum_squares_kernel, f"void({_V}, {_V})"),
     (_scale_by_clip_kernel, f"void({_V}, {_V}, float32, {_V}, int32)"),
 ]
@@ -217,12 +221,12 @@ def scale_by_reciprocal(x, src, index: int, *, stream=None):
 
 
 def copy_if(dst, src, ok, *, stream=None):
-    """``dst[...] = src`` when the int32 (1,) device flag ``ok`` holds 1, else nothing; float32,
+    """``dst[...] = src`` when the int32 (1,) device flag ``ok`` holds 1 (None: always), else nothing; float32,
     C-contiguous, the same number of elements, not overlapping. Returns dst."""
     df = _flat_f32("copy_if dst", dst, stream)
     sf = _flat_f32("copy_if src", src, stream, df.size)
     if df.size:
-        _launch_1d(copy_if_kernel, df.size, stream, df, sf, as_device(ok, stream))
+        _launch_1d(copy_if_kernel, df.size, stream, df, sf, _flag(ok, stream))
     return dst
 
 
@@ -287,7 +291,8 @@ def _device_hyper(hyper, stream):
     return _flat_f32("hyper", hyper, stream)
 
 
-_ALWAYS: dict = {}  # context -> an int32 (1,) device array holding 1 (updates without a finite check)
+_ALWAYS: dict = {}  # context -> an int32 (1,) device array holding 1 (updates without a finite check);
+# ("chain off", context) -> a float32 (1,) zero (all_finite without a chain)
 
 
 def _flag(ok, stream):
@@ -299,11 +304,19 @@ def _flag(ok, stream):
     return _ALWAYS[key]
 
 
-def all_finite(acc, ok, *, stream=None):
+def all_finite(acc, ok, *, chain=None, stream=None):
     """``ok[0] = 1`` if every element of the float32 device array ``acc`` is finite, else 0
-    (one thread; e.g. acc holding sums of squares of the gradients and of the losses)."""
+    (one thread; e.g. acc holding sums of squares of the gradients and of the losses). chain:
+    None, or a float32 (1,) device array; where it holds a non-zero value, ok[0] = 0 also when
+    ok[0] held 0 before (the previous call's flag: see CudaBackend.train)."""
     af = _flat_f32("all_finite acc", acc, stream)
-    all_finite_kernel[1, 1, launch_stream(stream)](af, as_device(ok, stream))
+    if chain is None:
+        key = ("chain off", id(cuda.current_context()) if not in_simulator() else 0)
+        if key not in _ALWAYS:
+            _ALWAYS[key] = cuda.to_device(np.zeros(1, np.float32))
+        chain = _ALWAYS[key]
+    all_finite_kernel[1, 1, launch_stream(stream)](af, as_device(ok, stream), _flat_f32("all_finite chain", chain,
+                                                                                         stream, 1))
 
 
 def sum_squares(g, acc, *, stream=None):

@@ -29,7 +29,7 @@ import numpy as np
 from numba import cuda
 
 from ..optim import SGD, Adam, AdamW, Optimizer
-from ..lazy_loss import LazyLoss
+from ..lazy_loss import LazyLoss, NotApplied
 from ..masks import draw_mask, mask_inputs, mask_seed
 from ..schedule import Schedule
 from ..reference import mean_loss
@@ -62,6 +62,24 @@ def _cupy_stream(cupy, stream):
     return cupy.cuda.ExternalStream(stream_handle(stream))
 
 
+#: step scalars: 1/columns, the optimizer's three, the finite check's chain flag
+HYPER = 5
+
+
+def _settled(call: LazyLoss | None) -> FloatingPointError | None:
+    """Settle ``call`` (None: nothing) if it is not yet; its FloatingPointError, if it raised one
+    now (NotApplied excepted)."""
+    if call is None or call.ready:
+        return None
+    try:
+        call.item()
+    except NotApplied:
+        return None
+    except FloatingPointError as e:
+        return e
+    return None
+
+
 class CudaBackend:
     """Runs ``schedule`` on the GPU with ``optimizer`` (Adam or SGD) and optional ``clip_norm``.
     ``share``: the backend of another (T, S) of the same TrainingStep, whose stream, parameters
@@ -76,6 +94,9 @@ class CudaBackend:
             raise TypeError(f"the CUDA backend runs SGD and Adam, not {type(optimizer).__name__}")
         self.schedule, self.g = schedule, schedule.graph
         self._pending: LazyLoss | None = None  # the last training call until settled (see train)
+        self._older: LazyLoss | None = None  # the call before it, still unsettled (train's overlap)
+        self._calls = 0  # training calls enqueued: their parity picks the staging buffers of results
+        self._calls_by_loss: dict = {}  # id of an unsettled call's LazyLoss -> what chains to it
         self.T, self.S = schedule.window, schedule.streams
         self.program = CudaProgram(schedule, stream=share.stream if share else None,
                                    params=share.buf.P if share else None, tuning=tuning, backward=backward)
@@ -100,8 +121,11 @@ class CudaBackend:
         self.reset_state()
         self._sums = cuda.device_array(2, np.float32, stream=self.stream)  # gradients', losses' squares
         self._ok = cuda.device_array(1, np.int32, stream=self.stream)  # 1: both finite (see train)
-        # the step's scalars, written by the host before each replay: 1/columns, then the optimizer's
-        self._hyper = cuda.to_device(np.zeros(4, np.float32), stream=self.stream)
+        # the step's scalars: 1/columns, the optimizer's three, the finite check's chain flag (see
+        # train); the host writes two rows before each replay, for the previous call finite or not,
+        # and the replay's first kernels copy the one that holds into _hyper
+        self._hyper = cuda.to_device(np.zeros(HYPER, np.float32), stream=self.stream)
+        self._hyper_rows = cuda.to_device(np.zeros((2, HYPER), np.float32), stream=self.stream)
         self._staging = Staging(self.stream)  # pinned buffers: inputs, step scalars, loss and sums out
         self._carry_scratch = {s.name: cuda.device_array_like(self.buf.V[s.node][:s.depth], stream=self.stream)
                                for s in self.g.states if self.T < s.depth}  # source and destination overlap
@@ -320,7 +344,8 @@ class CudaBackend:
             self._carry()
         return values, states, final
 
-    def train(self, inputs: dict | None, columns: int | None = None, on_finish=None) -> LazyLoss:
+    def train(self, inputs: dict | None, columns: int | None = None, on_finish=None, overlap: bool = False,
+              chain: bool = False) -> LazyLoss:
         """Forward, BPTT, clip, update, enqueued (``inputs`` None: :meth:`feed` gave them); returns
         the window's mean loss as a :class:`rnngraph.lazy_loss.LazyLoss` (read when needed: the
         host does not wait for the GPU here), the loss node's sum over the window divided by ``columns`` (default T*S; the
@@ -331,22 +356,33 @@ class CudaBackend:
         ``last_finite`` says which happened, ``last_grad_norm`` is the gradients' global norm
         before clipping (both set when the call is settled: its loss read, or :meth:`settle`).
         ``on_finish(loss, finite, grad_norm)``, if given, makes the loss's value (it may raise).
-        The previous call is settled first."""
-        self.settle()
+
+        The previous call is settled first, unless ``overlap``: then it may still run (its
+        outcome unseen), and this call is enqueued behind it, so the host's work for this call
+        overlaps the GPU's for that one; the one before it is settled. The step count that
+        Adam's bias correction (or SGD's first step) reads depends on whether the previous call
+        counts: the host writes both rows of step scalars and the replay's first kernels keep
+        the one the previous call's finite flag picks. With ``chain`` (``nonfinite="raise"``)
+        the finite check also fails when the previous call's did, so a call enqueued behind a
+        failed one changes nothing; when that one is settled, this one is marked not applied
+        (its loss raises :class:`rnngraph.lazy_loss.NotApplied` when read) and does not count."""
+        self.settle(keep_last=overlap)
+        prev = self._pending if overlap and self._pending is not None and not self._pending.ready else None
+        self._older, self._pending = prev, None
         columns = self.T * self.S if columns is None else columns
         opt = self.optimizer
         opt.steps += 1
         if inputs is not None:
             self._feed(inputs)
-        hyper = np.zeros(4, np.float32)
         reduce = self.gradient_reducer is not None
-        hyper[0] = (1.0 if reduce else 1.0 / columns) if columns else 0.0  # the loss gradient's seed
-        if isinstance(opt, Adam):  # Adam and AdamW: p *= 1 - lr*wd first
-            decay = opt.decay_factor() if isinstance(opt, AdamW) else 1.0
-            hyper[1:4] = library.adam_hyper(opt.lr, opt.betas[0], opt.betas[1], opt.steps, decay)
-        else:
-            hyper[1:3] = library.sgd_hyper(opt.lr, opt.steps == 1)
-        self._staging.to_device("step scalars", self._hyper, hyper)
+        rows = np.zeros((2, HYPER), np.float32)  # the previous call finite (or settled), not finite
+        rows[:, 0] = (1.0 if reduce else 1.0 / columns) if columns else 0.0  # the loss gradient's seed
+        rows[0, 1:4] = self._optimizer_scalars(opt.steps)
+        rows[1, 1:4] = self._optimizer_scalars(opt.steps - 1) if prev is not None else rows[0, 1:4]
+        rows[:, 4] = 1.0 if prev is not None and chain else 0.0
+        self._staging.to_device("step scalars", self._hyper_rows, rows)
+        self._calls += 1
+        part = self._calls % 2  # two calls may be unsettled: their results go to two sets of buffers
         if reduce:
             self._staging.to_device("loss sum and columns", self._reduced, np.array([0.0, columns], np.float32))
             self._backward_graph()
@@ -359,11 +395,24 @@ class CudaBackend:
             reduced = self._staging.to_host("loss sum and columns", self._reduced)
         else:
             self._step_graph()
-        sums = self._staging.to_host("sums", self._sums)
-        losses = None if reduce else self._staging.to_host("loss", self.buf.window(self.g.loss).reshape(self.T * self.S))
+        sums = self._staging.to_host(f"sums {part}", self._sums)
+        last = f"sums {part}" if reduce else f"loss {part}"
+        losses = None if reduce else self._staging.to_host(last, self.buf.window(self.g.loss).reshape(self.T * self.S))
+        call = {"next": None, "cancelled": False}  # "next": the call chained behind this one
+        if prev is not None and chain:
+            self._calls_by_loss[id(prev)]["next"] = call
 
         def finish():
-            self.stream.synchronize()  # nothing was enqueued after this call: settle() comes first
+            if prev is not None and not prev.ready:  # calls are settled in order
+                try:
+                    prev.item()
+                except FloatingPointError:  # its own error: raised to whoever settles or reads it
+                    pass
+            self._calls_by_loss.pop(id(loss_out), None)
+            self._staging.wait(last)  # this call's last copy: it has ended (a later one may run)
+            if call["cancelled"]:
+                raise NotApplied("training call not applied: the call enqueued before it had a non-finite loss or "
+                                 "gradient (its FloatingPointError was raised); this one changed nothing")
             # the window's mean loss: the loss node summed over the window / ``columns`` (with
             # data parallelism: every process's sums over every process's columns)
             if reduce:
@@ -374,9 +423,23 @@ class CudaBackend:
             self.last_grad_norm = float(np.sqrt(sums[0]))
             if not self.last_finite:  # the kernels updated and carried nothing: the step did not happen
                 opt.steps -= 1
+                if call["next"] is not None:  # chained behind this one: the device withheld it too
+                    call["next"]["cancelled"] = True
+                    opt.steps -= 1
             return loss if on_finish is None else on_finish(loss, self.last_finite, self.last_grad_norm)
-        self._pending = LazyLoss(finish)
-        return self._pending
+        loss_out = self._pending = LazyLoss(finish)
+        self._calls_by_loss[id(loss_out)] = call
+        return loss_out
+
+    def _optimizer_scalars(self, steps: int) -> np.ndarray:
+        """The optimizer's three step scalars (SGD's two and a 0) for a call that is step ``steps``."""
+        opt, out = self.optimizer, np.zeros(3, np.float32)
+        if isinstance(opt, Adam):  # Adam and AdamW: p *= 1 - lr*wd first
+            decay = opt.decay_factor() if isinstance(opt, AdamW) else 1.0
+            out[:] = library.adam_hyper(opt.lr, opt.betas[0], opt.betas[1], steps, decay)
+        else:
+            out[:2] = library.sgd_hyper(opt.lr, steps == 1)
+        return out
 
     def set_gradient_reducer(self, reducer) -> None:
         """Make this step one process of data-parallel training (rnngraph/distributed.py).
@@ -396,12 +459,19 @@ class CudaBackend:
                                       enabled=enabled)
         self._update_graph = Replay(self._update_launches, self.stream, "training step: update", enabled=enabled)
 
-    def settle(self) -> None:
-        """Wait for the last training call and take its results (steps, last_finite, ...), once;
-        raises its FloatingPointError where ``on_finish`` does."""
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            pending.item()
+    def settle(self, keep_last: bool = False) -> None:
+        """Wait for the unsettled training calls and take their results (steps, last_finite,
+        ...), once each, in order; raises the first FloatingPointError an ``on_finish`` raises
+        (never :class:`rnngraph.lazy_loss.NotApplied`: that call's predecessor raised). With
+        ``keep_last`` the last call may stay unsettled (see :meth:`train`'s overlap), unless an
+        earlier one raised."""
+        older, self._older = self._older, None
+        error = _settled(older)
+        if error is not None or not keep_last:
+            pending, self._pending = self._pending, None
+            error = error or _settled(pending)
+        if error is not None:
+            raise error
 
     def _step_launches(self) -> None:
         """Everything a training call launches after its inputs and scalars are in, on the step's
@@ -414,6 +484,10 @@ class CudaBackend:
         """The forward, the zeroed gradients, the loss gradient's seed and BPTT; with a gradient
         reducer also the loss summed into ``_reduced[0]``."""
         b, g, st = self.buf, self.g, self.stream
+        # the step scalars: the row for a previous call that did not count, then the one for a
+        # call that did where its flag says so (see train)
+        library.copy_if(self._hyper, self._hyper_rows[1], None, stream=st)
+        library.copy_if(self._hyper, self._hyper_rows[0], self._ok, stream=st)
         with self.lsh.training(self.program) if self.lsh else nullcontext():  # an LSH head: its sparse loss
             self.program.run_forward(direct=True)
             library.fill(b.grad_arena, 0.0, stream=st)
@@ -437,7 +511,7 @@ class CudaBackend:
         library.sum_squares(b.param_grad_arena, self._sums[0:1], stream=st)
         loss = self._reduced[0:1] if reduced else b.window(g.loss).reshape(self.T * self.S)
         library.sum_squares(loss, self._sums[1:2], stream=st)
-        library.all_finite(self._sums, self._ok, stream=st)
+        library.all_finite(self._sums, self._ok, chain=self._hyper[4:5], stream=st)
         if self.clip_norm is not None:  # torch's clip_grad_norm_ from the summed squares, one launch
             library.scale_by_clip(b.param_grad_arena, self._sums[0:1], self.clip_norm, stream=st)
         opt, p, gr, (m, v) = self.optimizer, self.param_arena, b.param_grad_arena, self.slot_arenas  # all at once
