@@ -566,3 +566,20 @@ def test_cublas_gives_each_stream_its_own_workspace_and_names_failures():
     failed = r"cublasSgemm \(m=0, n=5, k=6, .*\) failed: CUBLAS_STATUS_INVALID_VALUE \(7\)"
     with pytest.raises(cublas.CublasError, match=failed):
         gemm(5, m=0)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # inf - inf in the simulated check
+@pytest.mark.parametrize("before, chain, acc, want_ok, want_row", [
+    (1, 0.0, [1.0, 2.0], 1, 0),  # the previous call counted: its row
+    (0, 0.0, [1.0, 2.0], 1, 1),  # it did not: the other row; unchained, this call stands alone
+    (0, 1.0, [1.0, 2.0], 0, 1),  # chained behind a failed call: withheld though finite
+    (1, 1.0, [1.0, np.inf], 0, 0),  # not finite
+])
+def test_all_finite_picks_the_step_scalars_row_by_the_previous_flag(before, chain, acc, want_ok, want_row):
+    rows = np.array([[0.5, 1.0, 2.0, 3.0, chain], [0.5, 4.0, 5.0, 6.0, chain]], np.float32)
+    ok, hyper = dev(np.array([before], np.int32)), dev(np.zeros(5, np.float32))
+    library.all_finite(dev(np.array(acc, np.float32)), ok, dev(rows), hyper)
+    assert ok.copy_to_host()[0] == want_ok
+    np.testing.assert_array_equal(hyper.copy_to_host(), rows[want_row])
+    with pytest.raises(ValueError, match=r"all_finite rows: expected float32 \(2, 5\)"):
+        library.all_finite(dev(np.array(acc, np.float32)), ok, dev(rows[:, :4]), hyper)

@@ -22,7 +22,7 @@ KERNELS = (
     ("reductions", "softmax_xent_backward_kernel", ("F2", "I1", "i64", "F1", "F2")),
     ("optim_kernels", "fill_from_kernel", ("F1", "F1", "i32")),
     ("optim_kernels", "copy_if_kernel", ("F1", "F1", "I1")),
-    ("optim_kernels", "all_finite_kernel", ("F1", "I1", "F1")),
+    ("optim_kernels", "all_finite_kernel", ("F1", "I1", "F2", "F1")),
     ("optim_kernels", "adam_kernel", ("F1", "F1", "F1", "F1", "F1", "f32", "f32", "f32", "f32", "f32", "I1")),
     ("optim_kernels", "sum_squares_kernel", ("F1", "F1")),
     ("optim_kernels", "scale_by_clip_kernel", ("F1", "F1", "f32", "F1", "i32")),

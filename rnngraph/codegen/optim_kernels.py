@@ -91,13 +91,19 @@ def _adam_kernel(p, g, m, v, hyper, b1, one_minus_b1, b2, one_minus_b2, eps, ok)
         p[i], m[i], v[i] = adam_rule(p[i], g[i], m[i], v[i], hyper, b1, one_minus_b1, b2, one_minus_b2, eps)
 
 
-def _all_finite_kernel(acc, ok, chain):
-    """ok[0] = 1 if every element of acc is finite, else 0 (one thread); with chain[0] != 0 also
-    0 when ok[0] already holds 0 (a call enqueued behind one whose outcome the host has not yet
-    seen: in nonfinite="raise" mode it must change nothing after that one failed)."""
+def _all_finite_kernel(acc, ok, rows, hyper):
+    """One thread. First the step scalars: hyper = rows[0] if ok[0] != 0 (the previous call's
+    flag) else rows[1]. Then ok[0] = 1 if every element of acc is finite, else 0; where the
+    chosen row's last element is non-zero (a chain) also 0 when ok[0] held 0 (a call enqueued
+    behind one whose outcome the host has not yet seen: in nonfinite="raise" mode it must change
+    nothing after that one failed; see CudaBackend.train)."""
     if cuda.grid(1) == 0:
+        before = ok[0]
+        r = 0 if before != 0 else 1
+        for k in range(hyper.size):
+            hyper[k] = rows[r, k]
         good = 1
-        if chain[0] != float32(0.0) and ok[0] == 0:
+        if hyper[hyper.size - 1] != float32(0.0) and before == 0:
             good = 0
         for k in range(acc.size):
             x = acc[k]
@@ -148,7 +154,7 @@ KERNELS = [
     (_copy_if_kernel, f"void({_V}, {_V}, int32[::1])"),
     (_sgd_kernel, f"void({_V}, {_V}, {_V}, {_V}, float32, int32, int32[::1])"),
     (_adam_kernel, f"void({_V}, {_V}, {_V}, {_V}, {_V}, " + ", ".join(["float32"] * 5) + ", int32[::1])"),
-    (_all_finite_kernel, f"void({_V}, int32[::1], {_V})"),
+    (_all_finite_kernel, f"void({_V}, int32[::1], float32[:, ::1], {_V})"),
     (_sum_squares_kernel, f"void({_V}, {_V})"),
     (_scale_by_clip_kernel, f"void({_V}, {_V}, float32, {_V}, int32)"),
 ]
@@ -292,7 +298,7 @@ def _device_hyper(hyper, stream):
 
 
 _ALWAYS: dict = {}  # context -> an int32 (1,) device array holding 1 (updates without a finite check);
-# ("chain off", context) -> a float32 (1,) zero (all_finite without a chain)
+# ("no rows", context) -> float32 zeros (2, 1) and (1,) (all_finite without step scalars)
 
 
 def _flag(ok, stream):
@@ -304,19 +310,23 @@ def _flag(ok, stream):
     return _ALWAYS[key]
 
 
-def all_finite(acc, ok, *, chain=None, stream=None):
+def all_finite(acc, ok, rows=None, hyper=None, *, stream=None):
     """``ok[0] = 1`` if every element of the float32 device array ``acc`` is finite, else 0
-    (one thread; e.g. acc holding sums of squares of the gradients and of the losses). chain:
-    None, or a float32 (1,) device array; where it holds a non-zero value, ok[0] = 0 also when
-    ok[0] held 0 before (the previous call's flag: see CudaBackend.train)."""
+    (one thread; e.g. acc holding sums of squares of the gradients and of the losses). rows,
+    hyper: None, or the step scalars' two rows (2, n) and their destination (n,), float32 on the
+    device: first ``hyper = rows[0]`` where ok[0] (the previous call's flag) holds 1, else
+    ``rows[1]``; a non-zero last element chains the check to that flag (ok[0] = 0 also when it
+    held 0). ValueError for rows and hyper of other shapes."""
     af = _flat_f32("all_finite acc", acc, stream)
-    if chain is None:
-        key = ("chain off", id(cuda.current_context()) if not in_simulator() else 0)
+    if rows is None:
+        key = ("no rows", id(cuda.current_context()) if not in_simulator() else 0)
         if key not in _ALWAYS:
-            _ALWAYS[key] = cuda.to_device(np.zeros(1, np.float32))
-        chain = _ALWAYS[key]
-    all_finite_kernel[1, 1, launch_stream(stream)](af, as_device(ok, stream), _flat_f32("all_finite chain", chain,
-                                                                                         stream, 1))
+            _ALWAYS[key] = (cuda.to_device(np.zeros((2, 1), np.float32)), cuda.to_device(np.zeros(1, np.float32)))
+        rows, hyper = _ALWAYS[key]
+    rows, hyper = as_device(rows, stream), _flat_f32("all_finite hyper", hyper, stream)
+    if rows.shape != (2, hyper.size) or rows.dtype != np.float32 or not rows.is_c_contiguous():
+        raise ValueError(f"all_finite rows: expected float32 (2, {hyper.size}), got {rows.dtype} {rows.shape}")
+    all_finite_kernel[1, 1, launch_stream(stream)](af, as_device(ok, stream), rows, hyper)
 
 
 def sum_squares(g, acc, *, stream=None):

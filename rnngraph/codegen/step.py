@@ -123,7 +123,7 @@ class CudaBackend:
         self._ok = cuda.device_array(1, np.int32, stream=self.stream)  # 1: both finite (see train)
         # the step's scalars: 1/columns, the optimizer's three, the finite check's chain flag (see
         # train); the host writes two rows before each replay, for the previous call finite or not,
-        # and the replay's first kernels copy the one that holds into _hyper
+        # and the finite check copies the one that holds into _hyper before the update reads it
         self._hyper = cuda.to_device(np.zeros(HYPER, np.float32), stream=self.stream)
         self._hyper_rows = cuda.to_device(np.zeros((2, HYPER), np.float32), stream=self.stream)
         self._staging = Staging(self.stream)  # pinned buffers: inputs, step scalars, loss and sums out
@@ -361,8 +361,8 @@ class CudaBackend:
         outcome unseen), and this call is enqueued behind it, so the host's work for this call
         overlaps the GPU's for that one; the one before it is settled. The step count that
         Adam's bias correction (or SGD's first step) reads depends on whether the previous call
-        counts: the host writes both rows of step scalars and the replay's first kernels keep
-        the one the previous call's finite flag picks. With ``chain`` (``nonfinite="raise"``)
+        counts: the host writes both rows of step scalars and the finite check keeps the one
+        the previous call's finite flag picks (before the update reads it). With ``chain`` (``nonfinite="raise"``)
         the finite check also fails when the previous call's did, so a call enqueued behind a
         failed one changes nothing; when that one is settled, this one is marked not applied
         (its loss raises :class:`rnngraph.lazy_loss.NotApplied` when read) and does not count."""
@@ -484,15 +484,12 @@ class CudaBackend:
         """The forward, the zeroed gradients, the loss gradient's seed and BPTT; with a gradient
         reducer also the loss summed into ``_reduced[0]``."""
         b, g, st = self.buf, self.g, self.stream
-        # the step scalars: the row for a previous call that did not count, then the one for a
-        # call that did where its flag says so (see train)
-        library.copy_if(self._hyper, self._hyper_rows[1], None, stream=st)
-        library.copy_if(self._hyper, self._hyper_rows[0], self._ok, stream=st)
         with self.lsh.training(self.program) if self.lsh else nullcontext():  # an LSH head: its sparse loss
             self.program.run_forward(direct=True)
             library.fill(b.grad_arena, 0.0, stream=st)
             library.fill(b.param_grad_arena, 0.0, stream=st)
-            library.fill_from(b.window(g.loss, grad=True), self._hyper, 0, stream=st)  # 1/columns
+            # 1/columns, the same in both rows of step scalars (see train)
+            library.fill_from(b.window(g.loss, grad=True), self._hyper_rows[0], 0, stream=st)
             self.program.run_backward(direct=True)
         if self.gradient_reducer is not None:
             library.column_sum(b.window(g.loss).reshape(self.T * self.S, 1), self._reduced[0:1], stream=st)
@@ -511,7 +508,8 @@ class CudaBackend:
         library.sum_squares(b.param_grad_arena, self._sums[0:1], stream=st)
         loss = self._reduced[0:1] if reduced else b.window(g.loss).reshape(self.T * self.S)
         library.sum_squares(loss, self._sums[1:2], stream=st)
-        library.all_finite(self._sums, self._ok, chain=self._hyper[4:5], stream=st)
+        # also picks the step scalars' row by the previous call's flag, before it writes this one's
+        library.all_finite(self._sums, self._ok, self._hyper_rows, self._hyper, stream=st)
         if self.clip_norm is not None:  # torch's clip_grad_norm_ from the summed squares, one launch
             library.scale_by_clip(b.param_grad_arena, self._sums[0:1], self.clip_norm, stream=st)
         opt, p, gr, (m, v) = self.optimizer, self.param_arena, b.param_grad_arena, self.slot_arenas  # all at once
