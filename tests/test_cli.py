@@ -284,6 +284,13 @@ def test_zero_sizes_are_rejected(capsys, text_file, flag):
     assert_one_line_error(code, err, flag, "positive integer", exit_code=2)
 
 
+def test_a_negative_seed_is_a_flag_error(capsys, text_file, trained):
+    """Regression: --seed -1 reached NumPy: `expected non-negative integer`, exit 1."""
+    for argv in (("train", "--corpus", text_file, *TINY), ("sample", "--checkpoint", trained)):
+        code, _, err = run(capsys, *argv, "--seed", -1)
+        assert_one_line_error(code, err, "argument --seed: must be an integer >= 0, got '-1'", exit_code=2)
+
+
 def test_unknown_cell_name(capsys, text_file):
     code, _, err = run(capsys, "train", "--corpus", text_file, *TINY, "--cell", "lstmm")
     assert_one_line_error(code, err, "lstmm", "unknown cell", "lstm")

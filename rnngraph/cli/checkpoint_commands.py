@@ -28,7 +28,7 @@ def _sample_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--length", metavar="N", type=nonnegative_int, default=200, help="tokens to draw (default 200)")
     p.add_argument("--temperature", metavar="TAU", type=positive_float, default=1.0,
                    help="divide the logits by this before the softmax (default 1.0)")
-    p.add_argument("--seed", metavar="SEED", type=int, default=0, help="sampling seed (default 0)")
+    p.add_argument("--seed", metavar="SEED", type=nonnegative_int, default=0, help="sampling seed (default 0)")
     p.add_argument("--chunk", metavar="N|auto|none", type=chunk_choice,
                    help="changes nothing here (taken so that train's, eval's and complete's flags can be given): "
                         "sample always draws from the dense head's logits over the whole vocabulary, rebuilt from "

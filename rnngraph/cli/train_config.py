@@ -43,7 +43,7 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
                         "streams x K >= 49,152 or streams >= 16 with K >= 1,024, K the widest recurrent product's inner dimension (hidden for the standard cells), or as RNNGRAPH_LOOP's mma=0/1 says; the CPU emulates it); --dtype float32 only; a resumed run "
                         "may change it (default fp32; "
                         "a resumed run: the checkpoint's)")
-    g.add_argument("--seed", metavar="SEED", type=int,
+    g.add_argument("--seed", metavar="SEED", type=nonnegative_int,
                    help=f"parameter initialisation seed (default {d['seed']})")
     g = p.add_argument_group("data (a resumed run takes these from the checkpoint too)")
     g.add_argument("--corpus", "--text", dest="corpus", metavar="austen|FILE",
