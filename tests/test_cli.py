@@ -291,6 +291,18 @@ def test_a_negative_seed_is_a_flag_error(capsys, text_file, trained):
         assert_one_line_error(code, err, "argument --seed: must be an integer >= 0, got '-1'", exit_code=2)
 
 
+def test_an_empty_checkpoint_path_is_a_flag_error(capsys, tmp_path, text_file, monkeypatch):
+    """Regression: train --checkpoint "" trained and saved nothing, without a word; eval, sample and
+    complete read "" as the current directory."""
+    monkeypatch.chdir(tmp_path)
+    for argv in (("train", "--corpus", text_file, *TINY, "--steps", 1), ("eval",), ("sample",),
+                 ("complete", "--questions", tmp_path / "q.txt")):
+        code, out, err = run(capsys, *argv, "--checkpoint", "")
+        assert_one_line_error(code, err, "argument --checkpoint: must be a directory path, got ''", exit_code=2)
+        assert out == ""
+    assert not os.listdir(tmp_path)
+
+
 def test_unknown_cell_name(capsys, text_file):
     code, _, err = run(capsys, "train", "--corpus", text_file, *TINY, "--cell", "lstmm")
     assert_one_line_error(code, err, "lstmm", "unknown cell", "lstm")

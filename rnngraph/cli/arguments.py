@@ -1,5 +1,6 @@
 """The command line's argparse pieces: the parser whose usage errors are one line, the types of
-numeric flags, :class:`Command` (a subcommand) and :class:`CLIError` (a user error it finds)."""
+numeric and directory flags, :class:`Command` (a subcommand) and :class:`CLIError` (a user error
+it finds)."""
 from __future__ import annotations
 
 import argparse
@@ -54,6 +55,9 @@ positive_float = _number(float, lambda v: v > 0 and math.isfinite(v), "a positiv
 nonnegative_float = _number(float, lambda v: v >= 0 and math.isfinite(v), "a number >= 0")
 probability = _number(float, lambda v: 0 <= v < 1, "a number in [0, 1)")
 fraction = _number(float, lambda v: 0 <= v <= 1, "a number in [0, 1]")
+#: A directory flag's type (``--checkpoint DIR``): an empty path is refused (train wrote nothing
+#: with one, eval and sample read the current directory).
+directory = _number(str, bool, "a directory path")
 
 
 def chunk_choice(text: str):

@@ -7,7 +7,7 @@ import sys
 from ..data import CorpusError, tokenize_words
 from ..lm import (Evaluator, LMConfig, build_network, canonical_corpus, describe_loss, generate, load_checkpoint,
                   load_corpus, unit)
-from .arguments import CHUNK_HELP, chunk_choice, nonnegative_int, positive_float, positive_int
+from .arguments import CHUNK_HELP, chunk_choice, directory, nonnegative_int, positive_float, positive_int
 from .step_setup import (_apply, _check_memory, _checkpoint_config, _chunked, _compile, _device, _footprint,
                          _head_words, _model)
 
@@ -21,7 +21,7 @@ CHUNK_OVERRIDE = CHUNK_HELP + " (default: the checkpoint's, the dense head for o
 
 
 def _sample_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--checkpoint", metavar="DIR", required=True)
+    p.add_argument("--checkpoint", metavar="DIR", type=directory, required=True)
     p.add_argument("--cell", metavar="FILE.py[:FUNCTION]", help=CELL_OVERRIDE)
     p.add_argument("--prime", metavar="TEXT", default="",
                    help="text fed to the network before sampling (default: none)")
@@ -81,7 +81,7 @@ def run_sample(args) -> int:
 
 
 def _eval_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--checkpoint", metavar="DIR", required=True)
+    p.add_argument("--checkpoint", metavar="DIR", type=directory, required=True)
     p.add_argument("--cell", metavar="FILE.py[:FUNCTION]", help=CELL_OVERRIDE)
     p.add_argument("--split", choices=("valid", "test", "train"), default="test", help="(default test)")
     p.add_argument("--corpus", "--text", dest="corpus", metavar="austen|FILE",

@@ -12,13 +12,13 @@ import argparse
 
 from ..completion import LETTERS, complete, encode_sentences, read_answers, read_questions
 from ..lm import LMConfig, build_network, load_checkpoint, unit
-from .arguments import CLIError, chunk_choice, positive_int
+from .arguments import CLIError, chunk_choice, directory, positive_int
 from .checkpoint_commands import CELL_OVERRIDE, CHUNK_OVERRIDE
 from .step_setup import _apply, _check_memory, _checkpoint_config, _chunked, _compile, _device, _footprint, _model
 
 
 def _complete_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--checkpoint", metavar="DIR", required=True)
+    p.add_argument("--checkpoint", metavar="DIR", type=directory, required=True)
     p.add_argument("--questions", metavar="FILE", required=True,
                    help="questions in the MSR Sentence Completion Challenge's format: '1a) ... [word] ...' lines, "
                         "five a-e per question, or '1) ... _____ ...' followed by 'a) word' .. 'e) word' (one file may mix "

@@ -8,8 +8,8 @@ from ..precision import PRECISIONS
 from ..cellfile import canonical_cell, read_cell_source
 from ..lm import (DEFAULT_LR_FINAL, LR_SCHEDULES, CheckpointError, LMConfig, canonical_corpus, make_lr_schedule,
                   make_optimizer)
-from .arguments import (CHUNK_HELP, CLIError, chunk_choice, fraction, nonnegative_float, nonnegative_int, positive_float,
-                        positive_int, precision_flag, probability)
+from .arguments import (CHUNK_HELP, CLIError, chunk_choice, directory, fraction, nonnegative_float, nonnegative_int,
+                        positive_float, positive_int, precision_flag, probability)
 
 
 #: --steps when not given (a resumed cosine run: the step its schedule ends at).
@@ -96,7 +96,7 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--eval-tokens", metavar="N", type=nonnegative_int, default=0,
                    help="validate on the first N tokens of the validation split only; 0 = all of it "
                         "(default 0)")
-    g.add_argument("--checkpoint", metavar="DIR",
+    g.add_argument("--checkpoint", metavar="DIR", type=directory,
                    help="write config.json and params.npz here at each validation and at the end")
     g.add_argument("--checkpoint-every", metavar="K", type=nonnegative_int, default=None,
                    help="checkpoint every K steps (default: with each validation; 0: only at the end)")
