@@ -47,6 +47,17 @@ def test_max_words_at_char_level_is_refused_not_ignored(capsys, tmp_path, text_f
     assert not (tmp_path / "chars").exists()
 
 
+def test_a_text_without_words_names_the_file(capsys, tmp_path):
+    """Regression: a word-level text of spaces and tabs only (no word, no newline) failed in the API:
+    `rg.SoftmaxCrossEntropy(1): needs an integer number of classes >= 2`."""
+    path = tmp_path / "spaces.txt"
+    path.write_text(" \t " * 40, encoding="utf-8")
+    code, _, err = train(capsys, path, tmp_path / "ck", *WORD, steps=1)
+    assert_one_line_error(code, err, f"{path}: the training split has no words (a vocabulary of 1 token, <unk>; "
+                                     f"need at least 2)")
+    assert not (tmp_path / "ck").exists()
+
+
 # ---- the chunked head -----------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def chunked(tmp_path_factory, text_file):

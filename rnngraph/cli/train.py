@@ -128,6 +128,9 @@ class _Trainer:
         self._resolve_steps(cfg, ck)
         self.corpus = corpus = load_corpus(cfg.corpus)
         self.vocab = build_vocab(cfg.level, corpus.train, cfg.max_words)
+        if len(self.vocab) < 2:  # <unk> alone (a word-level text of spaces): the softmax needs 2 classes
+            raise CorpusError(f"{corpus.name}: the training split has no {unit(cfg.level)}s (a vocabulary of "
+                              f"{len(self.vocab)} token, <unk>; need at least 2)")
         if ck is not None and self.vocab != ck.vocab:
             raise CheckpointError(f"{self.ckdir}: the corpus {cfg.corpus} has changed since the checkpoint "
                                   f"(its vocabulary differs)")
