@@ -3,6 +3,7 @@
 Everything runs in-process through ``rnngraph.cli.main`` on tiny shapes, except one
 subprocess run of ``python -m rnngraph`` that shows no traceback reaches the user.
 """
+import json
 import os
 import re
 import signal
@@ -398,6 +399,28 @@ def test_truncated_or_corrupt_checkpoint(capsys, tmp_path, trained, damage):
                  ("train", "--checkpoint", ckpt, "--resume", "--no-progress")):
         code, _, err = run(capsys, *argv)
         assert_one_line_error(code, err, bad, "corrupt")
+
+
+@pytest.mark.parametrize("field, value, said", [
+    ("window", 0, "window must be a positive integer, got 0"),  # was a ZeroDivisionError traceback in eval
+    ("streams", -1, "streams must be a positive integer, got -1"),  # these four were accepted silently
+    ("dropout", 1.5, "dropout must be a number in [0, 1), got 1.5"),
+    ("level", "byte", "level must be 'char' or 'word', got 'byte'"),
+    ("optimizer", "adam", "optimizer must be an object with a name and an lr"),
+    ("optimizer", {"name": "adam", "lr": -1}, "optimizer {'name': 'adam', 'lr': -1}: Adam: lr must be a positive "
+                                              "number, got -1"),
+])
+def test_a_config_field_out_of_range_is_one_line_naming_the_file_and_field(capsys, tmp_path, trained, field, value,
+                                                                           said):
+    ckpt = tmp_path / "ck"
+    ckpt.mkdir()
+    config = json.loads((trained / "config.json").read_text(encoding="utf-8"))
+    (ckpt / "config.json").write_text(json.dumps({**config, field: value}), encoding="utf-8")
+    (ckpt / "params.npz").write_bytes((trained / "params.npz").read_bytes())
+    for argv in (("eval", "--checkpoint", ckpt), ("sample", "--checkpoint", ckpt),
+                 ("train", "--checkpoint", ckpt, "--resume", "--no-progress")):
+        code, _, err = run(capsys, *argv)
+        assert_one_line_error(code, err, f"{ckpt / 'config.json'}: unreadable or corrupt config ({said}")
 
 
 CELL_FILES = {

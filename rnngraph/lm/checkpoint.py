@@ -116,8 +116,9 @@ def load_checkpoint(directory) -> Checkpoint:
     """Read a checkpoint directory.
 
     Raises:
-        CheckpointError: the directory or a file is missing, config.json is not valid JSON or
-            lacks fields, params.npz is truncated or corrupt or lacks entries.
+        CheckpointError: the directory or a file is missing, config.json is not valid JSON,
+            lacks fields or holds one of the wrong type or out of range (named in the message:
+            :meth:`LMConfig.from_json`), params.npz is truncated or corrupt or lacks entries.
     """
     d = Path(directory)
     if d.is_file():

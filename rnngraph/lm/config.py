@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..precision import check_precision
-from ..optim import SGD, Adam, AdamW, Optimizer, cosine_lr
+from ..optim import SGD, Adam, AdamW, Optimizer, cosine_lr, from_config
 
 
 LN2 = math.log(2.0)
@@ -78,19 +78,81 @@ class LMConfig:
 
     @classmethod
     def from_json(cls, d: dict) -> LMConfig:
+        """The config of a checkpoint's config.json fields (:attr:`OPTIONAL` ones may be absent).
+        CheckpointError for a missing field; ValueError naming the field and its value for one of
+        the wrong type or out of range (a window of 0, a level of 'byte', an optimizer that is
+        not an object, ...)."""
         names = {f.name for f in dataclasses.fields(cls)}
         d = {**cls.OPTIONAL, **d}
         missing = sorted(names - set(d))
         if missing:
             raise CheckpointError(f"config lacks {missing}")
-        d["lr_schedule"] = make_lr_schedule(**d["lr_schedule"])  # a copy; ValueError for a bad one
-        if d["chunk"] is not None and (isinstance(d["chunk"], bool) or not isinstance(d["chunk"], int)
-                                       or d["chunk"] < 1):
-            raise ValueError(f"chunk must be null or a positive integer, got {d['chunk']!r}")
-        if not isinstance(d["tie_weights"], bool):
-            raise ValueError(f"tie_weights must be true or false, got {d['tie_weights']!r}")
+        for name, (ok, what) in _FIELDS.items():
+            if not ok(d[name]):
+                raise ValueError(f"{name} must be {what}, got {d[name]!r}")
+        _check_optimizer(d["optimizer"])
+        try:
+            d["lr_schedule"] = make_lr_schedule(**d["lr_schedule"])  # a copy
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"lr_schedule {d['lr_schedule']!r}: {exc}") from None
         check_precision(d["precision"], d["dtype"])
+        if d["tie_weights"] and d["embed"] != d["hidden"]:
+            raise ValueError(f"tie_weights needs embed equal to hidden, got embed {d['embed']} and hidden "
+                             f"{d['hidden']}")
         return cls(**{k: d[k] for k in names})
+
+
+def _integer(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _count(v) -> bool:
+    return _integer(v) and v >= 1
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _text(v) -> bool:
+    return isinstance(v, str) and v != ""
+
+
+#: What each field of a checkpoint's config.json must hold (a test and its words), so that a damaged
+#: file is a one-line error naming the field rather than a crash or a silently wrong run; the
+#: optimizer, the lr schedule and the precision are checked by their own functions.
+_FIELDS = {
+    "cell": (_text, "a cell name or /path/file.py:function"),
+    "cell_source": (lambda v: v is None or isinstance(v, str), "null or the cell file's text"),
+    "layers": (_count, "a positive integer"),
+    "hidden": (_count, "a positive integer"),
+    "embed": (_count, "a positive integer"),
+    "window": (_count, "a positive integer"),
+    "streams": (_count, "a positive integer"),
+    "level": (lambda v: v in ("char", "word"), "'char' or 'word'"),
+    "corpus": (_text, "'austen' or a text file's path"),
+    "seed": (lambda v: _integer(v) and v >= 0, "an integer >= 0"),
+    "dtype": (lambda v: v in ("float32", "float64"), "'float32' or 'float64'"),
+    "max_words": (lambda v: v is None or _count(v), "null or a positive integer"),
+    "clip": (lambda v: v is None or (_number(v) and v > 0), "null (no clipping) or a positive number"),
+    "dropout": (lambda v: _number(v) and 0 <= v < 1, "a number in [0, 1)"),
+    "lr_schedule": (lambda v: isinstance(v, dict), 'an object such as {"name": "constant"}'),
+    "chunk": (lambda v: v is None or _count(v), "null or a positive integer"),
+    "tie_weights": (lambda v: isinstance(v, bool), "true or false"),
+}
+
+
+def _check_optimizer(value) -> None:
+    """ValueError naming the field when a config's ``optimizer`` is not what
+    :meth:`rnngraph.optim.Optimizer.config` writes (an object with a known name, a positive lr and
+    valid hyper-parameters)."""
+    if not (isinstance(value, dict) and isinstance(value.get("name"), str) and "lr" in value):
+        raise ValueError(f'optimizer must be an object with a name and an lr, such as {{"name": "adam", '
+                         f'"lr": 0.002}}, got {value!r}')
+    try:
+        from_config(value)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"optimizer {value!r}: {exc}") from None
 
 
 #: ``--chunk auto`` (the default) chunks the head of a vocabulary of more than this many tokens
