@@ -57,7 +57,12 @@ def run_train(args) -> int:
 
 
 class NotFinite(CLIError):
-    """A training window whose loss or gradients are not finite (with --distributed, on every process alike)."""
+    """A training window whose loss or gradients are not finite (with --distributed, on every process alike);
+    ``what``: which of them; ``message``: the one the user sees (:meth:`_Trainer.not_finite` makes it)."""
+
+    def __init__(self, what: str, message: str | None = None):
+        super().__init__(message or f"{what} are not finite")
+        self.what = what
 
 
 def _one_of_many(args, procs: Processes) -> int:
@@ -110,6 +115,7 @@ class _Trainer:
 
     def __init__(self, args, procs: Processes | None = None):
         self.args, self.ckdir, ck, self.procs = args, args.checkpoint, None, procs
+        self.made_dir = False  # whether this run made the --checkpoint directory
         if args.checkpoint_every is not None and not self.ckdir:
             raise CLIError("--checkpoint-every needs --checkpoint DIR (where to write the checkpoints)")
         if args.resume:
@@ -174,6 +180,7 @@ class _Trainer:
             if os.path.exists(self.ckdir) and not os.path.isdir(self.ckdir):
                 raise CLIError(f"--checkpoint {self.ckdir}: exists and is not a directory")
             if args.steps > self.done:  # nothing to train: no empty directory left behind
+                self.made_dir = not os.path.exists(self.ckdir)  # removed again should nothing be written
                 os.makedirs(self.ckdir, exist_ok=True)
         self.resumed = ck
         self.recent: list[float] = []  # the last losses, for the progress bar
@@ -250,16 +257,16 @@ class _Trainer:
         """One window: reset states at an epoch start, set the step's lr, train, advance the position.
         Returns the loss unread (on the GPU a LazyLoss: the step runs while the next window is
         prepared; :meth:`settled` reads the losses when they are shown)."""
-        if self.data.index % self.data.windows_per_epoch == 0 and self.data.index > 0:
-            self.step.reset_state()  # a new epoch: every stream jumps back to its start
-        x, y = next(self.data)
-        self.lr = scheduled_lr(self.cfg, self.done)
-        self.step.optimizer.lr = self.lr  # both backends read it at every update
         t0 = time.perf_counter()
         try:
+            if self.data.index % self.data.windows_per_epoch == 0 and self.data.index > 0:
+                self.step.reset_state()  # a new epoch: every stream jumps back to its start (settles first)
+            x, y = next(self.data)
+            self.lr = scheduled_lr(self.cfg, self.done)
+            self.step.optimizer.lr = self.lr  # both backends read it at every update
             loss = self.step.train(x, y)  # settles the previous window first: its error surfaces here
         except FloatingPointError:  # nothing changed; said in flags (the API's message names rg.compile options)
-            raise NotFinite(self._not_finite("its loss or gradients")) from None
+            raise NotFinite("its loss or gradients") from None
         self.train_time += time.perf_counter() - t0
         self.done, self.index = self.done + 1, self.data.index
         return loss
@@ -271,20 +278,42 @@ class _Trainer:
         try:
             out = [float(loss) for loss in self.recent]
         except FloatingPointError:
-            raise NotFinite(self._not_finite("its loss or gradients")) from None
+            raise NotFinite("its loss or gradients") from None
         self.train_time += time.perf_counter() - t0
         bad = [v for v in out if not math.isfinite(v)]
         if bad:  # train() raises first; this holds should it not
-            raise NotFinite(self._not_finite(f"the loss {bad[0]}"))
+            raise NotFinite(f"the loss {bad[0]}")
         return out
 
-    def _not_finite(self, what: str) -> str:
-        """The message for a training window whose loss or gradients are not finite: the first
-        window after the last update (the step count is exact once the error has surfaced)."""
+    def not_finite(self, what: str) -> NotFinite:
+        """The error the user sees for a training window whose loss or gradients are not finite:
+        the first window after the last update. The step's update count is exact once the error
+        has surfaced, and its parameters, optimizer slots and states are those of that update
+        (on the GPU the loop's own count may be ahead: a window enqueued behind the bad one);
+        with --checkpoint (one process) they are saved first, and the message says which step the
+        directory holds. It suggests --clip only when clipping is off."""
         good = self.step.optimizer.steps
-        return (f"training step {good + 1:,}: {what} are not finite (gradient norm {self.step.last_grad_norm}): "
-                f"lower --lr or set --clip (a NaN or inf in the text or the cell can do it too); the parameters "
-                f"are those of step {good:,}")
+        if self.ckdir and self.procs is None and good != self.saved_step and good > 0:
+            index = self.index - (self.done - good)  # the data position after that update
+            save_checkpoint(self.ckdir, self.cfg, self.vocab, self.step, good, index)
+            self.saved_step = good
+        advice = "lower --lr" if self.cfg.clip else "lower --lr or set --clip"
+        return NotFinite(what, f"training step {good + 1:,}: {what} are not finite (gradient norm "
+                         f"{self.step.last_grad_norm}): {advice} (a NaN or inf in the text or the cell can do it "
+                         f"too); the parameters are those of step {good:,}{self.held()}")
+
+    def held(self) -> str:
+        """What --checkpoint holds as the run stops early, for its last line: ``; DIR holds step N``,
+        ``; no checkpoint was written`` (a directory this run made and left empty is removed), or
+        nothing without --checkpoint."""
+        if not self.ckdir:
+            return ""
+        if self.saved_step is not None:
+            return f"; {self.ckdir} holds step {self.saved_step:,}"
+        if self.made_dir and self.procs is None:
+            with contextlib.suppress(OSError):  # not empty after all: leave it
+                os.rmdir(self.ckdir)
+        return "; no checkpoint was written"
 
     def validate(self, started: float) -> str:
         recent = self.settled()
@@ -365,10 +394,11 @@ class _Trainer:
                         self.checkpoint()
                     except KeyboardInterrupt:  # a second Ctrl-C: the previous checkpoint stays
                         pass
-                where = (f"; {self.ckdir} holds step {self.saved_step:,}" if self.saved_step is not None else
-                         "; no checkpoint was written" if self.ckdir else "")
-                print(f"{PROG}: interrupted at step {self.done:,}{where}", file=sys.stderr)
+                print(f"{PROG}: interrupted at step {self.done:,}{self.held()}", file=sys.stderr)
                 return 130
+            except (NotFinite, FloatingPointError) as exc:  # FloatingPointError: the GPU's error, surfacing
+                bar.close()  # where the step is read (a checkpoint's parameters)
+                raise self.not_finite(getattr(exc, "what", "its loss or gradients")) from None
         bar.close()
         if self.ckdir:
             print(f"checkpoint: {self.ckdir} (step {self.done:,})")
