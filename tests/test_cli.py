@@ -551,3 +551,26 @@ def test_an_error_in_a_cell_file_is_one_line_with_its_line(capsys, tmp_path, tex
     code, _, err = train(capsys, text_file, tmp_path / "ck", "--cell", f"{cell}:npcell", steps=1)
     assert code == 1 and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert f"NumPy's tanh was applied to a traced Value (in cell 'npcell', {cell}:7)" in err
+
+
+# ---- help and README ---------------------------------------------------------------------------
+def test_bench_help_says_what_it_times_with_and_without_a_gpu(capsys):
+    """Regression: `bench --help` said "LSTM H=512 T=100 S=1, 64" only, while on the CPU it times a
+    small char-LM step of the NumPy backend."""
+    from rnngraph.bench import QUICK_CPU, QUICK_GPU
+    code, out, _ = run(capsys, "bench", "--help")
+    text = " ".join(out.split())
+    gpu, cpu = QUICK_GPU[0][0], QUICK_CPU[0][0]
+    assert code == 0
+    assert f"on a GPU against cuDNN (LSTM H={gpu.H} T={gpu.T} S=1 and 64)" in text
+    assert f"the NumPy backend alone (a char-LM step, LSTM H={cpu.H} T={cpu.T} S={cpu.S})" in text
+
+
+def test_readme_lists_every_command():
+    """Regression: the README's Quickstart listed train, sample, eval, schedule, bench: not complete."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    listed = re.search(r"the command line is `\.venv/bin/rnngraph`\s*\(([^)]*)\)", readme).group(1)
+    assert re.findall(r"`(\w+)`", listed) == [c.name for c in cli.COMMANDS]
+    for c in cli.COMMANDS:  # and each has an example in 'The command line'
+        assert f"\nrnngraph {c.name} " in readme, c.name

@@ -39,7 +39,7 @@ from ..errors import GraphError
 from ..lm import CheckpointError
 from ..memory import NotEnoughMemory
 from .arguments import PROG, CLIError, Command, Reported, _Parser
-from .bench_command import _bench_arguments, run_bench
+from .bench_command import _bench_arguments, bench_help, run_bench
 from .checkpoint_commands import _eval_arguments, _sample_arguments, run_eval, run_sample
 from .complete_command import _complete_arguments, run_complete
 from .schedule_command import _schedule_arguments, run_schedule
@@ -58,8 +58,7 @@ COMMANDS: list[Command] = [
             _complete_arguments, run_complete, "lower --window or --streams"),
     Command("schedule", "print the parallel schedule the compiler chooses for a cell stack", _schedule_arguments,
             run_schedule),
-    Command("bench", "time rnngraph against cuDNN (LSTM H=512 T=100 S=1, 64; without a GPU: the CPU backend)",
-            _bench_arguments, run_bench),
+    Command("bench", bench_help(), _bench_arguments, run_bench),
 ]
 
 

@@ -4,7 +4,17 @@ from __future__ import annotations
 import argparse
 import os
 
+from ..bench import QUICK_CPU, QUICK_GPU
 from .arguments import CLIError, nonnegative_int, positive_int
+
+
+def bench_help() -> str:
+    """``bench``'s help line, from the configurations it times: on a GPU rnngraph against cuDNN,
+    without one (or with --device cpu) the NumPy backend's char-LM training step alone."""
+    gpu, cpu = QUICK_GPU[0][0], QUICK_CPU[0][0]
+    streams = " and ".join(str(s) for s in dict.fromkeys(c.S for c, _ in QUICK_GPU))
+    return (f"time rnngraph: on a GPU against cuDNN ({gpu.cell.upper()} H={gpu.H} T={gpu.T} S={streams}), else "
+            f"the NumPy backend alone (a char-LM step, {cpu.cell.upper()} H={cpu.H} T={cpu.T} S={cpu.S})")
 
 
 def _bench_arguments(p: argparse.ArgumentParser) -> None:
@@ -16,7 +26,8 @@ def _bench_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_bench(args) -> int:
-    """LSTM H=512 T=100 S in {1, 64}: rnngraph against cuDNN fp32 (the full grid: bench/run_all.py)."""
+    """On a GPU LSTM H=512 T=100 S in {1, 64}, rnngraph against cuDNN fp32 (the full grid:
+    bench/run_all.py); without one the NumPy backend's LM step alone (:func:`bench_help`)."""
     from ..bench import cli_bench
 
     if args.out and not os.path.isdir(os.path.dirname(os.path.abspath(args.out))):
