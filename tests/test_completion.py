@@ -279,3 +279,19 @@ def test_cli_bad_files_are_one_line_errors(capsys, tmp_path, checkpoint, questio
         argv += ["--answers", write(tmp_path, "a.txt", answers)]
     code, out, err = run(capsys, *argv)
     assert_one_line_error(code, err, *needles, exit_code=1)
+
+
+def test_cli_reports_a_tie_of_candidates_outside_the_vocabulary(capsys, tmp_path, checkpoint):
+    """Candidates that differ only in words outside the vocabulary score alike: the line says
+    which was taken (the first) and how many tied, and the accuracy line counts the tied
+    questions (a regression: a tie of five read as a clear, right choice)."""
+    tie = "".join(f"1{x}) she was not at [zq{x}] to her sister .\n" for x in "abcde")
+    questions = write(tmp_path, "q.txt", tie + MACHINE.split("\n", 5)[5])
+    answers = write(tmp_path, "a.txt", "1) [a] zqa\n2) [c] letter\n")
+    code, out, err = run(capsys, "complete", "--checkpoint", checkpoint, "--questions", questions,
+                         "--answers", answers, "--streams", 3, "--window", 4)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert re.fullmatch(r"1\) a zqa  \(-\d+\.\d{3} nats; a tie of 5, the first taken; right\)", lines[0]), lines[0]
+    assert "tie" not in lines[1]
+    assert lines[2] == "accuracy 2/2 = 100.0% (chance 20.0%); 1 tied, each counted by its first tied candidate"

@@ -76,9 +76,14 @@ def run_complete(args) -> int:
             good = answers[q.number] == c.choice
             right += good
             verdict = "; right" if good else f"; wrong, answer {LETTERS[answers[q.number]]}"
-        print(f"{q.number}) {LETTERS[c.choice]} {q.candidates[c.choice]}  ({c.log_prob[c.choice]:.3f} nats{verdict})")
+        tie = f"; a tie of {c.tied}, the first taken" if c.tied > 1 else ""
+        print(f"{q.number}) {LETTERS[c.choice]} {q.candidates[c.choice]}  ({c.log_prob[c.choice]:.3f} nats{tie}{verdict})")
+    ties = sum(c.tied > 1 for c in done)
     if answers is not None:
-        print(f"accuracy {right}/{len(questions)} = {right / len(questions):.1%} (chance 20.0%)")
+        print(f"accuracy {right}/{len(questions)} = {right / len(questions):.1%} (chance 20.0%)"
+              + (f"; {ties} tied, each counted by its first tied candidate" if ties else ""))
+    elif ties:
+        print(f"{ties} question(s) tied: the first of the tied candidates was taken")
     tokens, unknown = sum(int(c.tokens.sum()) for c in done), sum(int(c.unknown.sum()) for c in done)
     what = unit(cfg.level)
     print(f"outside the vocabulary: {unknown:,} of the {tokens:,} {what}s scored ({unknown / tokens:.1%}), "

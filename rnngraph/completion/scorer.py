@@ -89,17 +89,21 @@ def _group_log_prob(step: TrainingStep, group: list[np.ndarray], start: int, T: 
 @dataclass(frozen=True)
 class Completion:
     """The choice for one question: ``choice`` (0-4), and the five candidate sentences'
-    ``log_prob`` (float64 (5,)), ``tokens`` and ``unknown`` (``<unk>`` tokens; int64 (5,))."""
+    ``log_prob`` (float64 (5,)), ``tokens`` and ``unknown`` (``<unk>`` tokens; int64 (5,)).
+    ``tied``: how many candidates share the highest log-probability (1: a clear choice; more:
+    ``choice`` is the first of them, e.g. candidates that differ only in words outside the
+    vocabulary)."""
 
     choice: int
     log_prob: np.ndarray
     tokens: np.ndarray
     unknown: np.ndarray
+    tied: int = 1
 
 
 def complete(step: TrainingStep, vocab, questions) -> list[Completion]:
     """For each question (an :class:`rnngraph.completion.Question`), the candidate whose sentence has
-    the highest log-probability (the first of equals).
+    the highest log-probability (the first of equals; ``tied`` counts them).
 
     Raises:
         ValueError: a candidate sentence with no token.
@@ -110,5 +114,6 @@ def complete(step: TrainingStep, vocab, questions) -> list[Completion]:
     for k in range(len(questions)):
         five = slice(5 * k, 5 * k + 5)
         lp = scores.log_prob[five]
-        out.append(Completion(int(np.argmax(lp)), lp, scores.tokens[five], scores.unknown[five]))
+        out.append(Completion(int(np.argmax(lp)), lp, scores.tokens[five], scores.unknown[five],
+                              int(np.count_nonzero(lp == lp.max()))))
     return out
