@@ -24,20 +24,24 @@ __all__ = ["Staging"]
 
 
 class _Buffer:
-    """One pinned host array and the event of its last copy."""
+    """One pinned host array, the event of its last copy, and the device array it serves (its
+    address looked up once: a step's buffers never move)."""
 
-    def __init__(self, shape, dtype, sim: bool):
+    def __init__(self, shape, dtype, sim: bool, dev):
         self.host = np.empty(shape, dtype) if sim else cuda.pinned_array(shape, dtype)
         self.event = None if sim else _check(_driver().cuEventCreate(_driver().CUevent_flags.CU_EVENT_DISABLE_TIMING))
+        self.dev = dev
+        self.dev_ptr = None if sim else int(dev.__cuda_array_interface__["data"][0])
+        self.host_ptr = None if sim else self.host.ctypes.data
 
     def wait(self) -> None:
         """Until the last copy from or into ``host`` has finished."""
         if self.event is not None:
             _check(_driver().cuEventSynchronize(self.event))
 
-    def record(self, stream) -> None:
+    def record(self, drv, stream) -> None:
         if self.event is not None:
-            _check(_driver().cuEventRecord(self.event, _driver().CUstream(stream_handle(stream))))
+            _check(drv.cuEventRecord(self.event, stream))
 
 
 class Staging:
@@ -47,11 +51,20 @@ class Staging:
     def __init__(self, stream):
         self.stream, self.sim = stream, in_simulator()
         self._buffers: dict[str, _Buffer] = {}
+        # the driver module and the stream as its type, once: a small model's training call makes
+        # five copies, and looking these up for each was a good part of their host time
+        # (bench/results/h100-20261205-step-host-profile.txt)
+        self._drv = None if self.sim else _driver()
+        self._cu_stream = None if self.sim else self._drv.CUstream(stream_handle(stream))
 
     def _buffer(self, key: str, dev) -> _Buffer:
         buf = self._buffers.get(key)
-        if buf is None or buf.host.shape != dev.shape or buf.host.dtype != dev.dtype:
-            buf = self._buffers[key] = _Buffer(dev.shape, dev.dtype, self.sim)
+        if buf is None or buf.dev is not dev:
+            if buf is None or buf.host.shape != dev.shape or buf.host.dtype != dev.dtype:
+                buf = self._buffers[key] = _Buffer(dev.shape, dev.dtype, self.sim, dev)
+            else:  # the same shape from or into another device array: the pinned buffer serves it
+                buf.dev = dev
+                buf.dev_ptr = None if self.sim else int(dev.__cuda_array_interface__["data"][0])
         return buf
 
     def to_device(self, key: str, dst, src) -> None:
@@ -67,9 +80,8 @@ class Staging:
         if self.sim:
             dst.copy_to_device(buf.host, stream=self.stream)
             return
-        _check(_driver().cuMemcpyHtoDAsync(int(dst.__cuda_array_interface__["data"][0]), buf.host.ctypes.data,
-                                           dst.nbytes, _driver().CUstream(stream_handle(self.stream))))
-        buf.record(self.stream)
+        _check(self._drv.cuMemcpyHtoDAsync(buf.dev_ptr, buf.host_ptr, buf.host.nbytes, self._cu_stream))
+        buf.record(self._drv, self._cu_stream)
 
     def wait(self, key: str) -> None:
         """Until the last copy from or into ``key``'s buffer has finished (nothing in the
@@ -85,7 +97,6 @@ class Staging:
         if self.sim:
             src.copy_to_host(buf.host, stream=self.stream)
             return buf.host
-        _check(_driver().cuMemcpyDtoHAsync(buf.host.ctypes.data, int(src.__cuda_array_interface__["data"][0]),
-                                           src.nbytes, _driver().CUstream(stream_handle(self.stream))))
-        buf.record(self.stream)
+        _check(self._drv.cuMemcpyDtoHAsync(buf.host_ptr, buf.dev_ptr, buf.host.nbytes, self._cu_stream))
+        buf.record(self._drv, self._cu_stream)
         return buf.host

@@ -97,6 +97,7 @@ class CudaBackend:
         self._older: LazyLoss | None = None  # the call before it, still unsettled (train's overlap)
         self._calls = 0  # training calls enqueued: their parity picks the staging buffers of results
         self._calls_by_loss: dict = {}  # id of an unsettled call's LazyLoss -> what chains to it
+        self._loss_column = None  # the loss node's (T*S,) window, made at the first training call
         self.T, self.S = schedule.window, schedule.streams
         self.program = CudaProgram(schedule, stream=share.stream if share else None,
                                    params=share.buf.P if share else None, tuning=tuning, backward=backward)
@@ -397,7 +398,9 @@ class CudaBackend:
             self._step_graph()
         sums = self._staging.to_host(f"sums {part}", self._sums)
         last = f"sums {part}" if reduce else f"loss {part}"
-        losses = None if reduce else self._staging.to_host(last, self.buf.window(self.g.loss).reshape(self.T * self.S))
+        if self._loss_column is None:  # one view for every call: numba's slicing costs host time
+            self._loss_column = self.buf.window(self.g.loss).reshape(self.T * self.S)
+        losses = None if reduce else self._staging.to_host(last, self._loss_column)
         call = {"next": None, "cancelled": False}  # "next": the call chained behind this one
         if prev is not None and chain:
             self._calls_by_loss[id(prev)]["next"] = call
