@@ -135,6 +135,15 @@ def test_resume_n_then_2n_equals_2n_straight(capsys, tmp_path, text_file, n):
     assert_same_checkpoint_arrays(a, b)
 
 
+def test_the_header_says_clip_off_for_clip_0(capsys, tmp_path, text_file):
+    """Regression: --clip 0 (clipping off) printed 'clip None' in the training header."""
+    code, out, err = train(capsys, text_file, tmp_path / "ck", "--clip", 0, steps=1)
+    assert code == 0, err
+    assert ", clip off, " in out and "None" not in out
+    code, out, err = train(capsys, text_file, tmp_path / "ck2", steps=1)
+    assert code == 0 and ", clip 1.0, " in out, err
+
+
 def test_resume_takes_the_model_flags_from_the_checkpoint(capsys, tmp_path, text_file):
     ckpt = tmp_path / "ck"
     assert train(capsys, text_file, ckpt, "--hidden", 6, steps=3)[0] == 0

@@ -233,7 +233,7 @@ class _Trainer:
               + (f" (cosine to {cfg.optimizer['lr'] * cfg.lr_schedule['lr_final']:g} at step {args.steps:,})"
                  if cfg.lr_schedule["name"] == "cosine" else "")
               + (f", weight decay {cfg.optimizer['weight_decay']:g}" if "weight_decay" in cfg.optimizer else "")
-              + f", clip {cfg.clip}"
+              + (f", clip {cfg.clip}" if cfg.clip else ", clip off")
               + (f", dropout {cfg.dropout:g}" if cfg.dropout else "") + f", {self.step.device} {cfg.dtype}"
               + (f" ({cfg.precision} GEMMs)" if cfg.precision != "fp32" else "")
               + (f", {self.procs.world} processes" if self.procs is not None else ""),
