@@ -365,6 +365,13 @@ def test_resume_into_another_cell_or_shape(capsys, tmp_path, text_file, trained)
     assert load_checkpoint(trained).step == 6  # untouched
 
 
+def test_resume_with_another_optimizer_says_what_to_do(capsys, trained):
+    """Regression: the --optimizer mismatch lacked the hint the other mismatches give."""
+    code, _, err = run(capsys, "train", "--checkpoint", trained, "--resume", "--optimizer", "sgd", "--no-progress")
+    assert_one_line_error(code, err, f"{trained}: the checkpoint was trained with --optimizer adam, not sgd: drop "
+                                     f"--optimizer to resume it, or train into a new --checkpoint directory")
+
+
 def test_checkpoint_with_params_of_another_shape(capsys, tmp_path, text_file, trained):
     other = tmp_path / "other"
     assert train(capsys, text_file, other, "--hidden", 5, steps=3)[0] == 0

@@ -153,6 +153,12 @@ def _config_from_args(args) -> LMConfig:
                     precision=precision)
 
 
+def _mismatch(directory: str, flag: str, was, given) -> CheckpointError:
+    """The error for a resumed run given ``flag`` with another value than its checkpoint's."""
+    return CheckpointError(f"{directory}: the checkpoint was trained with {flag} {was}, not {given}: "
+                           f"drop {flag} to resume it, or train into a new --checkpoint directory")
+
+
 def _resumed_config(args, saved: LMConfig, directory: str) -> LMConfig:
     """The checkpoint's config, with lr/weight decay/lr schedule/clip/dropout overridden where given;
     CheckpointError when a flag that fixes shapes or the data layout disagrees with it."""
@@ -169,13 +175,10 @@ def _resumed_config(args, saved: LMConfig, directory: str) -> LMConfig:
                     f"{directory}: the checkpoint was trained {'with' if was else 'without'} {flag}: "
                     f"drop {flag} to resume it, or train into a new --checkpoint directory")
             was = "unset (every word type)" if was is None and name == "max_words" else was
-            raise CheckpointError(
-                f"{directory}: the checkpoint was trained with {flag} {was}, not {given}: "
-                f"drop {flag} to resume it, or train into a new --checkpoint directory")
+            raise _mismatch(directory, flag, was, given)
     cfg = LMConfig(**{**saved.to_json()})
     if args.optimizer is not None and args.optimizer != saved.optimizer["name"]:
-        raise CheckpointError(f"{directory}: the checkpoint was trained with --optimizer "
-                              f"{saved.optimizer['name']}, not {args.optimizer}")
+        raise _mismatch(directory, "--optimizer", saved.optimizer["name"], args.optimizer)
     _check_weight_decay(args, saved.optimizer["name"])
     if args.lr is not None:
         cfg.optimizer = {**cfg.optimizer, "lr": args.lr}
