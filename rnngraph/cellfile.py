@@ -60,13 +60,17 @@ def resolve_cell(spec: str, flag: str = "--cell", source: str | None = None):
 
     Raises:
         CellFileError: an unknown name, a missing file, an error while importing the file
-            (one line: the file, line and exception), no such function, or not an @rg.cell.
+            (one line: the file, line and exception), a file named without its function or no
+            such function (both listing the file's @rg.cell functions), or not an @rg.cell.
         GraphError: raised by the file while it is imported (e.g. ``rg.State(delay=0)``).
     """
     parts = split_cell(spec)
     if parts is None:
         if spec.endswith(".py"):
-            raise CellFileError(f"{flag} {spec}: name the cell function too, as {spec}:FUNCTION")
+            if not os.path.isfile(spec):
+                raise CellFileError(f"{spec}: no such file (from {flag} {spec})")
+            raise CellFileError(f"{flag} {spec}: name the cell function too, as {spec}:FUNCTION"
+                                f"{_cells_listed(spec)}")
         if spec not in STANDARD:
             raise CellFileError(f"{flag} {spec}: unknown cell; standard cells are "
                                 f"{', '.join(sorted(STANDARD))}, or give file.py:function")
@@ -77,12 +81,26 @@ def resolve_cell(spec: str, flag: str = "--cell", source: str | None = None):
     module = _run_module(path, source)
     factory = getattr(module, fn, None)
     if factory is None:
-        cells = sorted(k for k, v in vars(module).items() if getattr(v, "is_cell", False))
-        raise CellFileError(f"{path}: no function {fn!r} (@rg.cell functions there: "
-                            f"{', '.join(cells) or 'none'})")
+        raise CellFileError(f"{path}: no function {fn!r} ({_cell_names(module)})")
     if not getattr(factory, "is_cell", False):
         raise CellFileError(f"{path}: {fn!r} is not an @rg.cell function")
     return factory
+
+
+def _cell_names(module: types.ModuleType) -> str:
+    """``@rg.cell functions there: a, b`` (``none`` when there are none) of a cell file's module."""
+    cells = sorted(k for k, v in vars(module).items() if getattr(v, "is_cell", False))
+    return f"@rg.cell functions there: {', '.join(cells) or 'none'}"
+
+
+def _cells_listed(path: str) -> str:
+    """`` (@rg.cell functions there: ...)`` for a cell file named without its function, or ``""``
+    where the file cannot be read or run (the error then comes once a function is named)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f" ({_cell_names(_run_module(path, f.read()))})"
+    except (OSError, UnicodeDecodeError, CellFileError, GraphError):
+        return ""
 
 
 def _run_module(path: str, source: str) -> types.ModuleType:

@@ -479,6 +479,18 @@ def test_custom_cell_file_missing_or_without_the_function(capsys, tmp_path, text
     assert_one_line_error(code, err, "cells.py", "no function 'nope'")
 
 
+def test_a_cell_file_without_its_function_lists_the_cells_there(capsys, tmp_path, text_file):
+    """Regression: ``--cell file.py`` said only to name the function, not which ones the file has
+    (as the error for a function it lacks does), and for a file that is not there the same."""
+    path = tmp_path / "cells.py"
+    path.write_text(MGU, encoding="utf-8")
+    code, _, err = run(capsys, "train", "--corpus", text_file, *TINY, "--cell", path)
+    assert_one_line_error(code, err, f"--cell {path}: name the cell function too, as {path}:FUNCTION (@rg.cell "
+                                     f"functions there: mgu)", exit_code=1)
+    code, _, err = run(capsys, "train", "--corpus", text_file, *TINY, "--cell", tmp_path / "gone.py")
+    assert_one_line_error(code, err, f"{tmp_path / 'gone.py'}: no such file (from --cell ", exit_code=1)
+
+
 def test_bad_sample_and_eval_arguments(capsys, trained, tmp_path):
     code, _, err = run(capsys, "sample", "--checkpoint", trained, "--temperature", 0)
     assert_one_line_error(code, err, "--temperature", exit_code=2)
