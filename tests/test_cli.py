@@ -76,6 +76,18 @@ def test_sample_prints_prime_and_length_characters(capsys, trained):
     assert again == out  # seeded
 
 
+def test_sample_at_a_tiny_temperature_is_greedy(capsys, trained):
+    """Regression: --temperature 1e-320 made the scaled logits inf (inf - inf: NaN) and failed with
+    NumPy's 'Probabilities contain NaN'; it is the argmax, whatever the seed."""
+    outs = []
+    for tau, seed in ((1e-320, 0), (1e-320, 5), (5e-324, 1), (1e-6, 2)):
+        code, out, err = run(capsys, "sample", "--checkpoint", trained, "--prime", "she", "--length", 20,
+                             "--temperature", tau, "--seed", seed)
+        assert code == 0 and err == "", err
+        outs.append(out)
+    assert len(set(outs)) == 1 and len(outs[0]) == len("she") + 20 + 1
+
+
 def test_sample_names_the_prime_characters_outside_the_vocabulary(capsys, trained):
     code, out, err = run(capsys, "sample", "--checkpoint", trained, "--prime", "she Zq", "--length", 3)
     assert code == 0 and out.startswith("she Zq") and len(out) == len("she Zq") + 3 + 1, (out, err)

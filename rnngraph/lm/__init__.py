@@ -165,7 +165,8 @@ def generate(step: TrainingStep, vocab, prime: str, length: int, temperature: fl
     """Feed ``prime`` token by token to ``step`` (compiled for window 1, streams 1, its
     parameters set), then draw ``length`` tokens from softmax(logits / temperature), yielding
     each one's text as soon as it is drawn (``vocab.piece``: a character, or a word with the
-    space before it); the pieces joined are ``vocab.decode`` of the drawn ids. An empty prime
+    space before it); the pieces joined are ``vocab.decode`` of the drawn ids. A temperature
+    so small that the scaled logits overflow (1e-320) draws the argmax. An empty prime
     starts from a newline. Char level never draws ``<unk>``. The step's states carry on.
 
     Raises ValueError (naming --temperature / --length) here, before the first token, for a
@@ -194,16 +195,26 @@ def _draw(step: TrainingStep, vocab, prime: str, length: int, temperature: float
         logits = step.forward(np.array([[tok]])).values[out_name][0, 0]
     previous = None
     for k in range(length):
-        z = logits.astype(np.float64) / temperature
+        z = logits.astype(np.float64)
         if isinstance(vocab, CharVocab):
             z[0] = -np.inf
-        p = np.exp(z - z.max())
-        p /= p.sum()
-        token = int(rng.choice(len(p), p=p))
+        token = _pick(z, temperature, rng)
         yield vocab.piece(previous, token)
         previous = token
         if k + 1 < length:
             logits = step.forward(np.array([[token]])).values[out_name][0, 0]
+
+
+def _pick(z: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
+    """A token drawn from softmax(z / temperature), z float64 logits (-inf: never drawn). The max
+    is subtracted before dividing, so a tiny temperature (1e-320) cannot make inf - inf; where
+    the probabilities are still not finite or sum to 0 (logits that overflow), the argmax."""
+    with np.errstate(all="ignore"):
+        p = np.exp((z - z.max()) / temperature)
+        total = p.sum()
+    if not (np.isfinite(total) and total > 0):
+        return int(np.argmax(np.where(np.isnan(z), -np.inf, z)))
+    return int(rng.choice(len(p), p=p / total))
 
 
 def sample(net: Sequential, params: dict, vocab, prime: str, length: int, temperature: float = 1.0,
