@@ -429,6 +429,40 @@ def test_truncated_or_corrupt_checkpoint(capsys, tmp_path, trained, damage):
         assert_one_line_error(code, err, bad, "corrupt")
 
 
+def _copy_checkpoint(source, target):
+    """A copy of checkpoint directory ``source`` at ``target`` (its two files)."""
+    target.mkdir()
+    for name in ("config.json", "params.npz"):
+        (target / name).write_bytes((source / name).read_bytes())
+    return target
+
+
+@pytest.mark.parametrize("damage, said", [
+    ("directory", "params.npz: is a directory, not a file: "),  # was 'missing'
+    ("text", "params.npz: not an .npz archive (not a zip file)"),  # was NumPy's allow_pickle advice
+    ("npy", "params.npz: not an .npz archive (a single .npy array)"),  # was "truncated or corrupt (TypeError: ...)"
+    ("empty", "params.npz: empty (0 bytes), not an .npz archive"),  # was NumPy's 'No data left in file'
+])
+def test_a_params_npz_that_is_not_an_archive_says_what_it_is(capsys, tmp_path, trained, damage, said):
+    ckpt = _copy_checkpoint(trained, tmp_path / "ck")
+    params = ckpt / "params.npz"
+    params.unlink()
+    if damage == "directory":
+        params.mkdir()
+    elif damage == "text":
+        params.write_text("hello world\n", encoding="utf-8")
+    elif damage == "npy":
+        with open(params, "wb") as f:
+            np.save(f, np.zeros(3))
+    else:
+        params.write_bytes(b"")
+    for argv in (("eval", "--checkpoint", ckpt), ("sample", "--checkpoint", ckpt),
+                 ("train", "--checkpoint", ckpt, "--resume", "--no-progress")):
+        code, _, err = run(capsys, *argv)
+        assert_one_line_error(code, err, f"{ckpt / 'params.npz'}: {said.partition(': ')[2]}", exit_code=1)
+        assert "pickle" not in err and "missing" not in err
+
+
 @pytest.mark.parametrize("field, value, said", [
     ("window", 0, "window must be a positive integer, got 0"),  # was a ZeroDivisionError traceback in eval
     ("streams", -1, "streams must be a positive integer, got -1"),  # these four were accepted silently

@@ -116,9 +116,10 @@ def load_checkpoint(directory) -> Checkpoint:
     """Read a checkpoint directory.
 
     Raises:
-        CheckpointError: the directory or a file is missing, config.json is not valid JSON,
-            lacks fields or holds one of the wrong type or out of range (named in the message:
-            :meth:`LMConfig.from_json`), params.npz is truncated or corrupt or lacks entries.
+        CheckpointError: the directory or a file is missing (or a file is a directory),
+            config.json is not valid JSON, lacks fields or holds one of the wrong type or out of
+            range (named in the message: :meth:`LMConfig.from_json`), params.npz is not an .npz
+            archive, is truncated or corrupt, or lacks entries.
     """
     d = Path(directory)
     if d.is_file():
@@ -128,6 +129,8 @@ def load_checkpoint(directory) -> Checkpoint:
         raise CheckpointError(f"{d}: no such checkpoint directory")
     cpath, ppath = d / CONFIG_FILE, d / PARAMS_FILE
     for p in (cpath, ppath):
+        if p.is_dir():
+            raise CheckpointError(f"{p}: is a directory, not a file: {d} is not a complete checkpoint")
         if not p.is_file():
             raise CheckpointError(f"{p}: missing: {d} is not a complete checkpoint")
     try:
@@ -140,6 +143,7 @@ def load_checkpoint(directory) -> Checkpoint:
         vocab = vocab_from_json(json.dumps(raw["vocab"]))
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
         raise CheckpointError(f"{cpath}: unreadable or corrupt config ({exc})") from None
+    _check_npz_header(ppath)
     try:
         with np.load(ppath, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
@@ -157,6 +161,27 @@ def load_checkpoint(directory) -> Checkpoint:
     return Checkpoint(str(d), cfg, vocab, part("param/"), part("optim/"), part("state/"),
                       int(arrays["step"]), int(arrays["data_index"]))
 
+
+
+#: How an .npz archive (a zip file) begins: a local file header, or the end record of an empty one.
+_ZIP_STARTS = (b"PK\x03\x04", b"PK\x05\x06")
+
+
+def _check_npz_header(ppath: Path) -> None:
+    """CheckpointError for a params.npz that is empty or not a zip archive at all (a text file,
+    a single .npy array), said before NumPy's np.load, which would speak of pickled data and
+    ``allow_pickle``; a damaged zip archive is left to np.load (truncated or corrupt)."""
+    try:
+        with open(ppath, "rb") as f:
+            head = f.read(6)
+    except OSError as exc:
+        raise CheckpointError(f"{ppath}: unreadable ({exc.strerror or exc})") from None
+    if not head:
+        raise CheckpointError(f"{ppath}: empty (0 bytes), not an .npz archive")
+    if head.startswith(_ZIP_STARTS):
+        return
+    what = "a single .npy array" if head == b"\x93NUMPY" else "not a zip file"
+    raise CheckpointError(f"{ppath}: not an .npz archive ({what})")
 
 
 def _few(names: list, shown: int = 4) -> str:
