@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from cli_helpers import MGU, TINY, assert_one_line_error, run, train
-from conftest import assert_same_checkpoint_arrays
+from conftest import WORDS, assert_same_checkpoint_arrays
 import rnngraph as rg
 from rnngraph import cli
 from rnngraph.lm import load_checkpoint
@@ -461,6 +461,37 @@ def test_a_params_npz_that_is_not_an_archive_says_what_it_is(capsys, tmp_path, t
         code, _, err = run(capsys, *argv)
         assert_one_line_error(code, err, f"{ckpt / 'params.npz'}: {said.partition(': ')[2]}", exit_code=1)
         assert "pickle" not in err and "missing" not in err
+
+
+def _tamper(ckpt, key, value):
+    """Set one element of array ``key`` of ``ckpt``'s params.npz to ``value``."""
+    with np.load(ckpt / "params.npz") as z:
+        arrays = {k: z[k] for k in z.files}
+    arrays[key].reshape(-1)[1] = value
+    np.savez(ckpt / "params.npz", **arrays)
+
+
+def test_a_parameter_that_is_not_finite_is_refused_on_load(capsys, tmp_path, trained):
+    """Regression: a NaN parameter made sample fail with NumPy's 'Probabilities contain NaN' and
+    eval print 'test nan bits/char' with exit 0."""
+    ckpt = _copy_checkpoint(trained, tmp_path / "ck")
+    _tamper(ckpt, "param/layer0.U.weight", np.nan)
+    questions = tmp_path / "q.txt"
+    questions.write_text("".join(f"1{c}) the [{w}] sat\n" for c, w in zip("abcde", WORDS)), encoding="utf-8")
+    for argv in (("eval", "--checkpoint", ckpt), ("sample", "--checkpoint", ckpt),
+                 ("complete", "--checkpoint", ckpt, "--questions", questions),
+                 ("train", "--checkpoint", ckpt, "--resume", "--no-progress")):
+        code, out, err = run(capsys, *argv)
+        assert_one_line_error(code, err, f"{ckpt / 'params.npz'}: parameter 'layer0.U.weight' holds 1 of its 256 "
+                                         f"values that are not finite (NaN or inf)", exit_code=1)
+        assert out == ""
+    # the optimizer slots and states only a resumed run reads: eval runs, train --resume refuses
+    ckpt = _copy_checkpoint(trained, tmp_path / "ck2")
+    _tamper(ckpt, "state/layer0.h", np.inf)
+    assert run(capsys, "eval", "--checkpoint", ckpt)[0] == 0
+    code, _, err = run(capsys, "train", "--checkpoint", ckpt, "--resume", "--no-progress")
+    assert_one_line_error(code, err, "params.npz: recurrent state 'layer0.h' holds 1 of its 32 values that are not "
+                                     "finite", exit_code=1)
 
 
 @pytest.mark.parametrize("field, value, said", [

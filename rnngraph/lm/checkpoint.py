@@ -90,7 +90,8 @@ class Checkpoint:
 
         Raises:
             CheckpointError: a parameter or state of another name or shape (a checkpoint of
-                another cell or shape than its config.json says).
+                another cell or shape than its config.json says); with ``optimizer`` or
+                ``state``, an optimizer slot or recurrent state that is not finite.
         """
         c = self.config
         what = (f"{self.directory}: {PARAMS_FILE} does not fit its {CONFIG_FILE} ({os.path.basename(c.cell)} "
@@ -103,6 +104,10 @@ class Checkpoint:
             step.set_parameters(self.params)
         except (KeyError, ValueError) as exc:
             raise CheckpointError(f"{what}: {exc.args[0] if exc.args else exc}") from None
+        if optimizer or state:  # a resumed run (--distributed: its states are sharded after this)
+            ppath = Path(self.directory) / PARAMS_FILE
+            _check_finite(ppath, self.optim, "optimizer slot")
+            _check_finite(ppath, self.state, "recurrent state")
         if optimizer:
             step.optimizer.load_state_dict(self.optim)
         if state:
@@ -119,7 +124,8 @@ def load_checkpoint(directory) -> Checkpoint:
         CheckpointError: the directory or a file is missing (or a file is a directory),
             config.json is not valid JSON, lacks fields or holds one of the wrong type or out of
             range (named in the message: :meth:`LMConfig.from_json`), params.npz is not an .npz
-            archive, is truncated or corrupt, or lacks entries.
+            archive, is truncated or corrupt, lacks entries, or holds a parameter that is not
+            finite (named in the message).
     """
     d = Path(directory)
     if d.is_file():
@@ -158,7 +164,9 @@ def load_checkpoint(directory) -> Checkpoint:
     def part(prefix):
         return {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
 
-    return Checkpoint(str(d), cfg, vocab, part("param/"), part("optim/"), part("state/"),
+    params = part("param/")
+    _check_finite(ppath, params, "parameter")
+    return Checkpoint(str(d), cfg, vocab, params, part("optim/"), part("state/"),
                       int(arrays["step"]), int(arrays["data_index"]))
 
 
@@ -182,6 +190,18 @@ def _check_npz_header(ppath: Path) -> None:
         return
     what = "a single .npy array" if head == b"\x93NUMPY" else "not a zip file"
     raise CheckpointError(f"{ppath}: not an .npz archive ({what})")
+
+
+def _check_finite(ppath, arrays: dict, what: str) -> None:
+    """CheckpointError naming the first of ``arrays`` (name -> array; ``what``: "parameter",
+    "optimizer slot", "recurrent state") that holds NaN or inf: a network run with such a
+    parameter outputs NaN (training saves finite steps only: the file was damaged or written
+    otherwise)."""
+    for name, value in arrays.items():
+        if value.dtype.kind in "fc" and not np.isfinite(value).all():
+            bad = int(value.size - np.count_nonzero(np.isfinite(value)))
+            raise CheckpointError(f"{ppath}: {what} {name!r} holds {bad:,} of its {value.size:,} values that are "
+                                  f"not finite (NaN or inf): the checkpoint is unusable")
 
 
 def _few(names: list, shown: int = 4) -> str:
