@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -271,6 +272,27 @@ def test_ctrl_c_while_writing_a_checkpoint_leaves_the_previous_one(capsys, monke
     ck = load_checkpoint(ckpt)
     assert ck.step in (3, 6)  # step 3, or step 6 written again by the interrupt handler
     assert not [f for f in os.listdir(ckpt) if f.endswith(".tmp")]
+
+
+def test_a_save_removes_the_temporary_files_a_killed_save_left(capsys, tmp_path, text_file):
+    """Regression: a SIGKILL while params.npz was written left its temporary file (megabytes), and
+    no later save removed it. A save now removes those older than itself, of the writer's own
+    temporary names only."""
+    ckpt = tmp_path / "ck"
+    assert train(capsys, text_file, ckpt, steps=1)[0] == 0
+    hour_ago, hour_ahead = time.time() - 3600, time.time() + 3600
+    stale = [".params.npz.k2x_9abc.tmp", ".config.json.abcdefgh.tmp"]
+    kept = [".params.npz.keep", "notes.tmp", ".params.npz.short.tmp", ".params.npz.abcdefgh.tmp.bak",
+            "params.npz.abcdefgh.tmp", ".params.npz.zz_being_.tmp"]  # the last: a writer still at work
+    for name in stale + kept:
+        (ckpt / name).write_bytes(b"\0" * 1000)
+        os.utime(ckpt / name, (hour_ago, hour_ago))
+    os.utime(ckpt / kept[-1], (hour_ahead, hour_ahead))
+    (ckpt / ".params.npz.directry.tmp").mkdir()  # the writer's name, but not a file it wrote
+    code, _, err = run(capsys, "train", "--checkpoint", ckpt, "--resume", "--steps", 2, "--no-progress")
+    assert code == 0, err
+    assert sorted(os.listdir(ckpt)) == sorted(kept + [".params.npz.directry.tmp", "config.json", "params.npz"])
+    assert load_checkpoint(ckpt).step == 2
 
 
 # ---- bad input: one line on stderr, non-zero exit ----------------------------------------------------

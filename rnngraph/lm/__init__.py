@@ -9,7 +9,8 @@ Python too::
     net = build_network(cfg, len(vocab))
 
 A **checkpoint** is a directory with two files, each written atomically (a temporary file in
-the same directory, then ``os.replace``), so an interrupted write leaves the previous one:
+the same directory, then ``os.replace``), so an interrupted write leaves the previous one (a
+writer killed outright leaves its temporary file too, which the next save there removes):
 
 - ``config.json``: the :class:`LMConfig` fields (a file cell's source text among them), the
   vocabulary and a format version;

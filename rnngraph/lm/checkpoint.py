@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
+import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +43,32 @@ def _atomic_write(path: Path, write) -> None:
         raise
 
 
+def _temp_name(name: str) -> re.Pattern:
+    """The names :func:`_atomic_write` gives its temporary files for ``name``: mkstemp's
+    ``.{name}.`` + 8 random characters + ``.tmp``."""
+    return re.compile(rf"\.{re.escape(name)}\.[a-z0-9_]{{8}}\.tmp")
+
+
+def _remove_stale_temps(directory: Path, before: float) -> None:
+    """Remove the temporary files of :func:`_atomic_write` for the checkpoint's two files that a
+    killed writer (SIGKILL, a power loss) left in ``directory``: plain files of exactly those names
+    last modified before ``before`` (a ``time.time()``: a writer still at work is newer). Files of
+    other names are never touched; one that cannot be removed stays."""
+    patterns = [_temp_name(CONFIG_FILE), _temp_name(PARAMS_FILE)]
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return
+    for entry in entries:
+        if not any(p.fullmatch(entry.name) for p in patterns):
+            continue
+        try:
+            if entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_mtime < before:
+                os.unlink(entry.path)
+        except OSError:
+            pass
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
@@ -56,7 +84,10 @@ def save_checkpoint(directory, cfg: LMConfig, vocab, step: TrainingStep, steps_d
                     data_index: int, state: dict | None = None) -> None:
     """Write config.json (when its content changed) and params.npz, each atomically. ``state``:
     the recurrent states to save, name -> (depth, S, n) (None: ``step.state``; data-parallel
-    training passes the global states, joined from every process's)."""
+    training passes the global states, joined from every process's). Once both are written,
+    the temporary files a writer killed mid-save left there are removed (older than this save's
+    start, of the writer's own temporary names only)."""
+    begun = time.time()
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     config = {"format": FORMAT, **cfg.to_json(), "vocab": json.loads(vocab.to_json())}
@@ -70,6 +101,7 @@ def save_checkpoint(directory, cfg: LMConfig, vocab, step: TrainingStep, steps_d
     arrays["step"] = np.array(steps_done, np.int64)
     arrays["data_index"] = np.array(data_index, np.int64)
     _atomic_write(d / PARAMS_FILE, lambda f: np.savez(f, **arrays))
+    _remove_stale_temps(d, begun)
 
 
 @dataclass
