@@ -58,6 +58,24 @@ def test_a_text_without_words_names_the_file(capsys, tmp_path):
     assert not (tmp_path / "ck").exists()
 
 
+def test_eval_on_another_text_notes_unknown_words(capsys, tmp_path, text_file):
+    """Regression: word-level eval on another corpus scored its words outside the vocabulary as
+    <unk> without the note char-level eval gives. On the checkpoint's own corpus there is none
+    (its test words outside the training split are <unk> by design)."""
+    ckpt = tmp_path / "ck"
+    assert train(capsys, text_file, ckpt, *WORD, steps=1)[0] == 0
+    other = tmp_path / "other.txt"
+    other.write_text("she was zebra and quux of the gnu\n" * 200, encoding="utf-8")
+    code, out, err = run(capsys, "eval", "--checkpoint", ckpt, "--corpus", other)
+    assert code == 0 and "perplexity" in out, err
+    share = float(re.fullmatch(r"note: ([\d.]+)% of the test split's words are not in the checkpoint's "
+                               r"vocabulary: they are scored as <unk>\n", err).group(1))
+    assert 30 < share < 40  # zebra, quux, gnu: 3 of the 9 tokens a line (the newline one)
+    for corpus in ((), ("--corpus", text_file)):
+        code, out, err = run(capsys, "eval", "--checkpoint", ckpt, *corpus)
+        assert code == 0 and err == "", err
+
+
 # ---- the chunked head -----------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def chunked(tmp_path_factory, text_file):

@@ -112,8 +112,12 @@ def run_eval(args) -> int:
     step = _compile(net, LMConfig(**{**cfg.to_json(), "window": 1, "streams": 1}), "cpu")
     _apply(ck, step, args.cell)
     unknown = float((ids == 0).mean())  # id 0 is <unk>
-    if cfg.level == "char" and unknown > 0.01:  # another text than the checkpoint's
-        print(f"note: {unknown:.1%} of the {args.split} split's characters are not in the checkpoint's "
+    # another text than the checkpoint's: any at char level; at word level only a --corpus of another
+    # file, as the checkpoint's own test and validation words outside its training split are <unk> too
+    other = cfg.level == "char" or (args.corpus is not None and canonical_corpus(args.corpus) != cfg.corpus)
+    if other and unknown > 0.01:
+        tokens = "characters" if cfg.level == "char" else "words"
+        print(f"note: {unknown:.1%} of the {args.split} split's {tokens} are not in the checkpoint's "
               f"vocabulary: they are scored as <unk>", file=sys.stderr)
     nats, count = evaluator(step.parameters, ids)
     print(f"{args.split} {describe_loss(nats, cfg.level)}  ({nats:.4f} nats/{unit(cfg.level)}, "
