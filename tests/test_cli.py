@@ -380,6 +380,36 @@ def test_eval_on_another_text_notes_unknown_characters(capsys, tmp_path, trained
     assert share > 50  # nothing of it is in the tiny word corpus's vocabulary but the space and newline
 
 
+def test_a_moved_corpus_file_says_to_give_corpus(capsys, tmp_path, text_file):
+    """Regression: when the corpus file a checkpoint records had moved, eval and train --resume said
+    only '<path>: no such file', and train --resume refused --corpus naming its new place."""
+    old, new = tmp_path / "a.txt", tmp_path / "b.txt"
+    old.write_bytes(text_file.read_bytes())
+    ckpt = tmp_path / "ck"
+    assert train(capsys, old, ckpt, steps=1)[0] == 0
+    old.rename(new)
+    code, _, err = run(capsys, "eval", "--checkpoint", ckpt)
+    assert_one_line_error(code, err, f"{old}: no such file (the checkpoint's corpus; give --corpus FILE)",
+                          exit_code=1)
+    code, _, err = run(capsys, "train", "--checkpoint", ckpt, "--resume", "--steps", 2, "--no-progress")
+    assert_one_line_error(code, err, f"{old}: no such file (the checkpoint's corpus; give --corpus FILE where it "
+                                     f"is now)", exit_code=1)
+    code, out, err = run(capsys, "eval", "--checkpoint", ckpt, "--corpus", new)
+    assert code == 0 and "bits/char" in out, err
+    other = tmp_path / "other.txt"  # not the text it was trained on: its vocabulary differs
+    other.write_text("ZQXJ 0123456789 ZQXJ\n" * 400, encoding="utf-8")
+    code, _, err = run(capsys, "train", "--checkpoint", ckpt, "--resume", "--steps", 2, "--no-progress",
+                       "--corpus", other)
+    assert_one_line_error(code, err, "has changed since the checkpoint (its vocabulary differs)", exit_code=1)
+    code, out, err = run(capsys, "train", "--checkpoint", ckpt, "--resume", "--steps", 2, "--no-progress",
+                         "--corpus", new)
+    assert code == 0 and f"resumed {ckpt} at step 1" in out, err
+    assert load_checkpoint(ckpt).config.corpus == str(new)  # its new place, recorded
+    code, _, err = run(capsys, "train", "--checkpoint", ckpt, "--resume", "--steps", 3, "--no-progress",
+                       "--corpus", text_file)  # the recorded file is there: another is refused as before
+    assert_one_line_error(code, err, f"trained with --corpus {new}, not {text_file}: drop --corpus", exit_code=1)
+
+
 def test_unknown_flag_is_one_line(capsys):
     code, _, err = run(capsys, "train", "--hiden", 8)
     assert_one_line_error(code, err, "--hiden", exit_code=2)

@@ -8,7 +8,8 @@ import re
 import sys
 
 from ..cellfile import checkpoint_cell
-from ..lm import CheckpointError, LMConfig, choose_chunk, unit
+from ..data import CorpusError
+from ..lm import CheckpointError, LMConfig, choose_chunk, load_corpus, unit
 from ..memory import available_device_bytes, available_host_bytes, check_fits, estimate
 from ..passes import schedule as build_schedule
 from ..runtime import compile as rg_compile
@@ -97,3 +98,11 @@ def _checkpoint_config(ck, override: str | None) -> LMConfig:
     if note:
         print(note, file=sys.stderr, flush=True)
     return dataclasses.replace(ck.config, cell=cell, cell_source=source)
+
+
+def _checkpoint_corpus(spec: str, hint: str):
+    """The corpus a checkpoint records (rnngraph.lm.load_corpus); when its file is gone, a
+    CorpusError saying that it is the checkpoint's, with ``hint`` (the flag that names another)."""
+    if spec != "austen" and not os.path.exists(spec):
+        raise CorpusError(f"{spec}: no such file (the checkpoint's corpus; {hint})")
+    return load_corpus(spec)

@@ -21,7 +21,7 @@ from .arguments import PROG, CLIError, Reported
 from .distributed_setup import (Processes, agree, any_process, first_process, in_process, join, leave, note_failure,
                                 peer_noted, sharded, wait_for_reporter)
 from .sigint import SigintGuard
-from .step_setup import _check_memory, _checkpoint_config, _chunked, _compile, _device, _footprint
+from .step_setup import _check_memory, _checkpoint_config, _checkpoint_corpus, _chunked, _compile, _device, _footprint
 from .train_config import DEFAULT_STEPS, _config_from_args, _resumed_config
 
 #: tokens of validation from which ``train`` says it is validating before it starts (on 2 CPU
@@ -132,7 +132,8 @@ class _Trainer:
                                f"choose another --checkpoint directory")
             cfg = _config_from_args(args)
         self._resolve_steps(cfg, ck)
-        self.corpus = corpus = load_corpus(cfg.corpus)
+        self.corpus = corpus = (load_corpus(cfg.corpus) if ck is None else
+                                _checkpoint_corpus(cfg.corpus, "give --corpus FILE where it is now"))
         self.vocab = build_vocab(cfg.level, corpus.train, cfg.max_words)
         if len(self.vocab) < 2:  # <unk> alone (a word-level text of spaces): the softmax needs 2 classes
             raise CorpusError(f"{corpus.name}: the training split has no {unit(cfg.level)}s (a vocabulary of "

@@ -3,6 +3,7 @@ its flags and defaults, a resumed run's from its checkpoint with the flags it ma
 from __future__ import annotations
 
 import argparse
+import os
 
 from ..precision import PRECISIONS
 from ..cellfile import canonical_cell, read_cell_source
@@ -48,7 +49,8 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("data (a resumed run takes these from the checkpoint too)")
     g.add_argument("--corpus", "--text", dest="corpus", metavar="austen|FILE",
                    help="'austen' (Jane Austen's novels; train on five, validate and test on halves of "
-                        f"Persuasion) or a UTF-8 text file (split 90/5/5 at word boundaries); --text FILE is the same "
+                        f"Persuasion) or a UTF-8 text file (split 90/5/5 at word boundaries); --text FILE is the same; "
+                        f"a resumed run takes it only where the checkpoint's file has moved (its new place) "
                         f"(default {d['corpus']})")
     g.add_argument("--level", choices=("char", "word"), help=f"tokens (default {d['level']})")
     g.add_argument("--max-words", metavar="N", type=positive_int,
@@ -153,6 +155,11 @@ def _config_from_args(args) -> LMConfig:
                     precision=precision)
 
 
+def _moved(corpus: str) -> bool:
+    """Whether a checkpoint's corpus is a file no longer there (a resumed run may name its new place)."""
+    return corpus != "austen" and not os.path.exists(corpus)
+
+
 def _mismatch(directory: str, flag: str, was, given) -> CheckpointError:
     """The error for a resumed run given ``flag`` with another value than its checkpoint's."""
     return CheckpointError(f"{directory}: the checkpoint was trained with {flag} {was}, not {given}: "
@@ -160,14 +167,17 @@ def _mismatch(directory: str, flag: str, was, given) -> CheckpointError:
 
 
 def _resumed_config(args, saved: LMConfig, directory: str) -> LMConfig:
-    """The checkpoint's config, with lr/weight decay/lr schedule/clip/dropout overridden where given;
-    CheckpointError when a flag that fixes shapes or the data layout disagrees with it."""
+    """The checkpoint's config, with lr/weight decay/lr schedule/clip/dropout overridden where given,
+    and the corpus where the checkpoint's file has moved and --corpus names it; CheckpointError
+    when a flag that fixes shapes or the data layout disagrees with it."""
     canon = {"cell": canonical_cell, "corpus": canonical_corpus}
     for name in LMConfig.FIXED:
         given = getattr(args, name)
         if given is None:
             continue
         given = canon.get(name, lambda v: v)(given)
+        if name == "corpus" and _moved(saved.corpus):  # its new place (the vocabulary is checked)
+            continue
         if given != getattr(saved, name):
             flag, was = "--" + name.replace("_", "-"), getattr(saved, name)
             if isinstance(was, bool):  # a switch: said as given or not
@@ -177,6 +187,8 @@ def _resumed_config(args, saved: LMConfig, directory: str) -> LMConfig:
             was = "unset (every word type)" if was is None and name == "max_words" else was
             raise _mismatch(directory, flag, was, given)
     cfg = LMConfig(**{**saved.to_json()})
+    if args.corpus is not None and _moved(saved.corpus):
+        cfg.corpus = canonical_corpus(args.corpus)
     if args.optimizer is not None and args.optimizer != saved.optimizer["name"]:
         raise _mismatch(directory, "--optimizer", saved.optimizer["name"], args.optimizer)
     _check_weight_decay(args, saved.optimizer["name"])
