@@ -186,7 +186,8 @@ def check_fits(need: Footprint, what: str, advice: str, host_available: int | No
                                    (need.gpu, gpu_available, "GPU memory", "the GPU has {} free")):
         if have is not None and est.total > have:
             raise NotEnoughMemory(
-                f"{what} needs about {format_bytes(est.total)} of {kind} (parameters, gradients and optimizer "
+                f"{what} needs {'about ' if est.total < MOST_SAID else ''}{format_bytes(est.total)} of {kind} "
+                f"(parameters, gradients and optimizer "
                 f"slots {format_bytes(est.model)}, activations and temporaries "
                 f"{format_bytes(est.activations + est.scratch)}); {there.format(format_bytes(have))}: {advice}")
 
@@ -224,9 +225,16 @@ def available_device_bytes() -> int | None:
         return None
 
 
+#: From this many bytes :func:`format_bytes` says ``more than 1,000 PiB`` (``--hidden 10**23``
+#: needs some 10**33 PiB: no machine comes near either).
+MOST_SAID = 1000 * 2**50
+
+
 def format_bytes(n: int) -> str:
     """``n`` bytes in binary units, 2 to 3 significant digits: ``512 B``, ``1.5 KiB``, ``23 GiB``,
-    ``1.2 TiB``."""
+    ``1.2 TiB``; from :data:`MOST_SAID` bytes ``more than 1,000 PiB``."""
+    if n >= MOST_SAID:
+        return "more than 1,000 PiB"
     value, unit = float(n), "B"
     for next_unit in ("KiB", "MiB", "GiB", "TiB", "PiB"):
         if value < 1024:
@@ -238,4 +246,4 @@ def format_bytes(n: int) -> str:
 
 
 __all__ = ["Estimate", "Footprint", "estimate", "NotEnoughMemory", "check_fits", "optimizer_slots", "parameter_elements", "available_host_bytes",
-           "available_device_bytes", "format_bytes", "ITEMSIZE"]
+           "available_device_bytes", "format_bytes", "ITEMSIZE", "MOST_SAID"]

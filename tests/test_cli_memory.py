@@ -45,6 +45,17 @@ def test_hidden_200000_fails_at_once_in_one_line(capsys, monkeypatch, text_file,
     assert format_bytes(20 * P) == "2.9 TiB"
 
 
+def test_an_absurd_size_says_more_than_1000_pib(capsys, monkeypatch, text_file, no_allocation):
+    """Regression: --hidden 99999999999999999999999 printed 'needs about 994759830064140217366544505634816
+    PiB' (and two more such figures)."""
+    monkeypatch.setattr(step_setup, "available_host_bytes", lambda: 23 * GiB)
+    code, _, err = run(capsys, "train", "--corpus", text_file, "--hidden", "9" * 23, "--device", "cpu",
+                       "--no-progress")
+    assert_one_line_error(code, err, " needs more than 1,000 PiB of memory (parameters, gradients and optimizer "
+                                     "slots more than 1,000 PiB, activations and temporaries more than 1,000 PiB); "
+                                     "this machine has 23 GiB available: lower --hidden", exit_code=1)
+
+
 def test_the_gpu_check_names_its_free_memory(capsys, monkeypatch, text_file, no_allocation):
     monkeypatch.setattr(step_setup, "available_host_bytes", lambda: 2**50)
     monkeypatch.setattr(step_setup, "available_device_bytes", lambda: GiB)

@@ -130,7 +130,9 @@ def test_estimates_add_up():
 
 
 @pytest.mark.parametrize("n, text", [(0, "0 B"), (1023, "1023 B"), (1536, "1.5 KiB"), (23 * 2**30, "23 GiB"),
-                                     (int(1.24 * 2**40), "1.2 TiB"), (512 * 2**20, "512 MiB")])
+                                     (int(1.24 * 2**40), "1.2 TiB"), (512 * 2**20, "512 MiB"),
+                                     (999 * 2**50, "999 PiB"), (1000 * 2**50, "more than 1,000 PiB"),
+                                     (10**60, "more than 1,000 PiB")])  # was a 45-digit number of PiB
 def test_format_bytes(n, text):
     assert memory.format_bytes(n) == text
 
