@@ -1,4 +1,5 @@
 """The command line checks the memory its steps will need before it allocates them (rnngraph.memory)."""
+import numpy as np
 import pytest
 
 import rnngraph.runtime as runtime
@@ -32,14 +33,15 @@ def test_hidden_200000_fails_at_once_in_one_line(capsys, monkeypatch, text_file,
     monkeypatch.setattr(step_setup, "available_host_bytes", lambda: 23 * GiB)
     code, out, err = run(capsys, "train", "--corpus", text_file, "--hidden", 200000, "--device", "cpu",
                          "--no-progress")
-    assert_one_line_error(code, err, "this machine has 23 GiB available: lower --hidden, --layers, --window or "
-                                     "--streams", exit_code=1)
-    assert err.startswith("rnngraph: error: --hidden 200000 --layers 1 --window 64 --streams 32 needs about ")
+    V, E, H = len(build_vocab("char", Corpus.from_file(text_file).train)), 32, 200000
+    assert_one_line_error(code, err, "this machine has 23 GiB available: lower --hidden", exit_code=1)
+    assert err.startswith(f"rnngraph: error: --hidden 200000 --embed 32 --layers 1 --window 64 --streams 32 with a "
+                          f"vocabulary of {V} chars needs about ")
+    assert err.endswith(": lower --hidden\n")  # --hidden alone: the others are small
     assert out == ""
     # by hand: embedding V x E, W 4H x E + 4H, U 4H x H + 4H, head V x H + V (E = 32, the default);
     # float32 parameters, gradients and Adam's m and v of the training step, and the
     # parameters of the validation step: 5 x 4 bytes each
-    V, E, H = len(build_vocab("char", Corpus.from_file(text_file).train)), 32, 200000
     P = V * E + 4 * H * E + 4 * H + 4 * H * H + 4 * H + V * H + V
     assert f"(parameters, gradients and optimizer slots {format_bytes(20 * P)}, " in err
     assert format_bytes(20 * P) == "2.9 TiB"
@@ -66,10 +68,42 @@ def test_the_gpu_check_names_its_free_memory(capsys, monkeypatch, text_file, no_
 
 
 def test_word_level_names_max_words_too(capsys, monkeypatch, text_file, no_allocation):
-    monkeypatch.setattr(step_setup, "available_host_bytes", lambda: 2**20)
+    """Where every size at its least would not fit either, the advice names them all."""
+    monkeypatch.setattr(step_setup, "available_host_bytes", lambda: 1024)
     code, _, err = run(capsys, "train", "--corpus", text_file, *TINY, "--level", "word", "--hidden", 2000)
-    assert_one_line_error(code, err, "this machine has 1.0 MiB available: lower --hidden, --layers, --max-words, "
-                                     "--window or --streams")
+    assert_one_line_error(code, err, "this machine has 1.0 KiB available: lower --hidden, --embed, --layers, "
+                                     "--max-words, --window or --streams")
+
+
+def test_the_advice_names_the_flag_that_takes_the_memory(capsys, monkeypatch, text_file, no_allocation):
+    """Regression: --embed 100000000 --hidden 8 (3.3 TiB, the embedding's) was told to lower --hidden,
+    --layers, --window or --streams, none of which could make it fit, and --embed was not named."""
+    monkeypatch.setattr(step_setup, "available_host_bytes", lambda: 23 * GiB)
+    code, _, err = run(capsys, "train", "--corpus", text_file, "--embed", 100000000, "--hidden", 8, "--steps", 1,
+                       "--device", "cpu", "--no-progress")
+    V = len(build_vocab("char", Corpus.from_file(text_file).train))
+    assert_one_line_error(code, err, f"--hidden 8 --embed 100000000 --layers 1 --window 64 --streams 32 with a "
+                                     f"vocabulary of {V} chars needs about ", " TiB of memory", exit_code=1)
+    assert err.endswith("; this machine has 23 GiB available: lower --embed\n")
+    # two that each take more than there is: both
+    code, _, err = run(capsys, "train", "--corpus", text_file, "--embed", 100000000, "--hidden", 200000,
+                       "--no-progress")
+    assert err.endswith(": lower --hidden and --embed\n") or err.endswith(": lower --embed and --hidden\n"), err
+
+
+def test_word_level_names_max_words_when_the_vocabulary_takes_the_memory(capsys, monkeypatch, tmp_path,
+                                                                         no_allocation):
+    """A vocabulary of 2,000 words at --hidden 8 --embed 4: its embedding, head and logits are the
+    memory, so --max-words is what to lower."""
+    rng = np.random.default_rng(0)
+    words = ["".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz"), 8)) for _ in range(2000)]
+    path = tmp_path / "many.txt"
+    path.write_text("\n".join(" ".join(words[i:i + 10]) for i in range(0, 2000, 10)) * 3 + "\n", encoding="utf-8")
+    monkeypatch.setattr(step_setup, "available_host_bytes", lambda: 256 * 2**10)
+    code, _, err = run(capsys, "train", "--corpus", path, *TINY, "--level", "word")
+    assert_one_line_error(code, err, "--hidden 8 --embed 4 --layers 1 --window 8 --streams 4 with a vocabulary of ",
+                          " words needs about ", "this machine has 256 KiB available: lower --max-words", exit_code=1)
+    assert err.endswith("lower --max-words\n")
 
 
 def test_sample_and_eval_check_before_compiling(capsys, monkeypatch, checkpoint, no_allocation):
@@ -88,7 +122,8 @@ def test_resuming_cannot_shrink_so_it_says_so(capsys, monkeypatch, tmp_path, tex
     assert train(capsys, text_file, ckpt, steps=1)[0] == 0
     monkeypatch.setattr(step_setup, "available_host_bytes", lambda: 1024)
     code, _, err = run(capsys, "train", "--checkpoint", ckpt, "--resume", "--steps", 2, "--no-progress")
-    assert_one_line_error(code, err, f"{ckpt} (--hidden 8 --layers 1 --window 8 --streams 4) needs about",
+    assert_one_line_error(code, err, f"{ckpt} (--hidden 8 --embed 4 --layers 1 --window 8 --streams 4 with a "
+                                     f"vocabulary of ", " chars) needs about",
                           "resume it on a machine with more memory")
 
 

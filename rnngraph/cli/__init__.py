@@ -18,8 +18,8 @@ memory their steps need (:mod:`rnngraph.memory`) and stop with that one line whe
 than the host has available (or the GPU has free).
 
 The package's modules: ``arguments.py`` (argparse pieces, :class:`Command`, :class:`CLIError`),
-``step_setup.py`` (what train, eval and sample share), ``train_config.py`` and ``train.py``
-(``train``), ``checkpoint_commands.py`` (``sample``, ``eval``), ``complete_command.py``
+``step_setup.py`` (what train, eval and sample share), ``train_config.py``, ``train_memory.py``
+and ``train.py`` (``train``), ``checkpoint_commands.py`` (``sample``, ``eval``), ``complete_command.py``
 (``complete``), ``schedule_command.py`` and ``bench_command.py``; this one lists the commands
 and runs them (:func:`main`).
 """

@@ -47,10 +47,22 @@ def _footprint(net, window: int, streams: int, dtype: str, device: str, training
     return estimate(build_schedule(net.graph, window, streams, dtype, None), device, training, slots)
 
 
+def _available(need) -> tuple:
+    """(host bytes available, GPU bytes free) against which ``need`` (a Footprint) is checked;
+    either None where unknown (the GPU's also where ``need`` takes none of it)."""
+    return available_host_bytes(), available_device_bytes() if need.gpu.total else None
+
+
+def _fits(need) -> bool:
+    """Whether ``need`` (a Footprint) fits the memory :func:`_available` finds (unknown: it does)."""
+    host, gpu = _available(need)
+    return (host is None or need.host.total <= host) and (gpu is None or need.gpu.total <= gpu)
+
+
 def _check_memory(need, what: str, advice: str) -> None:
     """NotEnoughMemory (one line naming ``what`` and ``advice``) when ``need`` (a Footprint) is
     more than this machine's available memory or the GPU's free memory."""
-    check_fits(need, what, advice, available_host_bytes(), available_device_bytes() if need.gpu.total else None)
+    check_fits(need, what, advice, *_available(need))
 
 
 def _apply(ck, step, override: str | None) -> None:

@@ -14,14 +14,14 @@ from ..cellfile import read_cell_source
 from ..data import CorpusError, batches
 from ..lm import (LN2, CheckpointError, Evaluator, LMConfig, build_network, build_vocab, has_checkpoint,
                   load_checkpoint, load_corpus, save_checkpoint, scheduled_lr, unit)
-from ..memory import optimizer_slots
 from ..optim import from_config
 from ..distributed import PeerFailure, global_state
 from .arguments import PROG, CLIError, Reported
 from .distributed_setup import (Processes, agree, any_process, first_process, in_process, join, leave, note_failure,
                                 peer_noted, sharded, wait_for_reporter)
 from .sigint import SigintGuard
-from .step_setup import _check_memory, _checkpoint_config, _checkpoint_corpus, _chunked, _compile, _device, _footprint
+from .step_setup import _check_memory, _checkpoint_config, _checkpoint_corpus, _chunked, _compile, _device, _fits
+from .train_memory import lowering_advice, sizes_words, training_need
 from .train_config import DEFAULT_STEPS, _config_from_args, _resumed_config
 
 #: tokens of validation from which ``train`` says it is validating before it starts (on 2 CPU
@@ -198,16 +198,19 @@ class _Trainer:
     def _check_fits(self, ck, device: str, eval_net) -> None:
         """NotEnoughMemory, before anything is allocated, when the training step and the validation
         step will not fit (rnngraph.memory's estimate)."""
-        cfg = self.cfg
-        need = (_footprint(self.net, cfg.window, cfg.streams, cfg.dtype, device, True, optimizer_slots(cfg.optimizer))
-                + _footprint(eval_net, *self.evaluator.shape(len(self.valid_ids)), cfg.dtype, device, False))
-        sizes = f"--hidden {cfg.hidden} --layers {cfg.layers} --window {cfg.window} --streams {cfg.streams}"
+        cfg, V, eval_streams = self.cfg, len(self.vocab), self.args.eval_streams
+        need = training_need(cfg, V, device, len(self.valid_ids), eval_streams, (self.net, eval_net))
+        if _fits(need):
+            return
+        sizes = sizes_words(cfg, V)
         if ck is not None:
             _check_memory(need, f"{self.ckdir} ({sizes})", "resume it on a machine with more memory (a resumed "
                                                             "run keeps the checkpoint's sizes)")
             return
-        words = ", --max-words" if cfg.level == "word" else ""
-        _check_memory(need, sizes, f"lower --hidden, --layers{words}, --window or --streams")
+        advice = lowering_advice(cfg, V, device, len(self.valid_ids), eval_streams, need)
+        if "--eval-streams" in advice:  # the validation step's streams: said with the sizes
+            sizes = sizes_words(cfg, V, eval_streams)
+        _check_memory(need, sizes, advice)
 
     def _resolve_steps(self, cfg: LMConfig, ck) -> None:
         """``args.steps`` when not given (a resumed cosine run: where its curve ends), and the
