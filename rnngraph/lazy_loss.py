@@ -5,12 +5,12 @@ at once with a :class:`LazyLoss`: the host is free to prepare the next window (r
 batches) while the GPU computes. The value is computed -- waiting for the GPU -- the first time
 it is read: ``float(loss)``, ``loss.item()`` (as for a torch tensor), formatting, arithmetic,
 comparisons, ``np.asarray(loss)``; or when the step is next used (its next ``train``, its
-``parameters``, ``state``, ``forward`` ...), which settles the previous call first; a next
-``train`` settles the call before the previous one and is enqueued behind the previous one
-(codegen/step.py ``CudaBackend.train``'s overlap; not with dropout or an LSH head). A call whose
+``parameters``, ``state``, ``forward`` ...), which settles it. The next ``train`` does not wait
+for it: it settles the call before it and is enqueued behind it (codegen/step.py
+``CudaBackend.train``'s overlap; not with dropout, an LSH head or data parallelism). A call whose
 loss or gradients were not finite raises its FloatingPointError (``nonfinite="raise"``) at
-that moment -- naming the step count -- and again at every read of its loss; the call enqueued
-behind it changed nothing, and its loss raises :class:`NotApplied`.
+that moment -- naming the step count -- and again at every read of its loss; in raise mode the
+call enqueued behind it changed nothing, and its loss raises :class:`NotApplied`.
 """
 from __future__ import annotations
 
@@ -50,6 +50,9 @@ class LazyLoss:
                 self._value = float(resolve())
             except FloatingPointError as e:
                 self._error = e
+            except BaseException:  # e.g. KeyboardInterrupt while waiting for the GPU: read it again later
+                self._resolve = resolve
+                raise
         if self._error is not None:
             raise self._error
         return self._value

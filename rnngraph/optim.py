@@ -23,6 +23,7 @@ class Optimizer:
         self.steps = 0
         self.on_save = None  # set by a device backend: copy its slots into ``slots`` before saving
         self.on_load = None  # ... and back to the device after loading
+        self.on_settle = None  # ... and wait for its unsettled calls, whose outcome changes ``steps``
 
     def config(self) -> dict:
         """Hyper-parameters, for checkpoints."""
@@ -38,6 +39,8 @@ class Optimizer:
 
     def load_state_dict(self, d: dict) -> None:
         """Restore what :meth:`state_dict` returned."""
+        if self.on_settle is not None:  # before ``steps`` is set: a call settled later would change it
+            self.on_settle()
         self.steps = int(d["steps"])
         self.slots = {k: np.array(v) for k, v in d.items() if k != "steps"}
         if self.on_load is not None:

@@ -165,6 +165,7 @@ class TrainingStep(StepFeed, StepState, TrainingOutcome):
         self.window, self.streams, self.schedule, self._ones, self._masked = T, S, sched, None, masked
         if self._cuda:
             self._cuda = backend
+            backend.own_optimizer_hooks()  # a checkpoint saves and loads through the current shape's
             backend.buf.refresh_transposed(backend.stream)  # the weights may have changed since it last ran
         else:
             self._executor = backend
@@ -210,9 +211,9 @@ class TrainingStep(StepFeed, StepState, TrainingOutcome):
         formatting, arithmetic) waits for the GPU when first read; a window whose loss or
         gradients are not finite raises FloatingPointError (``nonfinite="raise"``) then, or at the
         step's next use (``parameters``, ``state``, ``forward``, ``last_grad_norm``,
-        ``skipped_steps``, or the second ``train`` after it: without dropout or an LSH head the
-        next call is enqueued behind an unsettled one, and when that one fails it changes
-        nothing and its loss raises ``rg.NotApplied``), whichever comes first.
+        ``skipped_steps``, or the second ``train`` after it: without dropout, an LSH head or
+        data parallelism the next call is enqueued behind an unsettled one, and when that one
+        fails it changes nothing and its loss raises ``rg.NotApplied``), whichever comes first.
 
         targets: what the head takes (rnngraph.heads): class ids (T, S) for
         SoftmaxCrossEntropy, floats (T, S, n) for MSE, labels (S,) for SequenceClassifier.

@@ -1,8 +1,9 @@
 """A TrainingStep on the CUDA backend (rnngraph/codegen/step.py): its backends, one per compiled
 (T, S), and its training and forward calls.
 
-A training call enqueues its inputs' copies, settles the previous call (its step count seeds the
-dropout masks and Adam's bias correction), enqueues the step and returns a
+A training call enqueues its inputs' copies, settles the call before the previous one (the
+previous one too with dropout, whose masks its step count seeds, an LSH head or data
+parallelism), enqueues the step behind the previous call and returns a
 :class:`rnngraph.lazy_loss.LazyLoss`; the previous call's results reach
 the step through ``TrainingOutcome._cuda_finished`` (rnngraph/step_outcome.py). An
 ``rg.LSHSoftmax`` head's index and sparse loss: ``step._lsh``, rnngraph/codegen/lsh_step.py.

@@ -268,7 +268,7 @@ class _Trainer:
             x, y = next(self.data)
             self.lr = scheduled_lr(self.cfg, self.done)
             self.step.optimizer.lr = self.lr  # both backends read it at every update
-            loss = self.step.train(x, y)  # settles the previous window first: its error surfaces here
+            loss = self.step.train(x, y)  # settles an earlier window: its error may surface here
         except FloatingPointError:  # nothing changed; said in flags (the API's message names rg.compile options)
             raise NotFinite("its loss or gradients") from None
         self.train_time += time.perf_counter() - t0

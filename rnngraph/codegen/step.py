@@ -63,7 +63,19 @@ def _cupy_stream(cupy, stream):
 
 
 #: step scalars: 1/columns, the optimizer's three, the finite check's chain flag
-HYPER = 5
+STEP_SCALARS = 5
+
+
+class _Call:
+    """What the host knows of an unsettled training call: ``next``, the call enqueued behind it
+    with its finite check chained to this one's (raise mode); ``cancelled``, whether the device
+    withheld this call because the call before it failed."""
+
+    __slots__ = ("next", "cancelled")
+
+    def __init__(self):
+        self.next: _Call | None = None
+        self.cancelled = False
 
 
 def _settled(call: LazyLoss | None) -> FloatingPointError | None:
@@ -96,7 +108,7 @@ class CudaBackend:
         self._pending: LazyLoss | None = None  # the last training call until settled (see train)
         self._older: LazyLoss | None = None  # the call before it, still unsettled (train's overlap)
         self._calls = 0  # training calls enqueued: their parity picks the staging buffers of results
-        self._calls_by_loss: dict = {}  # id of an unsettled call's LazyLoss -> what chains to it
+        self._pending_call: _Call | None = None  # what the host knows of _pending
         self._loss_column = None  # the loss node's (T*S,) window, made at the first training call
         self.T, self.S = schedule.window, schedule.streams
         self.program = CudaProgram(schedule, stream=share.stream if share else None,
@@ -125,8 +137,8 @@ class CudaBackend:
         # the step's scalars: 1/columns, the optimizer's three, the finite check's chain flag (see
         # train); the host writes two rows before each replay, for the previous call finite or not,
         # and the finite check copies the one that holds into _hyper before the update reads it
-        self._hyper = cuda.to_device(np.zeros(HYPER, np.float32), stream=self.stream)
-        self._hyper_rows = cuda.to_device(np.zeros((2, HYPER), np.float32), stream=self.stream)
+        self._hyper = cuda.to_device(np.zeros(STEP_SCALARS, np.float32), stream=self.stream)
+        self._hyper_rows = cuda.to_device(np.zeros((2, STEP_SCALARS), np.float32), stream=self.stream)
         self._staging = Staging(self.stream)  # pinned buffers: inputs, step scalars, loss and sums out
         self._carry_scratch = {s.name: cuda.device_array_like(self.buf.V[s.node][:s.depth], stream=self.stream)
                                for s in self.g.states if self.T < s.depth}  # source and destination overlap
@@ -137,7 +149,7 @@ class CudaBackend:
         if share is not None and share.gradient_reducer is not None:
             self.set_gradient_reducer(share.gradient_reducer)
         self.last_finite, self.last_grad_norm = True, None
-        optimizer.on_save, optimizer.on_load = self._pull_slots, self._push_slots
+        self.own_optimizer_hooks()
         self.dropout, self.dropout_seed = mask_inputs(self.g), dropout_seed
         if self.dropout:
             masks_on_host()  # a bad RNNGRAPH_MASKS fails at compile time, named
@@ -145,6 +157,12 @@ class CudaBackend:
         self._curand = None  # see _device_rng: None until first asked, then a tuple or False
         self._every: CudaProgram | None = None  # the program storing every node (see forward)
         self.lsh = None  # an rg.LSHSoftmax head's sparse training loss (codegen/lsh_step.py), set by its step
+
+    def own_optimizer_hooks(self) -> None:
+        """Point the optimizer's save, load and settle hooks at this backend (the one of the
+        step's current (T, S): only it may have unsettled calls)."""
+        opt = self.optimizer
+        opt.on_save, opt.on_load, opt.on_settle = self._pull_slots, self._push_slots, self.settle
 
     def _slot_names(self, name: str) -> list[str]:
         return [f"m/{name}", f"v/{name}"] if isinstance(self.optimizer, Adam) else [f"momentum/{name}"]
@@ -368,7 +386,12 @@ class CudaBackend:
         failed one changes nothing; when that one is settled, this one is marked not applied
         (its loss raises :class:`rnngraph.lazy_loss.NotApplied` when read) and does not count."""
         self.settle(keep_last=overlap)
-        prev = self._pending if overlap and self._pending is not None and not self._pending.ready else None
+        prev = prev_call = None
+        if overlap and self._pending is not None and not self._pending.ready:
+            if self._pending_call.cancelled:  # withheld on the device: its outcome is known, settle it
+                self.settle()
+            else:
+                prev, prev_call = self._pending, self._pending_call
         self._older, self._pending = prev, None
         columns = self.T * self.S if columns is None else columns
         opt = self.optimizer
@@ -376,7 +399,7 @@ class CudaBackend:
         if inputs is not None:
             self._feed(inputs)
         reduce = self.gradient_reducer is not None
-        rows = np.zeros((2, HYPER), np.float32)  # the previous call finite (or settled), not finite
+        rows = np.zeros((2, STEP_SCALARS), np.float32)  # the previous call finite (or settled), not finite
         rows[:, 0] = (1.0 if reduce else 1.0 / columns) if columns else 0.0  # the loss gradient's seed
         rows[0, 1:4] = self._optimizer_scalars(opt.steps)
         rows[1, 1:4] = self._optimizer_scalars(opt.steps - 1) if prev is not None else rows[0, 1:4]
@@ -401,9 +424,9 @@ class CudaBackend:
         if self._loss_column is None:  # one view for every call: numba's slicing costs host time
             self._loss_column = self.buf.window(self.g.loss).reshape(self.T * self.S)
         losses = None if reduce else self._staging.to_host(last, self._loss_column)
-        call = {"next": None, "cancelled": False}  # "next": the call chained behind this one
+        call = _Call()
         if prev is not None and chain:
-            self._calls_by_loss[id(prev)]["next"] = call
+            prev_call.next = call
 
         def finish():
             if prev is not None and not prev.ready:  # calls are settled in order
@@ -411,11 +434,12 @@ class CudaBackend:
                     prev.item()
                 except FloatingPointError:  # its own error: raised to whoever settles or reads it
                     pass
-            self._calls_by_loss.pop(id(loss_out), None)
             self._staging.wait(last)  # this call's last copy: it has ended (a later one may run)
-            if call["cancelled"]:
-                raise NotApplied("training call not applied: the call enqueued before it had a non-finite loss or "
-                                 "gradient (its FloatingPointError was raised); this one changed nothing")
+            if call.cancelled:
+                self._cancel(call.next)  # chained behind this one: withheld on the device too
+                raise NotApplied(f"the training call after step {opt.steps} was not applied: the call enqueued "
+                                 f"before it had a non-finite loss or gradient (reading that call's loss raises "
+                                 f"its FloatingPointError); this one changed nothing")
             # the window's mean loss: the loss node summed over the window / ``columns`` (with
             # data parallelism: every process's sums over every process's columns)
             if reduce:
@@ -426,13 +450,16 @@ class CudaBackend:
             self.last_grad_norm = float(np.sqrt(sums[0]))
             if not self.last_finite:  # the kernels updated and carried nothing: the step did not happen
                 opt.steps -= 1
-                if call["next"] is not None:  # chained behind this one: the device withheld it too
-                    call["next"]["cancelled"] = True
-                    opt.steps -= 1
+                self._cancel(call.next)  # chained behind this one: the device withheld it too
             return loss if on_finish is None else on_finish(loss, self.last_finite, self.last_grad_norm)
-        loss_out = self._pending = LazyLoss(finish)
-        self._calls_by_loss[id(loss_out)] = call
-        return loss_out
+        self._pending, self._pending_call = LazyLoss(finish), call
+        return self._pending
+
+    def _cancel(self, call: _Call | None) -> None:
+        """Mark ``call`` (if any) withheld by the device and take its step back, once."""
+        if call is not None and not call.cancelled:
+            call.cancelled = True
+            self.optimizer.steps -= 1
 
     def _optimizer_scalars(self, steps: int) -> np.ndarray:
         """The optimizer's three step scalars (SGD's two and a 0) for a call that is step ``steps``."""
@@ -469,17 +496,26 @@ class CudaBackend:
         ``keep_last`` the last call may stay unsettled (see :meth:`train`'s overlap), unless an
         earlier one raised."""
         older, self._older = self._older, None
-        error = _settled(older)
+        try:
+            error = _settled(older)
+        except BaseException:  # e.g. KeyboardInterrupt while waiting: the call stays to be settled
+            self._older = older if older is not None and not older.ready else None
+            raise
         if error is not None or not keep_last:
             pending, self._pending = self._pending, None
-            error = error or _settled(pending)
+            try:
+                error = error or _settled(pending)
+            except BaseException:
+                self._pending = pending if pending is not None and not pending.ready else None
+                raise
         if error is not None:
             raise error
 
     def _step_launches(self) -> None:
         """Everything a training call launches after its inputs and scalars are in, on the step's
         stream: what the step's CUDA graph holds (so: no host copy, no allocation, no host
-        scalar that changes between calls -- those are read from ``_hyper``)."""
+        scalar that changes between calls -- those are read from ``_hyper_rows``, the row picked on
+        the device into ``_hyper``)."""
         self._backward_launches()
         self._update_launches()
 
