@@ -46,6 +46,18 @@ def _param_attr(name: str) -> str:
     return name.replace(".", "_")
 
 
+def _refuse_torch_func() -> None:
+    """NotImplementedError inside a torch.func transform (grad, vjp, jacrev, jacfwd, vmap), whose
+    wrapped tensors have no memory for the compiled kernels to read (torch's own error was
+    "Cannot access data pointer of Tensor that doesn't have storage")."""
+    stack = getattr(getattr(torch._C, "_functorch", None), "peek_interpreter_stack", None)
+    if stack is not None and stack() is not None:
+        raise NotImplementedError(
+            "rnngraph.torch.RNN does not run under torch.func transforms (grad, vjp, jacrev, jacfwd, vmap): its "
+            "compiled kernels read the tensors' memory; use torch.autograd (loss.backward(), torch.autograd.grad, "
+            "torch.autograd.functional.jacobian) and put a batch in B")
+
+
 class RNN(nn.Module):
     """A stack of ``layers`` rnngraph cells as a PyTorch module (nn.LSTM's conventions).
 
@@ -367,6 +379,7 @@ class RNN(nn.Module):
         sequence's state at its own length, h0 for a length of 0). B = 0 gives nn.LSTM's empty y
         and h_T without running anything. Raises ValueError / TypeError naming x, lengths or the
         state for a wrong shape, dtype or device (ShapeError, a ValueError, for T = 0)."""
+        _refuse_torch_func()
         packed = x if isinstance(x, PackedSequence) else None
         if packed is not None:
             if lengths is not None:

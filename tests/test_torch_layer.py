@@ -599,3 +599,20 @@ def test_from_torch_does_not_repeat_torchs_dropout_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert RNN.from_torch(lstm).dropout == 0.5
+
+
+@pytest.mark.parametrize("transform", ["grad", "jacrev", "vmap"])
+def test_torch_func_transforms_are_refused_by_name(transform):
+    """torch.func's wrapped tensors have no memory for the kernels (torch said only "Cannot access
+    data pointer of Tensor that doesn't have storage"); torch.autograd.functional.jacobian works."""
+    m = RNN("lstm", 3, input_size=2).double()
+    x = torch.randn(4, 2, 2, dtype=torch.float64)
+    run = {"grad": lambda: torch.func.grad(lambda v: m(v)[0].sum())(x),
+           "jacrev": lambda: torch.func.jacrev(lambda v: m(v)[0].sum(0))(x),
+           "vmap": lambda: torch.func.vmap(lambda v: m(v)[0])(x.unsqueeze(0))}[transform]
+    with pytest.raises(NotImplementedError, match="does not run under torch.func transforms"):
+        run()
+    jac = torch.autograd.functional.jacobian(lambda v: m(v)[0].sum(), x)
+    v = x.clone().requires_grad_()
+    m(v)[0].sum().backward()
+    torch.testing.assert_close(jac, v.grad)
