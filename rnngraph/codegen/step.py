@@ -39,6 +39,7 @@ from .device import as_device, have_cupy, stream_handle
 from .graphs import Replay
 from .host_copies import Staging
 from .program import CudaProgram, every_value_written
+from .unsettled_calls import Call, UnsettledCalls
 from .tuning import LoopTuning
 
 
@@ -66,32 +67,6 @@ def _cupy_stream(cupy, stream):
 STEP_SCALARS = 5
 
 
-class _Call:
-    """What the host knows of an unsettled training call: ``next``, the call enqueued behind it
-    with its finite check chained to this one's (raise mode); ``cancelled``, whether the device
-    withheld this call because the call before it failed."""
-
-    __slots__ = ("next", "cancelled")
-
-    def __init__(self):
-        self.next: _Call | None = None
-        self.cancelled = False
-
-
-def _settled(call: LazyLoss | None) -> FloatingPointError | None:
-    """Settle ``call`` (None: nothing) if it is not yet; its FloatingPointError, if it raised one
-    now (NotApplied excepted)."""
-    if call is None or call.ready:
-        return None
-    try:
-        call.item()
-    except NotApplied:
-        return None
-    except FloatingPointError as e:
-        return e
-    return None
-
-
 class CudaBackend:
     """Runs ``schedule`` on the GPU with ``optimizer`` (Adam or SGD) and optional ``clip_norm``.
     ``share``: the backend of another (T, S) of the same TrainingStep, whose stream, parameters
@@ -105,10 +80,8 @@ class CudaBackend:
         if not isinstance(optimizer, (SGD, Adam)):
             raise TypeError(f"the CUDA backend runs SGD and Adam, not {type(optimizer).__name__}")
         self.schedule, self.g = schedule, schedule.graph
-        self._pending: LazyLoss | None = None  # the last training call until settled (see train)
-        self._older: LazyLoss | None = None  # the call before it, still unsettled (train's overlap)
+        self._unsettled = UnsettledCalls(optimizer)  # the last training calls until settled (see train)
         self._calls = 0  # training calls enqueued: their parity picks the staging buffers of results
-        self._pending_call: _Call | None = None  # what the host knows of _pending
         self._loss_column = None  # the loss node's (T*S,) window, made at the first training call
         self.T, self.S = schedule.window, schedule.streams
         self.program = CudaProgram(schedule, stream=share.stream if share else None,
@@ -386,13 +359,7 @@ class CudaBackend:
         failed one changes nothing; when that one is settled, this one is marked not applied
         (its loss raises :class:`rnngraph.lazy_loss.NotApplied` when read) and does not count."""
         self.settle(keep_last=overlap)
-        prev = prev_call = None
-        if overlap and self._pending is not None and not self._pending.ready:
-            if self._pending_call.cancelled:  # withheld on the device: its outcome is known, settle it
-                self.settle()
-            else:
-                prev, prev_call = self._pending, self._pending_call
-        self._older, self._pending = prev, None
+        prev, prev_call = self._unsettled.previous(overlap)
         columns = self.T * self.S if columns is None else columns
         opt = self.optimizer
         opt.steps += 1
@@ -424,7 +391,7 @@ class CudaBackend:
         if self._loss_column is None:  # one view for every call: numba's slicing costs host time
             self._loss_column = self.buf.window(self.g.loss).reshape(self.T * self.S)
         losses = None if reduce else self._staging.to_host(last, self._loss_column)
-        call = _Call()
+        call = Call()
         if prev is not None and chain:
             prev_call.next = call
 
@@ -436,7 +403,7 @@ class CudaBackend:
                     pass
             self._staging.wait(last)  # this call's last copy: it has ended (a later one may run)
             if call.cancelled:
-                self._cancel(call.next)  # chained behind this one: withheld on the device too
+                self._unsettled.cancel(call.next)  # chained behind this one: withheld on the device too
                 raise NotApplied(f"the training call after step {opt.steps} was not applied: the call enqueued "
                                  f"before it had a non-finite loss or gradient (reading that call's loss raises "
                                  f"its FloatingPointError); this one changed nothing")
@@ -450,16 +417,11 @@ class CudaBackend:
             self.last_grad_norm = float(np.sqrt(sums[0]))
             if not self.last_finite:  # the kernels updated and carried nothing: the step did not happen
                 opt.steps -= 1
-                self._cancel(call.next)  # chained behind this one: the device withheld it too
+                self._unsettled.cancel(call.next)  # chained behind this one: the device withheld it too
             return loss if on_finish is None else on_finish(loss, self.last_finite, self.last_grad_norm)
-        self._pending, self._pending_call = LazyLoss(finish), call
-        return self._pending
-
-    def _cancel(self, call: _Call | None) -> None:
-        """Mark ``call`` (if any) withheld by the device and take its step back, once."""
-        if call is not None and not call.cancelled:
-            call.cancelled = True
-            self.optimizer.steps -= 1
+        loss_out = LazyLoss(finish)
+        self._unsettled.add(loss_out, call)
+        return loss_out
 
     def _optimizer_scalars(self, steps: int) -> np.ndarray:
         """The optimizer's three step scalars (SGD's two and a 0) for a call that is step ``steps``."""
@@ -495,21 +457,7 @@ class CudaBackend:
         (never :class:`rnngraph.lazy_loss.NotApplied`: that call's predecessor raised). With
         ``keep_last`` the last call may stay unsettled (see :meth:`train`'s overlap), unless an
         earlier one raised."""
-        older, self._older = self._older, None
-        try:
-            error = _settled(older)
-        except BaseException:  # e.g. KeyboardInterrupt while waiting: the call stays to be settled
-            self._older = older if older is not None and not older.ready else None
-            raise
-        if error is not None or not keep_last:
-            pending, self._pending = self._pending, None
-            try:
-                error = error or _settled(pending)
-            except BaseException:
-                self._pending = pending if pending is not None and not pending.ready else None
-                raise
-        if error is not None:
-            raise error
+        self._unsettled.settle(keep_last)
 
     def _step_launches(self) -> None:
         """Everything a training call launches after its inputs and scalars are in, on the step's
