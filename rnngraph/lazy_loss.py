@@ -7,7 +7,7 @@ it is read: ``float(loss)``, ``loss.item()`` (as for a torch tensor), formatting
 comparisons, ``np.asarray(loss)``; or when the step is next used (its next ``train``, its
 ``parameters``, ``state``, ``forward`` ...), which settles it. The next ``train`` does not wait
 for it: it settles the call before it and is enqueued behind it (codegen/step.py
-``CudaBackend.train``'s overlap; not with dropout, an LSH head or data parallelism). A call whose
+``CudaBackend.train``'s overlap; not with an LSH head, data parallelism, or dropout in skip mode). A call whose
 loss or gradients were not finite raises its FloatingPointError (``nonfinite="raise"``) at
 that moment -- naming the step count -- and again at every read of its loss; in raise mode the
 call enqueued behind it changed nothing, and its loss raises :class:`NotApplied`.

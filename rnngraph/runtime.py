@@ -211,9 +211,10 @@ class TrainingStep(StepFeed, StepState, TrainingOutcome):
         formatting, arithmetic) waits for the GPU when first read; a window whose loss or
         gradients are not finite raises FloatingPointError (``nonfinite="raise"``) then, or at the
         step's next use (``parameters``, ``state``, ``forward``, ``last_grad_norm``,
-        ``skipped_steps``, or the second ``train`` after it: without dropout, an LSH head or
-        data parallelism the next call is enqueued behind an unsettled one, and when that one
-        fails it changes nothing and its loss raises ``rg.NotApplied``), whichever comes first.
+        ``skipped_steps``, or the second ``train`` after it: without an LSH head, data
+        parallelism, or dropout in skip mode the next call is enqueued behind an unsettled one,
+        and when that one fails it changes nothing and its loss raises ``rg.NotApplied``),
+        whichever comes first.
 
         targets: what the head takes (rnngraph.heads): class ids (T, S) for
         SoftmaxCrossEntropy, floats (T, S, n) for MSE, labels (S,) for SequenceClassifier.

@@ -2,8 +2,8 @@
 (T, S), and its training and forward calls.
 
 A training call enqueues its inputs' copies, settles the call before the previous one (the
-previous one too with dropout, whose masks its step count seeds, an LSH head or data
-parallelism), enqueues the step behind the previous call and returns a
+previous one too with an LSH head, data parallelism, or dropout in skip mode, whose masks its
+step count seeds), enqueues the step behind the previous call and returns a
 :class:`rnngraph.lazy_loss.LazyLoss`; the previous call's results reach
 the step through ``TrainingOutcome._cuda_finished`` (rnngraph/step_outcome.py). An
 ``rg.LSHSoftmax`` head's index and sparse loss: ``step._lsh``, rnngraph/codegen/lsh_step.py.
@@ -30,13 +30,17 @@ def cuda_train(step, feed: dict):
     """One training call of ``step`` on its current CUDA backend; returns the LazyLoss."""
     backend = step._cuda
     # the previous call may still run while this one is enqueued (CudaBackend.train's overlap),
-    # except where the host needs its outcome first: the dropout masks are seeded by the step
-    # count, an LSH head's index by its clock, and a gradient reducer's all-reduce is a host call
-    overlap = not step.dropout and not step._lsh and backend.gradient_reducer is None
+    # except where the host needs its outcome first: an LSH head's index follows its clock, a
+    # gradient reducer's all-reduce is a host call, and the dropout masks are seeded by the step
+    # count -- which counts the previous call before its outcome is known: right when it counts,
+    # and in raise mode a call behind a failed one changes nothing, but in skip mode the call
+    # behind a skipped one would draw the masks of the step after its own
+    overlap = (not step._lsh and backend.gradient_reducer is None
+               and (not step.dropout or step.nonfinite == "raise"))
     backend.feed(feed)  # before waiting for a previous call: its inputs are then on the GPU when it ends
     backend.settle(keep_last=overlap)
     if step.dropout:
-        backend.train_masks(step.optimizer.steps)
+        backend.train_masks(step.optimizer.steps, keep_last=overlap)
     columns, on_finish = step._loss_columns(feed), step._cuda_finished
     if step._lsh:  # the index built or rebuilt on the clock, before the replay; the clock told when finite
         step._lsh.before_call(backend)

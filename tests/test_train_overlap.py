@@ -98,3 +98,17 @@ def test_loading_optimizer_state_settles_first_so_the_loaded_step_count_stays():
     step.train(*w[3])
     step.optimizer.load_state_dict(saved)
     assert step.optimizer.steps == 2
+
+
+def test_with_dropout_in_raise_mode_unread_calls_overlap_and_draw_the_masks_of_calls_read_one_by_one():
+    """Dropout's masks are seeded by the step count, which counts an unsettled call already:
+    right whenever it counts, and in raise mode a call behind a failed one changes nothing."""
+    def make():
+        net = rg.Sequential(rg.cells.gru(hidden=3), rg.Dropout(0.4), rg.cells.gru(hidden=3), rg.MSE(1), input_size=2)
+        return rg.compile(net, window=2, streams=2, device="cuda", optimizer=rg.Adam(lr=1e-2), seed=2)
+    batches = _windows(3)
+    ahead, one_by_one = make(), make()
+    unread = [ahead.train(x, y) for x, y in batches]
+    assert not unread[-1].ready and unread[0].ready  # enqueued behind an unsettled call
+    assert [float(v) for v in unread] == [float(one_by_one.train(x, y)) for x, y in batches]
+    _same_parameters(ahead, one_by_one)

@@ -227,12 +227,14 @@ class CudaBackend:
                 library.fill(self.buf.V[m], 1.0, stream=self.stream)
             self._masks_are_ones = True
 
-    def train_masks(self, step: int) -> None:
+    def train_masks(self, step: int, keep_last: bool = False) -> None:
         """Draw the masks of the training call that follows ``step`` earlier ones into their
         buffers (see the module docstring); mask k's seed is ``mask_seed(dropout_seed, step, k)``.
         With ``mask_shard = (lo, hi, total)`` (data parallelism: this process's streams of the
-        global S) the masks are the host's masks of the global batch, streams [lo, hi)."""
-        self.settle()
+        global S) the masks are the host's masks of the global batch, streams [lo, hi).
+        ``keep_last``: the last training call may still run (see :meth:`train`'s overlap): the
+        masks are written in stream order, after it has read its own."""
+        self.settle(keep_last=keep_last)
         self._masks_are_ones = False
         shard = self.mask_shard if self.mask_shard and self.mask_shard[1] - self.mask_shard[0] == self.S else None
         for k, (m, p) in enumerate(self.dropout.items()):
