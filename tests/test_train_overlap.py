@@ -5,6 +5,8 @@ import os
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import rnngraph as rg
 
@@ -112,3 +114,32 @@ def test_with_dropout_in_raise_mode_unread_calls_overlap_and_draw_the_masks_of_c
     assert not unread[-1].ready and unread[0].ready  # enqueued behind an unsettled call
     assert [float(v) for v in unread] == [float(one_by_one.train(x, y)) for x, y in batches]
     _same_parameters(ahead, one_by_one)
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@settings(max_examples=3, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.booleans(), st.booleans()), min_size=4, max_size=5))
+def test_skip_mode_any_calls_read_or_not_train_as_the_cpu_backend(calls):
+    """Skip mode: windows good or not finite (first of each pair), each loss read at once or
+    left (second): the step count, the skipped count and the parameters are the NumPy
+    backend's, whatever is left unsettled behind what."""
+    windows = _windows(len(calls))
+    for (bad, _), (x, _) in zip(calls, windows):
+        if bad:
+            x[0, 1, 0] = np.inf
+
+    def make(device):
+        net = rg.Sequential(rg.cells.gru(hidden=3), rg.MSE(1), input_size=2)
+        return rg.compile(net, window=2, streams=2, device=device, optimizer=rg.Adam(lr=1e-2), seed=1,
+                          nonfinite="skip")
+    gpu, cpu = make("cuda"), make("cpu")
+    losses = []
+    for (_, read), (x, y) in zip(calls, windows):
+        losses.append(gpu.train(x, y))
+        if read:
+            float(losses[-1])
+        cpu.train(x, y)
+    assert (gpu.optimizer.steps, gpu.skipped_steps) == (cpu.optimizer.steps, cpu.skipped_steps)
+    for name, value in cpu.parameters.items():
+        np.testing.assert_allclose(gpu.parameters[name], value, rtol=0, atol=1e-6, err_msg=name)
