@@ -29,7 +29,8 @@ class _Buffer:
 
     def __init__(self, shape, dtype, sim: bool, dev):
         self.host = np.empty(shape, dtype) if sim else cuda.pinned_array(shape, dtype)
-        self.event = None if sim else _check(_driver().cuEventCreate(_driver().CUevent_flags.CU_EVENT_DISABLE_TIMING))
+        self.drv = None if sim else _driver()
+        self.event = None if sim else _check(self.drv.cuEventCreate(self.drv.CUevent_flags.CU_EVENT_DISABLE_TIMING))
         self.dev = dev
         self.dev_ptr = None if sim else int(dev.__cuda_array_interface__["data"][0])
         self.host_ptr = None if sim else self.host.ctypes.data
@@ -37,11 +38,12 @@ class _Buffer:
     def wait(self) -> None:
         """Until the last copy from or into ``host`` has finished."""
         if self.event is not None:
-            _check(_driver().cuEventSynchronize(self.event))
+            _check(self.drv.cuEventSynchronize(self.event))
 
-    def record(self, drv, stream) -> None:
+    def record(self, stream) -> None:
+        """After the copies enqueued on ``stream`` (the driver's CUstream) so far."""
         if self.event is not None:
-            _check(drv.cuEventRecord(self.event, stream))
+            _check(self.drv.cuEventRecord(self.event, stream))
 
 
 class Staging:
@@ -81,7 +83,7 @@ class Staging:
             dst.copy_to_device(buf.host, stream=self.stream)
             return
         _check(self._drv.cuMemcpyHtoDAsync(buf.dev_ptr, buf.host_ptr, buf.host.nbytes, self._cu_stream))
-        buf.record(self._drv, self._cu_stream)
+        buf.record(self._cu_stream)
 
     def wait(self, key: str) -> None:
         """Until the last copy from or into ``key``'s buffer has finished (nothing in the
@@ -98,5 +100,5 @@ class Staging:
             src.copy_to_host(buf.host, stream=self.stream)
             return buf.host
         _check(self._drv.cuMemcpyDtoHAsync(buf.host_ptr, buf.dev_ptr, buf.host.nbytes, self._cu_stream))
-        buf.record(self._drv, self._cu_stream)
+        buf.record(self._cu_stream)
         return buf.host

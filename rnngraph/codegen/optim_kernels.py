@@ -227,12 +227,12 @@ def scale_by_reciprocal(x, src, index: int, *, stream=None):
 
 
 def copy_if(dst, src, ok, *, stream=None):
-    """``dst[...] = src`` when the int32 (1,) device flag ``ok`` holds 1 (None: always), else nothing; float32,
+    """``dst[...] = src`` when the int32 (1,) device flag ``ok`` holds 1, else nothing; float32,
     C-contiguous, the same number of elements, not overlapping. Returns dst."""
     df = _flat_f32("copy_if dst", dst, stream)
     sf = _flat_f32("copy_if src", src, stream, df.size)
     if df.size:
-        _launch_1d(copy_if_kernel, df.size, stream, df, sf, _flag(ok, stream))
+        _launch_1d(copy_if_kernel, df.size, stream, df, sf, as_device(ok, stream))
     return dst
 
 
@@ -297,10 +297,7 @@ def _device_hyper(hyper, stream):
     return _flat_f32("hyper", hyper, stream)
 
 
-#: constant device arrays per context: context -> an int32 (1,) holding 1 (updates without a
-#: finite check); ("no rows", context) -> float32 zeros (2, 1) and (1,) (all_finite without
-#: step scalars)
-_ALWAYS: dict = {}
+_ALWAYS: dict = {}  # context -> an int32 (1,) device array holding 1 (updates without a finite check)
 
 
 def _flag(ok, stream):
@@ -312,23 +309,14 @@ def _flag(ok, stream):
     return _ALWAYS[key]
 
 
-def all_finite(acc, ok, rows=None, hyper=None, *, stream=None):
+def all_finite(acc, ok, rows, hyper, *, stream=None):
     """``ok[0] = 1`` if every element of the float32 device array ``acc`` is finite, else 0
     (one thread; e.g. acc holding sums of squares of the gradients and of the losses); ok: an
-    int32 (1,) device array. rows, hyper: both None, or the step scalars' two rows (2, n) and
-    their destination (n,), n >= 1, float32 on the device: first ``hyper = rows[0]`` where ok[0]
-    (the previous call's flag) holds 1, else ``rows[1]``; a non-zero last element chains the
-    check to that flag (ok[0] = 0 also when it held 0). Without them a zero row is allocated
-    at the first such call (not inside a CUDA graph's capture). ValueError for one of rows and
-    hyper without the other, or of other shapes."""
+    int32 (1,) device array. rows, hyper: the step scalars' two rows (2, n) and their
+    destination (n,), n >= 1, float32 on the device: first ``hyper = rows[0]`` where ok[0] (the
+    previous call's flag) holds 1, else ``rows[1]``; a non-zero last element chains the check
+    to that flag (ok[0] = 0 also when it held 0). ValueError for rows and hyper of other shapes."""
     af = _flat_f32("all_finite acc", acc, stream)
-    if (rows is None) != (hyper is None):
-        raise ValueError("all_finite: give rows and hyper together, or neither")
-    if rows is None:
-        key = ("no rows", id(cuda.current_context()) if not in_simulator() else 0)
-        if key not in _ALWAYS:
-            _ALWAYS[key] = (cuda.to_device(np.zeros((2, 1), np.float32)), cuda.to_device(np.zeros(1, np.float32)))
-        rows, hyper = _ALWAYS[key]
     rows, hyper = as_device(rows, stream), _flat_f32("all_finite hyper", hyper, stream)
     if hyper.size < 1 or rows.shape != (2, hyper.size) or rows.dtype != np.float32 or not rows.is_c_contiguous():
         raise ValueError(f"all_finite rows: expected float32 (2, {hyper.size}), got {rows.dtype} {rows.shape}")
