@@ -4,10 +4,11 @@ Model: sparse features (F) -> H ReLU (codegen/sparse_input.py) -> C-way softmax 
 with Adam on the multi-label softmax cross-entropy (each sample's target spread over its labels);
 the same first layer for every rnngraph variant, only the output layer differs:
 
-  lsh            codegen/lsh_layer.py: DWTA hashing, active sets, sparse softmax, touched-rows Adam
+  lsh            codegen/lsh_layer.py: DWTA hashing, active sets, sparse softmax, touched-rows Adam;
+                 G-SLIDE's sets (LSHConfig(batch_labels=False))
   lsh-dense-adam the same with dense Adam over every row (G-SLIDE's optimizer)
-  lsh-batch-labels  lsh with LSHConfig(batch_labels=True): every sample's active set also holds
-                 its batch's labels (in-batch negatives; not G-SLIDE's), toward the same minimum
+  lsh-batch-labels  lsh with LSHConfig's default batch_labels=True: every sample's active set also
+                 holds its batch's labels (in-batch negatives; not G-SLIDE's), toward the same minimum
   dense-fp32     logits by cuBLAS SGEMM (codegen/gemm.py), codegen/lsh_sparse.py's dense_xent, SGEMMs back
   dense-bf16     the same with bf16 operands and fp32 accumulation (codegen/gemm_precision.py:
                  cublasGemmEx on bf16 copies made before each product); fp32 master weights, Adam in fp32

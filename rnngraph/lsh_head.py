@@ -141,5 +141,5 @@ class LSHSoftmax(SoftmaxCrossEntropy):
     def __repr__(self):
         c = self.config
         extra = "" if self.ignore_index is None else f", ignore_index={self.ignore_index}"
-        extra += ", batch_labels=True" if c.batch_labels else ""
+        extra += "" if c.batch_labels else ", batch_labels=False"   # G-SLIDE's sets, not the default
         return f"LSHSoftmax({self.classes}, K={c.K}, L={c.L}, min_active={c.min_active}{extra})"
