@@ -390,6 +390,28 @@ def test_lsh_gpu_smoke_runs_on_the_cpu(tmp_path):
     assert recs["dense-bf16"]["loss"][-1] != recs["dense-fp32"]["loss"][-1]  # the bf16 rounding shows
 
 
+@pytest.mark.slow  # about 20 s: three layers in the simulator
+def test_lsh_crossover_smoke_times_each_head_and_the_ratio(tmp_path):
+    """bench/lsh_crossover.py --smoke: one grid point, the LSH and both dense heads timed (at least
+    one step each), the LSH record's ratio to the dense bf16 step, the JSON written; bad grid
+    values are argparse's one-line errors."""
+    out = tmp_path / "crossover.json"
+    bench = load("lsh_crossover")
+    for bad in (["--classes", "0"], ["--hidden", "x"], ["--heads", "lsh,sparse"]):
+        with pytest.raises(SystemExit) as e:
+            bench.parse(bad)
+        assert e.value.code == 2
+    assert bench.parse(["--batch", "256,2240"]).batch == [256, 2240]
+    result = bench.main(["--smoke", "--out", str(out)])
+    saved = json.loads(out.read_text())
+    assert saved["benchmark"] == "lsh_crossover" and saved["grid"] == {"classes": [64], "hidden": [8], "batch": [4]}
+    recs = {r["head"]: r for r in result["records"]}
+    assert set(recs) == {"lsh", "dense-fp32", "dense-bf16"} and all("error" not in r for r in recs.values())
+    assert all(r["steps"] == 2 and r["samples"] == 8 and r["step_ms"] > 0 for r in recs.values())
+    assert recs["lsh"]["lsh_over_dense_bf16"] == pytest.approx(recs["lsh"]["step_ms"] / recs["dense-bf16"]["step_ms"])
+    assert recs["lsh"]["mean_active_per_batch"] >= 8 * 4   # min_active 8, batches of 4
+
+
 def test_word_lm_smoke_times_the_numpy_backend(tmp_path):
     """bench/word_lm.py --smoke: the NumPy backend's step on tiny shapes, tokens/s = T * S / step."""
     out = tmp_path / "word.json"
