@@ -49,6 +49,7 @@ Usage (GPU)::
     python3 bench/startup.py --models 2x512-s64 --steps 20 --profile /tmp/warm   # where a warm start goes
     python3 bench/startup.py --models 2x512-s64 --pycache-prefix /tmp/pyc   # with bytecode, as installed
     python3 bench/startup.py --models 2x512-s64 --pycache-prefix /tmp/pyc --absent scipy   # without SciPy
+    python3 bench/startup.py --models 2x512-s64 --precision tf32   # rnngraph's GEMMs on tensor cores too
 """
 from __future__ import annotations
 
@@ -98,11 +99,11 @@ class _Absent(importlib.abc.MetaPathFinder):
         return None
 
 
-def child_rnngraph(model: str, steps: int, profile: str | None = None) -> dict:
+def child_rnngraph(model: str, steps: int, profile: str | None = None, precision: str = "fp32") -> dict:
     """One fresh process: import, compile, first train, then ``steps`` timed steps. With ``profile``
     (a file name) the import, the compile and the first train run under cProfile -- all but the
     cell's tracing, which sets its own profile hook -- and the functions with the largest
-    cumulative time are written there."""
+    cumulative time are written there. ``precision`` is rg.compile's (fp32, tf32, bf16)."""
     import cProfile
     prof = cProfile.Profile() if profile else None
     if prof:
@@ -121,7 +122,8 @@ def child_rnngraph(model: str, steps: int, profile: str | None = None) -> dict:
     t_trace = time.perf_counter() - t_trace
     if prof:
         prof.enable()
-    step = rg.compile(net, window=T, streams=S, device="cuda", optimizer=rg.Adam(lr=2e-3), clip_norm=1.0, seed=0)
+    step = rg.compile(net, window=T, streams=S, device="cuda", optimizer=rg.Adam(lr=2e-3), clip_norm=1.0, seed=0,
+                      precision=precision)
     t_compile = time.perf_counter()
     x, y = _batch(model, 0)
     loss = float(step.train(x, y))
@@ -239,14 +241,17 @@ def main(argv=None) -> int:
                    help="packages rnngraph's processes are to run without, as where they are not installed (e.g. "
                         "scipy: the H200 image has it, rnngraph does not need it, and numba-cuda imports it when it "
                         "loads a kernel if it is there)")
+    p.add_argument("--precision", choices=("fp32", "tf32", "bf16"), default="fp32",
+                   help="rnngraph's precision (rg.compile's; default fp32): tf32 or bf16 put the once-per-window "
+                        "GEMMs on tensor cores, as torch's TF32-on run does for cuDNN's")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--torch-tf32", type=int, default=-1, help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.child:
         if a.absent:
             sys.meta_path.insert(0, _Absent(a.absent))
-        res = child_torch(a.child, a.steps, bool(a.torch_tf32)) if a.torch_tf32 >= 0 else child_rnngraph(a.child,
-                                                                                                       a.steps, a.profile)
+        res = (child_torch(a.child, a.steps, bool(a.torch_tf32)) if a.torch_tf32 >= 0
+               else child_rnngraph(a.child, a.steps, a.profile, a.precision))
         print(json.dumps(res))
         return 0
     models = a.models.split(",")
@@ -255,6 +260,7 @@ def main(argv=None) -> int:
         p.error(f"--models: unknown {bad}; known: {', '.join(MODELS)}")
     result = {"benchmark": "startup-and-step", "date": datetime.date.today().isoformat(),
               "command": " ".join([os.path.basename(__file__), *(argv or sys.argv[1:])]), "absent": a.absent,
+              "precision": a.precision,
               "models": {}}
     base_env = dict(os.environ)
     if a.pycache_prefix:
@@ -266,16 +272,16 @@ def main(argv=None) -> int:
             env = {**base_env, "RNNGRAPH_CACHE": os.path.join(tmp, "rg"), "NUMBA_CACHE_DIR": os.path.join(tmp, "nb"),
                    "PYTHONPATH": os.path.abspath(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
             rec = {"config": dict(zip(("cell", "layers", "hidden", "vocab", "embed", "window", "streams"), MODELS[m]))}
-            absent = ["--absent", *a.absent] if a.absent else []
-            rec["cold"] = _spawn(["--child", m, "--steps", "0", *absent], env)
-            rec["warm"] = _spawn(["--child", m, "--steps", str(a.steps), *absent], env)
+            child_flags = (["--absent", *a.absent] if a.absent else []) + ["--precision", a.precision]
+            rec["cold"] = _spawn(["--child", m, "--steps", "0", *child_flags], env)
+            rec["warm"] = _spawn(["--child", m, "--steps", str(a.steps), *child_flags], env)
             if a.profile:
                 rec["warm_profiled"] = _spawn(["--child", m, "--steps", "0", "--profile", f"{a.profile}-{m}.txt",
-                                               *absent], env)
+                                               *child_flags], env)
             if a.profile_cold:
                 with tempfile.TemporaryDirectory() as fresh:
                     rec["cold_profiled"] = _spawn(
-                        ["--child", m, "--steps", "0", "--profile", f"{a.profile_cold}-{m}.txt", *absent],
+                        ["--child", m, "--steps", "0", "--profile", f"{a.profile_cold}-{m}.txt", *child_flags],
                         {**env, "RNNGRAPH_CACHE": os.path.join(fresh, "rg"), "NUMBA_CACHE_DIR": os.path.join(fresh, "nb")})
             for tf32 in (0, 1):
                 rec[f"torch_tf32_{'on' if tf32 else 'off'}"] = _spawn(
@@ -284,7 +290,7 @@ def main(argv=None) -> int:
         if rec["warm"].get("step_ms") and best < float("inf"):
             rec["speedup_vs_faster_torch"] = best / rec["warm"]["step_ms"]
         result["models"][m] = rec
-        print(f"{m}: cold first call {rec['cold'].get('first_call_s', float('nan')):.1f} s "
+        print(f"{m} ({a.precision}): cold first call {rec['cold'].get('first_call_s', float('nan')):.1f} s "
               f"(process {rec['cold']['process_wall_s']:.1f} s, compiled {rec['cold'].get('compiled')}), "
               f"warm {rec['warm'].get('first_call_s', float('nan')):.1f} s (loaded {rec['warm'].get('loaded')}, "
               f"compiled {rec['warm'].get('compiled')}); step {rec['warm'].get('step_ms', float('nan')):.2f} ms, "
