@@ -47,15 +47,34 @@ SMOKE = dict(classes=[64], hidden=[8], batch=[4], steps=2, warmup=1, min_samples
              lsh=dict(K=2, L=2, bin_size=4, capacity=8, min_active=8, rebuild_every=8, redraw_every=16))
 
 
-def _ints(text: str) -> list[int]:
-    """A comma-separated list of positive ints (argparse type)."""
+def _ints(text: str, least: int = 1) -> list[int]:
+    """A comma-separated list of ints >= ``least`` (argparse type)."""
     try:
         values = [int(v) for v in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    if not values or min(values) < least:
+        raise argparse.ArgumentTypeError(f"expected {'positive integers' if least == 1 else f'integers >= {least}'}, "
+                                         f"got {text!r}")
     return values
+
+
+def _classes(text: str) -> list[int]:
+    """--classes: a comma-separated list of ints >= 2 (a softmax over one class is constant)."""
+    return _ints(text, least=2)
+
+
+def _at_least(least: int):
+    """An argparse type: one int >= ``least``."""
+    def parse_int(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {least}, got {text!r}")
+        return value
+    return parse_int
 
 
 def parse(argv=None) -> argparse.Namespace:
@@ -63,13 +82,13 @@ def parse(argv=None) -> argparse.Namespace:
     defaults); ``--smoke`` replaces the grid, the step counts and the config by SMOKE's."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--smoke", action="store_true", help="tiny shapes in numba's CUDA simulator")
-    ap.add_argument("--classes", type=_ints, default=[10_000, 100_000, 670_091], help="C values (comma-separated)")
+    ap.add_argument("--classes", type=_classes, default=[10_000, 100_000, 670_091], help="C values (comma-separated)")
     ap.add_argument("--hidden", type=_ints, default=[128, 512, 1024], help="H values")
     ap.add_argument("--batch", type=_ints, default=[256, 2240], help="samples a step (n values)")
     ap.add_argument("--heads", default=",".join(HEADS), help=f"of {', '.join(HEADS)}")
-    ap.add_argument("--steps", type=int, default=20, help="timed steps (more where --min-samples asks)")
-    ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--min-samples", type=int, default=25_600,
+    ap.add_argument("--steps", type=_at_least(1), default=20, help="timed steps (more where --min-samples asks)")
+    ap.add_argument("--warmup", type=_at_least(0), default=3)
+    ap.add_argument("--min-samples", type=_at_least(0), default=25_600,
                     help="timed samples at least (default: four rebuilds at --rebuild-every 6400)")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--K", type=int, default=6)
@@ -82,9 +101,12 @@ def parse(argv=None) -> argparse.Namespace:
     a = ap.parse_args(argv)
     unknown = [h for h in a.heads.split(",") if h not in HEADS]
     if unknown:
-        ap.error(f"--heads: unknown {', '.join(unknown)}; known: {', '.join(HEADS)}")
-    a.config = LSHConfig(K=a.K, L=a.L, min_active=a.min_active, rebuild_every=a.rebuild_every,
-                         redraw_every=a.redraw_every)
+        ap.error(f"--heads: unknown {', '.join(map(repr, unknown))}; known: {', '.join(HEADS)}")
+    try:
+        a.config = LSHConfig(K=a.K, L=a.L, min_active=a.min_active, rebuild_every=a.rebuild_every,
+                             redraw_every=a.redraw_every)
+    except ValueError as e:  # a bad LSH flag: one line, not a traceback
+        ap.error(f"{e} (the LSH flags --K, --L, --min-active, --rebuild-every, --redraw-every)")
     if a.smoke:
         for k, v in SMOKE.items():
             if k != "lsh":

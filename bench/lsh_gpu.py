@@ -90,8 +90,11 @@ def parse(argv=None) -> argparse.Namespace:
                          ">= ~1: long-tailed, where P@1 is meaningful")
     ap.add_argument("--out", default=None, help="JSON results file")
     a = ap.parse_args(argv)
-    a.config = LSHConfig(K=a.K, L=a.L, min_active=a.min_active, rebuild_every=a.rebuild_every,
-                         redraw_every=a.redraw_every)
+    try:
+        a.config = LSHConfig(K=a.K, L=a.L, min_active=a.min_active, rebuild_every=a.rebuild_every,
+                             redraw_every=a.redraw_every)
+    except ValueError as e:  # a bad LSH flag: one line, not a traceback
+        ap.error(f"{e} (the LSH flags --K, --L, --min-active, --rebuild-every, --redraw-every)")
     if a.smoke:
         for k, v in SMOKE.items():
             if k != "lsh":

@@ -390,6 +390,24 @@ def test_lsh_gpu_smoke_runs_on_the_cpu(tmp_path):
     assert recs["dense-bf16"]["loss"][-1] != recs["dense-fp32"]["loss"][-1]  # the bf16 rounding shows
 
 
+@pytest.mark.parametrize("script,bad", [
+    ("lsh_crossover", ["--steps", "0"]), ("lsh_crossover", ["--warmup", "-1"]),
+    ("lsh_crossover", ["--min-samples", "-1"]), ("lsh_crossover", ["--classes", "1"]),
+    ("lsh_crossover", ["--K", "0"]), ("lsh_crossover", ["--min-active", "-5"]),
+    ("lsh_crossover", ["--smoke", "--steps", "0"]), ("lsh_gpu", ["--K", "0"]), ("lsh_gpu", ["--rebuild-every", "0"]),
+])
+def test_lsh_bench_bad_counts_are_one_line_errors(script, bad, capsys):
+    """Regression: bench/lsh_crossover.py took --steps 0 (every point then a ZeroDivisionError
+    record), --warmup -1, --min-samples -1 and --classes 1 silently, and both LSH scripts ended a
+    bad LSH flag (--K 0) in a ValueError traceback; now argparse's exit 2 with one line."""
+    with pytest.raises(SystemExit) as e:
+        load(script).parse(bad)
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "error:" in err
+    assert bad[-2] in err or "LSHConfig" in err
+
+
 @pytest.mark.slow  # about 20 s: three layers in the simulator
 def test_lsh_crossover_smoke_times_each_head_and_the_ratio(tmp_path):
     """bench/lsh_crossover.py --smoke: one grid point, the LSH and both dense heads timed (at least
