@@ -3,10 +3,10 @@ against dense (cuBLAS fp32 and bf16), over a grid of classes C x hidden size H x
 
 An LSH layer touches about ``min_active`` classes a sample (plus the hashing, the active-set
 collection and, every ``rebuild_every`` samples, a rebuild of its tables from all C rows); a
-dense layer multiplies all C. So the LSH layer wins at large C and small H, and the H200's
+dense layer multiplies all C. So the LSH layer wins at large C and small H, and the GPU's
 tensor-core GEMM wins where C is small next to ``min_active`` or H is large. This script measures
 where, with the layers bench/lsh_gpu.py trains (its LSHHead and DenseHead, the same LSH flags and
-defaults):
+defaults; the LSH layer with G-SLIDE's sets, ``batch_labels=False``, as lsh_gpu.py's ``lsh`` variant):
 
 - inputs: random (n, H) float32 activations (|N(0, 1)|, as after a ReLU), one label a sample drawn
   uniformly from C, the same every step (seeded);

@@ -1,5 +1,5 @@
 """``rg.LSHSoftmax``: the LSH-sparsified output layer as the loss head of an ``rg.Sequential``
-(G-SLIDE, Pan et al., IEEE TPDS 2022; SLIDE, Chen et al., MLSys 2020), on the NumPy backend.
+(G-SLIDE, Pan et al., IEEE TPDS 2022; SLIDE, Chen et al., MLSys 2020), on both backends.
 
 The head traces one loss node ``head.loss`` (op ``lsh_softmax_xent``, rnngraph/ops_lsh.py) with
 the dense head's parameters ``head.W.weight`` (classes, n) and ``head.W.bias`` (classes,)
