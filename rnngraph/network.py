@@ -109,7 +109,7 @@ class Sequential:
             if isinstance(layer, Embedding) and k != 0:
                 raise GraphError(f"layer {k}: an Embedding must be the first layer")
             if isinstance(layer, Head) and k != len(layers) - 1:
-                raise GraphError(f"layer {k}: a {type(layer).__name__} head must be the last layer")
+                raise GraphError(f"layer {k}: the {type(layer).__name__} head must be the last layer")
             if not isinstance(layer, (Embedding, Head, Cell, Dropout, Bidirectional)):
                 hint = " (did you forget to call the cell, e.g. lstm(hidden=64)?)" if callable(layer) else ""
                 raise GraphError(f"layer {k}: {layer!r} is not a cell, rg.Embedding, rg.Dropout or a loss head "

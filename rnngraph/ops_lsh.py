@@ -55,14 +55,16 @@ def lsh_setting(g, node) -> tuple[int, int, int] | None:
 
 def lsh_text(g, node) -> str:
     """The schedule dump's note for a kernel of an LSH head: ``   [LSH: K=6 L=50 tables, min
-    active 1500 of V classes]`` (``+ the batch's labels`` added with ``batch_labels``), or ''
-    for any other node."""
+    active 1500 of V classes]`` (``+ the batch's labels`` added with ``batch_labels``; ``all V
+    classes active (min_active M)`` where M >= V), or '' for any other node."""
     found = lsh_setting(g, node)
     if found is None:
         return ""
     K, L, least = found
     classes = g.param_by_name[node.params[0]].shape[0]
     shared = " + the batch's labels" if node.attr.get("batch_labels") else ""
+    if least >= classes:   # the padding is capped at the classes: the head trains densely
+        return f"   [LSH: K={K} L={L} tables, all {classes} classes active (min_active {least}){shared}]"
     return f"   [LSH: K={K} L={L} tables, min active {least} of {classes} classes{shared}]"
 
 

@@ -62,7 +62,7 @@ def test_bad_head_arguments(make, match):
 
 
 def test_heads_must_be_last():
-    with pytest.raises(rg.GraphError, match="layer 0: a MSE head must be the last layer"):
+    with pytest.raises(rg.GraphError, match="layer 0: the MSE head must be the last layer"):
         rg.Sequential(rg.MSE(), rg.cells.lstm(hidden=H), input_size=I)
     with pytest.raises(rg.GraphError, match="a Dropout cannot follow the loss head"):
         rg.Sequential(rg.cells.lstm(hidden=H), rg.SequenceClassifier(C), rg.Dropout(0.5), input_size=I)

@@ -98,6 +98,11 @@ def test_schedule_dump_and_memory_show_the_lsh_head():
     head = rg.LSHSoftmax(V, FEW_ACTIVE)   # the batch's labels: the default
     assert repr(head) == "LSHSoftmax(11, K=2, L=2, min_active=3)"
     assert "[LSH: K=2 L=2 tables, min active 3 of 11 classes + the batch's labels]" in str(_step(head).schedule)
+    # regression: min_active 1500 over 11 classes read "min active 1500 of 11 classes"; the padding
+    # is capped at the classes, so every class is active
+    dense = rg.LSHSoftmax(V, dataclasses.replace(FEW_ACTIVE, min_active=1500))
+    assert "[LSH: K=2 L=2 tables, all 11 classes active (min_active 1500) + the batch's labels]" in \
+        str(_step(dense).schedule)
 
 
 @pytest.mark.parametrize("make,match", [
