@@ -83,8 +83,8 @@ bench/lm_gpu.sh (not yet measured here).
 
 LSH heads (issue 28): ``--impl rnngraph-lsh`` and ``rnngraph-lsh-batch-labels`` are the rnngraph
 model with an ``rg.LSHSoftmax(V, rg.LSHConfig(K=--lsh-K, L=--lsh-L, min_active=--lsh-min-active))``
-head instead of the dense softmax (the first with G-SLIDE's sets, ``batch_labels=False``; the second
-with the config's default ``batch_labels=True``: every column's active set also holds the window's
+head instead of the dense softmax, the first with ``batch_labels=False`` (G-SLIDE's sets), the second
+with ``batch_labels=True`` (every column's active set also holds the window's
 next words); the same windows, optimizer and dense evaluation, so their
 valid/test perplexities compare with the dense head's, while their ``train_ppl`` is over each
 column's active set (lower than the full softmax's). ``--vocab-size N`` (word level) makes the

@@ -70,8 +70,9 @@ class LSHSoftmax(SoftmaxCrossEntropy):
 
     Args:
         classes: V >= 2, the output neurons.
-        config: an :class:`rnngraph.lsh.LSHConfig`, or a dict of its fields (default: G-SLIDE's,
-            K = 6, L = 50, min active 1,500: tables of 6.8 GB; pass a small one for small problems).
+        config: an :class:`rnngraph.lsh.LSHConfig`, or a dict of its fields (default: G-SLIDE's
+            hashing, K = 6, L = 50, min active 1,500: tables of 6.8 GB, with the batch's labels in
+            every set, which G-SLIDE does not do; pass a small one for small problems).
         seed: seeds the hash functions, the padding order and draws (``np.random.default_rng``).
         ignore_index: None (default), or an integer in [-2**31, classes): as SoftmaxCrossEntropy's,
             columns whose target equals it add nothing to the loss or the gradients, the mean is

@@ -1,5 +1,6 @@
-"""The LSH output layer's settings, with G-SLIDE's defaults, and the clock that says when to
-rebuild the tables and redraw the bins.
+"""The LSH output layer's settings (G-SLIDE's defaults for the hashing, the tables and the
+schedule; the batch's labels in every active set, on by default, are not G-SLIDE's) and the clock
+that says when to rebuild the tables and redraw the bins.
 
 G-SLIDE (Pan et al., IEEE TPDS 2022; its ``amazon.json``): K = 6, L = 50, bins of 8, buckets
 of 128, a neuron active when it is in at least 1 of the sample's buckets, at least 1,500 active
