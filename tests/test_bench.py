@@ -416,18 +416,24 @@ def test_lsh_crossover_smoke_times_each_head_and_the_ratio(tmp_path):
     values are argparse's one-line errors."""
     out = tmp_path / "crossover.json"
     bench = load("lsh_crossover")
-    for bad in (["--classes", "0"], ["--hidden", "x"], ["--heads", "lsh,sparse"]):
+    for bad in (["--classes", "0"], ["--hidden", "x"], ["--heads", "lsh,sparse"], ["--steps", "-1"],
+                ["--steps", "0", "--min-samples", "0"], ["--K", "0"]):
         with pytest.raises(SystemExit) as e:
             bench.parse(bad)
         assert e.value.code == 2
     assert bench.parse(["--batch", "256,2240"]).batch == [256, 2240]
+    assert not bench.parse([]).config.batch_labels           # G-SLIDE's sets unless asked
+    assert bench.parse(["--smoke", "--batch-labels"]).config.batch_labels
     result = bench.main(["--smoke", "--out", str(out)])
     saved = json.loads(out.read_text())
     assert saved["benchmark"] == "lsh_crossover" and saved["grid"] == {"classes": [64], "hidden": [8], "batch": [4]}
+    assert saved["lsh_config"]["batch_labels"] is False      # which sets were timed is in the file
     recs = {r["head"]: r for r in result["records"]}
     assert set(recs) == {"lsh", "dense-fp32", "dense-bf16"} and all("error" not in r for r in recs.values())
     assert all(r["steps"] == 2 and r["samples"] == 8 and r["step_ms"] > 0 for r in recs.values())
     assert recs["lsh"]["lsh_over_dense_bf16"] == pytest.approx(recs["lsh"]["step_ms"] / recs["dense-bf16"]["step_ms"])
+    fastest = min(recs["dense-fp32"]["step_ms"], recs["dense-bf16"]["step_ms"])
+    assert recs["lsh"]["lsh_over_best_dense"] == pytest.approx(recs["lsh"]["step_ms"] / fastest)
     assert recs["lsh"]["mean_active_per_batch"] >= 8 * 4   # min_active 8, batches of 4
 
 
