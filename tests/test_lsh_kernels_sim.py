@@ -71,7 +71,7 @@ def device_sets(hasher, buckets, fill, x, labels, pad_order, *, min_active, thre
     array, its offsets shifted past them (absolute positions, as a slice of a whole split's)."""
     codes = hashed(x, hasher)
     n = len(x)
-    slots = K.table_slots(hasher.L, buckets.shape[2], min_active, max_labels)
+    slots = K.table_slots(hasher.L, buckets.shape[2], len(pad_order), min_active, max_labels)
     bound = K.set_bound(hasher.L, buckets.shape[2], len(pad_order), min_active, max_labels)
     ids = cuda.to_device(np.full(n * bound, -5, np.int32))
     offsets = cuda.to_device(np.zeros(n + 1, np.int64))

@@ -339,10 +339,12 @@ def set_bound(L: int, capacity: int, classes: int, min_active: int, max_labels: 
     return int(min(classes, max(min_active, L * capacity + max_labels)))
 
 
-def table_slots(L: int, capacity: int, min_active: int, max_labels: int) -> int:
-    """Slots of a sample's hash table: a power of two at least twice the most keys it may hold
-    (L * capacity bucket ids, the labels, the padding; ``max_labels`` as :func:`set_bound`'s)."""
-    most = L * capacity + max_labels + min_active
+def table_slots(L: int, capacity: int, classes: int, min_active: int, max_labels: int) -> int:
+    """Slots of a sample's hash table: a power of two at least twice the most keys it may hold,
+    the distinct class ids among L * capacity bucket ids, the labels and the padding, so at most
+    ``classes`` (with ``batch_labels`` the labels are the batch's, and without the cap the table
+    would grow with the batch at any number of classes); ``max_labels`` as :func:`set_bound`'s."""
+    most = min(classes, L * capacity + max_labels + min_active)
     return 1 << max(4, int(2 * most - 1).bit_length())
 
 

@@ -116,7 +116,7 @@ class DeviceLSHLayer:
         if n not in self._scratch:
             c, s = self.config, launch_stream(self.stream)
             labels = n * self.max_labels if c.batch_labels else self.max_labels
-            slots = lsh_kernels.table_slots(c.L, c.capacity, c.min_active, labels)
+            slots = lsh_kernels.table_slots(c.L, c.capacity, self.classes, c.min_active, labels)
             bound = lsh_kernels.set_bound(c.L, c.capacity, self.classes, c.min_active, labels)
             self._scratch[n] = dict(
                 codes=cuda.device_array((n, c.L), np.int32, stream=s),

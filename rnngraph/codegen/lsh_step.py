@@ -151,7 +151,7 @@ class DeviceLSHHead:
         if key not in self._scratch:
             c, n, s = self.head.config, call.loss.shape[0], call.stream
             labels = max(n, 1) if c.batch_labels else 1   # a column has one label (none when ignored)
-            slots = lsh_kernels.table_slots(c.L, c.capacity, c.min_active, labels)
+            slots = lsh_kernels.table_slots(c.L, c.capacity, self.classes, c.min_active, labels)
             bound = lsh_kernels.set_bound(c.L, c.capacity, self.classes, c.min_active, labels)
             self._scratch[key] = dict(
                 labels=cuda.device_array(max(n, 1), np.int32, stream=s),
