@@ -447,6 +447,26 @@ def test_word_lm_smoke_times_the_numpy_backend(tmp_path):
     assert cpu["impl"] == "rnngraph-numpy" and cpu["tokens_per_s"] == pytest.approx(3 * 2 / cpu["step_ms"] * 1e3)
 
 
+def test_startup_precision_reaches_rnngraphs_children_only(tmp_path, monkeypatch):
+    """bench/startup.py --precision: every rnngraph child gets it, the torch children (TF32 off / on)
+    do not, and the results file records it; a precision rg.compile does not know is argparse's
+    error."""
+    bench = load("startup")
+    spawned = []
+    monkeypatch.setattr(bench, "_spawn",
+                        lambda args, env: spawned.append(args) or {"step_ms": 2.0, "process_wall_s": 0.1})
+    out = tmp_path / "startup.json"
+    assert bench.main(["--models", "2x512-s64", "--steps", "1", "--precision", "tf32", "--out", str(out)]) == 0
+    rnngraph = [s for s in spawned if "--torch-tf32" not in s]
+    torch = [s for s in spawned if "--torch-tf32" in s]
+    assert len(rnngraph) == 2 and all(s[-2:] == ["--precision", "tf32"] for s in rnngraph)   # cold, warm
+    assert len(torch) == 2 and not any("--precision" in s for s in torch)
+    assert json.loads(out.read_text())["precision"] == "tf32"
+    with pytest.raises(SystemExit) as e:
+        bench.main(["--precision", "fp16"])
+    assert e.value.code == 2
+
+
 def test_startup_absent_hides_a_package_and_its_submodules():
     """bench/startup.py --absent: the children's import hook makes a package (and its submodules)
     fail to import as an uninstalled one does (numba-cuda's BLAS check catches ImportError), and
