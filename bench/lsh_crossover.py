@@ -6,7 +6,8 @@ collection and, every ``rebuild_every`` samples, a rebuild of its tables from al
 dense layer multiplies all C. So the LSH layer wins at large C and small H, and the GPU's
 tensor-core GEMM wins where C is small next to ``min_active`` or H is large. This script measures
 where, with the layers bench/lsh_gpu.py trains (its LSHHead and DenseHead, the same LSH flags and
-defaults; G-SLIDE's sets, ``batch_labels=False``, as lsh_gpu.py's ``lsh`` variant, unless ``--batch-labels``):
+defaults; G-SLIDE's sets, ``batch_labels=False``, LSHConfig's default and lsh_gpu.py's ``lsh`` variant,
+unless ``--batch-labels``):
 
 - inputs: random (n, H) float32 activations (|N(0, 1)|, as after a ReLU), one label a sample drawn
   uniformly from C, the same every step (seeded);
@@ -98,7 +99,7 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--rebuild-every", type=int, default=6400)
     ap.add_argument("--redraw-every", type=int, default=128_000)
     ap.add_argument("--batch-labels", action="store_true",
-                    help="the batch's labels in every LSH active set (LSHConfig's default; without it G-SLIDE's sets)")
+                    help="the batch's labels in every LSH active set (LSHConfig(batch_labels=True); without it G-SLIDE's sets, the default)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=None, help="JSON results file")
     a = ap.parse_args(argv)

@@ -7,7 +7,7 @@ the same first layer for every rnngraph variant, only the output layer differs:
   lsh            codegen/lsh_layer.py: DWTA hashing, active sets, sparse softmax, touched-rows Adam;
                  G-SLIDE's sets (LSHConfig(batch_labels=False))
   lsh-dense-adam the same with dense Adam over every row (G-SLIDE's optimizer)
-  lsh-batch-labels  lsh with LSHConfig's default batch_labels=True: every sample's active set also
+  lsh-batch-labels  lsh with LSHConfig(batch_labels=True): every sample's active set also
                  holds its batch's labels (in-batch negatives; not G-SLIDE's), toward the same minimum
   dense-fp32     logits by cuBLAS SGEMM (codegen/gemm.py), codegen/lsh_sparse.py's dense_xent, SGEMMs back
   dense-bf16     the same with bf16 operands and fp32 accumulation (codegen/gemm_precision.py:

@@ -71,8 +71,8 @@ class LSHSoftmax(SoftmaxCrossEntropy):
     Args:
         classes: V >= 2, the output neurons.
         config: an :class:`rnngraph.lsh.LSHConfig`, or a dict of its fields (default: G-SLIDE's
-            hashing, K = 6, L = 50, min active 1,500: tables of 6.8 GB, with the batch's labels in
-            every set, which G-SLIDE does not do; pass a small one for small problems).
+            K = 6, L = 50, min active 1,500: tables of 6.8 GB; pass a small one for small
+            problems; ``batch_labels=True`` adds the call's labels to every column's set).
         seed: seeds the hash functions, the padding order and draws (``np.random.default_rng``).
         ignore_index: None (default), or an integer in [-2**31, classes): as SoftmaxCrossEntropy's,
             columns whose target equals it add nothing to the loss or the gradients, the mean is
@@ -142,5 +142,5 @@ class LSHSoftmax(SoftmaxCrossEntropy):
     def __repr__(self):
         c = self.config
         extra = "" if self.ignore_index is None else f", ignore_index={self.ignore_index}"
-        extra += "" if c.batch_labels else ", batch_labels=False"   # G-SLIDE's sets, not the default
+        extra += ", batch_labels=True" if c.batch_labels else ""
         return f"LSHSoftmax({self.classes}, K={c.K}, L={c.L}, min_active={c.min_active}{extra})"

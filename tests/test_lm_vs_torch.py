@@ -218,8 +218,8 @@ def test_word_level_lsh_heads_over_a_padded_vocabulary(tmp_path, text_file, caps
     cfg, impls = res["config"], res["impls"]
     assert cfg["vocab"] == 300 and cfg["text_vocab"] == len(vocab) and cfg["rare_fraction"] == 0.02
     assert impls["rnngraph"]["head"] == "SoftmaxCrossEntropy(300)"
-    assert impls["rnngraph-lsh"]["head"] == "LSHSoftmax(300, K=2, L=2, min_active=10, batch_labels=False)"
-    assert impls["rnngraph-lsh-batch-labels"]["head"] == "LSHSoftmax(300, K=2, L=2, min_active=10)"
+    assert impls["rnngraph-lsh"]["head"] == "LSHSoftmax(300, K=2, L=2, min_active=10)"
+    assert impls["rnngraph-lsh-batch-labels"]["head"] == "LSHSoftmax(300, K=2, L=2, min_active=10, batch_labels=True)"
     digests = {r["data_sha256"] for r in impls.values()}
     assert len(digests) == 1  # the same windows, rare words included
     for r in impls.values():

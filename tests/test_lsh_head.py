@@ -88,21 +88,18 @@ def test_few_active_classes_touch_few_rows_and_evaluation_is_dense():
 
 
 def test_schedule_dump_and_memory_show_the_lsh_head():
-    step = _step(rg.LSHSoftmax(V, dataclasses.replace(FEW_ACTIVE, batch_labels=False)))  # G-SLIDE's sets
+    step = _step(rg.LSHSoftmax(V, FEW_ACTIVE))
     text = str(step.schedule)
     noted = [line for line in text.splitlines() if line.endswith("[LSH: K=2 L=2 tables, min active 3 of 11 classes]")]
     assert len(noted) == 2 and all(" loss       head.loss  <- " in line for line in noted)  # forward, backward
     assert estimate(step.schedule).host.scratch >= 3 * 8 * T * S * V  # the dense evaluation's logits
-    assert repr(rg.LSHSoftmax(V, dataclasses.replace(FEW_ACTIVE, batch_labels=False))) == \
-        "LSHSoftmax(11, K=2, L=2, min_active=3, batch_labels=False)"
-    head = rg.LSHSoftmax(V, FEW_ACTIVE)   # the batch's labels: the default
-    assert repr(head) == "LSHSoftmax(11, K=2, L=2, min_active=3)"
+    head = rg.LSHSoftmax(V, dataclasses.replace(FEW_ACTIVE, batch_labels=True))
+    assert repr(head) == "LSHSoftmax(11, K=2, L=2, min_active=3, batch_labels=True)"
     assert "[LSH: K=2 L=2 tables, min active 3 of 11 classes + the batch's labels]" in str(_step(head).schedule)
     # regression: min_active 1500 over 11 classes read "min active 1500 of 11 classes"; the padding
     # is capped at the classes, so every class is active
     dense = rg.LSHSoftmax(V, dataclasses.replace(FEW_ACTIVE, min_active=1500))
-    assert "[LSH: K=2 L=2 tables, all 11 classes active (min_active 1500) + the batch's labels]" in \
-        str(_step(dense).schedule)
+    assert "[LSH: K=2 L=2 tables, all 11 classes active (min_active 1500)]" in str(_step(dense).schedule)
 
 
 @pytest.mark.parametrize("make,match", [

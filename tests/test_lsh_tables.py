@@ -77,13 +77,10 @@ def test_table_errors_name_the_argument():
         t.build(DWTAHash.draw(8, K=1, L=3, bin_size=4), np.zeros((2, 8)))
 
 
-def test_config_has_g_slide_defaults_and_the_batch_labels():
-    """G-SLIDE's hashing and clock; the batch's labels in every active set (not G-SLIDE's), on by
-    default since it took P@1 from 0.752 to 0.887 at the same epoch time
-    (bench/results/h100-20261205-lsh-gpu-batch-labels-skew1.1.json)."""
+def test_config_has_g_slide_defaults():
     c = LSHConfig()
     assert (c.K, c.L, c.bin_size, c.capacity, c.threshold, c.min_active) == (6, 50, 8, 128, 1, 1500)
-    assert (c.rebuild_every, c.redraw_every, c.densify, c.batch_labels) == (6400, 128_000, False, True)
+    assert (c.rebuild_every, c.redraw_every, c.densify, c.batch_labels) == (6400, 128_000, False, False)
     assert c.bits == 18 and c.table_bytes() == 4 * 50 * 2**18 * 129
     with pytest.raises(AttributeError):
         c.K = 5

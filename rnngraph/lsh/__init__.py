@@ -6,8 +6,8 @@ What exists (NumPy, CPU; the specification the GPU kernels will be tested agains
   (V, d) into (N, L) int32 bucket ids, L tables of K hashes over random bins of 8 dimensions,
   optional densification of all-zero bins; :func:`bucket_bits` (K * bits <= 31 or an error).
 - ``config.py``: :class:`LSHConfig` (G-SLIDE's defaults: K = 6, L = 50, buckets of 128, a
-  rebuild every 6,400 samples, new bins every 128,000, at least 1,500 active neurons; not
-  G-SLIDE's: the batch's labels in every active set, ``batch_labels=False`` turns it off) and
+  rebuild every 6,400 samples, new bins every 128,000, at least 1,500 active neurons; beyond
+  G-SLIDE, ``batch_labels=True`` puts the batch's labels in every active set) and
   :class:`RebuildClock`.
 - ``tables.py``: :class:`BucketTables`, (L, 2**(K*bits), capacity) int32 buckets with fill
   counters, filled in order and overwritten oldest-first (a ring), rebuilt from the weights.

@@ -1,5 +1,5 @@
-"""The LSH output layer's settings (G-SLIDE's defaults for the hashing, the tables and the
-schedule; the batch's labels in every active set, on by default, are not G-SLIDE's) and the clock
+"""The LSH output layer's settings (G-SLIDE's defaults; the batch's labels in every active set,
+``batch_labels``, are an option beyond G-SLIDE) and the clock
 that says when to rebuild the tables and redraw the bins.
 
 G-SLIDE (Pan et al., IEEE TPDS 2022; its ``amazon.json``): K = 6, L = 50, bins of 8, buckets
@@ -37,13 +37,18 @@ class LSHConfig:
         batch_labels: in training, every sample's active set also holds the labels of all the
             samples of its batch (in-batch negatives, as sampled-softmax recommenders train:
             Yi et al., RecSys 2019); they count toward ``min_active``. Each sample's target is
-            still its own labels. On by default, though not G-SLIDE's algorithm (``False`` is
-            G-SLIDE's): on a long-tailed set random padding rarely draws the frequent labels as
-            negatives, so their logits are seldom pushed down; in-batch labels are negatives in
-            proportion to their frequency. Amazon-670K's shape with long-tailed labels, 3
-            epochs: P@1 0.887 against G-SLIDE's 0.752 and a dense bf16 layer's 0.863, at the same
-            epoch time as G-SLIDE's (bench/results/h100-20261205-lsh-gpu-batch-labels-skew1.1.json;
-            NumPy at 1/20 of the shape: cpu-20261204-lsh-batch-labels-p-at-1.txt).
+            still its own labels. Recommended for classification: on a long-tailed set random
+            padding rarely draws the frequent labels as negatives, so their logits are seldom
+            pushed down; in-batch labels are negatives in proportion to their frequency.
+            Amazon-670K's shape with long-tailed labels, batches of 256, 3 epochs: P@1 0.887
+            against G-SLIDE's 0.752 and a dense bf16 layer's 0.863, at the same epoch time as
+            G-SLIDE's (bench/results/h100-20261205-lsh-gpu-batch-labels-skew1.1.json; NumPy at
+            1/20 of the shape: cpu-20261204-lsh-batch-labels-p-at-1.txt). Off by default (G-SLIDE's
+            sets) because its cost grows with the square of the batch: each of n samples' sets
+            holds all n labels, so the sets' scratch and the sparse loss's work grow with n**2 --
+            an ``rg.LSHSoftmax`` head's batch is every column of a call (T * S): a word LM of
+            35 x 1024 columns at V = 100,000 would need about 50 GB of set scratch with it, 6.5
+            GB without.
 
     Raises:
         ValueError: naming the field: a count that is not a positive integer (Python's or
@@ -61,7 +66,7 @@ class LSHConfig:
     redraw_every: int = 128_000
     densify: bool = False
     max_probes: int = 100
-    batch_labels: bool = True
+    batch_labels: bool = False
 
     def __post_init__(self):
         for f in fields(self):
