@@ -140,3 +140,34 @@ def test_densified_hashing_is_refused_on_cuda_by_name():
     net = rg.Sequential(rg.cells.lstm(hidden=H), rg.LSHSoftmax(V, LSHConfig(K=1, L=1, densify=True)), input_size=I)
     with pytest.raises(GraphError, match=r"LSHSoftmax\(11, K=1, L=1, min_active=1500\): config.densify"):
         rg.compile(net, window=T, streams=S, device="cuda")
+
+
+@pytest.mark.parametrize("batch_labels,advice", [(True, r"grows with \(T \* S\)\*\*2: use LSHConfig\(batch_labels=False\)"),
+                                                 (False, r"use fewer columns a call \(T \* S\) or a smaller config")])
+def test_active_set_scratch_out_of_gpu_memory_is_a_one_line_memory_error(monkeypatch, batch_labels, advice):
+    """The GPU refusing the active sets' scratch (the driver's CUDA_ERROR_OUT_OF_MEMORY) is a
+    NotEnoughMemory naming the head, the columns and the bytes, with what to change (with the
+    batch's labels the scratch grows with the square of the columns), not numba's CudaAPIError;
+    another driver error passes through unchanged; nothing was trained."""
+    from numba.cuda.cudadrv.driver import CudaAPIError
+    from rnngraph.codegen.lsh_step import DeviceLSHHead
+    from rnngraph.memory import NotEnoughMemory
+
+    def refuse(*args):
+        raise CudaAPIError("[2] Call to cuMemAlloc results in CUDA_ERROR_OUT_OF_MEMORY")
+    step = _step(rg.LSHSoftmax(V, LSHConfig(K=2, L=2, bin_size=4, capacity=4, min_active=3,
+                                            batch_labels=batch_labels)))
+    before = step.parameters
+    monkeypatch.setattr(DeviceLSHHead, "_allocate", staticmethod(refuse))
+    x, y = _data(np.random.default_rng(0))
+    with pytest.raises(NotEnoughMemory, match=rf"LSHSoftmax\(11, .*\): the active sets of {T * S} columns need "
+                                              rf"about .* of GPU scratch, .*{advice}"):
+        float(step.train(x, y))
+    for name, value in step.parameters.items():
+        np.testing.assert_array_equal(value, before[name], err_msg=name)
+
+    def other(*args):
+        raise CudaAPIError("[700] CUDA_ERROR_ILLEGAL_ADDRESS")
+    monkeypatch.setattr(DeviceLSHHead, "_allocate", staticmethod(other))
+    with pytest.raises(CudaAPIError, match="ILLEGAL_ADDRESS"):
+        float(_step(rg.LSHSoftmax(V, LSHConfig(K=2, L=2, bin_size=4, capacity=4, min_active=3))).train(x, y))

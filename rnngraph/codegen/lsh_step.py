@@ -36,10 +36,16 @@ from contextlib import contextmanager
 
 import numpy as np
 from numba import cuda
+from numba.cuda.cudadrv.driver import CudaAPIError
 
 from ..errors import GraphError
 from ..lsh import DWTAHash, RebuildClock, draw_pad_order
+from ..memory import NotEnoughMemory, format_bytes
 from . import lsh_head_kernels, lsh_kernels, lsh_sparse
+
+
+#: CUDA_ERROR_OUT_OF_MEMORY, the driver's code for an allocation the GPU cannot give
+OUT_OF_MEMORY = 2
 
 
 class DeviceLSHIndex:
@@ -153,17 +159,36 @@ class DeviceLSHHead:
             labels = max(n, 1) if c.batch_labels else 1   # a column has one label (none when ignored)
             slots = lsh_kernels.table_slots(c.L, c.capacity, self.classes, c.min_active, labels)
             bound = lsh_kernels.set_bound(c.L, c.capacity, self.classes, c.min_active, labels)
-            self._scratch[key] = dict(
-                labels=cuda.device_array(max(n, 1), np.int32, stream=s),
-                label_offsets=cuda.device_array(n + 1, np.int64, stream=s),
-                codes=cuda.device_array((n, c.L), np.int32, stream=s),
-                keys=cuda.device_array((n, slots), np.int32, stream=s),
-                counts=cuda.device_array((n, slots), np.int32, stream=s),
-                sizes=cuda.device_array(n, np.int32, stream=s),
-                offsets=cuda.device_array(n + 1, np.int64, stream=s),
-                ids=cuda.device_array(max(n * bound, 1), np.int32, stream=s),
-                p=cuda.device_array(max(n * bound, 1), np.float32, stream=s))
+            try:
+                self._scratch[key] = self._allocate(n, c.L, slots, bound, s)
+            except CudaAPIError as exc:
+                if getattr(exc, "code", None) != OUT_OF_MEMORY and "OUT_OF_MEMORY" not in str(exc):
+                    raise
+                need = n * (2 * slots + 2 * bound + c.L) * 4
+                advice = (f"with batch_labels=True every column's set holds all {n:,} labels of the call, so "
+                          f"this grows with (T * S)**2: use LSHConfig(batch_labels=False) or fewer columns a call"
+                          if c.batch_labels else "use fewer columns a call (T * S) or a smaller config (L, capacity)")
+                raise NotEnoughMemory(f"{self.head!r}: the active sets of {n:,} columns need about "
+                                      f"{format_bytes(need)} of GPU scratch, more than the GPU could give "
+                                      f"({exc}); {advice}") from None
         return self._scratch[key]
+
+    @staticmethod
+    def _allocate(n: int, L: int, slots: int, bound: int, s) -> dict:
+        """The device arrays of one loss launch's active sets over ``n`` columns: (n, L) bucket
+        codes, hash tables of ``slots`` a column, sets of at most ``bound`` ids a column
+        (lsh_kernels.table_slots, set_bound), on stream ``s``. Raises numba's CudaAPIError where
+        the GPU cannot give them."""
+        return dict(
+            labels=cuda.device_array(max(n, 1), np.int32, stream=s),
+            label_offsets=cuda.device_array(n + 1, np.int64, stream=s),
+            codes=cuda.device_array((n, L), np.int32, stream=s),
+            keys=cuda.device_array((n, slots), np.int32, stream=s),
+            counts=cuda.device_array((n, slots), np.int32, stream=s),
+            sizes=cuda.device_array(n, np.int32, stream=s),
+            offsets=cuda.device_array(n + 1, np.int64, stream=s),
+            ids=cuda.device_array(max(n * bound, 1), np.int32, stream=s),
+            p=cuda.device_array(max(n * bound, 1), np.float32, stream=s))
 
     def _forward(self, call) -> None:
         (h, targets), (weight, bias), st = call.args, call.params, call.stream
