@@ -11,6 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 from cli_helpers import TINY, assert_one_line_error, run
+from rnngraph.lm import load_checkpoint
 from distributed_workers import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -161,3 +162,31 @@ def test_a_gloo_message_is_cut_to_its_first_sentence():
     assert short_cause("[../gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 5000ms for recv operation "
                        "to complete\nException raised from ...") == "Timed out waiting 5000ms for recv operation to complete"
     assert short_cause("x" * 300) == "x" * 157 + "..."
+
+
+def test_a_loss_that_is_not_finite_saves_the_last_good_step_of_every_process(capsys, tmp_path, text_file):
+    """Regression: with --distributed a non-finite window saved nothing (one process saved its last
+    good step); every process meets the same window (its loss and gradients are all-reduced), so
+    process 0 writes the step before it with every process's states (all 4 streams) and says
+    which step the directory holds."""
+    ckpt = tmp_path / "ck"
+    code, _, err = run(capsys, "train", "--corpus", text_file, *TINY, "--optimizer", "sgd", "--lr", "1e-3",
+                       "--steps", 2, "--checkpoint", ckpt)
+    assert code == 0, err
+    bad = torchrun(2, "--corpus", text_file, *TINY, "--steps", 20, "--lr", "1e38", "--clip", "0", "--checkpoint",
+                   ckpt, "--resume")
+    good = load_checkpoint(ckpt).step
+    assert good > 2
+    assert_one_error_line(bad, f"rnngraph: error: training step {good + 1:,}: its loss or gradients are not finite "
+                               f"(gradient norm {load_gradient_norm(bad.stderr)}): lower --lr or set --clip (a NaN or "
+                               f"inf in the text or the cell can do it too); the parameters are those of step "
+                               f"{good:,}; {ckpt} holds step {good:,}")
+    ck = load_checkpoint(ckpt)
+    assert ck.data_index == ck.optim["steps"] == good
+    assert {np.shape(v)[1] for v in ck.state.values()} == {int(TINY[TINY.index("--streams") + 1])}  # every stream
+
+
+def load_gradient_norm(stderr: str) -> str:
+    """The gradient norm a not-finite error line names (nan or inf), as printed."""
+    line = next(x for x in stderr.splitlines() if x.startswith("rnngraph: error: training step"))
+    return line.split("(gradient norm ", 1)[1].split(")", 1)[0]

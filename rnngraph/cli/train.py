@@ -294,12 +294,19 @@ class _Trainer:
         the first window after the last update. The step's update count is exact once the error
         has surfaced, and its parameters, optimizer slots and states are those of that update
         (on the GPU the loop's own count may be ahead: a window enqueued behind the bad one);
-        with --checkpoint (one process) they are saved first, and the message says which step the
-        directory holds. It suggests --clip only when clipping is off."""
+        with --checkpoint they are saved first (with --distributed by process 0, with every
+        process's states: every process meets the same window, whose loss and gradients are
+        all-reduced), and the message says which step the directory holds. It suggests --clip
+        only when clipping is off."""
         good = self.step.optimizer.steps
-        if self.ckdir and self.procs is None and good != self.saved_step and good > 0:
+        if self.ckdir and good != self.saved_step and good > 0:
             index = self.index - (self.done - good)  # the data position after that update
-            save_checkpoint(self.ckdir, self.cfg, self.vocab, self.step, good, index)
+            if self.procs is None:
+                save_checkpoint(self.ckdir, self.cfg, self.vocab, self.step, good, index)
+            else:
+                state = global_state(self.step)
+                if self.procs.rank == 0:
+                    save_checkpoint(self.ckdir, self.cfg, self.vocab, self.step, good, index, state)
             self.saved_step = good
         advice = "lower --lr" if self.cfg.clip else "lower --lr or set --clip"
         return NotFinite(what, f"training step {good + 1:,}: {what} are not finite (gradient norm "
