@@ -26,9 +26,9 @@ time: for millions of features and labels use the GPU layer of bench/lsh_gpu.py
 Where LSH pays, as measured on an H100 (bench/results/h100-20261205-lsh-crossover.json): from
 about 17,000-110,000 classes at 128 hidden units and 180,000-340,000 at 512-1,024; below that
 the dense head is faster. The small default here shows the API and the accuracy, not speed: on
-2 CPU cores it takes about a minute, P@1 0.572 with LSH against 0.507 dense (the most frequent
-label alone: 0.290), the NumPy backend's LSH epochs 19 s against the dense head's 1.3 s (its
-hashing and active sets run per sample in NumPy; on a GPU they are kernels).
+2 CPU cores it takes about 30 s, P@1 0.572 with LSH against 0.507 dense (the most frequent
+label alone: 0.290), the NumPy backend's LSH epochs 7.5 s against the dense head's 1.4 s (its
+gathers and scatters of the active rows are NumPy's; on a GPU they are kernels).
 """
 import argparse
 import time

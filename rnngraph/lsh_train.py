@@ -20,7 +20,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from .lsh import LSHIndex, Ragged
-from .lsh.sparse_layer import active_logits, segment_log_softmax
+from .lsh.sparse_layer import active_logits, add_rows_at, segment_log_softmax
 from .ops import REGISTRY, Op
 
 
@@ -102,8 +102,7 @@ class LSHTraining:
         active, t, p = self._kept[self._key(h, ids)].pop()
         rows, act = active.rows, active.ids
         dz = g[rows, 0] * (p * np.bincount(rows, weights=t, minlength=h.shape[0])[rows] - t)
-        gh, gw = np.zeros_like(h), np.zeros_like(w)
-        np.add.at(gh, rows, dz[:, None] * w[act])
-        np.add.at(gw, act, dz[:, None] * h[rows])
+        gh = add_rows_at(np.zeros_like(h), rows, dz[:, None] * w[act])
+        gw = add_rows_at(np.zeros_like(w), act, dz[:, None] * h[rows])
         gb = np.bincount(act, weights=dz, minlength=w.shape[0]).astype(b.dtype, copy=False)
         return [gh, None], [gw, gb]

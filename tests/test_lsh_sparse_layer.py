@@ -100,3 +100,24 @@ def test_errors_name_the_argument_and_the_sample():
         sparse_softmax_xent(x, w, b, Ragged.from_lists([[1], [2]]), Ragged.from_lists(LABELS))
     with pytest.raises(ValueError, match="x must be a 2-D float array"):
         sparse_softmax_xent(x.astype(int), w, b, active, Ragged.from_lists(LABELS))
+
+
+def test_add_rows_at_sums_as_ufunc_add_at():
+    """add_rows_at (a stable sort and np.add.reduceat, which replaced np.add.at's slow per-element
+    loop in the LSH backward) gives np.add.at's sums to rounding (reduceat's order within a row may
+    differ): repeated, unsorted and missing indices, float32 and float64; an empty index changes
+    nothing."""
+    from rnngraph.lsh.sparse_layer import add_rows_at
+    rng = np.random.default_rng(3)
+    for dtype in (np.float32, np.float64):
+        index = rng.integers(0, 7, 200)
+        index[index == 4] = 5                         # row 4 gets nothing
+        values = rng.normal(size=(200, 3)).astype(dtype)
+        want = np.zeros((7, 3), dtype)
+        np.add.at(want, index, values)
+        got = add_rows_at(np.zeros((7, 3), dtype), index, values)
+        np.testing.assert_allclose(got, want, rtol=1e-12 if dtype == np.float64 else 1e-5, atol=1e-12 if dtype ==
+                                   np.float64 else 1e-5)
+        assert got.dtype == dtype and not got[4].any()
+    out = np.ones((2, 3))
+    assert add_rows_at(out, np.zeros(0, np.int64), np.zeros((0, 3))) is out and (out == 1).all()

@@ -139,10 +139,24 @@ def sparse_softmax_xent(x, weight, bias, active: Ragged, labels: Ragged, backwar
         return SparseXent(loss, p, None, None, None, None)
     t_sum = np.bincount(rows, weights=t, minlength=n)
     dz = (p * t_sum[rows] - t) / max(n, 1)
-    dx = np.zeros_like(x)
-    np.add.at(dx, rows, dz[:, None] * weight[active.ids])
+    dx = add_rows_at(np.zeros_like(x), rows, dz[:, None] * weight[active.ids])
     touched, where = np.unique(active.ids, return_inverse=True)
-    dweight = np.zeros((touched.size, x.shape[1]), dtype=x.dtype)
-    np.add.at(dweight, where, dz[:, None] * x[rows])
+    dweight = add_rows_at(np.zeros((touched.size, x.shape[1]), dtype=x.dtype), where, dz[:, None] * x[rows])
     dbias = np.bincount(where, weights=dz, minlength=touched.size).astype(x.dtype)
     return SparseXent(loss, p, dx, touched.astype(np.int32), dweight, dbias)
+
+
+def add_rows_at(out: np.ndarray, index: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """``out[index[e]] += values[e]`` for every e, as ``np.add.at(out, index, values)`` (equal to
+    rounding: reduceat may sum a row's terms in another order), through one stable sort and
+    ``np.add.reduceat``: ``np.add.at``'s per-element loop took 7.9 of a 10 s training epoch of
+    examples/extreme_classification.py on the CPU.
+
+    out: (R, d); index: (E,) ints in [0, R); values: (E, d). Returns ``out`` (changed in place)."""
+    if index.size == 0:
+        return out
+    order = np.argsort(index, kind="stable")
+    sorted_index = index[order]
+    starts = np.flatnonzero(np.r_[True, sorted_index[1:] != sorted_index[:-1]])
+    out[sorted_index[starts]] += np.add.reduceat(values[order], starts, axis=0)
+    return out
