@@ -42,7 +42,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rnngraph.lsh import LSHConfig  # noqa: E402
+from lsh_gpu import add_lsh_flags, lsh_config  # noqa: E402
 
 HEADS = ("lsh", "dense-fp32", "dense-bf16")
 SMOKE = dict(classes=[64], hidden=[8], batch=[4], steps=2, warmup=1, min_samples=0,
@@ -93,11 +93,7 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--min-samples", type=_at_least(0), default=25_600,
                     help="timed samples at least (default: four rebuilds at --rebuild-every 6400)")
     ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--K", type=int, default=6)
-    ap.add_argument("--L", type=int, default=50)
-    ap.add_argument("--min-active", type=int, default=1500)
-    ap.add_argument("--rebuild-every", type=int, default=6400)
-    ap.add_argument("--redraw-every", type=int, default=128_000)
+    add_lsh_flags(ap)
     ap.add_argument("--batch-labels", action="store_true",
                     help="the batch's labels in every LSH active set (LSHConfig(batch_labels=True); without it G-SLIDE's sets, the default)")
     ap.add_argument("--seed", type=int, default=0)
@@ -106,16 +102,7 @@ def parse(argv=None) -> argparse.Namespace:
     unknown = [h for h in a.heads.split(",") if h not in HEADS]
     if unknown:
         ap.error(f"--heads: unknown {', '.join(map(repr, unknown))}; known: {', '.join(HEADS)}")
-    try:
-        a.config = LSHConfig(K=a.K, L=a.L, min_active=a.min_active, rebuild_every=a.rebuild_every,
-                             redraw_every=a.redraw_every, batch_labels=a.batch_labels)
-    except ValueError as e:  # a bad LSH flag: one line, not a traceback
-        ap.error(f"{e} (the LSH flags --K, --L, --min-active, --rebuild-every, --redraw-every)")
-    if a.smoke:
-        for k, v in SMOKE.items():
-            if k != "lsh":
-                setattr(a, k, v)
-        a.config = LSHConfig(**SMOKE["lsh"], batch_labels=a.batch_labels)
+    a.config = lsh_config(ap, a, SMOKE, batch_labels=a.batch_labels)
     return a
 
 

@@ -79,28 +79,42 @@ def parse(argv=None) -> argparse.Namespace:
     # not learn (loss 13.1 = ln(670,091) after 3 epochs, P@1 0.0000) where 1e-3 did
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--variants", default=",".join(VARIANTS))
-    ap.add_argument("--K", type=int, default=6)
-    ap.add_argument("--L", type=int, default=50)
-    ap.add_argument("--min-active", type=int, default=1500)
-    ap.add_argument("--rebuild-every", type=int, default=6400)
-    ap.add_argument("--redraw-every", type=int, default=128_000)
+    add_lsh_flags(ap)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--label-skew", type=_label_skew, default=0.0,
                     help="Zipf exponent of the label frequencies (xc_synthetic's label_skew); 0: uniform, "
                          ">= ~1: long-tailed, where P@1 is meaningful")
     ap.add_argument("--out", default=None, help="JSON results file")
     a = ap.parse_args(argv)
+    a.config = lsh_config(ap, a, SMOKE)
+    return a
+
+
+def add_lsh_flags(ap: argparse.ArgumentParser) -> None:
+    """The LSH config's flags, G-SLIDE's Amazon-670K values by default: --K, --L, --min-active,
+    --rebuild-every, --redraw-every (bench/lsh_crossover.py takes them too)."""
+    ap.add_argument("--K", type=int, default=6)
+    ap.add_argument("--L", type=int, default=50)
+    ap.add_argument("--min-active", type=int, default=1500)
+    ap.add_argument("--rebuild-every", type=int, default=6400)
+    ap.add_argument("--redraw-every", type=int, default=128_000)
+
+
+def lsh_config(ap: argparse.ArgumentParser, a: argparse.Namespace, smoke: dict, **fields) -> LSHConfig:
+    """The LSHConfig of :func:`add_lsh_flags`' flags in ``a`` (and ``fields``, e.g. batch_labels);
+    a bad value is argparse's one-line error naming the flags, --smoke or not. With ``a.smoke``,
+    ``smoke``'s values but "lsh" are then set on ``a`` and its "lsh" dict makes the config."""
     try:
-        a.config = LSHConfig(K=a.K, L=a.L, min_active=a.min_active, rebuild_every=a.rebuild_every,
-                             redraw_every=a.redraw_every)
+        config = LSHConfig(K=a.K, L=a.L, min_active=a.min_active, rebuild_every=a.rebuild_every,
+                           redraw_every=a.redraw_every, **fields)
     except ValueError as e:  # a bad LSH flag: one line, not a traceback
         ap.error(f"{e} (the LSH flags --K, --L, --min-active, --rebuild-every, --redraw-every)")
-    if a.smoke:
-        for k, v in SMOKE.items():
-            if k != "lsh":
-                setattr(a, k, v)
-        a.config = LSHConfig(**SMOKE["lsh"])
-    return a
+    if not a.smoke:
+        return config
+    for k, v in smoke.items():
+        if k != "lsh":
+            setattr(a, k, v)
+    return LSHConfig(**smoke["lsh"], **fields)
 
 
 # ---------------------------------------------------------------------------- data on the device
