@@ -159,12 +159,13 @@ class DeviceLSHHead:
             labels = max(n, 1) if c.batch_labels else 1   # a column has one label (none when ignored)
             slots = lsh_kernels.table_slots(c.L, c.capacity, self.classes, c.min_active, labels)
             bound = lsh_kernels.set_bound(c.L, c.capacity, self.classes, c.min_active, labels)
+            layout = self._layout(n, c.L, slots, bound)
             try:
-                self._scratch[key] = self._allocate(n, c.L, slots, bound, s)
+                self._scratch[key] = self._allocate(layout, s)
             except CudaAPIError as exc:
                 if getattr(exc, "code", None) != OUT_OF_MEMORY and "OUT_OF_MEMORY" not in str(exc):
                     raise
-                need = n * (2 * slots + 2 * bound + c.L) * 4
+                need = sum(int(np.prod(shape)) * np.dtype(dtype).itemsize for shape, dtype in layout.values())
                 advice = (f"with batch_labels=True every column's set holds all {n:,} labels of the call, so "
                           f"this grows with (T * S)**2: use LSHConfig(batch_labels=False) or fewer columns a call"
                           if c.batch_labels else "use fewer columns a call (T * S) or a smaller config (L, capacity)")
@@ -174,21 +175,19 @@ class DeviceLSHHead:
         return self._scratch[key]
 
     @staticmethod
-    def _allocate(n: int, L: int, slots: int, bound: int, s) -> dict:
-        """The device arrays of one loss launch's active sets over ``n`` columns: (n, L) bucket
-        codes, hash tables of ``slots`` a column, sets of at most ``bound`` ids a column
-        (lsh_kernels.table_slots, set_bound), on stream ``s``. Raises numba's CudaAPIError where
-        the GPU cannot give them."""
-        return dict(
-            labels=cuda.device_array(max(n, 1), np.int32, stream=s),
-            label_offsets=cuda.device_array(n + 1, np.int64, stream=s),
-            codes=cuda.device_array((n, L), np.int32, stream=s),
-            keys=cuda.device_array((n, slots), np.int32, stream=s),
-            counts=cuda.device_array((n, slots), np.int32, stream=s),
-            sizes=cuda.device_array(n, np.int32, stream=s),
-            offsets=cuda.device_array(n + 1, np.int64, stream=s),
-            ids=cuda.device_array(max(n * bound, 1), np.int32, stream=s),
-            p=cuda.device_array(max(n * bound, 1), np.float32, stream=s))
+    def _layout(n: int, L: int, slots: int, bound: int) -> dict:
+        """The device arrays of one loss launch's active sets over ``n`` columns, name -> (shape,
+        dtype): (n, L) bucket codes, hash tables of ``slots`` a column, sets of at most ``bound``
+        ids a column (lsh_kernels.table_slots, set_bound)."""
+        return dict(labels=(max(n, 1), np.int32), label_offsets=(n + 1, np.int64), codes=((n, L), np.int32),
+                    keys=((n, slots), np.int32), counts=((n, slots), np.int32), sizes=(n, np.int32),
+                    offsets=(n + 1, np.int64), ids=(max(n * bound, 1), np.int32), p=(max(n * bound, 1), np.float32))
+
+    @staticmethod
+    def _allocate(layout: dict, s) -> dict:
+        """The device arrays of ``layout`` (:meth:`_layout`'s) on stream ``s``. Raises numba's
+        CudaAPIError where the GPU cannot give them."""
+        return {name: cuda.device_array(shape, dtype, stream=s) for name, (shape, dtype) in layout.items()}
 
     def _forward(self, call) -> None:
         (h, targets), (weight, bias), st = call.args, call.params, call.stream
