@@ -30,7 +30,8 @@ the others edits of the generated text:
   fastmath      every function of the module compiled with fastmath=True (approximate exp, division)
 
 --files adds hand-written variants (Python files defining ``prof_fwd`` and/or ``prof_bwd`` with the
-generated kernel's parameters, recorded as ``file:STEM``; the S=1 LSTM's are made by
+generated kernel's parameters, and optionally ``DYNAMIC_SMEM``, the bytes of dynamic shared memory
+to launch them with, recorded as ``file:STEM``; the S=1 LSTM's are made by
 bench/experiments/lstm_s1_hand_variants/gen.py), --blocks another grid size. Each variant's record carries
 ``max_abs_diff_vs_full``: the largest difference of its arguments' values (the barrier counter's
 aside) after one launch from the generated kernel's (when ``full`` is among the variants, run
@@ -184,8 +185,11 @@ def profile(cell: str, S: int, variants, iters: int, T: int = 100, H: int = 512,
                 print(json.dumps(rec), flush=True)
                 records.append(rec)
                 continue
-            kern = getattr(module.load(text), name)
-            dyn = plan.dynamic_smem  # tensor-core weight rows in dynamic shared memory (codegen/loop_plan.py)
+            loaded = module.load(text)
+            kern = getattr(loaded, name)
+            # tensor-core weight rows in dynamic shared memory (codegen/loop_plan.py); a --files
+            # variant may ask for its own bytes with a module-level DYNAMIC_SMEM
+            dyn = getattr(loaded, "DYNAMIC_SMEM", plan.dynamic_smem)
             launch = lambda: kern[nblocks, threads, prog.stream, dyn](T, S, *arrays)  # noqa: E731
             try:
                 allow_dynamic_shared_memory(kern.compile(tuple(kern.typeof_pyval(a) for a in [T, S, *arrays])), dyn)
