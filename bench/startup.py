@@ -21,7 +21,7 @@ fresh processes of this script run one after the other:
   (``step_ms_unread``: mean, each batch made while the GPU runs the previous step);
 - ``torch``: the same model in PyTorch (bench/lm_vs_torch.py's TorchModel: nn.Embedding, nn.LSTM,
   nn.Linear, cross_entropy, Adam, clip_grad_norm_, ``loss.item()`` each step) with TF32 off and
-  on, median step time of ``--steps`` steps after 5 warm-up steps;
+  on, median step time of ``--steps`` steps (default 300) after 5 warm-up steps;
 - with ``--profile PREFIX``, one more warm process (``warm_profiled``) whose import, compile and first
   train run under cProfile, its table written to ``PREFIX-MODEL.txt``
   (bench/results/h200-20261203-startup-warm-profile-2x512-s64.txt: of a 3.1 s warm first call,
@@ -224,7 +224,9 @@ def precompile(prefix: str) -> float:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
-    p.add_argument("--steps", type=int, default=50)
+    # 300: PyTorch's S = 64 step is slower early in a run (H100: median 11.97 ms over 20 steps,
+    # 8.89 over 300; bench/results/h100-20261205-startup-and-step-s64-300-steps.json)
+    p.add_argument("--steps", type=int, default=300)
     p.add_argument("--out", help="results JSON")
     p.add_argument("--profile", metavar="PREFIX",
                    help="also run a third warm process under cProfile and write PREFIX-MODEL.txt (its times are "
