@@ -224,8 +224,9 @@ def precompile(prefix: str) -> float:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
-    # 300: PyTorch's S = 64 step is slower early in a run (H100: median 11.97 ms over 20 steps,
-    # 8.89 over 300; bench/results/h100-20261205-startup-and-step-s64-300-steps.json)
+    # 300: PyTorch's S = 64 step measured over more steps was shorter (H100: median 11.97 ms over
+    # 20 steps in one process, 8.89 over 300 in another;
+    # bench/results/h100-20261205-startup-and-step-s64-300-steps.json)
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--out", help="results JSON")
     p.add_argument("--profile", metavar="PREFIX",
