@@ -28,6 +28,8 @@ the others edits of the generated text:
                 then strength-reduce the index arithmetic and fix trip counts)
   lineinfo      the kernel as generated, compiled with line information (for ncu's source view)
   fastmath      every function of the module compiled with fastmath=True (approximate exp, division)
+  tiles         the kernel re-planned with LoopTuning tiles=1: its FFMA row loops as lane-owned tiles
+                (codegen/loop_tiles.py), against ``full`` in the same process and on the same values
 
 --files adds hand-written variants (Python files defining ``prof_fwd`` and/or ``prof_bwd`` with the
 generated kernel's parameters, and optionally ``DYNAMIC_SMEM``, the bytes of dynamic shared memory
@@ -77,7 +79,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # rnngraph from
 import numpy as np  # noqa: E402
 
 VARIANTS = ("full", "no-grid-sync", "sync-only", "no-gemm", "no-pointwise", "no-ln-sums", "no-vector-loads",
-            "uint64-indices", "constants", "fastmath", "lineinfo")
+            "uint64-indices", "constants", "fastmath", "lineinfo", "tiles")
 
 
 #: variant -> the constructs its kernel is generated without (LoopKernelPlan.knockout,
@@ -107,13 +109,19 @@ def _unsigned_indices(src: str) -> str:
     return re.sub(r"\b([A-Za-z_]\w*)\[([^\[\]]+)\]", wrap, src)
 
 
-def variant_source(g, plan, recompute: dict, name: str, T: int, S: int) -> str:
+def variant_source(g, plan, recompute: dict, name: str, T: int, S: int, precision: str = "fp32") -> str:
     """The generated module of ``plan`` (a LoopKernelPlan of graph ``g``; ``recompute``: the
     program's ``kernel_of``) as variant ``name``: the knock-outs and fastmath generated from the
-    plan, the other variants edits of the generated text."""
+    plan, ``tiles`` re-planned with LoopTuning ``tiles=1`` (its dynamic shared memory in the
+    module's ``DYNAMIC_SMEM``), the other variants edits of the generated text."""
     from dataclasses import replace
 
     from rnngraph.codegen.loop import emit_loop_kernel
+    if name == "tiles":
+        from rnngraph.codegen.loop_plan import plan_loop_kernel
+        tiled = plan_loop_kernel(g, plan.loop, plan.name, plan.coop, recompute, S, plan.nblocks,
+                                 plan.tuning.replace(tiles=1), plan.virtual_blocks, precision)
+        return f"DYNAMIC_SMEM = {tiled.dynamic_smem}\n" + emit_loop_kernel(g, tiled, recompute)[0]
     if name in KNOCKOUTS:
         plan = replace(plan, knockout=frozenset(KNOCKOUTS[name]))
     elif name == "fastmath":
@@ -173,7 +181,8 @@ def profile(cell: str, S: int, variants, iters: int, T: int = 100, H: int = 512,
         arrays = [zeroed[a] if a in zeroed else b.lookup(a) for a in plan.args[2:]]
         counters = list(zeroed.values())
         threads = max(prog.loop_threads.values())
-        texts = [(v, PRELUDE + "\n\n" + variant_source(g, plan, prog.kernel_of, v, T, S)) for v in variants]
+        texts = [(v, PRELUDE + "\n\n" + variant_source(g, plan, prog.kernel_of, v, T, S, prog.lib.loop_precision))
+                 for v in variants]
         texts += [(f"file:{Path(f).stem}", PRELUDE + "\n\n" + Path(f).read_text()) for f in files
                   if f"def {name}(" in Path(f).read_text()]
         saved = [a.copy_to_host() for a in arrays]  # each variant starts from these values

@@ -78,6 +78,18 @@ def test_inline_grid_barrier_matches_float64_reference(cell, layers, S):
     assert "grid_barrier(BAR, nblocks)" in step.kernels
 
 
+TILE_CASES = [("lstm", 1, 64), ("lstm", 4, 64), ("gru", 1, 64), ("layernorm_lstm", 1, 64), ("peephole_lstm", 1, 7)]
+
+
+@pytest.mark.parametrize("cell, layers, S", TILE_CASES, ids=[f"{c}-{n}l-s{s}" for c, n, s in TILE_CASES])
+def test_tiled_loops_match_float64_reference(cell, layers, S):
+    """tiles=1 (codegen/loop_tiles.py): 16-byte loads of the shared weight copies (aligned to 16
+    bytes) and of the vectors, the slices' partial sums in dynamic shared memory past the
+    weights' static 32 KiB at H = 512; S = 7 leaves lanes past the last stream."""
+    step = _check_against_float64(cell, layers, S, knobs="tiles=1")
+    assert "# tiled GEMM partial sums" in step.kernels and "load_f32x4_2d(sw" in step.kernels
+
+
 def _check_against_float64(cell, layers, S, factor=4, calls=1, knobs=""):
     """Train-step outputs and parameter gradients of the GPU against the float64 NumPy backend:
     each error (gradients relative to the parameter's largest) at most ``factor`` times float32

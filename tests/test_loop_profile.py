@@ -125,3 +125,12 @@ def test_no_gemm_variant_removes_the_split_partial_sums():
     assert "kp0[" not in out.split("cuda.shared.array")[-1] and "+= acc" not in out
     calls = lambda text: sum(line.strip().startswith("k3_bwd(") for line in text.splitlines())  # noqa: E731
     assert calls(out) == calls(src) == 1
+
+
+def test_tiles_variant_replans_the_loop_with_tiled_row_loops():
+    """tiles: the loop re-planned with LoopTuning tiles=1, the module led by its DYNAMIC_SMEM (the
+    bytes the launch gives it); the kernel as generated has none of it."""
+    for variant, src in _variants("lstm", 64, LoopTuning()):
+        out = variant("tiles")
+        assert "# tiled GEMM partial sums" in out and "# tiled GEMM partial sums" not in src
+        assert re.match(r"DYNAMIC_SMEM = \d+\n", out) and re.search(r"= mad_rows\d+\(ap", out)

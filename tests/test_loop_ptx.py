@@ -79,6 +79,8 @@ for cell, S, knob, *opts in json.loads(CONFIGS):  # opts: {"hidden": H, "tuning"
             f"{' lengths' if opts.get('lengths') else ''}{' pipelined' if tuning.pipeline else ''} {loop.name}"] = {
             "mma": re.findall(r"mma\.sync\.aligned\.[a-z0-9.]+", body),
             "v4_loads": len(re.findall(r"ld\.global\.v4\.f32", body)),
+            "shared_v4_loads": len(re.findall(r"ld\.shared\.v4\.f32", body)),
+            "tiled": src.count("# tiled GEMM partial sums"),
             "polled_in_loop": polled_in_loop(ptx), "fences": ptx.count("fence.acq_rel.gpu"),
             "red_release": ptx.count("red.release.gpu.global.add.u32"),
             "cg_syncs": ptx.count("cudaCGSynchronize,"), "nanosleep": ptx.count("nanosleep"),
@@ -147,6 +149,25 @@ def test_in_loop_product_index_arithmetic_is_folded(tmp_path):
     for name, (fma, other) in inner.items():
         bound = 0.6 if "H=512" in name else 1.5
         assert fma >= 32 and other <= bound * fma, (name, fma, other)
+
+
+@pytest.mark.slow
+def test_tiled_loop_kernels_compile_to_wide_loads(tmp_path):
+    """LoopTuning ``tiles=1`` (codegen/loop_tiles.py) at S = 64, H = 512: every loop kernel of the
+    four cells has tiled row loops, reads its weights from shared memory and its vectors from
+    global memory with 16-byte loads, and has no float64 instruction. The LSTM's trips: forward
+    two steps of 4 rows x 4 streams (8 shared and 8 global wide loads), backward four steps of 4
+    rows x 2 streams (16 and 8). (Their SASS: 172 instructions a trip, 128 of them FFMA, against
+    425 / 256 and 217 / 128 of the work items: bench/results/cpu-20261205-loop-tiles-sass.txt.)"""
+    cells = ("lstm", "peephole_lstm", "gru", "layernorm_lstm")
+    result = compile_loops([[cell, 64, 0, {"hidden": 512, "tuning": {"tiles": 1}}] for cell in cells], tmp_path)
+    assert len(result) == 8, sorted(result)
+    for name, r in result.items():
+        assert r["tiled"] >= 1 and r["f64"] == 0, (name, r)
+        assert r["v4_loads"] >= 1 and r["shared_v4_loads"] >= 1, (name, r)
+    lstm = "lstm S=64 barrier=0 H=512 fp32 mma=0 loop0"
+    assert (result[lstm]["shared_v4_loads"], result[lstm]["v4_loads"]) == (8, 8)
+    assert (result[lstm + " (backward)"]["shared_v4_loads"], result[lstm + " (backward)"]["v4_loads"]) == (16, 8)
 
 
 def test_f64_count_sees_a_float64_constant(tmp_path):

@@ -3,7 +3,7 @@
 - :func:`in_simulator`, :func:`have_cupy`: what this process can run on.
 - :func:`as_device`: any array to a numba device array, without copies or per-launch syncs for
   ``__cuda_array_interface__`` objects (CuPy, PyTorch).
-- :func:`allow_dynamic_shared_memory`: a kernel's opt-in to more than 48 KiB of it.
+- :func:`allow_dynamic_shared_memory`: a kernel's opt-in to its dynamic shared memory (past 48 KiB in all).
 - launch helpers (:func:`launch_stream`, :func:`flat`, :func:`blocks`, :func:`row_threads`,
   :func:`check`) that every launcher uses, so launch configurations live in one place;
   :func:`cached_scratch`, the float32 scratch arrays launchers keep between calls.
@@ -97,11 +97,13 @@ def stream_handle(stream) -> int:
 
 def allow_dynamic_shared_memory(compiled, nbytes: int) -> None:
     """Let the compiled kernel ``compiled`` (numba's ``_Kernel``, from ``dispatcher.compile``)
-    launch with ``nbytes`` of dynamic shared memory: past 48 KiB a kernel must opt in
-    (``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES``, CUDA Programming Guide, "Shared Memory";
-    the H200 allows 227 KiB a block, static and dynamic together). Nothing to do in the simulator
-    or for 48 KiB or less. Raises numba's CudaAPIError where the device cannot give that much."""
-    if nbytes <= 48 * 1024 or in_simulator():
+    launch with ``nbytes`` of dynamic shared memory: a kernel whose static and dynamic shared
+    memory together pass 48 KiB must opt in (``CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES``,
+    CUDA Programming Guide, "Shared Memory"; the H200 allows 227 KiB a block, static and dynamic
+    together), so any nonzero ``nbytes`` is allowed (a loop kernel's 32 KiB of tiled partial sums
+    beside its 32 KiB of static weight rows need it). Nothing to do in the simulator or for none.
+    Raises numba's CudaAPIError where the device cannot give that much."""
+    if nbytes <= 0 or in_simulator():
         return
     from numba.cuda.cudadrv.driver import binding, driver
 

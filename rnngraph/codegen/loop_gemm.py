@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from .loop_items import GemmRows
 from .loop_mma import emit_mma_rows
+from .loop_tiles import emit_tile_rows
 from .loop_pointwise import owned_row
 from .mad_rows import MAX_ROWS
 from .operand_rounding import ROUNDING
@@ -42,6 +43,9 @@ def emit_rows(src: Source, r: GemmRows, coop: bool, vector_loads: bool = True) -
     every word carries the tag row + 1 (:func:`emit_poll`), and takes the values from them.
     ``vector_loads`` False (a timing knock-out): an unflagged vector element is the first row's
     weight of the same step instead, already in a register."""
+    if r.tile is not None:
+        emit_tile_rows(src, r, coop, vector_loads)
+        return
     if r.mma:
         emit_mma_rows(src, r, vector_loads)
         if r.ksplit > 1:

@@ -18,13 +18,16 @@ class GemmTerm:
     buffer, row) where the vector is polled from flag words (passes/flag_exchange.py), else None.
     ``prepared``: the weight is read from a shared copy already in the tensor-core operand format
     (a WeightCopy with ``convert``: TF32-rounded floats, or bf16 pairs packed in uint32 words, {k}
-    then the pair's index)."""
+    then the pair's index). ``weight4``: the read of W's columns {k} .. {k} + 3 with one 16-byte
+    load (the tiled row loops' on the GPU, codegen/loop_tiles.py; "" where the weight's rows are
+    not aligned for it)."""
 
     weight: str
     array: str
     row: str
     flag: tuple | None
     prepared: bool = False
+    weight4: str = ""
 
     @property
     def vector(self) -> str:
@@ -34,6 +37,25 @@ class GemmTerm:
     def vector_at(self, row: str) -> str:
         """The read of the vector at {s}, {k} with its row expression held in the name ``row``."""
         return f"{self.array}[{row}, {{s}}, {{k}}]"
+
+
+@dataclass(frozen=True)
+class TileShape:
+    """A tiled row loop's layout (codegen/loop_tiles.py): warps of ``lanes`` lanes in ``groups``
+    row groups by lanes // groups stream groups; ``quarters`` warps cover the streams; a k slice
+    ``kslice`` columns (a multiple of 4); the partial sums' array of ``words`` floats, at word
+    ``offset`` of the dynamic shared memory (-1: an array of its own)."""
+
+    groups: int
+    lanes: int
+    quarters: int
+    kslice: int
+    words: int
+    offset: int = -1
+
+    @property
+    def stream_groups(self) -> int:
+        return self.lanes // self.groups
 
 
 @dataclass(frozen=True)
@@ -88,6 +110,7 @@ class GemmRows:
     swapped: bool = False
     skip: bool = False
     pipelined: bool = False
+    tile: TileShape | None = None
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ the ``loop_*.py`` modules it calls) only write what the plan says. What it decid
   2. then, in the order the kernel runs its work (level, stage, kernel), what each kernel asks
      for while something is left: a GEMM's weight rows (``sw<i>``, the block's owned rows, per
      member in order; a weight two GEMMs read the same way is copied once), then the split
-     partial sums of each of its row loops (``kp<i>``), and a backward layer-norm kernel's gain
+     partial sums of each of its row loops (``kp<i>``; a tiled row loop's ``kt<i>``, which on
+     the GPU may go to the dynamic shared memory), and a backward layer-norm kernel's gain
      and bias gradient sums (``Z<i>``, :class:`LocalGradSum`).
 
   What does not fit is read from global memory (weights), not split (K-split) or summed with
@@ -38,9 +39,11 @@ from ..lengths import length_inputs
 from ..ops import is_row_reduction
 from ..passes.ownership import kernel_unit, level_unit
 from ..schedule import Kernel, Loop
-from .loop_items import GemmItem, GemmRows, GemmTerm, LevelPlan, PointwiseItem, RowSums, StagePlan
+from .loop_items import GemmItem, GemmRows, GemmTerm, LevelPlan, PointwiseItem, RowSums, StagePlan, TileShape
 from .loop_pointwise import made, pointwise_emitter
 from .loop_prefetch import prefetch_plans
+from .loop_tiles import TILE_STEP
+from .mad_rows import MAX_ROWS
 from .pointwise import STREAM_ORDER, VALID_STREAMS, Names, buffer_key, local_grad
 from .tuning import LoopTuning
 
@@ -51,6 +54,14 @@ GEMM_ACCUMULATORS = 32
 LN_SMEM_FLOATS = 5
 #: threads a simulated block runs with (codegen/program.py launches the simulator's loop kernels so)
 SIM_THREADS = 8
+#: a tiled row loop's rows a lane at most, its partial sums a lane at most (rows x streams), and
+#: the FMAs of a trip at most (codegen/loop_tiles.py): ``tuning.unroll`` steps of 4 columns a trip,
+#: no more than make this many. Static SASS of the H = 512 S = 64 LSTM's loops (ptxas, 128
+#: registers), instructions a FMA in the products' trip: forward (4 x 4 a lane, 64 FMAs a step)
+#: 1.77 with one step a trip, 1.41 with two, 1.24 with four but spilling; with two and the trips
+#: counted as a constant, 1.34, and the backward (4 x 2, 32 a step) with four, 1.34
+#: (bench/results/cpu-20261205-loop-tiles-sass.txt)
+TILE_ROWS, TILE_ACCUMULATORS, TILE_TRIP_FMAS = 4, 16, 128
 
 
 def mma_row_words(words: int) -> int:
@@ -91,7 +102,8 @@ BARRIER_FUNCTIONS = {1: "grid_barrier", 2: "grid_barrier_backoff", 3: "grid_barr
 class SmemArray:
     """One shared-memory array of the kernel: its variable ``name``, ``shape`` (float32), the
     bytes ``charged`` to the ``smem_kib`` budget (0 where the simulator does not count it) and
-    ``use``: "layer-norm sums", "weight rows", "split partial sums" or "layer-norm gradients"."""
+    ``use``: "layer-norm sums", "weight rows", "split partial sums", "tile partial sums" or
+    "layer-norm gradients"."""
 
     name: str
     shape: tuple
@@ -264,7 +276,7 @@ def plan_loop_kernel(g: Graph, loop: Loop, name: str, coop: bool = True, recompu
     tuning, recompute, vb = tuning or LoopTuning(), recompute or {}, virtual_blocks
     names = Names(g)
     budget = _Budget(0 if vb else tuning.smem_kib * 1024)
-    dynamic = _Budget(tuning.dsmem_kib * 1024 if coop and not vb else 0)  # weight rows only
+    dynamic = _Budget(tuning.dsmem_kib * 1024 if coop and not vb else 0)  # weight rows, tile partial sums
     buffers: set[str] = set()
     flagged = [names.grad(v[2:]) if v.startswith("d.") else names.value(v) for v in loop.flagged]
     flag_buffers = {b: "F" + b[1:] for b in flagged}
@@ -334,6 +346,7 @@ class _Context:
         self.local_grads: list[LocalGradSum] = []
         self.transposed: set[str] = set()
         self.nsplit = 0  # split partial-sum arrays so far
+        self.ntiles = 0  # tile partial-sum arrays so far
         self.ln_shape = 0  # the layer norms' row-sum shape, once their arrays are decided
         #: the FFMA row loops of a variable-length graph skip their padded steps (GemmRows ``skip``)
         self.skip = bool(length_inputs(g) and tuning.skip and not self.mma)
@@ -404,7 +417,7 @@ class _Context:
                 comment = f"# {k.name}: {n.name} = {n.params[0]} @ {ref}{' + bias' if b else ''}"
                 flag = self._flag(X, xrow)
                 weight, prepared = self._weight(w, reps, uL, K, self._chunked(K, [flag]))
-                terms = (GemmTerm(weight, X, xrow, flag, prepared),)
+                terms = (GemmTerm(weight, X, xrow, flag, prepared, self._weight4(w, reps, uL, K)),)
                 store = f"{out}[{names.depth(n.name)} + t, {{s}}, {{r}}] = {{acc}}" + (f" + {b}[{{r}}]" if b else "")
                 # padded steps skipped (not for an output read through flag words: its readers poll it)
                 skip = self.skip and out not in self.flag_buffers
@@ -426,7 +439,7 @@ class _Context:
             self.transposed.add(n.params[0])
             row = rows_of[n.name]
             weight, prepared = self._weight(wt, K // uL, uL, R, chunked)
-            terms.append(GemmTerm(weight, gy, row, self._flag(gy, row), prepared))
+            terms.append(GemmTerm(weight, gy, row, self._flag(gy, row), prepared, self._weight4(wt, K // uL, uL, R)))
         comment = f"# {k.name}: d.{ref} += sum W^T d.({', '.join(k.ops)})"
         return GemmItem(k, (self._rows(comment, K // uL, uL, R, tuple(terms), f"{GX}[{xrow}, {{s}}, {{r}}] += {{acc}}",
                                        self.skip and GX not in self.flag_buffers),))
@@ -465,6 +478,18 @@ class _Context:
             self.budget.arrays.append(SmemArray(sw, (rows, cols), charged, "weight rows"))
         return self.copies[key].at("{rem}", "{k}"), bool(self.mma)
 
+    def _weight4(self, w: str, reps: int, uL: int, inner: int) -> str:
+        """GemmTerm ``weight4``: the 16-byte read of weight ``w``'s columns {k} .. {k} + 3 from its
+        plain float32 shared copy (rows of a multiple of 4 floats: 16-byte aligned, the copy
+        declared so on the GPU), "" without one (global rows are not known to be aligned) or in
+        the simulator."""
+        c = self.copies.get((w, reps, uL, inner, False))
+        if not self.coop or c is None or c.convert or c.cols % TILE_STEP or max(c.offset, 0) % TILE_STEP:
+            return ""
+        if c.offset < 0:
+            return f"load_f32x4_2d({c.array}, {{rem}}, {{k}})"
+        return f"load_f32x4_1d({c.array}, uint64({{rem}}) * uint64({c.cols}) + uint64({{k}}))"
+
     def item_shape(self, block_rows: int) -> tuple[int, int]:
         """(streams, rows) of a GEMM work item when a block owns at most ``block_rows`` rows: up to
         ``tuning.rows`` rows (no more than the block has), then up to ``tuning.cols`` streams (no
@@ -486,6 +511,9 @@ class _Context:
         block_rows = -(-uL // max(1, self.vb or self.nblocks)) * reps
         if self.mma:
             return self._mma_rows(comment, reps, uL, inner, terms, store, block_rows)
+        tiled = None if skip else self._tiles(comment, reps, uL, inner, terms, store, block_rows)
+        if tiled is not None:
+            return tiled
         SB, RB = self.item_shape(block_rows)
         kstep = 32 if self.coop else 1
         items = -(-self.streams // SB) * -(-block_rows // RB)
@@ -496,6 +524,47 @@ class _Context:
             self.buffers.update((STREAM_ORDER, VALID_STREAMS))
         return GemmRows(comment, terms, store, reps, uL, inner, SB, RB, items, KS, kp, unroll, butterfly,
                         rounding=self.rounding, skip=skip)
+
+    def _tiles(self, comment: str, reps: int, uL: int, inner: int, terms: tuple, store: str,
+               block_rows: int) -> GemmRows | None:
+        """A tiled row loop (GemmRows ``tile``, codegen/loop_tiles.py) where ``tuning.tiles`` asks
+        for one and the row loop allows it (not simulated blocks, no flagged vectors, ``inner`` a
+        multiple of 4, on the GPU every weight in a plain shared copy) and its partial sums fit
+        the static budget or, on the GPU, the dynamic one; else None. A lane takes TILE_ROWS rows
+        (fewer where the block has fewer; more where the warp's lanes would not cover the block's
+        rows) and as many row groups as the block's rows need (a power of two), then up to
+        TILE_ACCUMULATORS partial sums of streams; the warps split the inner dimension into as
+        many slices as they have jobs beyond the streams' quarters."""
+        lanes = 32 if self.coop else SIM_THREADS // 2  # the simulator: two "warps", so slices of k
+        if (not self.tuning.tiles or self.vb or inner % TILE_STEP or any(t.flag for t in terms)
+                or (self.coop and not all(t.weight4 for t in terms))):
+            return None
+        RT, RG = max(min(TILE_ROWS, block_rows), -(-block_rows // lanes)), 1
+        while RG * RT < block_rows:
+            RG *= 2
+        if RT > MAX_ROWS:
+            return None
+        SGW = lanes // RG
+        ST = max(1, min(TILE_ACCUMULATORS // RT, -(-self.streams // SGW)))
+        WQ = -(-self.streams // (SGW * ST))
+        warps = self.tuning.threads // 32 if self.coop else 2
+        parts = max(1, min(warps // WQ, inner // TILE_STEP))
+        per_part = -(-inner // parts)
+        kslice = -(-per_part // TILE_STEP) * TILE_STEP
+        KS = -(-inner // kslice)
+        words = -(-(KS * RG * RT * WQ * SGW * ST) // TILE_STEP) * TILE_STEP
+        offset = -1
+        if not self.budget.take(words * 4):
+            offset = self.dynamic.used // 4
+            if not self.dynamic.take(words * 4):
+                return None
+        kp = f"kt{self.ntiles}"
+        self.ntiles += 1
+        self.budget.arrays.append(SmemArray(kp, (words,), 0 if offset >= 0 else words * 4, "tile partial sums"))
+        fmas = RT * ST * TILE_STEP * len(terms)  # a step's
+        unroll = max(1, min(self.tuning.unroll, TILE_TRIP_FMAS // fmas, kslice // TILE_STEP))
+        return GemmRows(comment, terms, store, reps, uL, inner, ST, RT, WQ * KS, KS, kp, unroll, False,
+                        rounding=self.rounding, tile=TileShape(RG, lanes, WQ, kslice, words, offset))
 
     def _split(self, items: int, RB: int, SB: int, inner: int, kstep: int) -> tuple[int, str]:
         """(KS, the partial sums' array ``kp<n>``) of a row loop of ``items`` items of RB rows x SB

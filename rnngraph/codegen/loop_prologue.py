@@ -37,6 +37,8 @@ def imports(plan: LoopKernelPlan) -> list[str]:
     mads = sorted({mad_function(r, plan.coop) for r in rows} - {""}, key=lambda name: (len(name), name))  # 2 before 16
     if mads:
         out.append(f"from rnngraph.codegen.mad_rows import {', '.join(mads)}")
+    if plan.coop and any(r.tile is not None for r in rows):
+        out.append("from rnngraph.codegen.ptx import load_f32x4, load_f32x4_1d, load_f32x4_2d")
     rounding = {r.rounding for r in rows} - {""}
     if rounding:
         out.append(f"from rnngraph.codegen.operand_rounding import {', '.join(ROUNDING[p] for p in sorted(rounding))}")
@@ -74,6 +76,12 @@ def emit_prologue(src: Source, g: Graph, plan: LoopKernelPlan) -> None:
         src(f"{a.name} = cuda.shared.array(({', '.join(map(str, a.shape))}), float32)  # {what}")
     for a in plan.arrays("split partial sums"):
         src(f"{a.name} = cuda.shared.array(({a.shape[0]}, {a.shape[1]}), float32)  # split GEMM partial sums")
+    aligned = _aligned(plan)
+    for r in tiled_rows(plan):
+        t = r.tile
+        at = (f"cuda.shared.array({t.words}, float32)" if t.offset < 0 else
+              f"cuda.shared.array(0, float32{aligned})[{t.offset}:{t.offset + t.words}]")
+        src(f"{r.partials} = {at}  # tiled GEMM partial sums (slice, row, stream)")
     for z in plan.arrays("layer-norm gradients"):
         size = z.shape[0]
         src(f"{z.name} = cuda.shared.array({size}, float32)  # the block's layer-norm parameter gradient sums",
@@ -81,7 +89,7 @@ def emit_prologue(src: Source, g: Graph, plan: LoopKernelPlan) -> None:
         with src.block(f"while i < {size}:"):
             src(f"{z.name}[i] = float32(0.0)", "i += bdim")
     for c in plan.weight_copies:
-        _weight_copy(src, c)
+        _weight_copy(src, c, aligned)
     if plan.weight_copies or plan.local_grads:
         src("cuda.syncthreads()")
     if plan.flag_buffers:
@@ -92,21 +100,35 @@ def emit_prologue(src: Source, g: Graph, plan: LoopKernelPlan) -> None:
         src("bphase = barrier_phase(BAR)  # the counter's top bit before the first barrier")
 
 
-def _weight_copy(src: Source, c) -> None:
+def tiled_rows(plan: LoopKernelPlan) -> list:
+    """The plan's tiled row loops (GemmRows ``tile``), in the kernel's order."""
+    return [r for lv in plan.levels for st in lv.stages for item in st.items for r in getattr(item, "rows", ())
+            if r.tile is not None]
+
+
+def _aligned(plan: LoopKernelPlan) -> str:
+    """The shared arrays' alignment argument: 16 bytes on the GPU where a tiled row loop reads
+    them with 16-byte loads (numba aligns a float32 array to 4 bytes), else none (the simulator
+    takes no alignment)."""
+    return ", alignment=16" if plan.coop and tiled_rows(plan) else ""
+
+
+def _weight_copy(src: Source, c, aligned: str = "") -> None:
     """The block's owned rows of weight ``c.weight`` into its shared array (a WeightCopy), in the
     format of its ``convert``: float32 as they are, TF32-rounded, or bf16 pairs (columns 2j and
     2j + 1 in word j, the lower column in the low half; past the last column a zero); a
-    ``permuted`` copy's whole chunks in loop_plan.chunk_word_order."""
+    ``permuted`` copy's whole chunks in loop_plan.chunk_word_order. ``aligned``: the arrays'
+    alignment argument (:func:`_aligned`)."""
     words = (c.inner + 1) // 2 if c.convert == "bf16" else c.inner
     what = {"": "", "tf32": ", rounded to TF32", "bf16": ", as bf16 pairs"}[c.convert]
     if c.permuted:
         what += ", each whole chunk of 32 words in its permuted order"
     dtype = "uint32" if c.convert == "bf16" else "float32"
     if c.offset < 0:
-        array = f"{c.array} = cuda.shared.array(({c.rows}, {c.cols}), {dtype})"
+        array = f"{c.array} = cuda.shared.array(({c.rows}, {c.cols}), {dtype}{aligned})"
     else:  # a view of the dynamic shared memory (every dynamic array starts at its first byte)
         what += f", words {c.offset}.. of the dynamic shared memory"
-        array = f"{c.array} = cuda.shared.array(0, {dtype})[{c.offset}:{c.offset + c.rows * c.cols}]"
+        array = f"{c.array} = cuda.shared.array(0, {dtype}{aligned})[{c.offset}:{c.offset + c.rows * c.cols}]"
     src(f"# {c.weight}: the block's {c.reps} x {c.rows // c.reps} owned rows into shared memory{what}", array,
         f"j0 = (bid * {c.unit}) // nblocks", f"nj = ((bid + 1) * {c.unit}) // nblocks - j0", "i = int64(tid)")
     with src.block(f"while i < nj * {c.reps} * {words}:"):

@@ -15,8 +15,8 @@ sections named below):
 - memory consistency ("Memory Consistency Model", ``fence``, ``ld``, ``st``, ``red``):
   :func:`fence_acq_rel_gpu`, :func:`load_relaxed_gpu`, :func:`red_release_gpu_add`,
   :func:`load_relaxed_gpu_u64`, :func:`store_relaxed_gpu_u64`; :func:`trap` ("trap");
-- a 16-byte vector load, :func:`load_f32x4` (LLVM IR, not PTX text; the tensor-core loops' wide
-  vector reads);
+- 16-byte vector loads, :func:`load_f32x4` and its 2-D and 1-D forms (LLVM IR, not PTX text;
+  the tensor-core loops' wide vector reads and the FFMA tile loops' reads, codegen/loop_tiles.py);
 - tensor cores ("Warp Level Matrix Multiply-Accumulate Instructions", ``mma``; compute capability
   8.0 or higher, PTX ISA 7.0): :func:`mma_tf32_m16n8k8`, :func:`mma_bf16_m16n8k16`, with the
   operand conversions :func:`cvt_rna_tf32` and :func:`pack_bf16x2` ("cvt"); the loop kernels'
@@ -170,32 +170,53 @@ def trap(typingctx):
     return types.void(), codegen
 
 
-# --- wide loads: the tensor-core loops' vector fragments (codegen/loop_mma.py) -----------------
+# --- wide loads: the tensor-core loops' vector fragments (codegen/loop_mma.py), the tile loops' ----
 
-def _float32_3d(a) -> bool:
-    return isinstance(a, types.Array) and a.dtype == types.float32 and a.ndim == 3 and a.layout == "C"
+def _float32_c(a, ndim: int) -> bool:
+    return isinstance(a, types.Array) and a.dtype == types.float32 and a.ndim == ndim and a.layout == "C"
+
+
+def _load_f32x4(context, builder, sig, args):
+    """The 16-byte load of ``args[0][args[1:]]`` and the next three floats, as a UniTuple."""
+    inds = [context.cast(builder, v, t, types.intp) for v, t in zip(args[1:], sig.args[1:])]
+    ary = context.make_array(sig.args[0])(context, builder, value=args[0])
+    ptr = cgutils.get_item_pointer(context, builder, sig.args[0], ary, inds, wraparound=False)
+    vec = builder.load(builder.bitcast(ptr, ir.VectorType(_F32, 4).as_pointer(ptr.type.addrspace)), align=16)
+    return context.make_tuple(builder, sig.return_type,
+                              [builder.extract_element(vec, ir.Constant(_I32, i)) for i in range(4)])
 
 
 @intrinsic
 def load_f32x4(typingctx, a, r, s, k):
     """``a[r, s, k : k + 4]`` of a C-contiguous 3-D float32 array as a UniTuple(float32, 4), read
     with one 16-byte vector load (an LLVM ``load <4 x float>, align 16``: PTX ``ld.v4.f32``). The
-    address must be a multiple of 16 bytes (the caller's promise: codegen/loop_mma.py reads
-    buffers whose rows are a multiple of 4 floats long, at columns that are multiples of 4; a
-    misaligned address faults on the GPU). Indices are never negative (no wraparound). Not an
-    inline-PTX instruction, but kept with them: the port to numba-cuda-mlir touches this module.
-    Another array type (dtype, dimensions, a non-C layout) fails typing (numba's TypingError)."""
-    if not _float32_3d(a) or not _integers(r, s, k):
+    address must be a multiple of 16 bytes (the caller's promise: codegen/loop_mma.py and
+    codegen/loop_tiles.py read buffers whose rows are a multiple of 4 floats long, at columns that
+    are multiples of 4; a misaligned address faults on the GPU). Indices are never negative (no
+    wraparound). Not an inline-PTX instruction, but kept with them: the port to numba-cuda-mlir
+    touches this module. Another array type (dtype, dimensions, a non-C layout) fails typing
+    (numba's TypingError)."""
+    if not _float32_c(a, 3) or not _integers(r, s, k):
         return None
+    return types.UniTuple(types.float32, 4)(a, r, s, k), _load_f32x4
 
-    def codegen(context, builder, sig, args):
-        inds = [context.cast(builder, v, t, types.intp) for v, t in zip(args[1:], sig.args[1:])]
-        ary = context.make_array(sig.args[0])(context, builder, value=args[0])
-        ptr = cgutils.get_item_pointer(context, builder, sig.args[0], ary, inds, wraparound=False)
-        vec = builder.load(builder.bitcast(ptr, ir.VectorType(_F32, 4).as_pointer(ptr.type.addrspace)), align=16)
-        return context.make_tuple(builder, sig.return_type,
-                                  [builder.extract_element(vec, ir.Constant(_I32, i)) for i in range(4)])
-    return types.UniTuple(types.float32, 4)(a, r, s, k), codegen
+
+@intrinsic
+def load_f32x4_2d(typingctx, a, r, k):
+    """``a[r, k : k + 4]`` of a C-contiguous 2-D float32 array (a weight matrix, or a block's
+    shared copy of its rows), as :func:`load_f32x4` reads a 3-D one, with the same promise."""
+    if not _float32_c(a, 2) or not _integers(r, k):
+        return None
+    return types.UniTuple(types.float32, 4)(a, r, k), _load_f32x4
+
+
+@intrinsic
+def load_f32x4_1d(typingctx, a, i):
+    """``a[i : i + 4]`` of a C-contiguous 1-D float32 array (a view of the dynamic shared
+    memory), as :func:`load_f32x4` reads a 3-D one, with the same promise."""
+    if not _float32_c(a, 1) or not _integers(i):
+        return None
+    return types.UniTuple(types.float32, 4)(a, i), _load_f32x4
 
 
 # --- tensor cores -------------------------------------------------------------------------------

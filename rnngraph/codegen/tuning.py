@@ -99,6 +99,11 @@ skip      1: in the loops of a variable-length graph (rnngraph/lengths.py) the G
           the same code either way (cpu-20261203-loop-skip-source-identity.json). 1 / 0: LSTM
           B=64, lengths in [30, 100), forward + backward 4.58 vs 4.81 ms (padded without lengths
           4.43 / 4.42; h200-20261203-torch-lengths-varlen-lstm-skip.json, -noskip.json).
+tiles     1: the FFMA row loops as lane-owned tiles (codegen/loop_tiles.py: a lane computes up to 4
+          rows x 4 streams over a slice of the inner dimension, reading 4 columns with 16-byte
+          loads; the slices' sums meet in shared memory, no warp reduction) where a row loop allows
+          it; 0: the work items of codegen/loop_gemm.py. 0: not yet measured as generated; hand
+          variants of the S = 64 LSTM loop kernels: bench/experiments/lstm_s64_tiles/gen.py.
 """
 from __future__ import annotations
 
@@ -129,6 +134,7 @@ _RANGES = {
     "prefetch": ("0, 1 or 2", lambda v: v in (0, 1, 2)),
     "skip": ("0 or 1", lambda v: v in (0, 1)),
     "pipeline": ("0 or 1", lambda v: v in (0, 1)),
+    "tiles": ("0 or 1", lambda v: v in (0, 1)),
 }
 
 
@@ -163,6 +169,7 @@ class LoopTuning:
     prefetch: int = 0
     skip: int = 1
     pipeline: int = 0
+    tiles: int = 0
 
     def __post_init__(self):
         for f in fields(self):
