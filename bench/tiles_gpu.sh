@@ -12,6 +12,8 @@
 #            PyTorch in the same run) without and with tiles=1
 #   layer    bench/torch_layer.py, lstm and layernorm_lstm 2 x 512 at B = 64 against nn.LSTM, without
 #            and with tiles=1
+#   ncu      Nsight Compute of the LSTM S = 64 backward loop kernel, work items and tiles: is it bound
+#            by L2 (every block reads the timestep's 64 x 2,048 gate gradients: 67 MB a timestep)?
 #
 #   on the GPU machine (bring .whl with the tree):  PARTS="kernels tests" bash bench/tiles_gpu.sh
 set -uo pipefail
@@ -43,6 +45,13 @@ for part in ${PARTS:-kernels tests}; do
         --out "$OUT/$G-$D-torch-layer-b64-items.json" 2>&1 | tee "$OUT/$G-$D-torch-layer-items.log"
       RNNGRAPH_LOOP=tiles=1 timeout 280 python3 bench/torch_layer.py --cells lstm layernorm_lstm --batches 64 \
         --overhead-batches --out "$OUT/$G-$D-torch-layer-b64-tiles.json" 2>&1 | tee "$OUT/$G-$D-torch-layer-tiles.log" ;;
+    ncu)
+      for v in full tiles; do
+        timeout 150 ncu --kernel-name regex:prof_bwd --launch-count 1 --section SpeedOfLight \
+          --section MemoryWorkloadAnalysis --section SchedulerStats python3 bench/loop_profile.py --configs lstm:64 \
+          --loops bwd --variants "$v" --iters 1 > "$OUT/$G-$D-loop-ncu-lstm-s64-h512-bwd-$v.txt" 2>&1
+        grep -E "Duration|Throughput|Hit Rate|Issued Ipc|Busy" "$OUT/$G-$D-loop-ncu-lstm-s64-h512-bwd-$v.txt"
+      done ;;
   esac
 done
 echo "=== done ($(date +%T))"

@@ -41,21 +41,21 @@ class GemmTerm:
 
 @dataclass(frozen=True)
 class TileShape:
-    """A tiled row loop's layout (codegen/loop_tiles.py): warps of ``lanes`` lanes in ``groups``
-    row groups by lanes // groups stream groups; ``quarters`` warps cover the streams; a k slice
-    ``kslice`` columns (a multiple of 4); the partial sums' array of ``words`` floats, at word
-    ``offset`` of the dynamic shared memory (-1: an array of its own)."""
+    """A tiled row loop's layout (codegen/loop_tiles.py): warps of ``lanes`` lanes in
+    ``row_groups`` row groups by lanes // row_groups stream groups; ``stream_warps`` warps cover
+    the streams; a k slice ``kslice`` columns (a multiple of 4); the partial sums' array of
+    ``words`` floats, at word ``offset`` of the dynamic shared memory (-1: an array of its own)."""
 
-    groups: int
+    row_groups: int
     lanes: int
-    quarters: int
+    stream_warps: int
     kslice: int
     words: int
     offset: int = -1
 
     @property
     def stream_groups(self) -> int:
-        return self.lanes // self.groups
+        return self.lanes // self.row_groups
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,13 @@ class GemmRows:
     zeroed, and no gradient reaches it (rnngraph/lengths.py). With the streams longest first (the
     buffers' default is every stream at every step), the items of the streams that ended skip
     their work. Tensor-core row loops (``mma``) do not skip; the simulator's stand-in for them
-    (``rounding``) does, so there it runs a path the GPU does not take."""
+    (``rounding``) does, so there it runs a path the GPU does not take.
+
+    ``tile`` (LoopTuning ``tiles``; None: work items): lane-owned tiles instead of items
+    (codegen/loop_tiles.py), laid out by the :class:`TileShape`. Then ``rows`` and ``streams``
+    are a lane's (RT x ST), ``ksplit`` the slices of the inner dimension, ``items`` the jobs
+    (slices x the warps that cover the streams), ``unroll`` steps of 4 columns a trip,
+    ``partials`` the slices' shared array ``kt<i>``; ``butterfly`` is unused."""
 
     comment: str
     terms: tuple

@@ -57,10 +57,9 @@ SIM_THREADS = 8
 #: a tiled row loop's rows a lane at most, its partial sums a lane at most (rows x streams), and
 #: the FMAs of a trip at most (codegen/loop_tiles.py): ``tuning.unroll`` steps of 4 columns a trip,
 #: no more than make this many. Static SASS of the H = 512 S = 64 LSTM's loops (ptxas, 128
-#: registers), instructions a FMA in the products' trip: forward (4 x 4 a lane, 64 FMAs a step)
-#: 1.77 with one step a trip, 1.41 with two, 1.24 with four but spilling; with two and the trips
-#: counted as a constant, 1.34, and the backward (4 x 2, 32 a step) with four, 1.34
-#: (bench/results/cpu-20261205-loop-tiles-sass.txt)
+#: registers), instructions a FMA in the products' trip: as generated 1.34 forward (4 x 4 a lane,
+#: two steps) and backward (4 x 2, four steps), no spills; hand variants with one step a trip
+#: 1.52 (4 x 4) and 1.34 (4 x 2) (bench/results/cpu-20261205-loop-tiles-sass.txt)
 TILE_ROWS, TILE_ACCUMULATORS, TILE_TRIP_FMAS = 4, 16, 128
 
 
@@ -171,9 +170,9 @@ class LoopKernelPlan:
     ``unwritten``: (buffer, first row) of each forward GEMM output whose padded steps the work
     items skip (GemmRows ``skip``): the launcher zeroes its T rows from there before the kernel,
     so that those steps hold finite values (rnngraph/lengths.py). ``dynamic_smem``: the bytes of
-    dynamic shared memory the launch must give each block (the weight copies with an ``offset``;
-    past 48 KiB the kernel must be allowed them first: codegen/device.py
-    ``allow_dynamic_shared_memory``)."""
+    dynamic shared memory the launch must give each block (the weight copies with an ``offset``
+    and the tiled row loops' partial sums with one, TileShape ``offset``; the kernel must be
+    allowed them first: codegen/device.py ``allow_dynamic_shared_memory``)."""
 
     loop: Loop = field(repr=False, compare=False)
     name: str
@@ -533,8 +532,9 @@ class _Context:
         the static budget or, on the GPU, the dynamic one; else None. A lane takes TILE_ROWS rows
         (fewer where the block has fewer; more where the warp's lanes would not cover the block's
         rows) and as many row groups as the block's rows need (a power of two), then up to
-        TILE_ACCUMULATORS partial sums of streams; the warps split the inner dimension into as
-        many slices as they have jobs beyond the streams' quarters."""
+        TILE_ACCUMULATORS partial sums of streams (at least one stream: a lane with more rows
+        holds more); the warps split the inner dimension into as many slices as they have jobs
+        beyond the warps that cover the streams."""
         lanes = 32 if self.coop else SIM_THREADS // 2  # the simulator: two "warps", so slices of k
         if (not self.tuning.tiles or self.vb or inner % TILE_STEP or any(t.flag for t in terms)
                 or (self.coop and not all(t.weight4 for t in terms))):

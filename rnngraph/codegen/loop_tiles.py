@@ -6,8 +6,8 @@ and store were a third of the forward loop kernel's instructions (bench/HISTORY.
 Here a lane owns whole outputs instead: ``rows`` (RT) of the block's rows by ``streams`` (ST)
 streams, for one slice of k. A warp's W lanes are RG row groups (lane // SGW) by SGW stream
 groups, RG x RT rows >= the rows a block owns; a warp covers PW = SGW x ST streams, so WQ =
-ceil(S / PW) warps cover all streams, and the block's warps take the jobs (k slice, stream
-quarter), KS (``ksplit``) slices of ``kslice`` columns. A lane reads 4 neighbouring columns at a
+ceil(S / PW) warps cover all streams, and the block's warps take the jobs (k slice, the streams'
+warp), KS (``ksplit``) slices of ``kslice`` columns. A lane reads 4 neighbouring columns at a
 time (on the GPU one 16-byte load of each of its RT weight rows and ST vectors, then RT x ST x 4
 FFMA; ``unroll`` such steps a trip). The slices' partial sums go to the shared array ``partials``
 (laid out [slice, row, stream] over RG x RT rows and WQ x PW streams); after a block barrier a
@@ -23,23 +23,24 @@ from __future__ import annotations
 
 from .loop_items import GemmRows
 from .loop_pointwise import owned_row
-from .mad_rows import MAX_ROWS
 from .operand_rounding import ROUNDING
+from .source import Source
 
 #: columns a lane reads at a time (one 16-byte load of float32)
 TILE_STEP = 4
 
 
-def emit_tile_rows(src, r: GemmRows, coop: bool, vector_loads: bool = True) -> None:
+def emit_tile_rows(src: Source, r: GemmRows, coop: bool, vector_loads: bool = True) -> None:
     """The tiled row loop ``r`` (terms read at {rem} or {r}, {k}; on the GPU the terms'
     ``weight4`` and 16-byte vector loads); ``vector_loads`` False (a timing knock-out): the
-    vectors are the first row's weights."""
+    vectors are the first row's weights. A block that owns no rows (fewer units than blocks:
+    ``nj`` 0) runs no job: its clamped rows would be -1, before its weight copy."""
     RT, ST, KS, U, inner, kp, tile = r.rows, r.streams, r.ksplit, r.unroll, r.inner, r.partials, r.tile
-    RG, SGW, WQ, lanes, kslice = tile.groups, tile.stream_groups, tile.quarters, tile.lanes, tile.kslice
+    RG, SGW, WQ, lanes, kslice = tile.row_groups, tile.stream_groups, tile.stream_warps, tile.lanes, tile.kslice
     PW = SGW * ST
     TR, SP = RG * RT, WQ * PW
     rnd = (lambda x: f"{ROUNDING[r.rounding]}({x})") if r.rounding else (lambda x: x)  # noqa: E731
-    mad = f"mad_rows{RT}" if coop and not r.rounding and RT <= MAX_ROWS else ""
+    mad = f"mad_rows{RT}" if coop and not r.rounding else ""  # RT <= MAX_ROWS: codegen/loop_plan.py
     src(f"nrows = nj * {r.reps}", f"tw = tid // {lanes}", f"tl = tid - tw * {lanes}",
         f"trg = tl // {SGW}", f"tsg = tl - trg * {SGW}")
     for a in range(RT):
@@ -47,7 +48,7 @@ def emit_tile_rows(src, r: GemmRows, coop: bool, vector_loads: bool = True) -> N
     for m, t in enumerate(r.terms):
         src(f"vrow{m} = {t.row}")
     src("job = int64(tw)")
-    with src.block(f"while job < {WQ * KS}:"):
+    with src.block(f"while job < {WQ * KS} and nrows > 0:"):
         src(f"ks = job // {WQ}", f"wq = job - ks * {WQ}")
         for i in range(ST):
             src(f"s{i} = min(wq * {PW} + tsg * {ST} + {i}, S - 1)",
@@ -73,7 +74,7 @@ def emit_tile_rows(src, r: GemmRows, coop: bool, vector_loads: bool = True) -> N
             r.store.format(r="rr", s="ss", acc="acc"), "o += bdim")
 
 
-def _trip(src, r: GemmRows, steps: int, x: str, coop: bool, mad: str, rnd, vector_loads: bool) -> None:
+def _trip(src: Source, r: GemmRows, steps: int, x: str, coop: bool, mad: str, rnd, vector_loads: bool) -> None:
     """One trip: ``steps`` steps of 4 columns from ``kk``, all their loads first (names suffixed
     ``x``), then their products."""
     RT, ST = r.rows, r.streams

@@ -88,7 +88,7 @@ class LoopLaunches:
     def _cooperative_blocks(self, kern, threads: int, arrays, dynamic: int = 0) -> int:
         """As many blocks as can be co-resident (a cooperative launch needs all of them at once),
         from numba's ``max_cooperative_grid_blocks`` of the compiled kernel with ``dynamic`` bytes
-        of dynamic shared memory a block (allowed first where it is more than 48 KiB)."""
+        of dynamic shared memory a block (allowed first)."""
         compiled = kern.compile(self._loop_argtypes(kern, arrays))
         allow_dynamic_shared_memory(compiled, dynamic)
         return max(1, compiled.max_cooperative_grid_blocks(threads, dynamic))

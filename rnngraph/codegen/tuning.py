@@ -30,7 +30,7 @@ smem_kib  shared memory (KiB, static: at most 48) a block may fill with its owne
           recurrent weights, loaded once a launch; GEMMs whose rows don't fit read them from L2
           every timestep; 0: off. 44: S=64 LSTM 6.15 vs 6.34 without
           (h200-20261130-loop-kernels-xreduce.log).
-dsmem_kib dynamic shared memory (KiB; the kernel opts in past 48 KiB) a loop kernel may fill
+dsmem_kib dynamic shared memory (KiB; the kernel opts in to it) a loop kernel may fill
           with the owned weight rows that ``smem_kib`` cannot hold (a tensor-core kernel's in
           their operand format); 0: off (those rows are read from L1/L2 every timestep; a
           tensor-core fragment load then touches eight rows' cache lines). The H200 gives a
@@ -99,10 +99,10 @@ skip      1: in the loops of a variable-length graph (rnngraph/lengths.py) the G
           the same code either way (cpu-20261203-loop-skip-source-identity.json). 1 / 0: LSTM
           B=64, lengths in [30, 100), forward + backward 4.58 vs 4.81 ms (padded without lengths
           4.43 / 4.42; h200-20261203-torch-lengths-varlen-lstm-skip.json, -noskip.json).
-tiles     1: the FFMA row loops as lane-owned tiles (codegen/loop_tiles.py: a lane computes up to 4
-          rows x 4 streams over a slice of the inner dimension, reading 4 columns with 16-byte
-          loads; the slices' sums meet in shared memory, no warp reduction) where a row loop allows
-          it; 0: the work items of codegen/loop_gemm.py. 0: not yet measured as generated; hand
+tiles     1: the FFMA row loops as lane-owned tiles (codegen/loop_tiles.py: a lane computes up to 16
+          outputs, e.g. 4 rows x 4 streams, over a slice of the inner dimension, reading 4 columns
+          with 16-byte loads; the slices' sums meet in shared memory, no warp reduction) where a row
+          loop allows it; 0: the work items of codegen/loop_gemm.py. 0: not yet measured as generated; hand
           variants of the S = 64 LSTM loop kernels: bench/experiments/lstm_s64_tiles/gen.py.
 """
 from __future__ import annotations
