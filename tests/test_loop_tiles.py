@@ -9,7 +9,10 @@ import numpy as np
 import pytest
 
 import rnngraph as rg
+from gpu_stand_ins import gpu_source_for_simulator
 from loop_sim import check_loops
+from rnngraph.codegen import module
+from rnngraph.codegen.pointwise import PRELUDE
 from rnngraph.codegen.loop import emit_loop_kernel
 from rnngraph.codegen.loop_items import GemmItem
 from rnngraph.codegen.loop_plan import plan_loop_kernel
@@ -67,6 +70,35 @@ def test_tiles_off_by_default_and_both_shapes_agree():
     for k in a:
         for buf in a[k]:
             np.testing.assert_allclose(b[k][buf], a[k][buf], rtol=1e-5, atol=1e-6, err_msg=f"{k}: {buf}")
+
+
+@sim
+@pytest.mark.parametrize("cell, H, S, smem_kib", [("lstm", 8, 5, 44), ("four_gemms", 8, 3, 44), ("gru", 12, 3, 44),
+                                                  ("lstm", 8, 3, 0)])
+def test_gpu_shaped_tiled_kernels_compute_like_numpy(cell, H, S, smem_kib):
+    """The loop kernels generated for the GPU (``coop``: 32-lane warps, two of them, the
+    16-byte loads of the weight copies and vectors, mad_rows) with tiles=1, run in the simulator
+    on one block with Python stand-ins for the intrinsics (tests/gpu_stand_ins.py) in place of
+    the simulator's own loop kernels, against the NumPy backend. smem_kib=0: the weight copies
+    and the partial sums are views of the dynamic shared memory (``load_f32x4_1d``)."""
+    gpu = _compile(cell, H, S, 1)
+    prog = gpu._cuda.program
+    tuning = LoopTuning.defaults(S).replace(tiles=1, threads=64, barrier=0, bounds=0, smem_kib=smem_kib)
+    launches = {}
+    for name, plan in prog.loop_plans.items():
+        coop = plan_loop_kernel(prog.g, plan.loop, name, True, prog.kernel_of, S, 1, tuning,
+                                precision=prog.lib.loop_precision)
+        src = emit_loop_kernel(prog.g, coop, prog.kernel_of)[0]
+        assert f"load_f32x4_{'2d' if smem_kib else '1d'}(sw" in src and "= mad_rows" in src and "lane = tid % 32" in src
+        assert (coop.dynamic_smem > 0) == (smem_kib == 0)
+        kern = getattr(module.load(PRELUDE + "\n\n" + gpu_source_for_simulator(src)), name)
+        args = [prog.buf.lookup(a) for a in coop.args[2:]]
+        launches[plan.loop.name] = lambda kern=kern, args=args, dyn=coop.dynamic_smem: kern[1, 64, 0, dyn](T, S, *args)
+    for steps, plan_list in ((gpu.schedule.forward, prog.forward_plan), (gpu.schedule.backward, prog.backward_plan)):
+        for i, st in enumerate(steps):
+            if isinstance(st, Loop):
+                plan_list[i] = [launches[st.name]]
+    assert list(check_loops(gpu)) == list(launches)
 
 
 def _plans(cell: str, H: int, S: int, knobs: dict, precision: str = "fp32"):
