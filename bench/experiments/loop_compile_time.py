@@ -14,6 +14,7 @@ back. ``--profile``: cProfile of the first kernel's ``compile_ptx`` (the tracer 
 functions uses ``sys.setprofile``, so only the compile is profiled), its top 25 by own time.
 
     python bench/experiments/loop_compile_time.py --layers 2 --hidden 512 --streams 64 [--forceinline] [--outline] [--profile]
+                                                  [--loop tiles=1]
 
 Result: bench/results/cpu-20261204-loop-kernel-compile-profile.txt.
 """
@@ -102,6 +103,8 @@ def main(argv=None) -> int:
     ap.add_argument("--forceinline", action="store_true")
     ap.add_argument("--outline", action="store_true")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--loop", default="", metavar="KEYS",
+                    help="RNNGRAPH_LOOP-style keys over the defaults for S, e.g. tiles=1")
     args = ap.parse_args(argv)
 
     import numba.cuda.dispatcher
@@ -115,12 +118,12 @@ def main(argv=None) -> int:
     from rnngraph.codegen import module
     from rnngraph.codegen.loop import LoopEmitter
     from rnngraph.codegen.pointwise import PRELUDE, Names
-    from rnngraph.loop_env import resolve
+    from rnngraph.loop_env import parse, resolve
     from rnngraph.passes import schedule
     from rnngraph.schedule import Loop, loop_precision
 
     S = args.streams
-    options, tuning = resolve(S)
+    options, tuning = resolve(S, overrides=parse(args.loop))
     g = rg.stacked(rg.cells.lstm, args.layers, args.hidden, vocab=96, embed=128).graph
     s = schedule(g, args.window, S, "float32", None, options)
     kernel_of = {m: k.ops for k in s.kernels("forward") for m in k.ops}
@@ -153,7 +156,8 @@ def main(argv=None) -> int:
         t2 = time.perf_counter()
         print(json.dumps({"loop": loop.name, "gen_s": round(t1 - t0, 2), "compile_ptx_s": round(t2 - t1, 2),
                           "src_lines": src.count("\n"), "ptx_lines": ptx.count("\n"), **_instructions(ptx),
-                          "forceinline": args.forceinline, "outlined_loops": moved}), flush=True)
+                          "forceinline": args.forceinline, "outlined_loops": moved, "loop_keys": args.loop}),
+              flush=True)
         if profile:
             out = io.StringIO()
             pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(25)
