@@ -7,7 +7,8 @@
 #            check), for lstm, layernorm_lstm, gru and peephole_lstm; then the LSTM's hand variants of
 #            other tile shapes (bench/experiments/lstm_s64_tiles/gen.py: 4 x 8, 4 x 2, 2 x 4 a lane,
 #            two steps of 4 columns a trip)
-#   tests    the GPU tier's tiled cases (tests/test_gpu.py -k tiled: float64 reference, H = 512)
+#   tests    the GPU tier's tiled cases (tests/test_gpu.py -k tiled: float64 reference, H = 512), and the
+#            variable-length tier (tests/test_gpu_lengths.py) with RNNGRAPH_LOOP=tiles=1
 #   step     bench/startup.py's 2 x 512 S = 64 char LM (cold and warm first call, 300 steps, against
 #            PyTorch in the same run) without and with tiles=1
 #   layer    bench/torch_layer.py, lstm and layernorm_lstm 2 x 512 at B = 64 against nn.LSTM, without
@@ -34,7 +35,9 @@ for part in ${PARTS:-kernels tests}; do
         --out "$OUT/$G-$D-loop-tiles-lstm-s64-shapes.json" 2>&1 | grep -v Warn | tee "$OUT/$G-$D-loop-tiles-lstm-s64-shapes.log" ;;
     tests)
       timeout "${TEST_TIMEOUT:-300}" python3 -m pytest -q -m gpu tests/test_gpu.py -k tiled 2>&1 \
-        | tee "$OUT/$G-$D-gpu-tier-tiles.log" ;;
+        | tee "$OUT/$G-$D-gpu-tier-tiles.log"
+      RNNGRAPH_LOOP=tiles=1 timeout 200 python3 -m pytest -q -m gpu tests/test_gpu_lengths.py 2>&1 \
+        | tee "$OUT/$G-$D-gpu-tier-tiles-lengths.log" ;;
     step)
       timeout 280 python3 bench/startup.py --models 2x512-s64 --out "$OUT/$G-$D-startup-and-step-s64-items.json" 2>&1 \
         | tee "$OUT/$G-$D-startup-items.log"

@@ -158,12 +158,14 @@ def test_tiled_loop_kernels_compile_to_wide_loads(tmp_path):
     global memory with 16-byte loads, and has no float64 instruction. The LSTM's trips: forward
     two steps of 4 rows x 4 streams (8 shared and 8 global wide loads), backward four steps of 4
     rows x 2 streams (16 and 8). At H = 1024 the weight rows (128 KiB a block) are views of the
-    dynamic shared memory, read flat (``load_f32x4_1d``), still as ``ld.shared.v4``. (Their SASS: 172 instructions a trip, 128 of them FFMA, against
+    dynamic shared memory, read flat (``load_f32x4_1d``), still as ``ld.shared.v4``; with lengths
+    the tiles take their streams through the stream order. (Their SASS: 172 instructions a trip, 128 of them FFMA, against
     425 / 256 and 217 / 128 of the work items: bench/results/cpu-20261205-loop-tiles-sass.txt.)"""
     cells = ("lstm", "peephole_lstm", "gru", "layernorm_lstm")
     result = compile_loops([[cell, 64, 0, {"hidden": 512, "tuning": {"tiles": 1}}] for cell in cells]
-                           + [["lstm", 64, 0, {"hidden": 1024, "tuning": {"tiles": 1}}]], tmp_path)
-    assert len(result) == 10, sorted(result)
+                           + [["lstm", 64, 0, {"hidden": 1024, "tuning": {"tiles": 1}}],
+                              ["lstm", 64, 0, {"hidden": 512, "lengths": True, "tuning": {"tiles": 1}}]], tmp_path)
+    assert len(result) == 12, sorted(result)
     for name, r in result.items():
         assert r["tiled"] >= 1 and r["f64"] == 0, (name, r)
         assert r["v4_loads"] >= 1 and r["shared_v4_loads"] >= 1, (name, r)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import rnngraph as rg
+from backends import assert_backward_close
 from gpu_stand_ins import gpu_source_for_simulator
 from loop_sim import check_loops
 from rnngraph.codegen import module
@@ -151,4 +152,39 @@ def test_a_block_without_rows_runs_no_tiled_job():
                 for r in it.rows]
         assert rows and all(r.tile is not None for r in rows)
         src = emit_loop_kernel(g, plan, kernel_of)[0]
-        assert all(f"while job < {r.items} and nrows > 0:" in src for r in rows)
+        assert all(f"while job < nwq * {r.ksplit} and nrows > 0:" in src for r in rows)
+
+
+@sim
+@pytest.mark.parametrize("cells, plan", [((rg.cells.lstm,), "scc-sequential"), ((rg.cells.lstm, rg.cells.lstm), "wavefront"),
+                                         ((rg.cells.gru, rg.cells.layernorm_lstm), "scc-sequential")])
+def test_tiled_loops_skip_the_padded_streams(cells, plan):
+    """With lengths (LoopTuning ``skip``, the default) the tiles take the streams longest first
+    and store only those within their lengths: outputs, final states and every gradient equal
+    the NumPy backend's, and each in-loop product holds zeros at every padded (t, s) (zeroed
+    before the loop, never written). Hidden 4: the recurrent products' 4 columns are tiled."""
+    lengths = [2, 5, 0, 3, 1]
+    T, S = max(lengths), len(lengths)
+    net = rg.Sequential(*[c(hidden=4) for c in cells], input_size=4)
+    cpu = rg.compile_rnn(net, device="cpu")
+    tuning = rg.LoopTuning.defaults(S).replace(tiles=1)
+    gpu = rg.compile_rnn(net, device="cuda", plan=plan, parameters=cpu.parameters, tuning=tuning)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((T, S, 4)).astype(np.float32)
+    h0 = {s.name: rng.standard_normal((s.depth, S, net.graph.by_name[s.node].size)).astype(np.float32)
+          for s in net.graph.states}
+    (y1, h1), (y2, h2) = cpu.forward(x, h0, lengths=lengths), gpu.forward(x, h0, lengths=lengths)
+    np.testing.assert_allclose(y2, y1, atol=2e-6)
+    for k in h1:
+        np.testing.assert_allclose(h2[k], h1[k], atol=2e-6, err_msg=k)
+    dy = rng.standard_normal(y1.shape).astype(np.float32)
+    assert_backward_close(cpu.backward(dy, {}), gpu.backward(dy, {}), atol=2e-5)
+    dp = gpu._plan(T, S, backward=True, masked=True)
+    assert "# tiled GEMM partial sums" in dp.program.source and "nvalid = O1[t]" in dp.program.source
+    gemms = [k.ops[0] for loop in dp.schedule.forward if getattr(loop, "mode", "") == "persistent"
+             for k in loop.kernels if k.kind == "gemm"]
+    assert gemms
+    for node in gemms:
+        stored = dp.buf.V[node].copy_to_host()[dp.buf.names.depth(node):]  # (T, S, size)
+        padded = np.array([stored[t, s] for t in range(T) for s in range(S) if lengths[s] <= t])
+        np.testing.assert_array_equal(padded, 0.0, err_msg=node)

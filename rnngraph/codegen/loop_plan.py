@@ -510,7 +510,9 @@ class _Context:
         block_rows = -(-uL // max(1, self.vb or self.nblocks)) * reps
         if self.mma:
             return self._mma_rows(comment, reps, uL, inner, terms, store, block_rows)
-        tiled = None if skip else self._tiles(comment, reps, uL, inner, terms, store, block_rows)
+        if skip:
+            self.buffers.update((STREAM_ORDER, VALID_STREAMS))
+        tiled = self._tiles(comment, reps, uL, inner, terms, store, block_rows, skip)
         if tiled is not None:
             return tiled
         SB, RB = self.item_shape(block_rows)
@@ -519,13 +521,11 @@ class _Context:
         KS, kp = self._split(items, RB, SB, inner, kstep)
         unroll = max(1, min(self.tuning.unroll, inner // (kstep * KS)))
         butterfly = bool(self.coop and self.tuning.xreduce and RB * SB <= 32)
-        if skip:
-            self.buffers.update((STREAM_ORDER, VALID_STREAMS))
         return GemmRows(comment, terms, store, reps, uL, inner, SB, RB, items, KS, kp, unroll, butterfly,
                         rounding=self.rounding, skip=skip)
 
     def _tiles(self, comment: str, reps: int, uL: int, inner: int, terms: tuple, store: str,
-               block_rows: int) -> GemmRows | None:
+               block_rows: int, skip: bool = False) -> GemmRows | None:
         """A tiled row loop (GemmRows ``tile``, codegen/loop_tiles.py) where ``tuning.tiles`` asks
         for one and the row loop allows it (not simulated blocks, no flagged vectors, ``inner`` a
         multiple of 4, on the GPU every weight in a plain shared copy) and its partial sums fit
@@ -534,7 +534,8 @@ class _Context:
         rows) and as many row groups as the block's rows need (a power of two), then up to
         TILE_ACCUMULATORS partial sums of streams (at least one stream: a lane with more rows
         holds more); the warps split the inner dimension into as many slices as they have jobs
-        beyond the warps that cover the streams."""
+        beyond the warps that cover the streams. ``skip``: as GemmRows ``skip``, stream by
+        stream."""
         lanes = 32 if self.coop else SIM_THREADS // 2  # the simulator: two "warps", so slices of k
         if (not self.tuning.tiles or self.vb or inner % TILE_STEP or any(t.flag for t in terms)
                 or (self.coop and not all(t.weight4 for t in terms))):
@@ -564,7 +565,7 @@ class _Context:
         fmas = RT * ST * TILE_STEP * len(terms)  # a step's
         unroll = max(1, min(self.tuning.unroll, TILE_TRIP_FMAS // fmas, kslice // TILE_STEP))
         return GemmRows(comment, terms, store, reps, uL, inner, ST, RT, WQ * KS, KS, kp, unroll, False,
-                        rounding=self.rounding, tile=TileShape(RG, lanes, WQ, kslice, words, offset))
+                        rounding=self.rounding, skip=skip, tile=TileShape(RG, lanes, WQ, kslice, words, offset))
 
     def _split(self, items: int, RB: int, SB: int, inner: int, kstep: int) -> tuple[int, str]:
         """(KS, the partial sums' array ``kp<n>``) of a row loop of ``items`` items of RB rows x SB

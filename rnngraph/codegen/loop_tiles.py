@@ -15,15 +15,20 @@ thread per (row, stream) adds them and stores the output. No shuffles, so the si
 same code with "warps" of 4 of its 8 threads (its loads one float at a time, its products one
 statement each).
 
+With ``skip`` (a variable-length graph, GemmRows ``skip``) the lanes' stream places go through the
+stream order ``O0`` and only the warps over the first ``O1[t]`` places run, only those places are
+stored: the streams past their lengths skip their work, as the work items do.
+
 Used where the tuning asks for it and every term allows it: FFMA products (not tensor cores),
 vectors that are plain buffers (not flag words), k a multiple of 4 (16-byte alignment of every
-row), all weights in shared copies, no stream skipping (codegen/loop_plan.py ``_tiles``).
+row), all weights in shared copies (codegen/loop_plan.py ``_tiles``).
 """
 from __future__ import annotations
 
 from .loop_items import GemmRows
 from .loop_pointwise import owned_row
 from .operand_rounding import ROUNDING
+from .pointwise import STREAM_ORDER, VALID_STREAMS
 from .source import Source
 
 #: columns a lane reads at a time (one 16-byte load of float32)
@@ -47,11 +52,15 @@ def emit_tile_rows(src: Source, r: GemmRows, coop: bool, vector_loads: bool = Tr
         src(f"rem{a} = min(trg * {RT} + {a}, nrows - 1)", *owned_row(f"rem{a}", f"r{a}", r.reps, r.unit))
     for m, t in enumerate(r.terms):
         src(f"vrow{m} = {t.row}")
-    src("job = int64(tw)")
-    with src.block(f"while job < {WQ * KS} and nrows > 0:"):
-        src(f"ks = job // {WQ}", f"wq = job - ks * {WQ}")
+    # the places (in the stream order where ``skip``: the streams within their lengths first) of
+    # the streams that run at t, and the warps that cover them
+    src(f"nvalid = {VALID_STREAMS}[t]" if r.skip else "nvalid = S", f"nwq = (nvalid + {PW - 1}) // {PW}",
+        "job = int64(tw)")
+    with src.block(f"while job < nwq * {KS} and nrows > 0:"):
+        src("ks = job // nwq", "wq = job - ks * nwq")
         for i in range(ST):
-            src(f"s{i} = min(wq * {PW} + tsg * {ST} + {i}, S - 1)",
+            place = f"min(wq * {PW} + tsg * {ST} + {i}, S - 1)"
+            src(f"s{i} = {f'{STREAM_ORDER}[{place}]' if r.skip else place}",
                 *(f"acc{a}_{i} = float32(0.0)" for a in range(RT)))
         src(f"kk = ks * {kslice}")
         if inner % kslice == 0 and kslice % (TILE_STEP * U) == 0:  # every slice whole trips: a constant count
@@ -67,10 +76,11 @@ def emit_tile_rows(src: Source, r: GemmRows, coop: bool, vector_loads: bool = Tr
             for i in range(ST):
                 src(f"{kp}[(ks * {TR} + trg * {RT} + {a}) * {SP} + wq * {PW} + tsg * {ST} + {i}] = acc{a}_{i}")
         src(f"job += bdim // {lanes}")
-    src("cuda.syncthreads()", "# the slices' partial sums: a thread per (row, stream)", "o = int64(tid)")
-    with src.block("while o < nrows * S:"):
-        src("rem = o // S", "ss = o - rem * S", *owned_row("rem", "rr", r.reps, r.unit),
-            f"acc = {' + '.join(f'{kp}[({q} * {TR} + rem) * {SP} + ss]' for q in range(KS))}",
+    src("cuda.syncthreads()", "# the slices' partial sums: a thread per (row, stream place)", "o = int64(tid)")
+    with src.block("while o < nrows * nvalid:"):
+        src("rem = o // nvalid", "sp = o - rem * nvalid", f"ss = {STREAM_ORDER}[sp]" if r.skip else "ss = sp",
+            *owned_row("rem", "rr", r.reps, r.unit),
+            f"acc = {' + '.join(f'{kp}[({q} * {TR} + rem) * {SP} + sp]' for q in range(KS))}",
             r.store.format(r="rr", s="ss", acc="acc"), "o += bdim")
 
 
