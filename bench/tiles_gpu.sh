@@ -6,7 +6,9 @@
 #            values (bench/loop_profile.py --variants full tiles full: max_abs_diff_vs_full is the
 #            check), for lstm, layernorm_lstm, gru and peephole_lstm; then the LSTM's hand variants of
 #            other tile shapes (bench/experiments/lstm_s64_tiles/gen.py: 4 x 8, 4 x 2, 2 x 4 a lane,
-#            two steps of 4 columns a trip)
+#            two steps of 4 columns a trip) and the kernels split into four stream groups of 33
+#            blocks (groups4_*: each block 4 x the rows, a quarter of the streams' L2 reads; the
+#            backward's max_abs_diff_vs_full checks it, a forward's reads 0 even when wrong)
 #   tests    the GPU tier's tiled cases (tests/test_gpu.py -k tiled: float64 reference, H = 512), and the
 #            variable-length tier (tests/test_gpu_lengths.py) with RNNGRAPH_LOOP=tiles=1
 #   step     bench/startup.py's 2 x 512 S = 64 char LM (cold and warm first call, 300 steps, against
@@ -31,7 +33,8 @@ for part in ${PARTS:-kernels tests}; do
       done
       python3 bench/experiments/lstm_s64_tiles/gen.py /tmp/tiles
       timeout 240 python3 bench/loop_profile.py --configs lstm:64 --variants full tiles --iters 40 \
-        --files /tmp/tiles/fwd_tile_*.py /tmp/tiles/bwd_tile_*.py /tmp/tiles/full_fwd.py /tmp/tiles/full_bwd.py \
+        --files /tmp/tiles/fwd_tile_*.py /tmp/tiles/bwd_tile_*.py /tmp/tiles/groups4_*.py /tmp/tiles/full_fwd.py \
+        /tmp/tiles/full_bwd.py \
         --out "$OUT/$G-$D-loop-tiles-lstm-s64-shapes.json" 2>&1 | grep -v Warn | tee "$OUT/$G-$D-loop-tiles-lstm-s64-shapes.log" ;;
     tests)
       timeout "${TEST_TIMEOUT:-300}" python3 -m pytest -q -m gpu tests/test_gpu.py -k tiled 2>&1 \

@@ -10,14 +10,17 @@ dynamic shared memory after a block barrier, a thread per output adding them and
 
     python gen.py OUTDIR   (writes OUTDIR/full_fwd.py, full_bwd.py: the generated kernels on 132
                             blocks; generated_tiles_fwd.py, _bwd.py: the same with LoopTuning
-                            tiles=1 (codegen/loop_tiles.py); and the variants
-                            fwd_tile_<RT>x<ST>u<U>.py, bwd_tile_...: U steps of 4 columns a trip)
+                            tiles=1 (codegen/loop_tiles.py); the variants
+                            fwd_tile_<RT>x<ST>u<U>.py, bwd_tile_...: U steps of 4 columns a trip;
+                            groups4_{items,tiles}_{fwd,bwd}.py: four stream groups, see
+                            stream_groups)
 
 Timed by bench/loop_profile.py --files (a variant's outputs are checked against the generated
 kernel's: ``max_abs_diff_vs_full``; bench/tiles_gpu.sh's ``kernels`` part); their static SASS by
 sass.py beside this file (bench/results/cpu-20261205-loop-tiles-sass.txt, bench/HISTORY.md
 section 15).
 """
+import re
 import sys
 from pathlib import Path
 
@@ -90,10 +93,10 @@ def backward_variant(src: str, RT: int, ST: int, U: int = 1) -> str:
             f"from rnngraph.codegen.mad_rows import mad_rows{RT}\n" + src)
 
 
-def generated(reverse: bool, H: int = 512, tiles: int = 0) -> str:
+def generated(reverse: bool, H: int = 512, tiles: int = 0, streams: int = S, blocks: int = 132) -> str:
     """The forward (or backward) loop kernel ``prof_fwd`` / ``prof_bwd`` of a one-layer LSTM (H = I)
-    at S streams, T = 100, on 132 blocks; ``tiles``: LoopTuning ``tiles`` (then with the plan's
-    DYNAMIC_SMEM)."""
+    at ``streams`` streams, T = 100, on ``blocks`` blocks; ``tiles``: LoopTuning ``tiles``
+    (then, or with a dynamic shared memory at all, with the plan's DYNAMIC_SMEM)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
     import rnngraph as rg
     from rnngraph.codegen.loop import emit_loop_kernel
@@ -103,15 +106,43 @@ def generated(reverse: bool, H: int = 512, tiles: int = 0) -> str:
     from rnngraph.passes.recurrence import recurrent_width
     from rnngraph.schedule import Loop, loop_precision
     g = rg.stacked(rg.cells.STANDARD["lstm"], 1, H, input_size=H).graph
-    options, tuning = resolve(S, overrides={"tiles": tiles}, recurrent_width=recurrent_width(g), precision="fp32")
-    s = schedule(g, 100, S, "float32", None, options, "fp32")
+    options, tuning = resolve(streams, overrides={"tiles": tiles}, recurrent_width=recurrent_width(g), precision="fp32")
+    s = schedule(g, 100, streams, "float32", None, options, "fp32")
     kernel_of = {m: k.ops for d in ("forward", "backward") for k in s.kernels(d) for m in k.ops}
     steps = s.backward if reverse else s.forward
     loop = next(st for st in steps if isinstance(st, Loop) and st.mode == "persistent")
     name = "prof_bwd" if reverse else "prof_fwd"
-    plan = plan_loop_kernel(g, loop, name, True, kernel_of, S, 132, tuning, precision=loop_precision(s))
+    plan = plan_loop_kernel(g, loop, name, True, kernel_of, streams, blocks, tuning, precision=loop_precision(s))
     text = emit_loop_kernel(g, plan, kernel_of)[0]
-    return f"DYNAMIC_SMEM = {plan.dynamic_smem}\n" + text if tiles else text
+    return f"DYNAMIC_SMEM = {plan.dynamic_smem}\n" + text if tiles or plan.dynamic_smem else text
+
+
+def stream_groups(reverse: bool, tiles: int, G: int = 4) -> str:
+    """The kernel of :func:`generated` for S / G streams on 132 / G blocks, made the kernel of G
+    stream groups on 132 blocks: block b works for group b // (132 / G) on streams [g S / G,
+    (g + 1) S / G) as block b % (132 / G) of that group, so that each block owns G times the rows
+    (its weight rows in dynamic shared memory) and reads only its group's vectors: the backward's
+    L2 reads of the gate gradients a timestep drop from 64 x 2,048 floats a block (67 MB in all)
+    to 16 x 2,048 (17 MB). One grid barrier over all 132 blocks, as before."""
+    text = generated(reverse, tiles=tiles, streams=S // G, blocks=132 // G)
+    lines = []
+    for line in text.splitlines():
+        indent = line[:len(line) - len(line.lstrip())]
+        body = line.strip()
+        if body == "nblocks = cuda.gridDim.x":
+            lines += [line, f"{indent}sgroup = bid // (nblocks // {G})", f"{indent}bid = bid - sgroup * (nblocks // {G})",
+                      f"{indent}nblocks = nblocks // {G}", f"{indent}sbase = sgroup * (S // {G})", f"{indent}S = S // {G}"]
+            continue
+        if body.startswith("grid_barrier(BAR, nblocks)"):
+            line = line.replace("grid_barrier(BAR, nblocks)", f"grid_barrier(BAR, nblocks * {G})")
+        elif re.match(r"s\d+ = min\(", body):
+            line = line.replace(" = min(", " = sbase + min(", 1)
+        elif body == "ss = sp":
+            line = f"{indent}ss = sbase + sp"
+        elif re.match(r"k\d+_(fwd|bwd)\(t, s, j,", body):
+            line = line.replace("(t, s, j,", "(t, sbase + s, j,", 1)
+        lines.append(line)
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
@@ -122,6 +153,10 @@ if __name__ == "__main__":
     (out / "full_bwd.py").write_text(bwd)
     (out / "generated_tiles_fwd.py").write_text(generated(False, tiles=1))
     (out / "generated_tiles_bwd.py").write_text(generated(True, tiles=1))
+    for tiles in (0, 1):
+        for reverse in (False, True):
+            name = f"groups4_{'tiles' if tiles else 'items'}_{'bwd' if reverse else 'fwd'}.py"
+            (out / name).write_text(stream_groups(reverse, tiles))
     for RT, ST, U in ((4, 8, 1), (4, 4, 1), (4, 4, 2), (4, 2, 1), (4, 2, 2), (2, 4, 1)):
         (out / f"fwd_tile_{RT}x{ST}u{U}.py").write_text(forward_variant(fwd, RT, ST, U))
     for RT, ST, U in ((4, 2, 1), (4, 2, 2), (4, 1, 2), (2, 4, 1), (2, 2, 2)):
