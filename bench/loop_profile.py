@@ -30,6 +30,10 @@ the others edits of the generated text:
   fastmath      every function of the module compiled with fastmath=True (approximate exp, division)
   tiles         the kernel re-planned with LoopTuning tiles=1: its FFMA row loops as lane-owned tiles
                 (codegen/loop_tiles.py), against ``full`` in the same process and on the same values
+  groups4       re-planned with LoopTuning groups=4: the blocks in four stream groups (a block owns
+                four times the rows, reads a quarter of the streams' vectors; codegen/loop_plan.py
+                ``stream_groups``; where the loop allows it, else as generated)
+  tiles-groups4 both
 
 --files adds hand-written variants (Python files defining ``prof_fwd`` and/or ``prof_bwd`` with the
 generated kernel's parameters, and optionally ``DYNAMIC_SMEM``, the bytes of dynamic shared memory
@@ -79,8 +83,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # rnngraph from
 import numpy as np  # noqa: E402
 
 VARIANTS = ("full", "no-grid-sync", "sync-only", "no-gemm", "no-pointwise", "no-ln-sums", "no-vector-loads",
-            "uint64-indices", "constants", "fastmath", "lineinfo", "tiles")
+            "uint64-indices", "constants", "fastmath", "lineinfo", "tiles", "groups4", "tiles-groups4")
 
+
+#: variant -> the LoopTuning knobs it re-plans the kernel with
+RETUNED = {"tiles": {"tiles": 1}, "groups4": {"groups": 4}, "tiles-groups4": {"tiles": 1, "groups": 4}}
 
 #: variant -> the constructs its kernel is generated without (LoopKernelPlan.knockout,
 #: codegen/loop.py): "grid-sync" the grid syncs of the time loop (each becomes ``pass``), "gemm",
@@ -112,16 +119,17 @@ def _unsigned_indices(src: str) -> str:
 def variant_source(g, plan, recompute: dict, name: str, T: int, S: int, precision: str = "fp32") -> str:
     """The generated module of ``plan`` (a LoopKernelPlan of graph ``g``; ``recompute``: the
     program's ``kernel_of``) as variant ``name``: the knock-outs and fastmath generated from the
-    plan, ``tiles`` re-planned with LoopTuning ``tiles=1`` (its dynamic shared memory in the
-    module's ``DYNAMIC_SMEM``), the other variants edits of the generated text."""
+    plan, ``tiles`` and ``groups4`` re-planned with their LoopTuning knobs (``RETUNED``; the
+    dynamic shared memory in the module's ``DYNAMIC_SMEM``), the other variants edits of the
+    generated text."""
     from dataclasses import replace
 
     from rnngraph.codegen.loop import emit_loop_kernel
-    if name == "tiles":
+    if name in RETUNED:
         from rnngraph.codegen.loop_plan import plan_loop_kernel
-        tiled = plan_loop_kernel(g, plan.loop, plan.name, plan.coop, recompute, S, plan.nblocks,
-                                 plan.tuning.replace(tiles=1), plan.virtual_blocks, precision)
-        return f"DYNAMIC_SMEM = {tiled.dynamic_smem}\n" + emit_loop_kernel(g, tiled, recompute)[0]
+        retuned = plan_loop_kernel(g, plan.loop, plan.name, plan.coop, recompute, S, plan.nblocks,
+                                   plan.tuning.replace(**RETUNED[name]), plan.virtual_blocks, precision)
+        return f"DYNAMIC_SMEM = {retuned.dynamic_smem}\n" + emit_loop_kernel(g, retuned, recompute)[0]
     if name in KNOCKOUTS:
         plan = replace(plan, knockout=frozenset(KNOCKOUTS[name]))
     elif name == "fastmath":

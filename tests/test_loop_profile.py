@@ -127,10 +127,12 @@ def test_no_gemm_variant_removes_the_split_partial_sums():
     assert calls(out) == calls(src) == 1
 
 
-def test_tiles_variant_replans_the_loop_with_tiled_row_loops():
-    """tiles: the loop re-planned with LoopTuning tiles=1, the module led by its DYNAMIC_SMEM (the
-    bytes the launch gives it); the kernel as generated has none of it."""
+def test_tiles_and_groups_variants_replan_the_loop():
+    """tiles / groups4: the loop re-planned with LoopTuning tiles=1 / groups=4, the module led by
+    its DYNAMIC_SMEM (the bytes the launch gives it); the kernel as generated has neither."""
     for variant, src in _variants("lstm", 64, LoopTuning()):
-        out = variant("tiles")
-        assert "# tiled GEMM partial sums" in out and "# tiled GEMM partial sums" not in src
-        assert re.match(r"DYNAMIC_SMEM = \d+\n", out) and re.search(r"= mad_rows\d+\(ap", out)
+        tiled, grouped, both = variant("tiles"), variant("groups4"), variant("tiles-groups4")
+        assert "# tiled GEMM partial sums" in tiled and "# tiled GEMM partial sums" not in src
+        assert re.match(r"DYNAMIC_SMEM = \d+\n", tiled) and re.search(r"= mad_rows\d+\(ap", tiled)
+        assert "sbase = sgroup * (S // 4)" in grouped and "sbase" not in src and "# tiled GEMM" not in grouped
+        assert "sbase = sgroup * (S // 4)" in both and "# tiled GEMM partial sums" in both

@@ -76,7 +76,8 @@ for cell, S, knob, *opts in json.loads(CONFIGS):  # opts: {"hidden": H, "tuning"
         ptx, _ = cuda.compile_ptx(kern.py_func, sig, cc=(9, 0))
         body = "\n".join(l for l in ptx.splitlines() if not l.strip().startswith("//"))
         out[f"{cell} S={S} barrier={knob} H={hidden} {precision} mma={int(options.loop_tensor_cores)}"
-            f"{' lengths' if opts.get('lengths') else ''}{' pipelined' if tuning.pipeline else ''} {loop.name}"] = {
+            f"{' lengths' if opts.get('lengths') else ''}{' pipelined' if tuning.pipeline else ''}"
+            f"{' tiles' if tuning.tiles else ''}{f' groups={tuning.groups}' if tuning.groups > 1 else ''} {loop.name}"] = {
             "mma": re.findall(r"mma\.sync\.aligned\.[a-z0-9.]+", body),
             "v4_loads": len(re.findall(r"ld\.global\.v4\.f32", body)),
             "shared_v4_loads": len(re.findall(r"ld\.shared\.v4\.f32", body)),
@@ -169,9 +170,22 @@ def test_tiled_loop_kernels_compile_to_wide_loads(tmp_path):
     for name, r in result.items():
         assert r["tiled"] >= 1 and r["f64"] == 0, (name, r)
         assert r["v4_loads"] >= 1 and r["shared_v4_loads"] >= 1, (name, r)
-    lstm = "lstm S=64 barrier=0 H=512 fp32 mma=0 loop0"
+    lstm = "lstm S=64 barrier=0 H=512 fp32 mma=0 tiles loop0"
     assert (result[lstm]["shared_v4_loads"], result[lstm]["v4_loads"]) == (8, 8)
     assert (result[lstm + " (backward)"]["shared_v4_loads"], result[lstm + " (backward)"]["v4_loads"]) == (16, 8)
+
+
+@pytest.mark.slow
+def test_stream_grouped_loop_kernels_compile(tmp_path):
+    """LoopTuning ``groups=4`` (codegen/loop_plan.py ``stream_groups``) at S = 64, H = 512, work
+    items and tiles: the LSTM's loop kernels compile for sm_90 without float64, their weight rows
+    (128 KiB a block) read from dynamic shared memory, with 16-byte loads where tiled."""
+    result = compile_loops([["lstm", 64, 0, {"hidden": 512, "tuning": {"groups": 4}}],
+                            ["lstm", 64, 0, {"hidden": 512, "tuning": {"groups": 4, "tiles": 1}}]], tmp_path)
+    assert len(result) == 4, sorted(result)
+    assert all(r["f64"] == 0 for r in result.values()), result
+    assert sorted(r["tiled"] for r in result.values()) == [0, 0, 1, 1]
+    assert all(r["shared_v4_loads"] > 0 for r in result.values() if r["tiled"])
 
 
 def test_f64_count_sees_a_float64_constant(tmp_path):

@@ -95,7 +95,10 @@ class GemmRows:
     (codegen/loop_tiles.py), laid out by the :class:`TileShape`. Then ``rows`` and ``streams``
     are a lane's (RT x ST), ``ksplit`` the slices of the inner dimension, ``items`` the jobs
     (slices x the warps that cover the streams), ``unroll`` steps of 4 columns a trip,
-    ``partials`` the slices' shared array ``kt<i>``; ``butterfly`` is unused."""
+    ``partials`` the slices' shared array ``kt<i>``; ``butterfly`` is unused.
+
+    ``grouped``: the kernel runs in stream groups (LoopKernelPlan ``stream_groups``): the items'
+    streams are places among the block's group's S / G, offset by ``sbase``."""
 
     comment: str
     terms: tuple
@@ -117,6 +120,7 @@ class GemmRows:
     skip: bool = False
     pipelined: bool = False
     tile: TileShape | None = None
+    grouped: bool = False
 
 
 @dataclass(frozen=True)
@@ -132,7 +136,8 @@ class PointwiseItem:
     """A pointwise kernel of a stage: ``local`` (its layer norms' gain and bias gradients go to
     shared-memory sums), ``deferred`` (layer norms whose gradients a kernel after the loop sums),
     ``prefetch`` (its early loads, or None), its unit ``unit``, ``reps`` units of it a unit of the
-    level, and ``args`` its device function's buffer arguments."""
+    level, ``args`` its device function's buffer arguments, and ``grouped``: its streams offset by
+    ``sbase`` (as GemmRows ``grouped``)."""
 
     kernel: Kernel
     local: bool
@@ -141,6 +146,7 @@ class PointwiseItem:
     unit: int
     reps: int
     args: tuple
+    grouped: bool = False
 
 
 @dataclass(frozen=True)

@@ -172,7 +172,9 @@ class LoopKernelPlan:
     so that those steps hold finite values (rnngraph/lengths.py). ``dynamic_smem``: the bytes of
     dynamic shared memory the launch must give each block (the weight copies with an ``offset``
     and the tiled row loops' partial sums with one, TileShape ``offset``; the kernel must be
-    allowed them first: codegen/device.py ``allow_dynamic_shared_memory``)."""
+    allowed them first: codegen/device.py ``allow_dynamic_shared_memory``). ``stream_groups`` (G,
+    LoopTuning ``groups``): the blocks (or virtual blocks) in G groups of S / G streams each
+    (:func:`stream_groups`)."""
 
     loop: Loop = field(repr=False, compare=False)
     name: str
@@ -199,6 +201,7 @@ class LoopKernelPlan:
     knockout: frozenset = frozenset()
     unwritten: tuple = ()
     dynamic_smem: int = 0
+    stream_groups: int = 1
 
     @property
     def args(self) -> tuple:
@@ -229,7 +232,8 @@ class LoopKernelPlan:
             return "pass"
         if not self.barrier:
             return "grid.sync()"
-        return "grid_barrier(BAR, nblocks)" if self.barrier < 3 else "bphase = grid_barrier(BAR, nblocks, bphase)"
+        n = f"nblocks * {self.stream_groups}" if self.stream_groups > 1 else "nblocks"  # every block of the grid
+        return f"grid_barrier(BAR, {n})" if self.barrier < 3 else f"bphase = grid_barrier(BAR, {n}, bphase)"
 
     def arrays(self, use: str) -> list[SmemArray]:
         """The shared arrays of one ``use`` (see :class:`SmemArray`), in the order they were taken."""
@@ -279,8 +283,12 @@ def plan_loop_kernel(g: Graph, loop: Loop, name: str, coop: bool = True, recompu
     buffers: set[str] = set()
     flagged = [names.grad(v[2:]) if v.startswith("d.") else names.value(v) for v in loop.flagged]
     flag_buffers = {b: "F" + b[1:] for b in flagged}
-    ctx = _Context(g, loop, names, recompute, flag_buffers, tuning, coop, streams, nblocks, vb, budget, buffers,
-                   precision, dynamic)
+    G = stream_groups(g, loop, tuning, streams, vb or nblocks, bool(flag_buffers), precision != "fp32",
+                      bool(prefetch_plans(g, loop, recompute, flag_buffers, tuning)))
+    # a block plans as one of its group's: nblocks / G blocks (or virtual blocks) over S / G streams
+    ctx = _Context(g, loop, names, recompute, flag_buffers, tuning, coop, streams // G, nblocks if vb else nblocks // G,
+                   vb // G, budget, buffers, precision, dynamic)
+    ctx.grouped = G > 1
 
     # 1. the layer norms' row-sum arrays
     ln_slots = max(tuning.threads, streams)
@@ -326,7 +334,22 @@ def plan_loop_kernel(g: Graph, loop: Loop, name: str, coop: bool = True, recompu
         ln_zero=tuple(dict.fromkeys(ln_zero)), smem=tuple(budget.arrays), smem_left=budget.left,
         weight_copies=tuple(ctx.copies.values()), local_grads=tuple(ctx.local_grads), prefetch=tuple(prefetch.items()),
         levels=tuple(levels), transposed=frozenset(ctx.transposed), unwritten=tuple(ctx.unwritten.items()),
-        buffers=tuple(sorted(buffers - local - set(flag_buffers.values()), key=buffer_key)), dynamic_smem=dynamic.used)
+        buffers=tuple(sorted(buffers - local - set(flag_buffers.values()), key=buffer_key)), dynamic_smem=dynamic.used,
+        stream_groups=G)
+
+
+def stream_groups(g: Graph, loop: Loop, tuning: LoopTuning, streams: int, blocks: int, flagged: bool,
+                  reduced: bool, early: bool) -> int:
+    """G, the stream groups of a loop kernel over ``streams`` streams on ``blocks`` blocks (or
+    virtual blocks): ``tuning.groups`` where S and the grid divide by it and the loop has no layer
+    norm (their row sums run over a column's blocks), no ``flagged`` values, no products in a
+    ``reduced`` precision (tensor cores, or their simulator stand-in), no ``early`` loads and no
+    lengths (the stream order); else 1. Block b then works for group b // (blocks / G) on streams
+    [g S / G, (g + 1) S / G) as block b % (blocks / G) of its group (codegen/loop_prologue.py)."""
+    G = tuning.groups
+    if G == 1 or streams % G or blocks % G or flagged or reduced or early or length_inputs(g):
+        return 1
+    return 1 if any(is_row_reduction(g.by_name[m].op) for k in loop.kernels for m in k.ops) else G
 
 
 class _Context:
@@ -346,6 +369,7 @@ class _Context:
         self.transposed: set[str] = set()
         self.nsplit = 0  # split partial-sum arrays so far
         self.ntiles = 0  # tile partial-sum arrays so far
+        self.grouped = False  # the kernel runs in stream groups (LoopKernelPlan ``stream_groups``)
         self.ln_shape = 0  # the layer norms' row-sum shape, once their arrays are decided
         #: the FFMA row loops of a variable-length graph skip their padded steps (GemmRows ``skip``)
         self.skip = bool(length_inputs(g) and tuning.skip and not self.mma)
@@ -393,7 +417,7 @@ class _Context:
                                                         "layer-norm gradients"))
                     self.buffers.add(q)
         self.buffers.update(e.buffers)
-        return PointwiseItem(k, local, deferred, plan, e.u, reps, tuple(sorted(e.buffers, key=buffer_key)))
+        return PointwiseItem(k, local, deferred, plan, e.u, reps, tuple(sorted(e.buffers, key=buffer_key)), self.grouped)
 
     def gemm(self, k: Kernel, uL: int) -> GemmItem:
         """forward y[r] = W[r,:] . x (+ b[r]) per member; backward dx[c] += sum_m W_m[:,c] . g_m,
@@ -522,7 +546,7 @@ class _Context:
         unroll = max(1, min(self.tuning.unroll, inner // (kstep * KS)))
         butterfly = bool(self.coop and self.tuning.xreduce and RB * SB <= 32)
         return GemmRows(comment, terms, store, reps, uL, inner, SB, RB, items, KS, kp, unroll, butterfly,
-                        rounding=self.rounding, skip=skip)
+                        rounding=self.rounding, skip=skip, grouped=self.grouped)
 
     def _tiles(self, comment: str, reps: int, uL: int, inner: int, terms: tuple, store: str,
                block_rows: int, skip: bool = False) -> GemmRows | None:
@@ -565,7 +589,8 @@ class _Context:
         fmas = RT * ST * TILE_STEP * len(terms)  # a step's
         unroll = max(1, min(self.tuning.unroll, TILE_TRIP_FMAS // fmas, kslice // TILE_STEP))
         return GemmRows(comment, terms, store, reps, uL, inner, ST, RT, WQ * KS, KS, kp, unroll, False,
-                        rounding=self.rounding, skip=skip, tile=TileShape(RG, lanes, WQ, kslice, words, offset))
+                        rounding=self.rounding, skip=skip, tile=TileShape(RG, lanes, WQ, kslice, words, offset),
+                        grouped=self.grouped)
 
     def _split(self, items: int, RB: int, SB: int, inner: int, kstep: int) -> tuple[int, str]:
         """(KS, the partial sums' array ``kp<n>``) of a row loop of ``items`` items of RB rows x SB

@@ -61,6 +61,10 @@ def emit_prologue(src: Source, g: Graph, plan: LoopKernelPlan) -> None:
             f"nblocks = {vb}")
     else:
         src("tid = cuda.threadIdx.x", "bdim = cuda.blockDim.x", "bid = cuda.blockIdx.x", "nblocks = cuda.gridDim.x")
+    if plan.stream_groups > 1:  # block bid of the grid: block bid % (nblocks / G) of group bid // (nblocks / G)
+        G = plan.stream_groups
+        src(f"sgroup = bid // (nblocks // {G})", f"bid = bid - sgroup * (nblocks // {G})", f"nblocks = nblocks // {G}",
+            f"sbase = sgroup * (S // {G})", f"S = S // {G}  # the group's streams")
     if plan.coop:
         src("lane = tid % 32", "warp = tid // 32", "nwarps = bdim // 32")
     if plan.ln_zero:

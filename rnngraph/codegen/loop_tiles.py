@@ -60,7 +60,7 @@ def emit_tile_rows(src: Source, r: GemmRows, coop: bool, vector_loads: bool = Tr
         src("ks = job // nwq", "wq = job - ks * nwq")
         for i in range(ST):
             place = f"min(wq * {PW} + tsg * {ST} + {i}, S - 1)"
-            src(f"s{i} = {f'{STREAM_ORDER}[{place}]' if r.skip else place}",
+            src(f"s{i} = {f'{STREAM_ORDER}[{place}]' if r.skip else f'sbase + {place}' if r.grouped else place}",
                 *(f"acc{a}_{i} = float32(0.0)" for a in range(RT)))
         src(f"kk = ks * {kslice}")
         if inner % kslice == 0 and kslice % (TILE_STEP * U) == 0:  # every slice whole trips: a constant count
@@ -78,7 +78,7 @@ def emit_tile_rows(src: Source, r: GemmRows, coop: bool, vector_loads: bool = Tr
         src(f"job += bdim // {lanes}")
     src("cuda.syncthreads()", "# the slices' partial sums: a thread per (row, stream place)", "o = int64(tid)")
     with src.block("while o < nrows * nvalid:"):
-        src("rem = o // nvalid", "sp = o - rem * nvalid", f"ss = {STREAM_ORDER}[sp]" if r.skip else "ss = sp",
+        src("rem = o // nvalid", "sp = o - rem * nvalid", f"ss = {STREAM_ORDER}[sp]" if r.skip else "ss = sbase + sp" if r.grouped else "ss = sp",
             *owned_row("rem", "rr", r.reps, r.unit),
             f"acc = {' + '.join(f'{kp}[({q} * {TR} + rem) * {SP} + sp]' for q in range(KS))}",
             r.store.format(r="rr", s="ss", acc="acc"), "o += bdim")

@@ -104,6 +104,14 @@ tiles     1: the FFMA row loops as lane-owned tiles (codegen/loop_tiles.py: a la
           with 16-byte loads; the slices' sums meet in shared memory, no warp reduction) where a row
           loop allows it; 0: the work items of codegen/loop_gemm.py. 0: not yet measured as generated; hand
           variants of the S = 64 LSTM loop kernels: bench/experiments/lstm_s64_tiles/gen.py.
+groups    G > 1: the persistent loop kernel's blocks in G stream groups (codegen/loop_plan.py
+          ``stream_groups``): block b works for group b // (blocks / G) on its S / G streams as one
+          of blocks / G, so that a block owns G times the rows (more shared memory) and reads only
+          its group's vectors from L2 (the S = 64 LSTM backward reads all 64 x 2,048 gate gradients
+          into every block, 67 MB a timestep); where S and the grid divide by G, in loops without
+          layer norms, flagged values, early loads, lengths or tensor-core products, else 1. 1: not
+          yet measured as generated; hand variants: bench/experiments/lstm_s64_tiles/gen.py
+          (groups4_*).
 """
 from __future__ import annotations
 
@@ -135,6 +143,7 @@ _RANGES = {
     "skip": ("0 or 1", lambda v: v in (0, 1)),
     "pipeline": ("0 or 1", lambda v: v in (0, 1)),
     "tiles": ("0 or 1", lambda v: v in (0, 1)),
+    "groups": ("1, 2, 4 or 8", lambda v: v in (1, 2, 4, 8)),
 }
 
 
@@ -170,6 +179,7 @@ class LoopTuning:
     skip: int = 1
     pipeline: int = 0
     tiles: int = 0
+    groups: int = 1
 
     def __post_init__(self):
         for f in fields(self):

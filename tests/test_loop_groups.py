@@ -1,0 +1,70 @@
+"""Stream groups (LoopTuning ``groups``, LoopKernelPlan ``stream_groups``): a persistent loop
+kernel's blocks split into G groups, each block working on its group's S / G streams as one of
+the group's blocks (owning G times the rows). In numba's simulator, with its block split into
+"blocks" (``program.SIM_BLOCKS``), each loop kernel must compute like the NumPy backend
+(tests/loop_sim.py); the plan takes groups only where the loop allows them."""
+import os
+
+import pytest
+
+import rnngraph as rg
+from loop_sim import check_loops
+from rnngraph.codegen import program
+from rnngraph.codegen.loop_plan import plan_loop_kernel
+from rnngraph.codegen.tuning import LoopTuning
+from rnngraph.loop_env import resolve
+from rnngraph.passes import schedule
+from rnngraph.schedule import Loop
+
+sim = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1",
+                         reason="simulator tests (the GPU tier runs tests/test_gpu.py)")
+
+
+@sim
+@pytest.mark.parametrize("cell, plan, S, H, G, blocks", [
+    ("lstm", "wavefront", 4, 4, 2, 4), ("gru", "scc-sequential", 4, 6, 2, 2), ("lstm", "scc-sequential", 6, 5, 2, 4),
+    ("lstm", "wavefront", 4, 8, 4, 4), ("peephole_lstm", "wavefront", 8, 4, 4, 4)])
+def test_grouped_loops_compute_like_numpy(cell, plan, S, H, G, blocks, monkeypatch):
+    """Two or four groups of one or two "blocks" each, one and two layers: every stream index of
+    the GEMMs and the pointwise kernels offset by the group's first stream."""
+    monkeypatch.setattr(program, "SIM_BLOCKS", blocks)
+    tuning = LoopTuning.defaults(S).replace(groups=G)
+    net = rg.stacked(rg.cells.STANDARD[cell], 2, H, vocab=5, embed=3)
+    gpu = rg.compile(net, window=3, streams=S, device="cuda", seed=3, plan=plan, tuning=tuning)
+    plans = list(gpu._cuda.program.loop_plans.values())
+    assert plans and all(p.stream_groups == G for p in plans)
+    assert gpu.kernels.count(f"sbase = sgroup * (S // {G})") == len(plans)
+    assert list(check_loops(gpu)) == [s.name for s in gpu.schedule.forward + gpu.schedule.backward if isinstance(s, Loop)]
+
+
+def _plans(cell: str, H: int, S: int, knobs: dict, precision: str = "fp32", blocks: int = 132):
+    g = rg.stacked(rg.cells.STANDARD[cell], 1, H, input_size=H).graph
+    options, tuning = resolve(S, overrides=knobs, recurrent_width=H, precision=precision)
+    s = schedule(g, 4, S, "float32", None, options, precision)
+    kernel_of = {m: k.ops for k in s.kernels("forward") for m in k.ops}
+    return [plan_loop_kernel(g, lp, "k", True, kernel_of, S, blocks, tuning, precision=precision)
+            for lp in s.forward + s.backward if isinstance(lp, Loop) and lp.mode == "persistent"]
+
+
+def test_the_s64_lstm_in_four_groups_keeps_its_weight_rows_in_dynamic_shared_memory():
+    """H = 512, S = 64 on 132 blocks, G = 4: a block is one of 33 in its group, so it owns 64
+    forward rows (16 units x 4 gates: 128 KiB of weights, past the static budget) and 16 backward
+    rows of 2,048 columns (128 KiB); the grid barrier still counts all 132 blocks."""
+    fwd, bwd = _plans("lstm", 512, 64, {"groups": 4})
+    assert fwd.stream_groups == bwd.stream_groups == 4
+    assert [(c.rows, c.cols, c.offset >= 0) for c in fwd.weight_copies] == [(64, 512, True)]
+    assert [(c.rows, c.cols, c.offset >= 0) for c in bwd.weight_copies] == [(16, 2048, True)]
+    assert fwd.grid_sync == "grid_barrier(BAR, nblocks * 4)"
+
+
+@pytest.mark.parametrize("cell, H, S, knobs, precision, blocks, why", [
+    ("lstm", 512, 64, {"groups": 1}, "fp32", 132, "not asked for"),
+    ("lstm", 512, 63, {"groups": 4}, "fp32", 132, "S not a multiple of G"),
+    ("lstm", 512, 64, {"groups": 8}, "fp32", 132, "132 blocks not a multiple of 8"),
+    ("layernorm_lstm", 512, 64, {"groups": 4}, "fp32", 132, "layer norms: row sums over a column's blocks"),
+    ("lstm", 512, 4, {"groups": 4, "prefetch": 1}, "fp32", 132, "early loads"),
+    ("lstm", 1024, 64, {"groups": 4, "mma": 1}, "tf32", 132, "tensor-core products"),
+])
+def test_loops_keep_one_group_where_groups_do_not_apply(cell, H, S, knobs, precision, blocks, why):
+    plans = _plans(cell, H, S, knobs, precision, blocks)
+    assert plans and all(p.stream_groups == 1 for p in plans), why
