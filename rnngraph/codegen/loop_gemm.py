@@ -154,9 +154,9 @@ def _item_rows_and_streams(src: Source, r: GemmRows) -> None:
 def _stream_of(r: GemmRows, place: str) -> str:
     """The stream at ``place`` (an expression in [0, S)): the stream order's entry there where
     ``r.skip``, the place past the group's first stream where ``r.grouped``, else ``place``."""
-    if r.grouped:
-        return f"sbase + {place}"
-    return f"{STREAM_ORDER}[{place}]" if r.skip else place
+    if r.skip:  # (stream groups are not planned with lengths: codegen/loop_plan.py stream_groups)
+        return f"{STREAM_ORDER}[{place}]"
+    return f"sbase + {place}" if r.grouped else place
 
 
 def sum_split_partials(src: Source, r: GemmRows) -> None:

@@ -70,9 +70,10 @@ def emit_pointwise(src: Source, item, uL: int, reverse: bool) -> None:
     with src.block(f"while item < S * nj * {reps}:"):
         src(f"s = item // (nj * {reps})", f"rem = item - s * (nj * {reps})", *owned_row("rem", "j", reps, uL))
         s = "sbase + s" if item.grouped else "s"  # stream groups: the place among the group's streams
-        call = f"(t, {s}, j, {'rem, ' if item.local else ''}{', '.join(item.args)})"
+        rest = f"{'rem, ' if item.local else ''}{', '.join(item.args)})"
+        call = f"(t, {s}, j, {rest}"
         if item.prefetch:  # the thread's first item: its loads were issued a level early
-            src.branch("item == tid", [f"{fn}_pre{call.replace('(t, s, j, ', f'(t, s, j, pf_{k.name}, ')}"], [f"{fn}{call}"])
+            src.branch("item == tid", [f"{fn}_pre(t, {s}, j, pf_{k.name}, {rest}"], [f"{fn}{call}"])
         else:
             src(f"{fn}{call}")
         src("item += bdim")

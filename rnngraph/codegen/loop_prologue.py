@@ -62,6 +62,8 @@ def emit_prologue(src: Source, g: Graph, plan: LoopKernelPlan) -> None:
     else:
         src("tid = cuda.threadIdx.x", "bdim = cuda.blockDim.x", "bid = cuda.blockIdx.x", "nblocks = cuda.gridDim.x")
     if plan.stream_groups > 1:  # block bid of the grid: block bid % (nblocks / G) of group bid // (nblocks / G)
+        # what the plan keeps out of grouped kernels (their code indexes every stream of the grid)
+        assert not (plan.ln_zero or plan.flag_buffers or plan.prefetch or plan.local_grads), plan.name
         G = plan.stream_groups
         src(f"sgroup = bid // (nblocks // {G})", f"bid = bid - sgroup * (nblocks // {G})", f"nblocks = nblocks // {G}",
             f"sbase = sgroup * (S // {G})", f"S = S // {G}  # the group's streams")
