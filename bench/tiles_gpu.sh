@@ -18,7 +18,7 @@
 #   layer    bench/torch_layer.py, lstm and layernorm_lstm 2 x 512 at B = 64 against nn.LSTM, with the
 #            defaults and with RNNGRAPH_LOOP=$KEYS
 #   ncu      Nsight Compute of the LSTM S = 64 backward loop kernel, work items and tiles: is it bound
-#            by L2 (every block reads the timestep's 64 x 2,048 gate gradients: 67 MB a timestep)?
+#            by L2 (every block reads the timestep's 64 x 2,048 gate gradients: 69 MB a timestep)?
 # KEYS (default tiles=1): the RNNGRAPH_LOOP keys the tests, step and layer parts set, e.g. "tiles=1,groups=4".
 #
 #   on the GPU machine (bring .whl with the tree):  PARTS="kernels tests" bash bench/tiles_gpu.sh

@@ -108,7 +108,7 @@ groups    G > 1: the persistent loop kernel's blocks in G stream groups (codegen
           ``stream_groups``): block b works for group b // (blocks / G) on its S / G streams as one
           of blocks / G, so that a block owns G times the rows (more shared memory) and reads only
           its group's vectors from L2 (the S = 64 LSTM backward reads all 64 x 2,048 gate gradients
-          into every block, 67 MB a timestep); where S and the grid divide by G, in loops without
+          into every block, 69 MB a timestep); where S and the grid divide by G, in loops without
           layer norms, flagged values, early loads, lengths or tensor-core products, else 1. 1: not
           yet measured as generated; hand variants: bench/experiments/lstm_s64_tiles/gen.py
           (groups4_*).

@@ -122,7 +122,7 @@ def stream_groups(reverse: bool, tiles: int, G: int = 4) -> str:
     stream groups on 132 blocks: block b works for group b // (132 / G) on streams [g S / G,
     (g + 1) S / G) as block b % (132 / G) of that group, so that each block owns G times the rows
     (its weight rows in dynamic shared memory) and reads only its group's vectors: the backward's
-    L2 reads of the gate gradients a timestep drop from 64 x 2,048 floats a block (67 MB in all)
+    L2 reads of the gate gradients a timestep drop from 64 x 2,048 floats a block (69 MB in all)
     to 16 x 2,048 (17 MB). One grid barrier over all 132 blocks, as before."""
     text = generated(reverse, tiles=tiles, streams=S // G, blocks=132 // G)
     lines = []
