@@ -28,8 +28,11 @@ the others edits of the generated text:
                 then strength-reduce the index arithmetic and fix trip counts)
   lineinfo      the kernel as generated, compiled with line information (for ncu's source view)
   fastmath      every function of the module compiled with fastmath=True (approximate exp, division)
-  tiles         the kernel re-planned with LoopTuning tiles=1: its FFMA row loops as lane-owned tiles
-                (codegen/loop_tiles.py), against ``full`` in the same process and on the same values
+  tiles         the kernel re-planned with LoopTuning tiles=1 (and groups=1): its FFMA row loops as
+                lane-owned tiles (codegen/loop_tiles.py), against ``full`` in the same process and on the
+                same values
+  groups1       re-planned with LoopTuning groups=1: one stream group (``full`` is in four from S = 64)
+  groups2       re-planned with LoopTuning groups=2 (see groups4)
   groups4       re-planned with LoopTuning groups=4: the blocks in four stream groups (a block owns
                 four times the rows, reads a quarter of the streams' vectors; codegen/loop_plan.py
                 ``stream_groups``; where the loop allows it, else as generated)
@@ -83,11 +86,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # rnngraph from
 import numpy as np  # noqa: E402
 
 VARIANTS = ("full", "no-grid-sync", "sync-only", "no-gemm", "no-pointwise", "no-ln-sums", "no-vector-loads",
-            "uint64-indices", "constants", "fastmath", "lineinfo", "tiles", "groups4", "tiles-groups4")
+            "uint64-indices", "constants", "fastmath", "lineinfo", "tiles", "groups1", "groups2", "groups4", "tiles-groups4")
 
 
 #: variant -> the LoopTuning knobs it re-plans the kernel with
-RETUNED = {"tiles": {"tiles": 1}, "groups4": {"groups": 4}, "tiles-groups4": {"tiles": 1, "groups": 4}}
+RETUNED = {"tiles": {"tiles": 1, "groups": 1}, "groups1": {"groups": 1}, "groups2": {"groups": 2}, "groups4": {"groups": 4},
+           "tiles-groups4": {"tiles": 1, "groups": 4}}
 
 #: variant -> the constructs its kernel is generated without (LoopKernelPlan.knockout,
 #: codegen/loop.py): "grid-sync" the grid syncs of the time loop (each becomes ``pass``), "gemm",

@@ -64,7 +64,16 @@ def test_the_s64_lstm_in_four_groups_keeps_its_weight_rows_in_dynamic_shared_mem
     ("layernorm_lstm", 512, 64, {"groups": 4}, "fp32", 132, "layer norms: row sums over a column's blocks"),
     ("lstm", 512, 4, {"groups": 4, "prefetch": 1}, "fp32", 132, "early loads"),
     ("lstm", 1024, 64, {"groups": 4, "mma": 1}, "tf32", 132, "tensor-core products"),
+    ("lstm", 1024, 64, {"groups": 4}, "fp32", 132, "four times 32 rows of 1,024 floats past the shared memory"),
 ])
 def test_loops_keep_one_group_where_groups_do_not_apply(cell, H, S, knobs, precision, blocks, why):
     plans = _plans(cell, H, S, knobs, precision, blocks)
     assert plans and all(p.stream_groups == 1 for p in plans), why
+
+
+def test_four_groups_are_the_default_from_64_streams():
+    """LoopTuning.defaults: groups = 4 from S = 64 (codegen/tuning.py ``GROUP_STREAMS``), so the
+    H = 512 LSTM's loops at S = 64 plan in four groups without a knob, at S = 32 in one."""
+    assert [LoopTuning.defaults(S).groups for S in (1, 32, 63, 64, 128)] == [1, 1, 1, 4, 4]
+    assert [p.stream_groups for p in _plans("lstm", 512, 64, {})] == [4, 4]
+    assert [p.stream_groups for p in _plans("lstm", 512, 32, {})] == [1, 1]

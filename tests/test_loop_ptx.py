@@ -66,8 +66,10 @@ for cell, S, knob, *opts in json.loads(CONFIGS):  # opts: {"hidden": H, "tuning"
     kernel_of = {m: k.ops for k in s.kernels("forward") for m in k.ops}
     params = {names.param(p.name): p for p in g.params}
     for loop in [st for st in s.forward + s.backward if isinstance(st, Loop) and st.mode == "persistent"]:
-        src, args = LoopEmitter(g, loop, "k", coop=True, recompute=kernel_of, streams=S, nblocks=132,
-                                tuning=tuning, precision=loop_precision(s)).source()
+        emitter = LoopEmitter(g, loop, "k", coop=True, recompute=kernel_of, streams=S, nblocks=132, tuning=tuning,
+                              precision=loop_precision(s))
+        src, args = emitter.source()
+        groups = emitter.plan.stream_groups  # the groups the plan took (1 where the loop keeps out groups)
         kern = module.load(PRELUDE + "\n\n" + src).k
         arrays = [np.zeros((2, 2, 2), np.float32) if a[0] in "VGNM" else np.zeros(2, np.int32) if a[0] == "O" else
                   np.zeros(params["P" + a[1:]].shape[::-1 if a[0] == "T" else 1], np.float32) for a in args]
@@ -77,7 +79,7 @@ for cell, S, knob, *opts in json.loads(CONFIGS):  # opts: {"hidden": H, "tuning"
         body = "\n".join(l for l in ptx.splitlines() if not l.strip().startswith("//"))
         out[f"{cell} S={S} barrier={knob} H={hidden} {precision} mma={int(options.loop_tensor_cores)}"
             f"{' lengths' if opts.get('lengths') else ''}{' pipelined' if tuning.pipeline else ''}"
-            f"{' tiles' if tuning.tiles else ''}{f' groups={tuning.groups}' if tuning.groups > 1 else ''} {loop.name}"] = {
+            f"{' tiles' if tuning.tiles else ''}{f' groups={groups}' if groups > 1 else ''} {loop.name}"] = {
             "mma": re.findall(r"mma\.sync\.aligned\.[a-z0-9.]+", body),
             "v4_loads": len(re.findall(r"ld\.global\.v4\.f32", body)),
             "shared_v4_loads": len(re.findall(r"ld\.shared\.v4\.f32", body)),
@@ -125,7 +127,7 @@ def test_float32_loop_kernels_have_no_f64(issue_cells):
 # calibrated. The H=64 test nets' inner products are too short for the current default shape from S=2 (the
 # unrolled loop runs once or not at all, so the block with the most FMAs also holds the item's
 # prologue: 60 other instructions to 32 FMAs in the LSTM backward, signed or not); H=512 covers it.
-PRE_BOUNDS_SHAPE = {"hidden": 64, "tuning": {"rows": 4, "cols": 8, "unroll": 4, "bounds": 0}}
+PRE_BOUNDS_SHAPE = {"hidden": 64, "tuning": {"rows": 4, "cols": 8, "unroll": 4, "bounds": 0, "groups": 1}}
 
 
 @pytest.mark.slow
@@ -139,7 +141,7 @@ def test_in_loop_product_index_arithmetic_is_folded(tmp_path):
       1.73). The bound 1.5 separates the two at H=64 only: with that shape the H=512 LSTM forward
       has about 56 other instructions to 128 FMAs, 191 (1.49 a FMA) signed (SASS 250 instructions
       a trip, 417 signed: bench/results/cpu-20261201-u64-sass-inner-loop.txt).
-    - the default shape of S=64 (rows=8, cols=4, unroll=8, bounds=1), H=512, lstm and
+    - the default shape of S=64 (rows=8, cols=4, unroll=8, bounds=1, groups=4), H=512, lstm and
       layernorm_lstm: 12-72 other instructions to 128-256 FMAs (at most 0.31 a FMA); signed 145-363
       (at least 1.13; 0.94 for the GRU backward). Bound: 0.6."""
     cells = ("lstm", "peephole_lstm", "gru", "layernorm_lstm")
@@ -163,9 +165,10 @@ def test_tiled_loop_kernels_compile_to_wide_loads(tmp_path):
     the tiles take their streams through the stream order. (Their SASS: 172 instructions a trip, 128 of them FFMA, against
     425 / 256 and 217 / 128 of the work items: bench/results/cpu-20261205-loop-tiles-sass.txt.)"""
     cells = ("lstm", "peephole_lstm", "gru", "layernorm_lstm")
-    result = compile_loops([[cell, 64, 0, {"hidden": 512, "tuning": {"tiles": 1}}] for cell in cells]
-                           + [["lstm", 64, 0, {"hidden": 1024, "tuning": {"tiles": 1}}],
-                              ["lstm", 64, 0, {"hidden": 512, "lengths": True, "tuning": {"tiles": 1}}]], tmp_path)
+    one = {"tiles": 1, "groups": 1}  # in one stream group (the default from S = 64 is four)
+    result = compile_loops([[cell, 64, 0, {"hidden": 512, "tuning": one}] for cell in cells]
+                           + [["lstm", 64, 0, {"hidden": 1024, "tuning": one}],
+                              ["lstm", 64, 0, {"hidden": 512, "lengths": True, "tuning": one}]], tmp_path)
     assert len(result) == 12, sorted(result)
     for name, r in result.items():
         assert r["tiled"] >= 1 and r["f64"] == 0, (name, r)
@@ -297,8 +300,9 @@ def test_variable_length_loops_skip_without_slowing_the_inner_loop(tmp_path):
     float64 instruction, and their in-loop products' unrolled inner loops are the plain graph's:
     the same FMAs and other instructions a trip. (Zero stores for the skipped items in a second
     item loop had made the forward's inner loop recompute its addresses every trip.)"""
-    result = compile_loops([["lstm", 64, 0, {"hidden": 512}], ["lstm", 64, 0, {"hidden": 512, "lengths": True}]],
-                           tmp_path)
+    # the plain graph in one stream group, as the variable-length one (lengths keep out groups)
+    result = compile_loops([["lstm", 64, 0, {"hidden": 512, "tuning": {"groups": 1}}],
+                            ["lstm", 64, 0, {"hidden": 512, "lengths": True}]], tmp_path)
     assert len(result) == 4, sorted(result)
     for name, r in result.items():
         assert r["f64"] == 0, name

@@ -325,6 +325,12 @@ def plan_loop_kernel(g: Graph, loop: Loop, name: str, coop: bool = True, recompu
         ln_zero += [r.out for r in reduction + early]
         levels.append(LevelPlan(level, uL, reduction, tuple(k for k, p in prefetch.items() if p.level == level),
                                 planned, early, level in loop.sync_after))
+    if G > 1 and ctx.global_weights and coop and not vb:
+        # a GPU block's G-fold rows past its shared memory: every block would read them from L2
+        # each timestep, more than the group's vectors save (see stream_groups; the simulator
+        # keeps no shared copies)
+        return plan_loop_kernel(g, loop, name, coop, recompute, streams, nblocks, tuning.replace(groups=1),
+                                virtual_blocks, precision)
     local = {z.array for z in ctx.local_grads}
     return LoopKernelPlan(
         loop=loop, name=name, reverse=loop.reverse, coop=coop, streams=streams, nblocks=nblocks, virtual_blocks=vb,
@@ -344,7 +350,8 @@ def stream_groups(g: Graph, loop: Loop, tuning: LoopTuning, streams: int, blocks
     virtual blocks): ``tuning.groups`` where S and the grid divide by it and the loop has no layer
     norm (their row sums run over a column's blocks), no ``flagged`` values, no products in a
     ``reduced`` precision (tensor cores, or their simulator stand-in), no ``early`` loads and no
-    lengths (the stream order); else 1. Block b then works for group b // (blocks / G) on streams
+    lengths (the stream order); else 1 (and :func:`plan_loop_kernel` plans with 1 where a block's G
+    times the rows do not fit its shared memory). Block b then works for group b // (blocks / G) on streams
     [g S / G, (g + 1) S / G) as block b % (blocks / G) of its group (codegen/loop_prologue.py)."""
     G = tuning.groups
     if G == 1 or streams % G or blocks % G or flagged or reduced or early or length_inputs(g):
@@ -370,6 +377,7 @@ class _Context:
         self.nsplit = 0  # split partial-sum arrays so far
         self.ntiles = 0  # tile partial-sum arrays so far
         self.grouped = False  # the kernel runs in stream groups (LoopKernelPlan ``stream_groups``)
+        self.global_weights = False  # some weight rows are read from global memory (no shared copy)
         self.ln_shape = 0  # the layer norms' row-sum shape, once their arrays are decided
         #: the FFMA row loops of a variable-length graph skip their padded steps (GemmRows ``skip``)
         self.skip = bool(length_inputs(g) and tuning.skip and not self.mma)
@@ -495,6 +503,7 @@ class _Context:
             if not self.budget.take(charged):
                 offset, charged = self.dynamic.used // 4, 0
                 if not self.dynamic.take(rows * cols * 4):
+                    self.global_weights = True
                     return f"{w}[{{r}}, {{k}}]", False
             sw = f"sw{len(self.copies)}"
             self.copies[key] = WeightCopy(sw, w, reps, uL, inner, rows, self.mma, cols, permuted, offset)

@@ -102,16 +102,25 @@ skip      1: in the loops of a variable-length graph (rnngraph/lengths.py) the G
 tiles     1: the FFMA row loops as lane-owned tiles (codegen/loop_tiles.py: a lane computes up to 16
           outputs, e.g. 4 rows x 4 streams, over a slice of the inner dimension, reading 4 columns
           with 16-byte loads; the slices' sums meet in shared memory, no warp reduction) where a row
-          loop allows it; 0: the work items of codegen/loop_gemm.py. 0: not yet measured as generated; hand
-          variants of the S = 64 LSTM loop kernels: bench/experiments/lstm_s64_tiles/gen.py.
+          loop allows it; 0: the work items of codegen/loop_gemm.py. 0: at S = 64, H = 512 on the
+          H100 the tiles took 29.2 / 27.6 us a timestep (LSTM forward / backward) against 13.1 /
+          15.7 as work items (h100-20261205-loop-tiles-lstm-s64.json): their 16-byte vector loads
+          (a lane's streams 2 KiB apart) left the warps waiting on L1 (61.8 % of the stalls) and
+          the shared loads had 3.4-way bank conflicts
+          (h100-20261205-loop-ncu-lstm-s64-h512-fwd-tiles.txt).
 groups    G > 1: the persistent loop kernel's blocks in G stream groups (codegen/loop_plan.py
           ``stream_groups``): block b works for group b // (blocks / G) on its S / G streams as one
           of blocks / G, so that a block owns G times the rows (more shared memory) and reads only
           its group's vectors from L2 (the S = 64 LSTM backward reads all 64 x 2,048 gate gradients
           into every block, 69 MB a timestep); where S and the grid divide by G, in loops without
-          layer norms, flagged values, early loads, lengths or tensor-core products, else 1. 1: not
-          yet measured as generated; hand variants: bench/experiments/lstm_s64_tiles/gen.py
-          (groups4_*).
+          layer norms, flagged values, early loads, lengths or tensor-core products, and where a
+          block's G times the weight rows fit its shared memory (LSTM H = 1024 in fp32 does not), else 1.
+          4 from S = 64 (``GROUP_STREAMS``), else 1: at S = 64, H = 512 on the H100 the backward
+          loop kernels took 13.5 / 17.2 / 11.5 us a timestep (LSTM / peephole LSTM / GRU) against
+          15.7 / 20.6 / 12.9 with 1, the forwards 13.5 / 14.4 / 13.6 against 13.1 / 14.5 / 14.4;
+          2: backward 13.9 / 17.8 (h100-20261205-loop-tiles-*-s64.json,
+          h100-20261205-loop-groups-*-s64.json); the 2 x 512 S = 64 char LM's step 7.60 against
+          7.90 ms (h100-20261205-startup-and-step-s64-groups-4.json, -items.json).
 """
 from __future__ import annotations
 
@@ -123,6 +132,8 @@ from ..schedule_options import check_streams
 SMALL_SHAPE_STREAMS = 1
 #: Streams from which the layer norms' row sums take the register code shape (``lnsum=2``).
 LN_SMEM_SUM_STREAMS = 2
+#: Streams from which the loop kernels run in four stream groups (``groups=4``; measured at 64).
+GROUP_STREAMS = 64
 
 #: knob -> (what its value must be, the check): the ranges of the module docstring
 _RANGES = {
@@ -194,7 +205,7 @@ class LoopTuning:
         if check_streams(streams) <= SMALL_SHAPE_STREAMS:
             return cls(threads=256, unroll=16, rows=4, cols=8, xreduce=0, barrier=0, bounds=0, prefetch=1, dsmem_kib=0,
                        lnsum=0 if streams < LN_SMEM_SUM_STREAMS else 2)
-        return cls(lnsum=0 if streams < LN_SMEM_SUM_STREAMS else 2)
+        return cls(lnsum=0 if streams < LN_SMEM_SUM_STREAMS else 2, groups=4 if streams >= GROUP_STREAMS else 1)
 
     def replace(self, **changes) -> "LoopTuning":
         """A copy with ``changes`` (validated like the constructor)."""
