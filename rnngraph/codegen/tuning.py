@@ -6,7 +6,7 @@ from ``RNNGRAPH_LOOP``, which only the API reads (rnngraph/loop_env.py). What th
 (persistent layer norms, the flagged exchange, post-loop gradient sums) is
 ``rnngraph.schedule_options.ScheduleOptions``. This module loads no numba (the API imports it).
 
-The knobs, each with its defaults (S = 1 / S >= 2), the reason in one line and the results file
+The knobs, each with its defaults (S = 1 / S >= 2; ``groups`` 4 from S = 64), the reason in one line and the results file
 behind it (H200, forward+backward ms, H=512 T=100, bench/loop_sweep.py; files in bench/results/;
 how each default came to be: bench/HISTORY.md):
 
@@ -132,7 +132,8 @@ from ..schedule_options import check_streams
 SMALL_SHAPE_STREAMS = 1
 #: Streams from which the layer norms' row sums take the register code shape (``lnsum=2``).
 LN_SMEM_SUM_STREAMS = 2
-#: Streams from which the loop kernels run in four stream groups (``groups=4``; measured at 64).
+#: Streams from which the loop kernels run in four stream groups (``groups=4``; measured at S = 64
+#: only: larger S read more vectors a timestep, which the groups divide).
 GROUP_STREAMS = 64
 
 #: knob -> (what its value must be, the check): the ranges of the module docstring
@@ -170,7 +171,8 @@ def knob_problem(name: str, value) -> str | None:
 @dataclass(frozen=True)
 class LoopTuning:
     """The persistent loop kernels' code shape: the knobs of the module docstring, each an int.
-    The class defaults are the shape of S >= 2; :meth:`defaults` gives that of any S.
+    The class defaults are the shape of S in [2, 64) (from S = 64 ``groups`` is 4); :meth:`defaults`
+    gives that of any S.
     Raises ValueError naming the knob and the value for one out of its range."""
 
     threads: int = 512

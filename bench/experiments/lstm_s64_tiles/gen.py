@@ -106,7 +106,7 @@ def generated(reverse: bool, H: int = 512, tiles: int = 0, streams: int = S, blo
     from rnngraph.passes.recurrence import recurrent_width
     from rnngraph.schedule import Loop, loop_precision
     g = rg.stacked(rg.cells.STANDARD["lstm"], 1, H, input_size=H).graph
-    options, tuning = resolve(streams, overrides={"tiles": tiles}, recurrent_width=recurrent_width(g), precision="fp32")
+    options, tuning = resolve(streams, overrides={"tiles": tiles, "groups": 1}, recurrent_width=recurrent_width(g), precision="fp32")
     s = schedule(g, 100, streams, "float32", None, options, "fp32")
     kernel_of = {m: k.ops for d in ("forward", "backward") for k in s.kernels(d) for m in k.ops}
     steps = s.backward if reverse else s.forward
