@@ -121,11 +121,12 @@ def _rows(cell: str, H: int, S: int, knobs: dict, precision: str = "fp32"):
 
 
 def test_the_s64_lstm_takes_4x4_and_4x2_tiles_with_partials_in_dynamic_shared_memory():
-    """H = 512, S = 64 on 132 blocks: the forward's 16 rows a block as 4 row groups of 4 rows by
+    """H = 512, S = 64 on 132 blocks in one stream group (groups=1; four by default): the forward's
+    16 rows a block as 4 row groups of 4 rows by
     8 stream groups of 4 streams (2 warps cover the streams, 8 slices of 64 columns: 32 KiB of
     partial sums past the weights' 32 KiB of static shared memory); the backward's 4 rows by 32
     stream groups of 2 streams (16 slices of 128 columns, 16 KiB)."""
-    (fplan, fwd), (bplan, bwd) = _rows("lstm", 512, 64, {"tiles": 1})
+    (fplan, fwd), (bplan, bwd) = _rows("lstm", 512, 64, {"tiles": 1, "groups": 1})
     assert (fwd.rows, fwd.streams, fwd.ksplit, fwd.tile.row_groups, fwd.tile.stream_warps, fwd.tile.kslice) == (4, 4, 8, 4, 2, 64)
     assert (bwd.rows, bwd.streams, bwd.ksplit, bwd.tile.row_groups, bwd.tile.stream_warps, bwd.tile.kslice) == (4, 2, 16, 1, 1, 128)
     assert fwd.tile.offset == 0 and fplan.dynamic_smem == 8 * 16 * 64 * 4
