@@ -4,8 +4,8 @@
 # by PARTS (default "kernels tests"; each part fits one device command):
 #   kernels  the S = 64 loop kernels alone, generated as work items in one group, tiles, four stream
 #            groups and both, timed in one process on the same values (bench/loop_profile.py --variants
-#            full groups1 tiles groups4 tiles-groups4 full; max_abs_diff_vs_full is the check), for lstm,
-#            layernorm_lstm (no groups: its layer norms), gru and peephole_lstm; then the LSTM's
+#            full groups1 tiles groups4 tiles-groups4 lngroups4 full; max_abs_diff_vs_full is the check),
+#            for lstm, layernorm_lstm (in groups only with lngroups4), gru and peephole_lstm; then the LSTM's
 #            hand variants of other tile shapes (bench/experiments/lstm_s64_tiles/gen.py: 4 x 8,
 #            4 x 2, 2 x 4 a lane, two steps of 4 columns a trip) and in four stream groups
 #            (groups4_*; the backward's max_abs_diff_vs_full checks them, a forward's reads 0 even
@@ -32,7 +32,7 @@ for part in ${PARTS:-kernels tests}; do
   case $part in
     kernels)
       for cfg in lstm:64 layernorm_lstm:64 gru:64 peephole_lstm:64; do
-        timeout 200 python3 bench/loop_profile.py --configs "$cfg" --variants full groups1 tiles groups4 tiles-groups4 full --iters 40 \
+        timeout 200 python3 bench/loop_profile.py --configs "$cfg" --variants full groups1 tiles groups4 tiles-groups4 lngroups4 full --iters 40 \
           --out "$OUT/$G-$D-loop-tiles-${cfg%%:*}-s64.json" 2>&1 | grep -v Warn | tee "$OUT/$G-$D-loop-tiles-${cfg%%:*}-s64.log"
       done
       python3 bench/experiments/lstm_s64_tiles/gen.py /tmp/tiles

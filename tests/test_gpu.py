@@ -92,13 +92,15 @@ def test_tiled_loops_match_float64_reference(cell, layers, S):
     assert "# tiled GEMM partial sums" in step.kernels and "load_f32x4_2d(sw" in step.kernels
 
 
-GROUP_CASES = [("lstm", 1, "groups=4"), ("lstm", 4, "groups=4"), ("gru", 1, "groups=4,tiles=1"), ("lstm", 4, "groups=4,tiles=1")]
+GROUP_CASES = [("lstm", 1, "groups=4"), ("lstm", 4, "groups=4"), ("gru", 1, "groups=4,tiles=1"), ("lstm", 4, "groups=4,tiles=1"),
+               ("layernorm_lstm", 1, "groups=4,lngroups=1"), ("layernorm_lstm", 2, "groups=4,lngroups=1,lnsum=1")]
 
 
 @pytest.mark.parametrize("cell, layers, knobs", GROUP_CASES, ids=[f"{c}-{n}l-{k}" for c, n, k in GROUP_CASES])
 def test_stream_grouped_loops_match_float64_reference(cell, layers, knobs):
     """groups=4 (codegen/loop_plan.py ``stream_groups``) at S = 64: the 132 blocks in four groups
-    of 33, each block's weight rows (128 KiB) in dynamic shared memory, one grid barrier over all."""
+    of 33, each block's weight rows (128 KiB) in dynamic shared memory, one grid barrier over all;
+    with lngroups=1 the layer norms' row sums over the group's streams."""
     step = _check_against_float64(cell, layers, 64, knobs=knobs)
     assert "sbase = sgroup * (S // 4)" in step.kernels and "grid_barrier(BAR, nblocks * 4)" in step.kernels
 

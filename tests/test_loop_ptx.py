@@ -182,12 +182,14 @@ def test_tiled_loop_kernels_compile_to_wide_loads(tmp_path):
 def test_stream_grouped_loop_kernels_compile(tmp_path):
     """LoopTuning ``groups=4`` (codegen/loop_plan.py ``stream_groups``) at S = 64, H = 512, work
     items and tiles: the LSTM's loop kernels compile for sm_90 without float64, their weight rows
-    (128 KiB a block) read from dynamic shared memory, with 16-byte loads where tiled."""
+    (128 KiB a block) read from dynamic shared memory, with 16-byte loads where tiled; so do the
+    layer-norm LSTM's with lngroups=1."""
     result = compile_loops([["lstm", 64, 0, {"hidden": 512, "tuning": {"groups": 4}}],
-                            ["lstm", 64, 0, {"hidden": 512, "tuning": {"groups": 4, "tiles": 1}}]], tmp_path)
-    assert len(result) == 4, sorted(result)
+                            ["lstm", 64, 0, {"hidden": 512, "tuning": {"groups": 4, "tiles": 1}}],
+                            ["layernorm_lstm", 64, 0, {"hidden": 512, "tuning": {"groups": 4, "lngroups": 1}}]], tmp_path)
+    assert len(result) == 6 and all(" groups=4 " in name for name in result), sorted(result)
     assert all(r["f64"] == 0 for r in result.values()), result
-    assert sorted(r["tiled"] for r in result.values()) == [0, 0, 1, 1]
+    assert sorted(r["tiled"] for r in result.values()) == [0, 0, 0, 0, 1, 1]
     assert all(r["shared_v4_loads"] > 0 for r in result.values() if r["tiled"])
 
 

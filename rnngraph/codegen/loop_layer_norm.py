@@ -1,6 +1,7 @@
 """A persistent loop kernel's layer-norm row sums: each block's partial sums per column of the
 elements it owns, added into the (t, s, 2) sums buffer (codegen/loop.py's docstring: why and
-when), by one of three code shapes (``LoopKernelPlan.ln_shape``, the ``lnsum`` knob):
+when), by one of three code shapes (``LoopKernelPlan.ln_shape``, the ``lnsum`` knob); in stream
+groups (LoopTuning ``lngroups``) over the block's group's streams, past ``sbase``:
 
 - 0, :func:`_by_warp`: a warp per column, lanes over the block's elements, shuffles;
 - 1, :func:`_in_smem`: every thread over (element, column) pairs, partial sums added into shared
@@ -34,6 +35,12 @@ def emit_row_sums(src: Source, g: Graph, plan: LoopKernelPlan, sums: RowSums, uL
     src(f"# {sums.node}: layer norm row sums of the owned elements ({what})")
     shape = {1: _in_smem, 2: _in_registers}.get(plan.ln_shape, _by_warp)
     shape(src, _Terms(g, n, plan.reverse, n.size // uL, uL), plan, sums.out)
+
+
+def _first(plan: LoopKernelPlan) -> str:
+    """The prefix that makes a column place among the block's streams a stream index: ``sbase + ``
+    in stream groups (``plan.stream_groups``; S is then the group's streams), else nothing."""
+    return "sbase + " if plan.stream_groups > 1 else ""
 
 
 class _Terms:
@@ -74,7 +81,7 @@ def _by_warp(src: Source, t: _Terms, plan: LoopKernelPlan, out: str) -> None:
     start, step, estart, estep = ("warp", "nwarps", "lane", 32) if coop else ("tid", "bdim", "0", 1)
     src(f"item = {start}")
     with src.block("while item < S:"):
-        src("s = item")
+        src(f"s = {_first(plan)}item")
         values = dict(t.column_values(src))
         src("p1 = float32(0.0)", "p2 = float32(0.0)", f"el = {estart}")
         with src.block(f"while el < nj * {t.reps}:"):
@@ -94,10 +101,10 @@ def _in_smem(src: Source, t: _Terms, plan: LoopKernelPlan, out: str) -> None:
     (``lnv``, ``lns``), and one thread per column adds the block's sums into the global buffer.
     Three block barriers; the loads of a phase are about one round trip."""
     U = LN_SUM_UNROLL
-    vb = "bid, " if plan.virtual_blocks else ""  # simulated blocks share the one real block's memory
+    vb = "vbid, " if plan.virtual_blocks else ""  # simulated blocks share the one real block's memory
     src("c = int64(tid)")
     with src.block("while c < S:"):
-        src("s = c")
+        src(f"s = {_first(plan)}c")
         values = t.column_values(src)
         src(*(f"lnv[{vb}c, {i}] = {local}" for i, (_, local) in enumerate(values)),
             f"lns[{vb}c, 0] = float32(0.0)", f"lns[{vb}c, 1] = float32(0.0)", "c += bdim")
@@ -106,7 +113,7 @@ def _in_smem(src: Source, t: _Terms, plan: LoopKernelPlan, out: str) -> None:
         index = {name: i for i, (name, _) in enumerate(values)}
         for u in range(U):
             src(f"it = min(item + {u} * bdim, npairs - 1)", f"s{u} = it % S", "el = it // S")
-            lines, a, b = t.at(f"s{u}", "el", lambda v, u=u: f"lnv[{vb}s{u}, {index[v]}]")
+            lines, a, b = t.at(f"{_first(plan)}s{u}", "el", lambda v, u=u: f"lnv[{vb}s{u}, {index[v]}]")
             src(*lines, f"a{u} = {a}", f"b{u} = {b}")
         for u in range(U):
             with src.block(f"if item + {u} * bdim < npairs:"):
@@ -114,7 +121,8 @@ def _in_smem(src: Source, t: _Terms, plan: LoopKernelPlan, out: str) -> None:
         src(f"item += {U} * bdim")
     src("cuda.syncthreads()", "c = int64(tid)")
     with src.block("while c < S and nj > 0:"):
-        src(f"cuda.atomic.add({out}, (t, c, 0), lns[{vb}c, 0])", f"cuda.atomic.add({out}, (t, c, 1), lns[{vb}c, 1])",
+        src(f"cuda.atomic.add({out}, (t, {_first(plan)}c, 0), lns[{vb}c, 0])",
+            f"cuda.atomic.add({out}, (t, {_first(plan)}c, 1), lns[{vb}c, 1])",
             "c += bdim")
     src("cuda.syncthreads()  # lns and lnv are reused by the next layer norm")
 
@@ -127,10 +135,10 @@ def _in_registers(src: Source, t: _Terms, plan: LoopKernelPlan, out: str) -> Non
     slot per thread) and one thread per column adds them into the global buffer. Two block
     barriers."""
     U = LN_SUM_UNROLL
-    vb = "bid, " if plan.virtual_blocks else ""
+    vb = "vbid, " if plan.virtual_blocks else ""
     src("nrep = max(1, bdim // S)  # threads a column", f"nel = nj * {t.reps}", "v = int64(tid)")
     with src.block("while v < S * nrep:"):
-        src("s = v % S")
+        src(f"s = {_first(plan)}v % S")
         values = dict(t.column_values(src))
         src("p1 = float32(0.0)", "p2 = float32(0.0)", "el = v // S")
         for unroll, cond in ((U, f"el + {U - 1} * nrep < nel"), (1, "el < nel")):
@@ -146,5 +154,6 @@ def _in_registers(src: Source, t: _Terms, plan: LoopKernelPlan, out: str) -> Non
         src(f"q1 = lnp[{vb}c, 0]", f"q2 = lnp[{vb}c, 1]", "v = c + S")
         with src.block("while v < S * nrep:"):
             src(f"q1 += lnp[{vb}v, 0]", f"q2 += lnp[{vb}v, 1]", "v += S")
-        src(f"cuda.atomic.add({out}, (t, c, 0), q1)", f"cuda.atomic.add({out}, (t, c, 1), q2)", "c += bdim")
+        src(f"cuda.atomic.add({out}, (t, {_first(plan)}c, 0), q1)", f"cuda.atomic.add({out}, (t, {_first(plan)}c, 1), q2)",
+            "c += bdim")
     src("cuda.syncthreads()  # lnp is reused by the next layer norm")

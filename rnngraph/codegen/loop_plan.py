@@ -325,10 +325,11 @@ def plan_loop_kernel(g: Graph, loop: Loop, name: str, coop: bool = True, recompu
         ln_zero += [r.out for r in reduction + early]
         levels.append(LevelPlan(level, uL, reduction, tuple(k for k, p in prefetch.items() if p.level == level),
                                 planned, early, level in loop.sync_after))
-    if G > 1 and ctx.global_weights and coop and not vb:
+    if G > 1 and (ctx.global_weights and coop and not vb or ctx.local_grads):
         # a GPU block's G-fold rows past its shared memory: every block would read them from L2
         # each timestep, more than the group's vectors save (see stream_groups; the simulator
-        # keeps no shared copies)
+        # keeps no shared copies); or layer-norm parameter gradients summed in the loop, whose
+        # code runs over every stream of the grid
         return plan_loop_kernel(g, loop, name, coop, recompute, streams, nblocks, tuning.replace(groups=1),
                                 virtual_blocks, precision)
     local = {z.array for z in ctx.local_grads}
@@ -350,12 +351,16 @@ def stream_groups(g: Graph, loop: Loop, tuning: LoopTuning, streams: int, blocks
     virtual blocks): ``tuning.groups`` where S and the grid divide by it and the loop has no layer
     norm (their row sums run over a column's blocks), no ``flagged`` values, no products in a
     ``reduced`` precision (tensor cores, or their simulator stand-in), no ``early`` loads and no
-    lengths (the stream order); else 1 (and :func:`plan_loop_kernel` plans with 1 where a block's G
-    times the rows do not fit its shared memory). Block b then works for group b // (blocks / G) on streams
+    lengths (the stream order); else 1. With ``tuning.lngroups`` layer norms are allowed: a group's
+    blocks own whole rows of its streams. (:func:`plan_loop_kernel` then plans with 1 where a
+    block's G times the rows do not fit its shared memory, or layer-norm parameter gradients are
+    summed in the loop.) Block b then works for group b // (blocks / G) on streams
     [g S / G, (g + 1) S / G) as block b % (blocks / G) of its group (codegen/loop_prologue.py)."""
     G = tuning.groups
     if G == 1 or streams % G or blocks % G or flagged or reduced or early or length_inputs(g):
         return 1
+    if tuning.lngroups:
+        return G
     return 1 if any(is_row_reduction(g.by_name[m].op) for k in loop.kernels for m in k.ops) else G
 
 

@@ -58,12 +58,12 @@ def emit_prologue(src: Source, g: Graph, plan: LoopKernelPlan) -> None:
     src("grid = cuda.cg.this_grid()")
     if vb:
         src(f"bdim = cuda.blockDim.x // {vb}", "tid = cuda.threadIdx.x % bdim", "bid = cuda.threadIdx.x // bdim",
-            f"nblocks = {vb}")
+            f"nblocks = {vb}", "vbid = bid  # the simulated block's slot in shared arrays (bid is the group's)")
     else:
         src("tid = cuda.threadIdx.x", "bdim = cuda.blockDim.x", "bid = cuda.blockIdx.x", "nblocks = cuda.gridDim.x")
     if plan.stream_groups > 1:  # block bid of the grid: block bid % (nblocks / G) of group bid // (nblocks / G)
         # what the plan keeps out of grouped kernels (their code indexes every stream of the grid)
-        assert not (plan.ln_zero or plan.flag_buffers or plan.prefetch or plan.local_grads), plan.name
+        assert not (plan.flag_buffers or plan.prefetch or plan.local_grads), plan.name
         G = plan.stream_groups
         src(f"sgroup = bid // (nblocks // {G})", f"bid = bid - sgroup * (nblocks // {G})", f"nblocks = nblocks // {G}",
             f"sbase = sgroup * (S // {G})", f"S = S // {G}  # the group's streams")
@@ -72,7 +72,8 @@ def emit_prologue(src: Source, g: Graph, plan: LoopKernelPlan) -> None:
     if plan.ln_zero:
         src("# zero the layer-norm row sums (indexed by t: no zeroing inside the time loop)", "i = bid * bdim + tid")
         with src.block("while i < T * S * 2:"):
-            src("tz = i // (S * 2)", "sz = (i // 2) % S", *(f"{b}[tz, sz, i % 2] = float32(0.0)" for b in plan.ln_zero),
+            sz = "sbase + sz" if plan.stream_groups > 1 else "sz"  # stream groups: each zeroes its streams
+            src("tz = i // (S * 2)", "sz = (i // 2) % S", *(f"{b}[tz, {sz}, i % 2] = float32(0.0)" for b in plan.ln_zero),
                 "i += nblocks * bdim")
         if not plan.flag_buffers:  # else the flag words' zeroing ends with the grid sync
             src("grid.sync()")

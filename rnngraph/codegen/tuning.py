@@ -121,6 +121,12 @@ groups    G > 1: the persistent loop kernel's blocks in G stream groups (codegen
           2: backward 13.9 / 17.8 (h100-20261205-loop-tiles-*-s64.json,
           h100-20261205-loop-groups-*-s64.json); the 2 x 512 S = 64 char LM's step 7.60 against
           7.90 ms (h100-20261205-startup-and-step-s64-groups-4.json, -items.json).
+lngroups  1: stream groups (``groups``) also in loops with layer norms: each group's blocks own all
+          of a row's elements for the group's streams, so the row sums index the group's streams
+          past ``sbase`` (codegen/loop_layer_norm.py) and the sums buffer is zeroed by each group for
+          its streams; where the layer norms' gain and bias gradients are summed in the loop
+          (``post_loop_sums`` off) the plan keeps one group. 0: checked in the simulator only, not
+          yet on a GPU, so not a default.
 """
 from __future__ import annotations
 
@@ -156,6 +162,7 @@ _RANGES = {
     "pipeline": ("0 or 1", lambda v: v in (0, 1)),
     "tiles": ("0 or 1", lambda v: v in (0, 1)),
     "groups": ("1, 2, 4 or 8", lambda v: v in (1, 2, 4, 8)),
+    "lngroups": ("0 or 1", lambda v: v in (0, 1)),
 }
 
 
@@ -193,6 +200,7 @@ class LoopTuning:
     pipeline: int = 0
     tiles: int = 0
     groups: int = 1
+    lngroups: int = 0
 
     def __post_init__(self):
         for f in fields(self):
