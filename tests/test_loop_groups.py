@@ -69,7 +69,7 @@ def test_grouped_layer_norm_loops_compute_like_numpy(cell, layers, S, H, G, bloc
 
 def test_layer_norm_loops_take_groups_only_with_lngroups():
     """Layer norms keep one group unless lngroups=1; with it, also the layer norms' gain and bias
-    gradients summed in the loop (lngrad=0: LocalGradSum, over every stream of the grid) do."""
+    gradients summed in the loop (lngrad=0: LocalGradSum, not checked under groups) keep one."""
     assert [p.stream_groups for p in _plans("layernorm_lstm", 512, 64, {"groups": 4, "lngroups": 1})] == [4, 4]
     assert [p.stream_groups for p in _plans("layernorm_lstm", 512, 64, {"groups": 4})] == [1, 1]
     assert [p.stream_groups for p in _plans("layernorm_lstm", 512, 64, {"groups": 4, "lngroups": 1, "lngrad": 0})] == [4, 1]

@@ -290,12 +290,12 @@ def plan_loop_kernel(g: Graph, loop: Loop, name: str, coop: bool = True, recompu
                    vb // G, budget, buffers, precision, dynamic)
     ctx.grouped = G > 1
 
-    # 1. the layer norms' row-sum arrays
-    ln_slots = max(tuning.threads, streams)
+    # 1. the layer norms' row-sum arrays (a column per stream of the block's group)
+    ln_slots = max(tuning.threads, streams // G)
     ln_shape = 0
     if tuning.lnsum and any(is_row_reduction(g.by_name[m].op) for k in loop.kernels for m in k.ops):
         vshape = (vb,) if vb else ()
-        shapes = ([("lnv", (streams, LN_SMEM_FLOATS - 2)), ("lns", (streams, 2))] if tuning.lnsum == 1
+        shapes = ([("lnv", (streams // G, LN_SMEM_FLOATS - 2)), ("lns", (streams // G, 2))] if tuning.lnsum == 1
                   else [("lnp", (ln_slots, 2))])
         size = max(1, vb) * 4 * sum(a * b for _, (a, b) in shapes)
         free = bool(vb or not coop)  # the simulator: no budget
@@ -328,8 +328,8 @@ def plan_loop_kernel(g: Graph, loop: Loop, name: str, coop: bool = True, recompu
     if G > 1 and (ctx.global_weights and coop and not vb or ctx.local_grads):
         # a GPU block's G-fold rows past its shared memory: every block would read them from L2
         # each timestep, more than the group's vectors save (see stream_groups; the simulator
-        # keeps no shared copies); or layer-norm parameter gradients summed in the loop, whose
-        # code runs over every stream of the grid
+        # keeps no shared copies); or layer-norm parameter gradients summed in the loop (their
+        # shared sums under groups are neither simulated nor measured: one group, as before)
         return plan_loop_kernel(g, loop, name, coop, recompute, streams, nblocks, tuning.replace(groups=1),
                                 virtual_blocks, precision)
     local = {z.array for z in ctx.local_grads}
