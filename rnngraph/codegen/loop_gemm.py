@@ -31,7 +31,7 @@ from .loop_tiles import emit_tile_rows
 from .loop_pointwise import owned_row
 from .mad_rows import MAX_ROWS
 from .operand_rounding import ROUNDING
-from .pointwise import STREAM_ORDER, VALID_STREAMS
+from .pointwise import VALID_STREAMS
 from .source import Source, select
 from .warp_reduce import transpose_reduce, tree_reduce
 
@@ -148,15 +148,7 @@ def _item_rows_and_streams(src: Source, r: GemmRows) -> None:
     for a in range(RB):
         src(f"rem{a} = min(g0 + {a}, nrows - 1)", *owned_row(f"rem{a}", f"r{a}", r.reps, r.unit))
     for i in range(SB):
-        src(f"s{i} = {_stream_of(r, f'min(sb * {SB} + {i}, S - 1)')}", *(f"acc{a}_{i} = float32(0.0)" for a in range(RB)))
-
-
-def _stream_of(r: GemmRows, place: str) -> str:
-    """The stream at ``place`` (an expression in [0, S)): the stream order's entry there where
-    ``r.skip``, the place past the group's first stream where ``r.grouped``, else ``place``."""
-    if r.skip:  # (stream groups are not planned with lengths: codegen/loop_plan.py stream_groups)
-        return f"{STREAM_ORDER}[{place}]"
-    return f"sbase + {place}" if r.grouped else place
+        src(f"s{i} = {r.stream_at(f'min(sb * {SB} + {i}, S - 1)')}", *(f"acc{a}_{i} = float32(0.0)" for a in range(RB)))
 
 
 def sum_split_partials(src: Source, r: GemmRows) -> None:
@@ -170,7 +162,7 @@ def sum_split_partials(src: Source, r: GemmRows) -> None:
             f"rem = (item - sb * ngroups) * {RB} + aa", f"ss = sb * {SB} + c - aa * {SB}")
         with src.block("if rem < nrows and ss < S:"):
             src(*owned_row("rem", "rr", reps, uL), f"acc = {' + '.join(f'{kp}[item * {KS} + {p}, c]' for p in range(KS))}",
-                r.store.format(r="rr", s=_stream_of(r, "ss"), acc="acc"))
+                r.store.format(r="rr", s=r.stream_at("ss"), acc="acc"))
         src("i += bdim")
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from ..schedule import Kernel
 from .loop_prefetch import Prefetch
+from .pointwise import STREAM_ORDER
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,8 @@ class TileShape:
     offset: int = -1
 
     @property
-    def stream_groups(self) -> int:
+    def stream_lane_groups(self) -> int:
+        """The lane groups of a warp along the streams (not LoopTuning ``groups``)."""
         return self.lanes // self.row_groups
 
 
@@ -121,6 +123,13 @@ class GemmRows:
     pipelined: bool = False
     tile: TileShape | None = None
     grouped: bool = False
+
+    def stream_at(self, place: str) -> str:
+        """The stream at ``place`` (an expression in [0, S)): the stream order's entry there where
+        ``skip``, the place past the group's first stream where ``grouped``, else ``place``."""
+        if self.skip:  # (stream groups are not planned with lengths: codegen/loop_plan.py stream_groups)
+            return f"{STREAM_ORDER}[{place}]"
+        return f"sbase + {place}" if self.grouped else place
 
 
 @dataclass(frozen=True)

@@ -283,8 +283,8 @@ def plan_loop_kernel(g: Graph, loop: Loop, name: str, coop: bool = True, recompu
     buffers: set[str] = set()
     flagged = [names.grad(v[2:]) if v.startswith("d.") else names.value(v) for v in loop.flagged]
     flag_buffers = {b: "F" + b[1:] for b in flagged}
-    G = stream_groups(g, loop, tuning, streams, vb or nblocks, bool(flag_buffers), precision != "fp32",
-                      bool(prefetch_plans(g, loop, recompute, flag_buffers, tuning)))
+    prefetch = prefetch_plans(g, loop, recompute, flag_buffers, tuning)
+    G = stream_groups(g, loop, tuning, streams, vb or nblocks, bool(flag_buffers), precision != "fp32", bool(prefetch))
     # a block plans as one of its group's: nblocks / G blocks (or virtual blocks) over S / G streams
     ctx = _Context(g, loop, names, recompute, flag_buffers, tuning, coop, streams // G, nblocks if vb else nblocks // G,
                    vb // G, budget, buffers, precision, dynamic)
@@ -306,7 +306,6 @@ def plan_loop_kernel(g: Graph, loop: Loop, name: str, coop: bool = True, recompu
 
     # 2. the work, in the kernel's order
     ctx.ln_shape = ln_shape
-    prefetch = prefetch_plans(g, loop, recompute, flag_buffers, tuning)
     for p in prefetch.values():
         buffers.update(p.args)
     levels, ln_zero = [], []

@@ -28,7 +28,7 @@ from __future__ import annotations
 from .loop_items import GemmRows
 from .loop_pointwise import owned_row
 from .operand_rounding import ROUNDING
-from .pointwise import STREAM_ORDER, VALID_STREAMS
+from .pointwise import VALID_STREAMS
 from .source import Source
 
 #: columns a lane reads at a time (one 16-byte load of float32)
@@ -41,7 +41,7 @@ def emit_tile_rows(src: Source, r: GemmRows, coop: bool, vector_loads: bool = Tr
     vectors are the first row's weights. A block that owns no rows (fewer units than blocks:
     ``nj`` 0) runs no job: its clamped rows would be -1, before its weight copy."""
     RT, ST, KS, U, inner, kp, tile = r.rows, r.streams, r.ksplit, r.unroll, r.inner, r.partials, r.tile
-    RG, SGW, WQ, lanes, kslice = tile.row_groups, tile.stream_groups, tile.stream_warps, tile.lanes, tile.kslice
+    RG, SGW, WQ, lanes, kslice = tile.row_groups, tile.stream_lane_groups, tile.stream_warps, tile.lanes, tile.kslice
     PW = SGW * ST
     TR, SP = RG * RT, WQ * PW
     rnd = (lambda x: f"{ROUNDING[r.rounding]}({x})") if r.rounding else (lambda x: x)  # noqa: E731
@@ -60,7 +60,7 @@ def emit_tile_rows(src: Source, r: GemmRows, coop: bool, vector_loads: bool = Tr
         src("ks = job // nwq", "wq = job - ks * nwq")
         for i in range(ST):
             place = f"min(wq * {PW} + tsg * {ST} + {i}, S - 1)"
-            src(f"s{i} = {f'{STREAM_ORDER}[{place}]' if r.skip else f'sbase + {place}' if r.grouped else place}",
+            src(f"s{i} = {r.stream_at(place)}",
                 *(f"acc{a}_{i} = float32(0.0)" for a in range(RT)))
         src(f"kk = ks * {kslice}")
         if inner % kslice == 0 and kslice % (TILE_STEP * U) == 0:  # every slice whole trips: a constant count
@@ -78,7 +78,7 @@ def emit_tile_rows(src: Source, r: GemmRows, coop: bool, vector_loads: bool = Tr
         src(f"job += bdim // {lanes}")
     src("cuda.syncthreads()", "# the slices' partial sums: a thread per (row, stream place)", "o = int64(tid)")
     with src.block("while o < nrows * nvalid:"):
-        src("rem = o // nvalid", "sp = o - rem * nvalid", f"ss = {STREAM_ORDER}[sp]" if r.skip else "ss = sbase + sp" if r.grouped else "ss = sp",
+        src("rem = o // nvalid", "sp = o - rem * nvalid", f"ss = {r.stream_at('sp')}",
             *owned_row("rem", "rr", r.reps, r.unit),
             f"acc = {' + '.join(f'{kp}[({q} * {TR} + rem) * {SP} + sp]' for q in range(KS))}",
             r.store.format(r="rr", s="ss", acc="acc"), "o += bdim")
