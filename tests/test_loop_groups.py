@@ -9,12 +9,10 @@ import pytest
 
 import rnngraph as rg
 from extra_cells import prenorm_rnn
+from loop_plans import gpu_loop_plans
 from loop_sim import check_loops
 from rnngraph.codegen import program
-from rnngraph.codegen.loop_plan import plan_loop_kernel
 from rnngraph.codegen.tuning import LoopTuning
-from rnngraph.loop_env import resolve
-from rnngraph.passes import schedule
 from rnngraph.schedule import Loop
 
 sim = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1",
@@ -39,32 +37,7 @@ def test_grouped_loops_compute_like_numpy(cell, plan, S, H, G, blocks, monkeypat
 
 
 def _plans(cell: str, H: int, S: int, knobs: dict, precision: str = "fp32", blocks: int = 132):
-    g = rg.stacked(rg.cells.STANDARD[cell], 1, H, input_size=H).graph
-    options, tuning = resolve(S, overrides=knobs, recurrent_width=H, precision=precision)
-    s = schedule(g, 4, S, "float32", None, options, precision)
-    kernel_of = {m: k.ops for k in s.kernels("forward") for m in k.ops}
-    return [plan_loop_kernel(g, lp, "k", True, kernel_of, S, blocks, tuning, precision=precision)
-            for lp in s.forward + s.backward if isinstance(lp, Loop) and lp.mode == "persistent"]
-
-
-@sim
-@pytest.mark.parametrize("cell, layers, S, H, G, blocks, lnsum", [
-    ("layernorm_lstm", 1, 4, 5, 2, 4, 0), ("layernorm_lstm", 2, 4, 4, 2, 4, 1), ("layernorm_lstm", 1, 8, 4, 4, 4, 2),
-    ("prenorm_rnn", 1, 4, 5, 2, 4, 2), ("prenorm_rnn", 1, 4, 4, 2, 2, 1), ("layernorm_lstm", 2, 6, 5, 2, 2, 2)])
-def test_grouped_layer_norm_loops_compute_like_numpy(cell, layers, S, H, G, blocks, lnsum, monkeypatch):
-    """lngroups=1: loops with layer norms in stream groups, the row sums of the three ``lnsum``
-    shapes over the group's streams past ``sbase`` (layernorm_lstm's taken one level early,
-    prenorm_rnn's forward in a reduction phase), each group zeroing its streams' sums; blocks of
-    uneven rows (H = 5 over two "blocks" a group)."""
-    monkeypatch.setattr(program, "SIM_BLOCKS", blocks)
-    tuning = LoopTuning.defaults(S).replace(groups=G, lngroups=1, lnsum=lnsum)
-    net = rg.stacked(rg.cells.STANDARD.get(cell) or prenorm_rnn, layers, H, vocab=5, embed=3)
-    gpu = rg.compile(net, window=3, streams=S, device="cuda", seed=3, tuning=tuning)
-    plans = list(gpu._cuda.program.loop_plans.values())
-    assert plans and all(p.stream_groups == G and p.ln_zero for p in plans)
-    assert gpu.kernels.count(f"sbase = sgroup * (S // {G})") == len(plans)
-    assert "[tz, sbase + sz, i % 2] = float32(0.0)" in gpu.kernels and "cuda.atomic.add(N" in gpu.kernels
-    assert list(check_loops(gpu)) == [s.name for s in gpu.schedule.forward + gpu.schedule.backward if isinstance(s, Loop)]
+    return gpu_loop_plans(cell, H, S, knobs, precision, blocks)[2]
 
 
 def test_layer_norm_loops_take_groups_only_with_lngroups():

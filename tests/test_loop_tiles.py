@@ -11,6 +11,7 @@ import pytest
 import rnngraph as rg
 from backends import assert_lengths_run_close
 from gpu_stand_ins import gpu_source_for_simulator
+from loop_plans import gpu_loop_plans
 from loop_sim import check_loops
 from rnngraph.codegen import module
 from rnngraph.codegen.pointwise import PRELUDE
@@ -18,8 +19,6 @@ from rnngraph.codegen.loop import emit_loop_kernel
 from rnngraph.codegen.loop_items import GemmItem
 from rnngraph.codegen.loop_plan import plan_loop_kernel
 from rnngraph.codegen.tuning import LoopTuning
-from rnngraph.loop_env import resolve
-from rnngraph.passes import schedule
 from rnngraph.schedule import Loop
 
 V, T = 5, 2
@@ -102,21 +101,9 @@ def test_gpu_shaped_tiled_kernels_compute_like_numpy(cell, H, S, smem_kib):
     assert list(check_loops(gpu)) == list(launches)
 
 
-def _plans(cell: str, H: int, S: int, knobs: dict, precision: str = "fp32"):
-    """(graph, kernel_of, the plans of the forward and backward persistent loop kernels) of a
-    one-layer ``cell`` (H = I) at S on 132 blocks (the GPU's code shape)."""
-    g = rg.stacked(rg.cells.STANDARD[cell], 1, H, input_size=H).graph
-    options, tuning = resolve(S, overrides=knobs, recurrent_width=H, precision=precision)
-    s = schedule(g, 4, S, "float32", None, options, precision)
-    kernel_of = {m: k.ops for k in s.kernels("forward") for m in k.ops}
-    loops = [st for st in s.forward + s.backward if isinstance(st, Loop) and st.mode == "persistent"]
-    return g, kernel_of, [plan_loop_kernel(g, lp, "k", True, kernel_of, S, 132, tuning, precision=precision)
-                          for lp in loops]
-
-
 def _rows(cell: str, H: int, S: int, knobs: dict, precision: str = "fp32"):
     """[(plan, GEMM row loop)] of those kernels."""
-    return [(plan, r) for plan in _plans(cell, H, S, knobs, precision)[2] for lv in plan.levels for st in lv.stages
+    return [(plan, r) for plan in gpu_loop_plans(cell, H, S, knobs, precision)[2] for lv in plan.levels for st in lv.stages
             for it in st.items if isinstance(it, GemmItem) for r in it.rows]
 
 
@@ -147,7 +134,7 @@ def test_row_loops_keep_work_items_where_tiles_do_not_apply(knobs, precision, wh
 def test_a_block_without_rows_runs_no_tiled_job():
     """LSTM H = 64 on 132 blocks: the forward's 64 units leave 68 blocks with no unit (nj = 0), whose
     clamped rows would be -1, a 16-byte load before the weight copy; their job loop does not run."""
-    g, kernel_of, plans = _plans("lstm", 64, 64, {"tiles": 1})
+    g, kernel_of, plans = gpu_loop_plans("lstm", 64, 64, {"tiles": 1})
     for plan in plans:
         rows = [r for lv in plan.levels for st in lv.stages for it in st.items if isinstance(it, GemmItem)
                 for r in it.rows]
