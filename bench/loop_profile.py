@@ -125,10 +125,9 @@ def _unsigned_indices(src: str) -> str:
 def variant_source(g, plan, recompute: dict, name: str, T: int, S: int, precision: str = "fp32") -> str:
     """The generated module of ``plan`` (a LoopKernelPlan of graph ``g``; ``recompute``: the
     program's ``kernel_of``) as variant ``name``: the knock-outs and fastmath generated from the
-    plan, ``tiles``, ``groups1``, ``groups2``, ``groups4``, ``tiles-groups4`` and ``lngroups4`` re-planned with their
-    LoopTuning knobs (``RETUNED``; the
-    dynamic shared memory in the module's ``DYNAMIC_SMEM``), the other variants edits of the
-    generated text."""
+    plan, ``tiles``, ``groups1``, ``groups2``, ``groups4``, ``tiles-groups4`` and ``lngroups4``
+    re-planned with their LoopTuning knobs (``RETUNED``; the dynamic shared memory in the module's
+    ``DYNAMIC_SMEM``), the other variants edits of the generated text."""
     from dataclasses import replace
 
     from rnngraph.codegen.loop import emit_loop_kernel
