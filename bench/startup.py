@@ -264,6 +264,7 @@ def main(argv=None) -> int:
     result = {"benchmark": "startup-and-step", "date": datetime.date.today().isoformat(),
               "command": " ".join([os.path.basename(__file__), *(argv or sys.argv[1:])]), "absent": a.absent,
               "precision": a.precision,
+              "rnngraph_loop": os.environ.get("RNNGRAPH_LOOP", ""),  # the child processes inherit it
               "models": {}}
     base_env = dict(os.environ)
     if a.pycache_prefix:

@@ -263,6 +263,8 @@ def test_generated_step_timing_in_simulator():
     assert rec.get("error") is None, rec.get("error")
     assert rec["fwd_ms"] > 0 and rec["fwdbwd_ms"] > 0 and rec["plan"] and rec["launches_per_window"] > 0
     assert rec["precision"] == "fp32" and rec["loop_tuning"]["mma"] == 0
+    # S = 2: one stream group asked for and taken by each persistent loop kernel
+    assert rec["loop_tuning"]["groups"] == 1 and set(rec["loop_stream_groups"].values()) == {1}, rec["loop_stream_groups"]
 
 
 @pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1", reason="runs the simulator form of the GPU path")

@@ -94,6 +94,8 @@ def _rnngraph_gpu(cfg: Config, proto: Protocol, plan: str | None, precision: str
     rec = {**_timed(fwd, fwdbwd, timer, proto), "plan": s.plan, "loop_modes": [lp.mode for lp in loops],
            "levels_per_timestep": [lp.levels for lp in loops], "launches_per_window": s.launches,
            "compile_s": compile_s, "loop_tuning": as_keys(s.options, prog.tuning), "precision": precision,
+           # the groups each loop kernel took (loop_tuning's ``groups`` is what was asked for)
+           "loop_stream_groups": {name: plan.stream_groups for name, plan in prog.loop_plans.items()},
            "loop_threads": dict(prog.loop_threads)}
     replay_errors = getattr(prog, "replay_errors", None)  # steps whose CUDA-graph capture failed
     if replay_errors:
