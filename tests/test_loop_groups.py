@@ -40,6 +40,26 @@ def _plans(cell: str, H: int, S: int, knobs: dict, precision: str = "fp32", bloc
     return gpu_loop_plans(cell, H, S, knobs, precision, blocks)[2]
 
 
+@sim
+@pytest.mark.parametrize("cell, layers, S, H, G, blocks, lnsum", [
+    ("layernorm_lstm", 1, 4, 5, 2, 4, 0), ("layernorm_lstm", 2, 4, 4, 2, 4, 1), ("layernorm_lstm", 1, 8, 4, 4, 4, 2),
+    ("prenorm_rnn", 1, 4, 5, 2, 4, 2), ("prenorm_rnn", 1, 4, 4, 2, 2, 1), ("layernorm_lstm", 2, 6, 5, 2, 2, 2)])
+def test_grouped_layer_norm_loops_compute_like_numpy(cell, layers, S, H, G, blocks, lnsum, monkeypatch):
+    """lngroups=1: loops with layer norms in stream groups, the row sums of the three ``lnsum``
+    shapes over the group's streams past ``sbase`` (layernorm_lstm's taken one level early,
+    prenorm_rnn's forward in a reduction phase), each group zeroing its streams' sums; blocks of
+    uneven rows (H = 5 over two "blocks" a group)."""
+    monkeypatch.setattr(program, "SIM_BLOCKS", blocks)
+    tuning = LoopTuning.defaults(S).replace(groups=G, lngroups=1, lnsum=lnsum)
+    net = rg.stacked(rg.cells.STANDARD.get(cell) or prenorm_rnn, layers, H, vocab=5, embed=3)
+    gpu = rg.compile(net, window=3, streams=S, device="cuda", seed=3, tuning=tuning)
+    plans = list(gpu._cuda.program.loop_plans.values())
+    assert plans and all(p.stream_groups == G and p.ln_zero for p in plans)
+    assert gpu.kernels.count(f"sbase = sgroup * (S // {G})") == len(plans)
+    assert "[tz, sbase + sz, i % 2] = float32(0.0)" in gpu.kernels and "cuda.atomic.add(N" in gpu.kernels
+    assert list(check_loops(gpu)) == [s.name for s in gpu.schedule.forward + gpu.schedule.backward if isinstance(s, Loop)]
+
+
 def test_layer_norm_loops_take_groups_only_with_lngroups():
     """Layer norms keep one group unless lngroups=1; with it, also the layer norms' gain and bias
     gradients summed in the loop (lngrad=0: LocalGradSum, not checked under groups) keep one."""
