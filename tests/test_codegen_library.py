@@ -144,7 +144,7 @@ def test_add_bias(rng):
     np.testing.assert_allclose(host(d), out + bias, **TOL)
 
 
-@pytest.mark.parametrize("rows_per_block", [None, 2, 3])
+@pytest.mark.parametrize("rows_per_block", [None, 2, 3, 5])  # 5: a chunk of four rows a trip and one more
 @pytest.mark.parametrize("accumulate", [True, False])
 def test_column_sum(rng, accumulate, rows_per_block):
     g, start = f32(rng, 7, 5), f32(rng, 5)
