@@ -38,6 +38,9 @@ the others edits of the generated text:
                 ``stream_groups``; where the loop allows it, else as generated)
   tiles-groups4 both
   lngroups4     groups=4 with lngroups=1: also loops with layer norms in four stream groups
+  groupbar4     groups=4 with groupbar=1: a level's barrier among the group's blocks only (a counter
+                a group, codegen/grid_barrier.py ``group_barrier``), not over the grid
+  lngroupbar4   groups=4 with lngroups=1 and groupbar=1
 
 --files adds hand-written variants (Python files defining ``prof_fwd`` and/or ``prof_bwd`` with the
 generated kernel's parameters, and optionally ``DYNAMIC_SMEM``, the bytes of dynamic shared memory
@@ -88,12 +91,13 @@ import numpy as np  # noqa: E402
 
 VARIANTS = ("full", "no-grid-sync", "sync-only", "no-gemm", "no-pointwise", "no-ln-sums", "no-vector-loads",
             "uint64-indices", "constants", "fastmath", "lineinfo", "tiles", "groups1", "groups2", "groups4", "tiles-groups4",
-            "lngroups4")
+            "lngroups4", "groupbar4", "lngroupbar4")
 
 
 #: variant -> the LoopTuning knobs it re-plans the kernel with
 RETUNED = {"tiles": {"tiles": 1, "groups": 1}, "groups1": {"groups": 1}, "groups2": {"groups": 2}, "groups4": {"groups": 4},
-           "tiles-groups4": {"tiles": 1, "groups": 4}, "lngroups4": {"groups": 4, "lngroups": 1}}
+           "tiles-groups4": {"tiles": 1, "groups": 4}, "lngroups4": {"groups": 4, "lngroups": 1},
+           "groupbar4": {"groups": 4, "groupbar": 1}, "lngroupbar4": {"groups": 4, "lngroups": 1, "groupbar": 1}}
 
 #: variant -> the constructs its kernel is generated without (LoopKernelPlan.knockout,
 #: codegen/loop.py): "grid-sync" the grid syncs of the time loop (each becomes ``pass``), "gemm",
@@ -125,8 +129,8 @@ def _unsigned_indices(src: str) -> str:
 def variant_source(g, plan, recompute: dict, name: str, T: int, S: int, precision: str = "fp32") -> str:
     """The generated module of ``plan`` (a LoopKernelPlan of graph ``g``; ``recompute``: the
     program's ``kernel_of``) as variant ``name``: the knock-outs and fastmath generated from the
-    plan, ``tiles``, ``groups1``, ``groups2``, ``groups4``, ``tiles-groups4`` and ``lngroups4``
-    re-planned with their LoopTuning knobs (``RETUNED``; the dynamic shared memory in the module's
+    plan, ``tiles``, ``groups1``, ``groups2``, ``groups4``, ``tiles-groups4``, ``lngroups4``,
+    ``groupbar4`` and ``lngroupbar4`` re-planned with their LoopTuning knobs (``RETUNED``; the dynamic shared memory in the module's
     ``DYNAMIC_SMEM``), the other variants edits of the generated text."""
     from dataclasses import replace
 

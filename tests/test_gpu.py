@@ -75,8 +75,8 @@ def test_inline_grid_barrier_matches_float64_reference(cell, layers, S):
     inline barrier instead of numba's grid.sync() (flags=0: S=1's default flagged exchange
     leaves the LSTM no grid sync a timestep; the GPU tier failed here without it)."""
     step = _check_against_float64(cell, layers, S, knobs="barrier=1,flags=0")
-    # from S = 64 the blocks run in four stream groups by default: one barrier over all of them
-    assert f"grid_barrier(BAR, nblocks{' * 4' if S >= 64 else ''})" in step.kernels
+    # from S = 64 the blocks run in four stream groups by default, a barrier a group (groupbar)
+    assert ("group_barrier(BAR, sgroup, bid, nblocks)" if S >= 64 else "grid_barrier(BAR, nblocks)") in step.kernels
 
 
 TILE_CASES = [("lstm", 1, 64), ("lstm", 4, 64), ("gru", 1, 64), ("layernorm_lstm", 1, 64), ("peephole_lstm", 1, 7)]
@@ -92,17 +92,23 @@ def test_tiled_loops_match_float64_reference(cell, layers, S):
     assert "# tiled GEMM partial sums" in step.kernels and "load_f32x4_2d(sw" in step.kernels
 
 
-GROUP_CASES = [("lstm", 1, "groups=4"), ("lstm", 4, "groups=4"), ("gru", 1, "groups=4,tiles=1"), ("lstm", 4, "groups=4,tiles=1"),
-               ("layernorm_lstm", 1, "groups=4,lngroups=1"), ("layernorm_lstm", 2, "groups=4,lngroups=1,lnsum=1")]
+GROUP_CASES = [("lstm", 1, "groups=4,groupbar=0"), ("lstm", 4, "groups=4,groupbar=0"), ("gru", 1, "groups=4,tiles=1"),
+               ("lstm", 4, "groups=4,tiles=1"), ("layernorm_lstm", 1, "groups=4,lngroups=1,groupbar=0"),
+               ("layernorm_lstm", 2, "groups=4,lngroups=1,lnsum=1"), ("lstm", 4, "groups=4,groupbar=1"),
+               ("gru", 1, "groups=4,groupbar=1,barrier=3"), ("layernorm_lstm", 2, "groups=4,lngroups=1,groupbar=1")]
 
 
 @pytest.mark.parametrize("cell, layers, knobs", GROUP_CASES, ids=[f"{c}-{n}l-{k}" for c, n, k in GROUP_CASES])
 def test_stream_grouped_loops_match_float64_reference(cell, layers, knobs):
     """groups=4 (codegen/loop_plan.py ``stream_groups``) at S = 64: the 132 blocks in four groups
-    of 33, each block's weight rows (128 KiB) in dynamic shared memory, one grid barrier over all;
-    with lngroups=1 the layer norms' row sums over the group's streams."""
+    of 33, each block's weight rows (128 KiB) in dynamic shared memory, one grid barrier over all,
+    or with groupbar=1 a barrier a group (codegen/grid_barrier.py ``group_barrier``); with
+    lngroups=1 the layer norms' row sums over the group's streams."""
     step = _check_against_float64(cell, layers, 64, knobs=knobs)
-    assert "sbase = sgroup * (S // 4)" in step.kernels and "grid_barrier(BAR, nblocks * 4)" in step.kernels
+    grouped = "groupbar=0" not in knobs  # groupbar=1 is the default from S = 64
+    assert "sbase = sgroup * (S // 4)" in step.kernels
+    assert ("group_barrier(BAR, sgroup, bid, nblocks" in step.kernels) == grouped
+    assert ("grid_barrier(BAR, nblocks * 4)" in step.kernels) != grouped
 
 
 def _check_against_float64(cell, layers, S, factor=4, calls=1, knobs=""):

@@ -12,6 +12,7 @@ from extra_cells import prenorm_rnn
 from loop_plans import gpu_loop_plans
 from loop_sim import check_loops
 from rnngraph.codegen import program
+from rnngraph.codegen.loop import emit_loop_kernel
 from rnngraph.codegen.tuning import LoopTuning
 from rnngraph.schedule import Loop
 
@@ -64,26 +65,28 @@ def test_layer_norm_loops_take_groups_only_with_lngroups():
     """Layer norms keep one group unless lngroups=1; with it, also the layer norms' gain and bias
     gradients summed in the loop (lngrad=0: LocalGradSum, not checked under groups) keep one."""
     assert [p.stream_groups for p in _plans("layernorm_lstm", 512, 64, {"groups": 4, "lngroups": 1})] == [4, 4]
-    assert [p.stream_groups for p in _plans("layernorm_lstm", 512, 64, {"groups": 4})] == [1, 1]
+    assert [p.stream_groups for p in _plans("layernorm_lstm", 512, 64, {"groups": 4, "lngroups": 0})] == [1, 1]
     assert [p.stream_groups for p in _plans("layernorm_lstm", 512, 64, {"groups": 4, "lngroups": 1, "lngrad": 0})] == [4, 1]
 
 
 def test_the_s64_lstm_in_four_groups_keeps_its_weight_rows_in_dynamic_shared_memory():
     """H = 512, S = 64 on 132 blocks, G = 4: a block is one of 33 in its group, so it owns 64
     forward rows (16 units x 4 gates: 128 KiB of weights, past the static budget) and 16 backward
-    rows of 2,048 columns (128 KiB); the grid barrier still counts all 132 blocks."""
+    rows of 2,048 columns (128 KiB); a level's barrier counts the group's 33 blocks (groupbar), or
+    with groupbar=0 all 132."""
     fwd, bwd = _plans("lstm", 512, 64, {"groups": 4})
     assert fwd.stream_groups == bwd.stream_groups == 4
     assert [(c.rows, c.cols, c.offset >= 0) for c in fwd.weight_copies] == [(64, 512, True)]
     assert [(c.rows, c.cols, c.offset >= 0) for c in bwd.weight_copies] == [(16, 2048, True)]
-    assert fwd.grid_sync == "grid_barrier(BAR, nblocks * 4)"
+    assert fwd.grid_sync == "group_barrier(BAR, sgroup, bid, nblocks)"
+    assert _plans("lstm", 512, 64, {"groups": 4, "groupbar": 0})[0].grid_sync == "grid_barrier(BAR, nblocks * 4)"
 
 
 @pytest.mark.parametrize("cell, H, S, knobs, precision, blocks, why", [
     ("lstm", 512, 64, {"groups": 1}, "fp32", 132, "not asked for"),
     ("lstm", 512, 63, {"groups": 4}, "fp32", 132, "S not a multiple of G"),
     ("lstm", 512, 64, {"groups": 8}, "fp32", 132, "132 blocks not a multiple of 8"),
-    ("layernorm_lstm", 512, 64, {"groups": 4}, "fp32", 132, "layer norms: row sums over a column's blocks"),
+    ("layernorm_lstm", 512, 64, {"groups": 4, "lngroups": 0}, "fp32", 132, "layer norms: row sums over a column's blocks"),
     ("lstm", 512, 4, {"groups": 4, "prefetch": 1}, "fp32", 132, "early loads"),
     ("lstm", 1024, 64, {"groups": 4, "mma": 1}, "tf32", 132, "tensor-core products"),
     ("lstm", 1024, 64, {"groups": 4}, "fp32", 132, "four times 32 rows of 1,024 floats past the shared memory"),
@@ -94,8 +97,31 @@ def test_loops_keep_one_group_where_groups_do_not_apply(cell, H, S, knobs, preci
 
 
 def test_four_groups_are_the_default_from_64_streams():
-    """LoopTuning.defaults: groups = 4 from S = 64 (codegen/tuning.py ``GROUP_STREAMS``), so the
-    H = 512 LSTM's loops at S = 64 plan in four groups without a knob, at S = 32 in one."""
+    """LoopTuning.defaults: groups = 4 from S = 64 (codegen/tuning.py ``GROUP_STREAMS``), with
+    lngroups and groupbar, so the H = 512 LSTM's and layer-norm LSTM's loops at S = 64 plan in four
+    groups with a barrier a group without a knob, at S = 32 in one."""
     assert [LoopTuning.defaults(S).groups for S in (1, 32, 63, 64, 128)] == [1, 1, 1, 4, 4]
-    assert [p.stream_groups for p in _plans("lstm", 512, 64, {})] == [4, 4]
+    assert [(LoopTuning.defaults(S).lngroups, LoopTuning.defaults(S).groupbar) for S in (32, 64)] == [(0, 0), (1, 1)]
+    for cell in ("lstm", "layernorm_lstm"):
+        assert [(p.stream_groups, p.group_barriers) for p in _plans(cell, 512, 64, {})] == [(4, True), (4, True)]
     assert [p.stream_groups for p in _plans("lstm", 512, 32, {})] == [1, 1]
+
+
+@pytest.mark.parametrize("knobs, sync, counters", [
+    ({"groups": 4, "groupbar": 1}, "group_barrier(BAR, sgroup, bid, nblocks)", 8),
+    ({"groups": 4, "groupbar": 1, "barrier": 3}, "bphase = group_barrier(BAR, sgroup, bid, nblocks, bphase)", 8),
+    ({"groups": 4, "groupbar": 0}, "grid_barrier(BAR, nblocks * 4)", 8),
+    ({"groups": 1, "groupbar": 1}, "grid_barrier(BAR, nblocks)", 8),  # one group: the grid's barrier
+    ({"groups": 4, "groupbar": 1, "barrier": 0}, "grid.sync()", 0)])  # numba's grid sync has no counter
+def test_group_barriers_wait_for_the_group_on_its_counter(knobs, sync, counters):
+    """groupbar=1: a level ends with a barrier among the group's blocks (its place ``bid`` and
+    count ``nblocks`` in the group, counter BAR[sgroup]); the kernel takes one counter a group
+    (at most 8), zeroed; the barrier-3 form reads the group's phase at kernel start."""
+    fwd, _ = _plans("lstm", 512, 64, knobs)
+    assert fwd.grid_sync == sync and fwd.group_barriers == sync.startswith(("group", "bphase"))
+    assert fwd.zeroed(lambda x: None) == ({"BAR": ((counters,), "uint32")} if counters else {})
+    g, kernel_of, (plan, _) = gpu_loop_plans("lstm", 512, 64, knobs)
+    src = emit_loop_kernel(g, plan, kernel_of)[0]
+    assert src.count(sync) == 1  # the LSTM forward's one sync a timestep
+    assert ("import group_barrier" in src) == plan.group_barriers
+    assert ("bphase = group_barrier_phase(BAR, sgroup)" in src) == (plan.group_barriers and plan.barrier == 3)

@@ -131,7 +131,7 @@ def test_argument_order_is_the_kernels_signature():
         assert re.search(r"^def k\((.*)\):$", src, re.M).group(1) == ", ".join(plan.args)
         zeroed = plan.zeroed(lambda x: (7, 1, 16))
         assert list(zeroed) == list(plan.args[2:2 + len(zeroed)])
-        assert zeroed == ({"BAR": ((1,), "uint32")} if barrier else {}) | {f: ((7, 1, 16), "uint64") for f in flags}
+        assert zeroed == ({"BAR": ((8,), "uint32")} if barrier else {}) | {f: ((7, 1, 16), "uint64") for f in flags}
 
 
 def test_backward_reads_transposed_weights():

@@ -79,7 +79,8 @@ for cell, S, knob, *opts in json.loads(CONFIGS):  # opts: {"hidden": H, "tuning"
         body = "\n".join(l for l in ptx.splitlines() if not l.strip().startswith("//"))
         out[f"{cell} S={S} barrier={knob} H={hidden} {precision} mma={int(options.loop_tensor_cores)}"
             f"{' lengths' if opts.get('lengths') else ''}{' pipelined' if tuning.pipeline else ''}"
-            f"{' tiles' if tuning.tiles else ''}{f' groups={groups}' if groups > 1 else ''} {loop.name}"] = {
+            f"{' tiles' if tuning.tiles else ''}{f' groups={groups}' if groups > 1 else ''}"
+            f"{' groupbar' if emitter.plan.group_barriers else ''} {loop.name}"] = {
             "mma": re.findall(r"mma\.sync\.aligned\.[a-z0-9.]+", body),
             "v4_loads": len(re.findall(r"ld\.global\.v4\.f32", body)),
             "shared_v4_loads": len(re.findall(r"ld\.shared\.v4\.f32", body)),
@@ -191,6 +192,23 @@ def test_stream_grouped_loop_kernels_compile(tmp_path):
     assert all(r["f64"] == 0 for r in result.values()), result
     assert sorted(r["tiled"] for r in result.values()) == [0, 0, 0, 0, 1, 1]
     assert all(r["shared_v4_loads"] > 0 for r in result.values() if r["tiled"])
+
+
+@pytest.mark.slow
+def test_group_barriers_compile_to_one_polling_loop_a_sync(tmp_path):
+    """LoopTuning ``groupbar=1`` in four stream groups (codegen/grid_barrier.py ``group_barrier``):
+    the S = 64 LSTM's and layer-norm LSTM's loop kernels still poll once a sync, with the fences
+    of their barrier kind and numba's grid sync only once, at kernel start, and no float64."""
+    result = compile_loops([["lstm", 64, 1, {"hidden": 512, "tuning": {"groups": 4, "groupbar": 1}}],
+                            ["lstm", 64, 3, {"hidden": 512, "tuning": {"groups": 4, "groupbar": 1}}],
+                            ["layernorm_lstm", 64, 1, {"hidden": 512, "tuning": {"groups": 4, "lngroups": 1, "groupbar": 1}}]],
+                           tmp_path)
+    assert len(result) == 6 and all(" groups=4 groupbar " in name for name in result), sorted(result)
+    for name, r in result.items():
+        n, red = r["syncs"], "barrier=3" in name
+        assert r["polled_in_loop"] == n and r["fences"] == (1 if red else 2) * n, (name, r)
+        assert r["red_release"] == (n if red else 0) and r["f64"] == 0, (name, r)
+        assert r["cg_syncs"] == 1, (name, r)  # at kernel start (the layer norms': after the sums' zeroing)
 
 
 def test_f64_count_sees_a_float64_constant(tmp_path):

@@ -9,7 +9,7 @@ written out so that it compiles into the kernel:
 
 1. ``cuda.syncthreads()`` (the block's threads are done with the level);
 2. thread 0 of each block: ``fence.acq_rel.gpu`` (publishes the block's writes), then one atomic
-   add on the loop kernel's own counter (a zeroed uint32 array of one element): 1 from every
+   add on the loop kernel's own counter (element 0 of a zeroed uint32 array): 1 from every
    block but block 0, which adds 0x80000000 - (nblocks - 1); the adds of one barrier total
    0x80000000, so the counter's top bit flips exactly when the last block arrives and its low
    bits come back to where they were (no reset, no second word);
@@ -41,6 +41,13 @@ bench/results/h200-20261201-prefetch-prof*-barrier*.json)
 for the S=1 LSTM; at S=64 the loop kernels alone were 3.4 % (forward) and 1.5 % (backward) faster
 than with ``grid_barrier`` in one run, the whole forward 1.6 % slower (bench/HISTORY.md).
 
+Stream groups (LoopTuning ``groups``, codegen/loop_plan.py ``stream_groups``) split the grid
+into G groups of blocks that never read each other's values inside the time loop: a group's
+blocks own its streams' rows, vectors and layer-norm sums. With LoopTuning ``groupbar`` a level
+then ends with :func:`group_barrier`: the same algorithm among the group's blocks only, on the
+group's own counter (element g of the array, one per group), so a barrier waits for
+nblocks / G arrivals, and a group does not wait for a slower one.
+
 History: measured on the H200 (bench/results/h200-20261201-bwd-sync-sweep-barrier.json), this algorithm as a linked
 PTX function (a call, not inlined),
 polling with ``ld.acquire.gpu``: faster at S=64 (LSTM 5.34 vs 5.58 ms fwd+bwd) but much slower
@@ -58,17 +65,18 @@ TOP_BIT = 0x80000000
 
 
 @cuda.jit(device=True, inline=True)
-def _arrival(nblocks):
-    """The block's add to the counter: 1, block 0 TOP_BIT + 1 - nblocks (a barrier's adds total TOP_BIT)."""
-    if cuda.blockIdx.x == 0:
+def _arrival(block, nblocks):
+    """The block's add to the counter: 1, the first block (``block`` 0) TOP_BIT + 1 - nblocks (a
+    barrier's adds total TOP_BIT)."""
+    if block == 0:
         return uint32(TOP_BIT + 1 - nblocks)
     return uint32(1)
 
 
 @cuda.jit(device=True, inline=True)
-def _arrive(counter, nblocks):
+def _arrive(counter, block, nblocks):
     fence_acq_rel_gpu()
-    return cuda.atomic.add(counter, 0, _arrival(nblocks))
+    return cuda.atomic.add(counter, 0, _arrival(block, nblocks))
 
 
 @cuda.jit(device=True, inline=True)
@@ -78,47 +86,78 @@ def _flipped(counter, old):
 
 
 @cuda.jit(device=True, inline=True)
-def grid_barrier(counter, nblocks):
-    """Wait until all ``nblocks`` blocks of the grid have called it (see the module docstring).
-    counter: uint32 array of shape (1,), this kernel's, zero before the first launch."""
+def group_barrier(counter, group, block, nblocks):
+    """Wait until the ``nblocks`` blocks of stream group ``group`` have called it, on the group's
+    counter ``counter[group]`` (see the module docstring); ``block`` is the caller's place in its
+    group (0 for one of them). counter: uint32 array of one element a group, zero before the
+    first launch."""
     cuda.syncthreads()
     if cuda.threadIdx.x == 0:
-        old = _arrive(counter, nblocks)
-        while not _flipped(counter, old):
+        mine = counter[group:]
+        old = _arrive(mine, block, nblocks)
+        while not _flipped(mine, old):
             pass
         fence_acq_rel_gpu()
     cuda.syncthreads()
 
 
 @cuda.jit(device=True, inline=True)
-def grid_barrier_backoff(counter, nblocks):
-    """:func:`grid_barrier` with a ~32 ns ``nanosleep`` between polls (fewer loads queued at the
+def grid_barrier(counter, nblocks):
+    """Wait until all ``nblocks`` blocks of the grid have called it (see the module docstring).
+    counter: uint32 array (element 0 is the grid's), zero before the first launch."""
+    group_barrier(counter, 0, cuda.blockIdx.x, nblocks)
+
+
+@cuda.jit(device=True, inline=True)
+def group_barrier_backoff(counter, group, block, nblocks):
+    """:func:`group_barrier` with a ~32 ns ``nanosleep`` between polls (fewer loads queued at the
     counter's L2 slice ahead of the last block's add)."""
     cuda.syncthreads()
     if cuda.threadIdx.x == 0:
-        old = _arrive(counter, nblocks)
-        while not _flipped(counter, old):
+        mine = counter[group:]
+        old = _arrive(mine, block, nblocks)
+        while not _flipped(mine, old):
             cuda.nanosleep(uint32(32))
         fence_acq_rel_gpu()
     cuda.syncthreads()
 
 
 @cuda.jit(device=True, inline=True)
-def barrier_phase(counter):
-    """The counter's top bit now (before the kernel's first :func:`grid_barrier_red`)."""
-    return load_relaxed_gpu(counter) & uint32(TOP_BIT)
+def grid_barrier_backoff(counter, nblocks):
+    """:func:`grid_barrier` with the backoff of :func:`group_barrier_backoff`."""
+    group_barrier_backoff(counter, 0, cuda.blockIdx.x, nblocks)
 
 
 @cuda.jit(device=True, inline=True)
-def grid_barrier_red(counter, nblocks, phase):
-    """:func:`grid_barrier` arriving with ``red.release.gpu`` and polling at once for the top bit
-    to leave ``phase`` (the value :func:`barrier_phase` or the previous call returned); returns
-    the new phase."""
+def group_barrier_phase(counter, group):
+    """The top bit of group ``group``'s counter now (before the kernel's first
+    :func:`group_barrier_red`)."""
+    return load_relaxed_gpu(counter[group:]) & uint32(TOP_BIT)
+
+
+@cuda.jit(device=True, inline=True)
+def barrier_phase(counter):
+    """The grid counter's top bit now (before the kernel's first :func:`grid_barrier_red`)."""
+    return group_barrier_phase(counter, 0)
+
+
+@cuda.jit(device=True, inline=True)
+def group_barrier_red(counter, group, block, nblocks, phase):
+    """:func:`group_barrier` arriving with ``red.release.gpu`` and polling at once for the top bit
+    to leave ``phase`` (the value :func:`group_barrier_phase` or the previous call returned);
+    returns the new phase."""
     cuda.syncthreads()
     if cuda.threadIdx.x == 0:
-        red_release_gpu_add(counter, _arrival(nblocks))
-        while not _flipped(counter, phase):
+        mine = counter[group:]
+        red_release_gpu_add(mine, _arrival(block, nblocks))
+        while not _flipped(mine, phase):
             pass
         fence_acq_rel_gpu()
     cuda.syncthreads()
     return phase ^ uint32(TOP_BIT)
+
+
+@cuda.jit(device=True, inline=True)
+def grid_barrier_red(counter, nblocks, phase):
+    """:func:`grid_barrier` arriving as :func:`group_barrier_red` does; returns the new phase."""
+    return group_barrier_red(counter, 0, cuda.blockIdx.x, nblocks, phase)

@@ -95,6 +95,10 @@ def chunk_word_order(o: str) -> str:
 #: knob ``barrier`` (codegen/tuning.py) -> the function of codegen/grid_barrier.py (GPU only) a
 #: generated module imports as ``grid_barrier``
 BARRIER_FUNCTIONS = {1: "grid_barrier", 2: "grid_barrier_backoff", 3: "grid_barrier_red"}
+#: the same for a barrier among a stream group's blocks (LoopTuning ``groupbar``), imported as ``group_barrier``
+GROUP_BARRIER_FUNCTIONS = {1: "group_barrier", 2: "group_barrier_backoff", 3: "group_barrier_red"}
+#: the inline barriers' counters a loop kernel takes (BAR): one a stream group, at most LoopTuning's 8
+BARRIER_COUNTERS = 8
 
 
 @dataclass(frozen=True)
@@ -209,10 +213,10 @@ class LoopKernelPlan:
         return ("T", "S") + (("BAR",) if self.barrier else ()) + tuple(f for _, f in self.flag_buffers) + self.buffers
 
     def zeroed(self, shape_of) -> dict[str, tuple]:
-        """The arguments the caller passes zeroed, name -> (shape, dtype): BAR, the inline barrier's
-        counter, (1,) uint32; each flag buffer, uint64 words of its value buffer's shape
+        """The arguments the caller passes zeroed, name -> (shape, dtype): BAR, the inline barriers'
+        counters, (BARRIER_COUNTERS,) uint32 (the grid's, or one a stream group); each flag buffer, uint64 words of its value buffer's shape
         (``shape_of(value buffer)``). They come first in ``args``, after T and S."""
-        out = {"BAR": ((1,), "uint32")} if self.barrier else {}
+        out = {"BAR": ((BARRIER_COUNTERS,), "uint32")} if self.barrier else {}
         return out | {f: (tuple(shape_of(x)), "uint64") for x, f in self.flag_buffers}
 
     @property
@@ -226,12 +230,21 @@ class LoopKernelPlan:
                 + ([f"shared_memory_carveout={t.carveout}"] if self.coop and t.carveout >= 0 else []))
 
     @property
+    def group_barriers(self) -> bool:
+        """Whether the levels end with a barrier among a stream group's blocks (LoopTuning
+        ``groupbar``, an inline barrier and more than one group), on the group's counter BAR[sgroup]."""
+        return bool(self.barrier and self.stream_groups > 1 and self.tuning.groupbar)
+
+    @property
     def grid_sync(self) -> str:
         """The statement of a grid sync between levels."""
         if "grid-sync" in self.knockout:
             return "pass"
         if not self.barrier:
             return "grid.sync()"
+        if self.group_barriers:  # the group's blocks (the prologue made bid and nblocks the group's)
+            call = "group_barrier(BAR, sgroup, bid, nblocks"
+            return f"{call})" if self.barrier < 3 else f"bphase = {call}, bphase)"
         n = f"nblocks * {self.stream_groups}" if self.stream_groups > 1 else "nblocks"  # every block of the grid
         return f"grid_barrier(BAR, {n})" if self.barrier < 3 else f"bphase = grid_barrier(BAR, {n}, bphase)"
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..ir import Graph
 from .loop_gemm import mad_function
-from .loop_plan import BARRIER_FUNCTIONS, MMA_CHUNK, LoopKernelPlan, chunk_word_order
+from .loop_plan import BARRIER_FUNCTIONS, GROUP_BARRIER_FUNCTIONS, MMA_CHUNK, LoopKernelPlan, chunk_word_order
 from .operand_rounding import ROUNDING
 from .pointwise import Names
 from .source import Source
@@ -26,8 +26,12 @@ def imports(plan: LoopKernelPlan) -> list[str]:
     (codegen/mad_rows.py) and the operand roundings."""
     out = ["from numba import int64"]
     if plan.barrier:
-        out.append(f"from rnngraph.codegen.grid_barrier import {BARRIER_FUNCTIONS[plan.barrier]} as grid_barrier"
-                   + (", barrier_phase" if plan.barrier == 3 else ""))
+        if plan.group_barriers:
+            out.append(f"from rnngraph.codegen.grid_barrier import {GROUP_BARRIER_FUNCTIONS[plan.barrier]} as group_barrier"
+                       + (", group_barrier_phase" if plan.barrier == 3 else ""))
+        else:
+            out.append(f"from rnngraph.codegen.grid_barrier import {BARRIER_FUNCTIONS[plan.barrier]} as grid_barrier"
+                       + (", barrier_phase" if plan.barrier == 3 else ""))
     if plan.flag_buffers:
         out.append("from numba import uint32\n"
                    "from rnngraph.codegen.flag_exchange import flag_load, flag_store, flag_tag, flag_value, flag_wait")
@@ -103,7 +107,9 @@ def emit_prologue(src: Source, g: Graph, plan: LoopKernelPlan) -> None:
         _flag_start(src, g, plan)
     elif plan.barrier and not plan.ln_zero:  # numba launches cooperatively (co-resident blocks)
         src("grid.sync()")  # only kernels that call grid.sync(): codegen/grid_barrier.py
-    if plan.barrier == 3:
+    if plan.barrier == 3 and plan.group_barriers:
+        src("bphase = group_barrier_phase(BAR, sgroup)  # the group's counter's top bit before the first barrier")
+    elif plan.barrier == 3:
         src("bphase = barrier_phase(BAR)  # the counter's top bit before the first barrier")
 
 

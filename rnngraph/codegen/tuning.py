@@ -113,7 +113,7 @@ groups    G > 1: the persistent loop kernel's blocks in G stream groups (codegen
           of blocks / G, so that a block owns G times the rows (more shared memory) and reads only
           its group's vectors from L2 (the S = 64 LSTM backward reads all 64 x 2,048 gate gradients
           into every block, 69 MB a timestep); where S and the grid divide by G, in loops without
-          layer norms, flagged values, early loads, lengths or tensor-core products, and where a
+          layer norms (unless ``lngroups``), flagged values, early loads, lengths or tensor-core products, and where a
           block's G times the weight rows fit its shared memory (LSTM H = 1024 in fp32 does not), else 1.
           4 from S = 64 (``GROUP_STREAMS``), else 1: at S = 64, H = 512 on the H100 the backward
           loop kernels took 13.5 / 17.2 / 11.5 us a timestep (LSTM / peephole LSTM / GRU) against
@@ -125,8 +125,19 @@ lngroups  1: stream groups (``groups``) also in loops with layer norms: each gro
           of a row's elements for the group's streams, so the row sums index the group's streams
           past ``sbase`` (codegen/loop_layer_norm.py) and the sums buffer is zeroed by each group for
           its streams; where the layer norms' gain and bias gradients are summed in the loop
-          (``post_loop_sums`` off) the plan keeps one group. 0: checked in the simulator only, not
-          yet on a GPU, so not a default.
+          (``post_loop_sums`` off) the plan keeps one group. 1 from S = 64 (with ``groups``): the
+          layer-norm LSTM's S = 64, H = 512 loop kernels on the H100 took 22.9 / 31.2 us a timestep
+          (forward / backward) in four groups with ``groupbar``, against 25.0 / 32.4 in one group,
+          and 25.0 / 32.7 in four groups with one barrier over the grid
+          (h100-20261206-loop-groupbar-layernorm_lstm-s64.json: two runs each).
+groupbar  1: in stream groups (``groups`` > 1) with an inline barrier (``barrier`` > 0), a level
+          ends with a barrier among the group's blocks only, on the group's own counter
+          (codegen/grid_barrier.py ``group_barrier``): the groups never read each other's values
+          in the time loop; 0: one barrier over the grid. 1 from S = 64 (with ``groups``): the
+          LSTM's S = 64, H = 512 backward loop kernel on the H100 took 14.40 / 14.05 us a timestep
+          against 14.75 / 14.46 with one barrier over the grid, its forward 15.49 / 15.53 against
+          15.23 / 15.60 (h100-20261206-loop-groupbar-lstm-s64.json; the same forward took 14.17 in
+          one group there: groups cost the LSTM's forward, not its backward).
 """
 from __future__ import annotations
 
@@ -138,8 +149,9 @@ from ..schedule_options import check_streams
 SMALL_SHAPE_STREAMS = 1
 #: Streams from which the layer norms' row sums take the register code shape (``lnsum=2``).
 LN_SMEM_SUM_STREAMS = 2
-#: Streams from which the loop kernels run in four stream groups (``groups=4``; measured at S = 64
-#: only: larger S read more vectors a timestep, which the groups divide).
+#: Streams from which the loop kernels run in four stream groups (``groups=4``, with ``lngroups``
+#: and ``groupbar``; measured at S = 64 only: larger S read more vectors a timestep, which the
+#: groups divide).
 GROUP_STREAMS = 64
 
 #: knob -> (what its value must be, the check): the ranges of the module docstring
@@ -163,6 +175,7 @@ _RANGES = {
     "tiles": ("0 or 1", lambda v: v in (0, 1)),
     "groups": ("1, 2, 4 or 8", lambda v: v in (1, 2, 4, 8)),
     "lngroups": ("0 or 1", lambda v: v in (0, 1)),
+    "groupbar": ("0 or 1", lambda v: v in (0, 1)),
 }
 
 
@@ -178,7 +191,8 @@ def knob_problem(name: str, value) -> str | None:
 @dataclass(frozen=True)
 class LoopTuning:
     """The persistent loop kernels' code shape: the knobs of the module docstring, each an int.
-    The class defaults are the shape of S in [2, 64) (from S = 64 ``groups`` is 4); :meth:`defaults`
+    The class defaults are the shape of S in [2, 64) (from S = 64 ``groups`` is 4, ``lngroups`` and
+    ``groupbar`` 1); :meth:`defaults`
     gives that of any S.
     Raises ValueError naming the knob and the value for one out of its range."""
 
@@ -201,6 +215,7 @@ class LoopTuning:
     tiles: int = 0
     groups: int = 1
     lngroups: int = 0
+    groupbar: int = 0
 
     def __post_init__(self):
         for f in fields(self):
@@ -215,7 +230,9 @@ class LoopTuning:
         if check_streams(streams) <= SMALL_SHAPE_STREAMS:
             return cls(threads=256, unroll=16, rows=4, cols=8, xreduce=0, barrier=0, bounds=0, prefetch=1, dsmem_kib=0,
                        lnsum=0 if streams < LN_SMEM_SUM_STREAMS else 2)
-        return cls(lnsum=0 if streams < LN_SMEM_SUM_STREAMS else 2, groups=4 if streams >= GROUP_STREAMS else 1)
+        grouped = streams >= GROUP_STREAMS
+        return cls(lnsum=0 if streams < LN_SMEM_SUM_STREAMS else 2, groups=4 if grouped else 1, lngroups=int(grouped),
+                   groupbar=int(grouped))
 
     def replace(self, **changes) -> "LoopTuning":
         """A copy with ``changes`` (validated like the constructor)."""
