@@ -125,3 +125,27 @@ def test_group_barriers_wait_for_the_group_on_its_counter(knobs, sync, counters)
     assert src.count(sync) == 1  # the LSTM forward's one sync a timestep
     assert ("import group_barrier" in src) == plan.group_barriers
     assert ("bphase = group_barrier_phase(BAR, sgroup)" in src) == (plan.group_barriers and plan.barrier == 3)
+
+
+@pytest.mark.parametrize("cell, H, knobs, groups", [
+    ("lstm", 512, {"groups": 4, "fwdgroups": 1}, [1, 4]),
+    ("lstm", 512, {"groups": 1, "fwdgroups": 4}, [4, 1]),
+    ("lstm", 512, {"groups": 4, "fwdgroups": 0}, [4, 4]),
+    ("lstm", 1024, {"groups": 4, "fwdgroups": 4}, [1, 1])])  # four times the rows leave shared memory: re-planned in one
+def test_forward_loops_take_fwdgroups(cell, H, knobs, groups):
+    """fwdgroups (LoopTuning): the forward loop kernel's stream groups where set, the backward's
+    stay ``groups``; a forward whose groups do not fit re-plans in one group (no loop)."""
+    assert [p.stream_groups for p in _plans(cell, H, 64, knobs)] == groups
+
+
+@sim
+def test_forward_in_one_group_backward_in_two_compute_like_numpy(monkeypatch):
+    """fwdgroups=1 with groups=2: the forward loops in one group, the backward loops in two, in
+    the same step (each reads the other's buffers by the grid's stream index)."""
+    monkeypatch.setattr(program, "SIM_BLOCKS", 2)
+    tuning = LoopTuning.defaults(4).replace(groups=2, fwdgroups=1)
+    net = rg.stacked(rg.cells.STANDARD["lstm"], 2, 4, vocab=5, embed=3)
+    gpu = rg.compile(net, window=3, streams=4, device="cuda", seed=3, tuning=tuning)
+    plans = list(gpu._cuda.program.loop_plans.values())
+    assert sorted((p.reverse, p.stream_groups) for p in plans) == [(False, 1), (True, 2)]  # the wavefront: one loop a way
+    assert list(check_loops(gpu)) == [s.name for s in gpu.schedule.forward + gpu.schedule.backward if isinstance(s, Loop)]

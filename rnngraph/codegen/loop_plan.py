@@ -342,7 +342,7 @@ def plan_loop_kernel(g: Graph, loop: Loop, name: str, coop: bool = True, recompu
         # each timestep, more than the group's vectors save (see stream_groups; the simulator
         # keeps no shared copies); or layer-norm parameter gradients summed in the loop (their
         # shared sums under groups are neither simulated nor measured: one group, as before)
-        return plan_loop_kernel(g, loop, name, coop, recompute, streams, nblocks, tuning.replace(groups=1),
+        return plan_loop_kernel(g, loop, name, coop, recompute, streams, nblocks, tuning.replace(groups=1, fwdgroups=0),
                                 virtual_blocks, precision)
     local = {z.array for z in ctx.local_grads}
     return LoopKernelPlan(
@@ -360,7 +360,7 @@ def plan_loop_kernel(g: Graph, loop: Loop, name: str, coop: bool = True, recompu
 def stream_groups(g: Graph, loop: Loop, tuning: LoopTuning, streams: int, blocks: int, flagged: bool,
                   reduced: bool, early: bool) -> int:
     """G, the stream groups of a loop kernel over ``streams`` streams on ``blocks`` blocks (or
-    virtual blocks): ``tuning.groups`` where S and the grid divide by it and the loop has no layer
+    virtual blocks): ``tuning.groups`` (a forward loop's ``tuning.fwdgroups`` where set) where S and the grid divide by it and the loop has no layer
     norm (their row sums run over a column's blocks), no ``flagged`` values, no products in a
     ``reduced`` precision (tensor cores, or their simulator stand-in), no ``early`` loads and no
     lengths (the stream order); else 1. With ``tuning.lngroups`` layer norms are allowed: a group's
@@ -368,7 +368,7 @@ def stream_groups(g: Graph, loop: Loop, tuning: LoopTuning, streams: int, blocks
     block's G times the rows do not fit its shared memory, or layer-norm parameter gradients are
     summed in the loop.) Block b then works for group b // (blocks / G) on streams
     [g S / G, (g + 1) S / G) as block b % (blocks / G) of its group (codegen/loop_prologue.py)."""
-    G = tuning.groups
+    G = tuning.fwdgroups if tuning.fwdgroups and not loop.reverse else tuning.groups
     if G == 1 or streams % G or blocks % G or flagged or reduced or early or length_inputs(g):
         return 1
     if tuning.lngroups:

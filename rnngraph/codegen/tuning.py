@@ -130,6 +130,13 @@ lngroups  1: stream groups (``groups``) also in loops with layer norms: each gro
           (forward / backward) in four groups with ``groupbar``, against 25.0 / 32.4 in one group,
           and 25.0 / 32.7 in four groups with one barrier over the grid
           (h100-20261206-loop-groupbar-layernorm_lstm-s64.json: two runs each).
+fwdgroups 0: the forward loop kernels take ``groups`` as the backward ones do; 1, 2, 4 or 8: the
+          forward loop kernels' stream groups (the backward's stay ``groups``). 0: the LSTM's
+          S = 64, H = 512 forward loop kernel was faster in one group (H100: 14.17 against 15.2-15.6
+          us a timestep in four, h100-20261206-loop-groupbar-lstm-s64.json; 13.07 against 13.52,
+          h100-20261205-loop-tiles-lstm-s64.json), the GRU's in four (13.59 against 14.36) and
+          the peephole LSTM's about even (14.46 against 14.67; h100-20261205-loop-tiles-gru-s64.json,
+          -peephole_lstm-s64.json): the step with ``fwdgroups=1`` is not yet timed.
 groupbar  1: in stream groups (``groups`` > 1) with an inline barrier (``barrier`` > 0), a level
           ends with a barrier among the group's blocks only, on the group's own counter
           (codegen/grid_barrier.py ``group_barrier``): the groups never read each other's values
@@ -176,6 +183,7 @@ _RANGES = {
     "groups": ("1, 2, 4 or 8", lambda v: v in (1, 2, 4, 8)),
     "lngroups": ("0 or 1", lambda v: v in (0, 1)),
     "groupbar": ("0 or 1", lambda v: v in (0, 1)),
+    "fwdgroups": ("0 (as groups), 1, 2, 4 or 8", lambda v: v in (0, 1, 2, 4, 8)),
 }
 
 
@@ -216,6 +224,7 @@ class LoopTuning:
     groups: int = 1
     lngroups: int = 0
     groupbar: int = 0
+    fwdgroups: int = 0
 
     def __post_init__(self):
         for f in fields(self):
