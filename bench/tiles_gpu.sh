@@ -2,10 +2,11 @@
 # Tiled row loops (LoopTuning tiles=1, codegen/loop_tiles.py) and stream groups (groups=4, the default
 # from S = 64; codegen/loop_plan.py stream_groups) against the work items in one group on the GPU, parts chosen
 # by PARTS (default "kernels tests"; each part fits one device command):
-#   kernels  the S = 64 loop kernels alone, generated as work items in one group, tiles, four stream
-#            groups and both, timed in one process on the same values (bench/loop_profile.py --variants
-#            full groups1 tiles groups4 tiles-groups4 lngroups4 full; max_abs_diff_vs_full is the check),
-#            for lstm, layernorm_lstm (in groups only with lngroups4), gru and peephole_lstm; then the LSTM's
+#   kernels  the S = 64 loop kernels alone, as generated (four stream groups, a barrier a group), in one
+#            group, tiles, four groups with one barrier over the grid, tiles in four groups, timed in
+#            one process on the same values (bench/loop_profile.py --variants full groups1 tiles
+#            gridbar4 tiles-groups4 full; max_abs_diff_vs_full is the check), for lstm,
+#            layernorm_lstm, gru and peephole_lstm; then the LSTM's
 #            hand variants of other tile shapes (bench/experiments/lstm_s64_tiles/gen.py: 4 x 8,
 #            4 x 2, 2 x 4 a lane, two steps of 4 columns a trip) and in four stream groups
 #            (groups4_*; the backward's max_abs_diff_vs_full checks them, a forward's reads 0 even
@@ -19,7 +20,8 @@
 #            defaults and with RNNGRAPH_LOOP=$KEYS
 #   ncu      Nsight Compute of the LSTM S = 64 backward loop kernel, work items and tiles: is it bound
 #            by L2 (every block reads the timestep's 64 x 2,048 gate gradients: 69 MB a timestep)?
-# KEYS (default groups=1, the loops in one group): the RNNGRAPH_LOOP keys the tests, step and layer parts set, e.g. "tiles=1,groups=1".
+# KEYS (default groups=1, the loops in one group): the RNNGRAPH_LOOP keys the tests, step and layer parts set, e.g. "tiles=1,groups=1",
+# or "fwdgroups=1" (the forward loops in one group, the backward's in four).
 #
 #   on the GPU machine (bring .whl with the tree):  PARTS="kernels tests" bash bench/tiles_gpu.sh
 set -uo pipefail
@@ -32,7 +34,7 @@ for part in ${PARTS:-kernels tests}; do
   case $part in
     kernels)
       for cfg in lstm:64 layernorm_lstm:64 gru:64 peephole_lstm:64; do
-        timeout 200 python3 bench/loop_profile.py --configs "$cfg" --variants full groups1 tiles groups4 tiles-groups4 lngroups4 full --iters 40 \
+        timeout 200 python3 bench/loop_profile.py --configs "$cfg" --variants full groups1 tiles gridbar4 tiles-groups4 full --iters 40 \
           --out "$OUT/$G-$D-loop-tiles-${cfg%%:*}-s64.json" 2>&1 | grep -v Warn | tee "$OUT/$G-$D-loop-tiles-${cfg%%:*}-s64.log"
       done
       python3 bench/experiments/lstm_s64_tiles/gen.py /tmp/tiles
