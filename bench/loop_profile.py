@@ -41,10 +41,11 @@ the others edits of the generated text:
   groupbar4     groups=4 with groupbar=1: a level's barrier among the group's blocks only (a counter
                 a group, codegen/grid_barrier.py ``group_barrier``), not over the grid
   lngroupbar4   groups=4 with lngroups=1 and groupbar=1
-  gridbar4      groups=4 with groupbar=0: one barrier over the grid (the default before 2026-12-06;
-                the re-planned variants change only the knobs they name, so from S = 64, whose
-                defaults are groups=4, lngroups=1 and groupbar=1, groups4, groupbar4 and lngroupbar4
-                are the kernel as generated)
+  Each re-planned variant sets the knobs it names over the defaults for S, and the groups variants
+  pin the barrier: groups2, groups4, tiles-groups4 and lngroups4 end a level with one barrier over
+  the grid (``groupbar=0``, the default before 2026-12-06), groupbar4 and lngroupbar4 with a barrier
+  a group (the default from S = 64 since); groups1 and tiles put the forward loops in one group too
+  (``fwdgroups=0``).
 
 --files adds hand-written variants (Python files defining ``prof_fwd`` and/or ``prof_bwd`` with the
 generated kernel's parameters, and optionally ``DYNAMIC_SMEM``, the bytes of dynamic shared memory
@@ -95,14 +96,15 @@ import numpy as np  # noqa: E402
 
 VARIANTS = ("full", "no-grid-sync", "sync-only", "no-gemm", "no-pointwise", "no-ln-sums", "no-vector-loads",
             "uint64-indices", "constants", "fastmath", "lineinfo", "tiles", "groups1", "groups2", "groups4", "tiles-groups4",
-            "lngroups4", "groupbar4", "lngroupbar4", "gridbar4")
+            "lngroups4", "groupbar4", "lngroupbar4")
 
 
 #: variant -> the LoopTuning knobs it re-plans the kernel with
-RETUNED = {"tiles": {"tiles": 1, "groups": 1}, "groups1": {"groups": 1}, "groups2": {"groups": 2}, "groups4": {"groups": 4},
-           "tiles-groups4": {"tiles": 1, "groups": 4}, "lngroups4": {"groups": 4, "lngroups": 1},
-           "groupbar4": {"groups": 4, "groupbar": 1}, "lngroupbar4": {"groups": 4, "lngroups": 1, "groupbar": 1},
-           "gridbar4": {"groups": 4, "groupbar": 0}}
+RETUNED = {"tiles": {"tiles": 1, "groups": 1, "fwdgroups": 0}, "groups1": {"groups": 1, "fwdgroups": 0},
+           "groups2": {"groups": 2, "groupbar": 0}, "groups4": {"groups": 4, "groupbar": 0},
+           "tiles-groups4": {"tiles": 1, "groups": 4, "groupbar": 0},
+           "lngroups4": {"groups": 4, "lngroups": 1, "groupbar": 0},
+           "groupbar4": {"groups": 4, "groupbar": 1}, "lngroupbar4": {"groups": 4, "lngroups": 1, "groupbar": 1}}
 
 #: variant -> the constructs its kernel is generated without (LoopKernelPlan.knockout,
 #: codegen/loop.py): "grid-sync" the grid syncs of the time loop (each becomes ``pass``), "gemm",
@@ -135,8 +137,9 @@ def variant_source(g, plan, recompute: dict, name: str, T: int, S: int, precisio
     """The generated module of ``plan`` (a LoopKernelPlan of graph ``g``; ``recompute``: the
     program's ``kernel_of``) as variant ``name``: the knock-outs and fastmath generated from the
     plan, ``tiles``, ``groups1``, ``groups2``, ``groups4``, ``tiles-groups4``, ``lngroups4``,
-    ``groupbar4``, ``lngroupbar4`` and ``gridbar4`` re-planned with their LoopTuning knobs (``RETUNED``; the dynamic shared memory in the module's
-    ``DYNAMIC_SMEM``), the other variants edits of the generated text."""
+    ``groupbar4`` and ``lngroupbar4`` re-planned with their LoopTuning knobs (``RETUNED``; the
+    dynamic shared memory in the module's ``DYNAMIC_SMEM``), the other variants edits of the
+    generated text."""
     from dataclasses import replace
 
     from rnngraph.codegen.loop import emit_loop_kernel

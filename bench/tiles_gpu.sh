@@ -5,7 +5,7 @@
 #   kernels  the S = 64 loop kernels alone, as generated (four stream groups, a barrier a group), in one
 #            group, tiles, four groups with one barrier over the grid, tiles in four groups, timed in
 #            one process on the same values (bench/loop_profile.py --variants full groups1 tiles
-#            gridbar4 tiles-groups4 full; max_abs_diff_vs_full is the check), for lstm,
+#            groups4 tiles-groups4 full; max_abs_diff_vs_full is the check), for lstm,
 #            layernorm_lstm, gru and peephole_lstm; then the LSTM's
 #            hand variants of other tile shapes (bench/experiments/lstm_s64_tiles/gen.py: 4 x 8,
 #            4 x 2, 2 x 4 a lane, two steps of 4 columns a trip) and in four stream groups
@@ -34,7 +34,7 @@ for part in ${PARTS:-kernels tests}; do
   case $part in
     kernels)
       for cfg in lstm:64 layernorm_lstm:64 gru:64 peephole_lstm:64; do
-        timeout 200 python3 bench/loop_profile.py --configs "$cfg" --variants full groups1 tiles gridbar4 tiles-groups4 full --iters 40 \
+        timeout 200 python3 bench/loop_profile.py --configs "$cfg" --variants full groups1 tiles groups4 tiles-groups4 full --iters 40 \
           --out "$OUT/$G-$D-loop-tiles-${cfg%%:*}-s64.json" 2>&1 | grep -v Warn | tee "$OUT/$G-$D-loop-tiles-${cfg%%:*}-s64.log"
       done
       python3 bench/experiments/lstm_s64_tiles/gen.py /tmp/tiles

@@ -128,8 +128,8 @@ def test_no_gemm_variant_removes_the_split_partial_sums():
 
 
 def test_tiles_and_groups_variants_replan_the_loop():
-    """tiles / groups4 / groupbar4 / gridbar4: the loop re-planned with LoopTuning tiles=1 / groups=4 /
-    groups=4 with groupbar=1 / with groupbar=0, the module led by
+    """tiles / groups4 / groupbar4: the loop re-planned with LoopTuning tiles=1 / groups=4 with one
+    barrier over the grid (groupbar=0) / groups=4 with a barrier a group, the module led by
     its DYNAMIC_SMEM (the bytes the launch gives it); the kernel as generated has neither."""
     for variant, src in _variants("lstm", 64, LoopTuning()):
         tiled, grouped, both = variant("tiles"), variant("groups4"), variant("tiles-groups4")
@@ -139,4 +139,4 @@ def test_tiles_and_groups_variants_replan_the_loop():
         assert "sbase = sgroup * (S // 4)" in both and "# tiled GEMM partial sums" in both
         assert "group_barrier(BAR, sgroup, bid, nblocks)" in variant("groupbar4") and "group_barrier" not in grouped
     for variant, src in _variants("lstm", 64, LoopTuning.defaults(64)):  # a barrier a group by default from S = 64
-        assert "group_barrier(BAR, sgroup" in src and "grid_barrier(BAR, nblocks * 4)" in variant("gridbar4")
+        assert "group_barrier(BAR, sgroup" in src and "grid_barrier(BAR, nblocks * 4)" in variant("groups4")

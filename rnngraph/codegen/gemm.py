@@ -105,7 +105,8 @@ def _column_sum_kernel(g, out, rows_per_block, accumulate, atomic):
 #: the blocks a default column sum aims for: eight a multiprocessor of a 132-multiprocessor GPU,
 #: for the loads in flight that keep HBM busy (the 2 x 512 S = 64 step's bias gradients, 6,400 x
 #: 2,048, ran at 1.3 TB/s with 264 blocks and one load a trip, H100:
-#: h100-20261206-lm-step-trace-2x512-s64.json)
+#: h100-20261206-lm-step-trace-2x512-s64.json; this shape and the four loads a trip are not yet
+#: timed on a GPU)
 COLUMN_SUM_BLOCKS = 1056
 
 gemm_kernel = cached(cuda.jit(_gemm_kernel))

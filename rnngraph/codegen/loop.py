@@ -199,7 +199,8 @@ class LoopEmitter:
 
     @property
     def barrier(self) -> bool:
-        """Whether the kernel takes the inline grid barrier's counter BAR (a zeroed uint32 array (1,))."""
+        """Whether the kernel takes the inline barriers' counters BAR (a zeroed uint32 array
+        (BARRIER_COUNTERS,): the grid's, or one a stream group)."""
         return bool(self.plan.barrier)
 
     @property

@@ -214,8 +214,9 @@ class LoopKernelPlan:
 
     def zeroed(self, shape_of) -> dict[str, tuple]:
         """The arguments the caller passes zeroed, name -> (shape, dtype): BAR, the inline barriers'
-        counters, (BARRIER_COUNTERS,) uint32 (the grid's, or one a stream group); each flag buffer, uint64 words of its value buffer's shape
-        (``shape_of(value buffer)``). They come first in ``args``, after T and S."""
+        counters, (BARRIER_COUNTERS,) uint32 (the grid's, or one a stream group); each flag
+        buffer, uint64 words of its value buffer's shape (``shape_of(value buffer)``). They come
+        first in ``args``, after T and S."""
         out = {"BAR": ((BARRIER_COUNTERS,), "uint32")} if self.barrier else {}
         return out | {f: (tuple(shape_of(x)), "uint64") for x, f in self.flag_buffers}
 
@@ -360,8 +361,9 @@ def plan_loop_kernel(g: Graph, loop: Loop, name: str, coop: bool = True, recompu
 def stream_groups(g: Graph, loop: Loop, tuning: LoopTuning, streams: int, blocks: int, flagged: bool,
                   reduced: bool, early: bool) -> int:
     """G, the stream groups of a loop kernel over ``streams`` streams on ``blocks`` blocks (or
-    virtual blocks): ``tuning.groups`` (a forward loop's ``tuning.fwdgroups`` where set) where S and the grid divide by it and the loop has no layer
-    norm (their row sums run over a column's blocks), no ``flagged`` values, no products in a
+    virtual blocks): ``tuning.groups`` (a forward loop's ``tuning.fwdgroups`` where set) where S
+    and the grid divide by it and the loop has no layer norm (their row sums run over a column's
+    blocks), no ``flagged`` values, no products in a
     ``reduced`` precision (tensor cores, or their simulator stand-in), no ``early`` loads and no
     lengths (the stream order); else 1. With ``tuning.lngroups`` layer norms are allowed: a group's
     blocks own whole rows of its streams. (:func:`plan_loop_kernel` then plans with 1 where a

@@ -131,8 +131,9 @@ lngroups  1: stream groups (``groups``) also in loops with layer norms: each gro
           and 25.0 / 32.7 in four groups with one barrier over the grid
           (h100-20261206-loop-groupbar-layernorm_lstm-s64.json: two runs each).
 fwdgroups 0: the forward loop kernels take ``groups`` as the backward ones do; 1, 2, 4 or 8: the
-          forward loop kernels' stream groups (the backward's stay ``groups``). 0: the LSTM's
-          S = 64, H = 512 forward loop kernel was faster in one group (H100: 14.17 against 15.2-15.6
+          forward loop kernels' stream groups (the backward's stay ``groups``). Default 0, not yet
+          timed in a step; why 1 may pay: the LSTM's S = 64, H = 512 forward loop kernel was faster
+          in one group (H100: 14.17 against 15.2-15.6
           us a timestep in four, h100-20261206-loop-groupbar-lstm-s64.json; 13.07 against 13.52,
           h100-20261205-loop-tiles-lstm-s64.json), the GRU's in four (13.59 against 14.36) and
           the peephole LSTM's about even (14.46 against 14.67; h100-20261205-loop-tiles-gru-s64.json,
