@@ -117,10 +117,9 @@ def test_group_barriers_wait_for_the_group_on_its_counter(knobs, sync, counters)
     """groupbar=1: a level ends with a barrier among the group's blocks (its place ``bid`` and
     count ``nblocks`` in the group, counter BAR[sgroup]); the kernel takes one counter a group
     (at most 8), zeroed; the barrier-3 form reads the group's phase at kernel start."""
-    fwd, _ = _plans("lstm", 512, 64, knobs)
-    assert fwd.grid_sync == sync and fwd.group_barriers == sync.startswith(("group", "bphase"))
-    assert fwd.zeroed(lambda x: None) == ({"BAR": ((counters,), "uint32")} if counters else {})
     g, kernel_of, (plan, _) = gpu_loop_plans("lstm", 512, 64, knobs)
+    assert plan.grid_sync == sync and plan.group_barriers == sync.startswith(("group", "bphase"))
+    assert plan.zeroed(lambda x: None) == ({"BAR": ((counters,), "uint32")} if counters else {})
     src = emit_loop_kernel(g, plan, kernel_of)[0]
     assert src.count(sync) == 1  # the LSTM forward's one sync a timestep
     assert ("import group_barrier" in src) == plan.group_barriers

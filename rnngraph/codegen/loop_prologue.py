@@ -26,12 +26,10 @@ def imports(plan: LoopKernelPlan) -> list[str]:
     (codegen/mad_rows.py) and the operand roundings."""
     out = ["from numba import int64"]
     if plan.barrier:
-        if plan.group_barriers:
-            out.append(f"from rnngraph.codegen.grid_barrier import {GROUP_BARRIER_FUNCTIONS[plan.barrier]} as group_barrier"
-                       + (", group_barrier_phase" if plan.barrier == 3 else ""))
-        else:
-            out.append(f"from rnngraph.codegen.grid_barrier import {BARRIER_FUNCTIONS[plan.barrier]} as grid_barrier"
-                       + (", barrier_phase" if plan.barrier == 3 else ""))
+        functions, name, phase = ((GROUP_BARRIER_FUNCTIONS, "group_barrier", "group_barrier_phase") if plan.group_barriers
+                                  else (BARRIER_FUNCTIONS, "grid_barrier", "barrier_phase"))
+        out.append(f"from rnngraph.codegen.grid_barrier import {functions[plan.barrier]} as {name}"
+                   + (f", {phase}" if plan.barrier == 3 else ""))
     if plan.flag_buffers:
         out.append("from numba import uint32\n"
                    "from rnngraph.codegen.flag_exchange import flag_load, flag_store, flag_tag, flag_value, flag_wait")
@@ -107,10 +105,8 @@ def emit_prologue(src: Source, g: Graph, plan: LoopKernelPlan) -> None:
         _flag_start(src, g, plan)
     elif plan.barrier and not plan.ln_zero:  # numba launches cooperatively (co-resident blocks)
         src("grid.sync()")  # only kernels that call grid.sync(): codegen/grid_barrier.py
-    if plan.barrier == 3 and plan.group_barriers:
-        src("bphase = group_barrier_phase(BAR, sgroup)  # the group's counter's top bit before the first barrier")
-    elif plan.barrier == 3:
-        src("bphase = barrier_phase(BAR)  # the counter's top bit before the first barrier")
+    if plan.barrier == 3:  # the (group's) counter's top bit before the first barrier
+        src("bphase = group_barrier_phase(BAR, sgroup)" if plan.group_barriers else "bphase = barrier_phase(BAR)")
 
 
 def tiled_rows(plan: LoopKernelPlan) -> list:
