@@ -154,6 +154,18 @@ def test_column_sum(rng, accumulate, rows_per_block):
     np.testing.assert_allclose(host(out), want, **TOL)
 
 
+@pytest.mark.parametrize("rows_per_block", [None, 3])  # 3: chunks meeting by atomics
+@pytest.mark.parametrize("accumulate", [True, False])
+def test_column_sum_fills_a_twin_with_the_same_sums(rng, accumulate, rows_per_block):
+    """Two bias gradients of one value (passes/twin_biases.py): each gets the sums its own way."""
+    g, start, twin_start = f32(rng, 7, 5), f32(rng, 5), f32(rng, 5)
+    out, twin = dev(start), dev(twin_start)
+    library.column_sum(dev(g), out, accumulate=accumulate, rows_per_block=rows_per_block, twin=twin)
+    sums = g.astype(np.float64).sum(0)
+    np.testing.assert_allclose(host(out), sums + (start if accumulate else 0), **TOL)
+    np.testing.assert_allclose(host(twin), sums + (twin_start if accumulate else 0), **TOL)
+
+
 # ---------------------------------------------------------------------------- layer norm
 LN = ops.REGISTRY["layer_norm"]
 

@@ -75,10 +75,11 @@ def _add_bias_kernel(out, bias):
         out[i, j] += bias[j]
 
 
-def _column_sum_kernel(g, out, rows_per_block, accumulate, atomic):
-    """out[j] (+)= sum over a chunk of rows of g[:, j]; grid (ceil(N / tpb), row chunks).
-    ``atomic``: several row chunks add into ``out`` (already zeroed unless accumulating). Four
-    rows a trip into four partial sums: four independent loads in flight a thread."""
+def _column_sum_kernel(g, out, twin, rows_per_block, accumulate, atomic, to_twin):
+    """out[j] (+)= sum over a chunk of rows of g[:, j], and the same into twin[j] when
+    ``to_twin``; grid (ceil(N / tpb), row chunks). ``atomic``: several row chunks add into
+    ``out`` (already zeroed unless accumulating). Four rows a trip into four partial sums: four
+    independent loads in flight a thread."""
     j, r0, r1 = column_chunk(g, rows_per_block)
     if j < 0:
         return
@@ -94,6 +95,14 @@ def _column_sum_kernel(g, out, rows_per_block, accumulate, atomic):
         s0 += g[r, j]
         r += 1
     s = (s0 + s1) + (s2 + s3)
+    _add_column(out, j, s, accumulate, atomic)
+    if to_twin:
+        _add_column(twin, j, s, accumulate, atomic)
+
+
+@cuda.jit(device=True, inline=True)
+def _add_column(out, j, s, accumulate, atomic):
+    """out[j] (+)= s: by an atomic add where several row chunks meet, else added or stored."""
     if atomic:
         cuda.atomic.add(out, j, s)
     elif accumulate:
@@ -116,7 +125,7 @@ column_sum_kernel = cached(cuda.jit(_column_sum_kernel))
 KERNELS = [
     (_gemm_kernel, "void(float32[:, ::1], float32[:, ::1], float32[:, ::1], int32, int32, float32, float32)"),
     (_add_bias_kernel, "void(float32[:, ::1], float32[::1])"),
-    (_column_sum_kernel, "void(float32[:, ::1], float32[::1], int32, int32, int32)"),
+    (_column_sum_kernel, "void(float32[:, ::1], float32[::1], float32[::1], int32, int32, int32, int32)"),
 ]
 
 
@@ -246,16 +255,21 @@ def add_bias(out, bias, *, stream=None):
     return out
 
 
-def column_sum(g, out, *, accumulate: bool = True, stream=None, rows_per_block: int | None = None):
+def column_sum(g, out, *, accumulate: bool = True, stream=None, rows_per_block: int | None = None,
+               twin=None):
     """``out (+)= g.sum(axis=0)``: bias and vector-parameter gradients.
 
     g: float32 (M, N); out: float32 (N,), added to when ``accumulate`` (the default), else
-    overwritten. Rows are split into chunks of ``rows_per_block`` (default: at least 64 rows,
-    enough chunks for COLUMN_SUM_BLOCKS blocks) whose partial sums meet by ``cuda.atomic.add``.
-    Returns out."""
+    overwritten; ``twin``: None, or a second float32 (N,) that gets the same sums the same way
+    (two bias gradients of one value: passes/twin_biases.py). Rows are split into chunks of
+    ``rows_per_block`` (default: at least 64 rows, enough chunks for COLUMN_SUM_BLOCKS blocks)
+    whose partial sums meet by ``cuda.atomic.add``. Returns out."""
     g, out = as_device(g, stream), as_device(out, stream)
     check("column_sum g", g, 2)
     check("column_sum out", out, 1, shape=(g.shape[1],))
+    if twin is not None:
+        twin = as_device(twin, stream)
+        check("column_sum twin", twin, 1, shape=(g.shape[1],))
     m, n = g.shape
     if n == 0:
         return out
@@ -267,7 +281,9 @@ def column_sum(g, out, *, accumulate: bool = True, stream=None, rows_per_block: 
     chunks = blocks(m, rows_per_block)
     atomic = chunks > 1
     if atomic and not accumulate:
-        fill(out, 0.0, stream=stream)
+        for o in (out,) if twin is None else (out, twin):
+            fill(o, 0.0, stream=stream)
     column_sum_kernel[(col_blocks, chunks), t, launch_stream(stream)](
-        g, out, np.int32(rows_per_block), np.int32(bool(accumulate)), np.int32(atomic))
+        g, out, out if twin is None else twin, np.int32(rows_per_block), np.int32(bool(accumulate)),
+        np.int32(atomic), np.int32(twin is not None))
     return out

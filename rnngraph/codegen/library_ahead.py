@@ -27,7 +27,7 @@ KERNELS = (
     ("optim_kernels", "sum_squares_kernel", ("F1", "F1")),
     ("optim_kernels", "scale_by_clip_kernel", ("F1", "F1", "f32", "F1", "i32")),
     ("gemm", "add_bias_kernel", ("F2", "F1")),
-    ("gemm", "column_sum_kernel", ("F2", "F1", "i32", "i32", "i32")),
+    ("gemm", "column_sum_kernel", ("F2", "F1", "F1", "i32", "i32", "i32", "i32")),
     ("library", "embedding_forward_kernel", ("I1", "F2", "F2")),
     ("library", "embedding_backward_kernel", ("I1", "F2", "F2")),
     ("buffers", "_transpose", ("F2", "F2")),

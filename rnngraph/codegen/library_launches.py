@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from .. import ops
 from ..ir import INDEX
+from ..passes.twin_biases import twin_biases
 from . import library, losses
 from .buffers import Buffers
 from .row_reductions import row_code
@@ -33,6 +34,9 @@ class LibraryLaunches:
         #: loss node -> (forward, backward) launchers used instead of its registry entry's while
         #: set (an rg.LSHSoftmax head's sparse training loss: codegen/lsh_step.py)
         self.loss_overrides: dict[str, tuple] = {}
+        #: linear node -> the twin whose bias gradient its column sum also fills (passes/twin_biases.py)
+        self.twins = twin_biases(self.g)
+        self._summed_by_twin = set(self.twins.values())
 
     def views(self, t: int | None):
         """view(node, grad=False, delay=0): the (T*S, n) window (t None) or the (S, n) timestep t."""
@@ -71,15 +75,17 @@ class LibraryLaunches:
         return lambda: (run(), library.add_bias(out, bias, stream=self.stream))
 
     def wgrad_launcher(self, n):
-        """A weight-gradient GEMM (and bias column sum) over the window, prepared once."""
+        """A weight-gradient GEMM (and bias column sum) over the window, prepared once. The bias
+        gradient of a twin (passes/twin_biases.py) is summed by its partner's launcher, into both."""
         b, r = self.buf, n.args[0]
         gy = b.window(n.name, grad=True)
         run, _ = library.gemm_launcher(gy, b.window(r.node, r.delay), b.PG[n.params[0]], trans_a=True, beta=1.0,
                                        stream=self.stream, precision=self.precision)
-        if len(n.params) < 2:
+        if len(n.params) < 2 or n.name in self._summed_by_twin:
             return run
         gb = b.PG[n.params[1]]
-        return lambda: (run(), library.column_sum(gy, gb, accumulate=True, stream=self.stream))
+        twin = b.PG[self.g.by_name[self.twins[n.name]].params[1]] if n.name in self.twins else None
+        return lambda: (run(), library.column_sum(gy, gb, accumulate=True, stream=self.stream, twin=twin))
 
     def column_sum(self, n) -> None:
         """A parameter's gradient summed over the window's columns of ``n``'s gradient (a ``reduce``

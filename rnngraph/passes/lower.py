@@ -26,6 +26,7 @@ from .flag_exchange import with_flags
 from .grid_syncs import grid_syncs
 from .param_grad_sums import post_loop_sums
 from .row_sums import early_row_sums
+from .twin_biases import twin_biases
 from .levels import backward_levels, hidden_unit, split_by_level
 from .pipeline import wavefront_stages
 from .plan import Plan
@@ -63,6 +64,7 @@ class _Lowering:
         self.consumers = self.g.consumers()
         self.external = set(self.g.outputs) | {s.node for s in self.g.states} | ({self.g.loss} if self.g.loss else set())
         self.is_param_node = {n.name for n in self.g.nodes if n.op == "param"}
+        self.twins = twin_biases(self.g)  # a twin's bias gradient is summed by its partner's step
 
     # -------------------------------------------------------------- forward
     def kernel(self, grp, cols: int, level=0, stage=0, backward=False) -> Kernel:
@@ -96,11 +98,14 @@ class _Lowering:
         g = self.g
         nodes = [g.by_name[m] for m in grp]
         params = tuple(p for n in nodes for p in n.params)
+        twins = self.twins
+        summed = tuple(p for n in nodes for p in (n.params[:1] if n.name in twins.values() else n.params)
+                       + ((g.by_name[twins[n.name]].params[1],) if n.name in twins else ()))
         rows = sum(n.size for n in nodes)
         flops = sum(node_flops(g, n) for n in nodes) * cols
         reads = tuple(dict.fromkeys([f"d.{m}" for m in grp] + [str(nodes[0].args[0])]))
         return Kernel(self.name(), "wgrad", tuple(grp), ("linear",) * len(grp), reads,
-                      tuple(f"d.{p}" for p in params), params, rows, g.by_name[nodes[0].args[0].node].size, flops)
+                      tuple(f"d.{p}" for p in summed), params, rows, g.by_name[nodes[0].args[0].node].size, flops)
 
     def param_sums(self, m: str, cols: int) -> Kernel:
         """The ``reduce`` kernel summing layer norm ``m``'s gain and bias gradients over ``cols``
