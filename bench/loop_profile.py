@@ -31,7 +31,8 @@ the others edits of the generated text:
   tiles         the kernel re-planned with LoopTuning tiles=1 (and groups=1): its FFMA row loops as
                 lane-owned tiles (codegen/loop_tiles.py), against ``full`` in the same process and on the
                 same values
-  groups1       re-planned with LoopTuning groups=1: one stream group (``full`` is in four from S = 64)
+  groups1       re-planned with LoopTuning groups=1: one stream group (``full`` runs its backward
+                loops in four from S = 64, its forward loops in one unless they have layer norms)
   groups2       re-planned with LoopTuning groups=2 (see groups4)
   groups4       re-planned with LoopTuning groups=4: the blocks in four stream groups (a block owns
                 four times the rows, reads a quarter of the streams' vectors; codegen/loop_plan.py
@@ -44,8 +45,9 @@ the others edits of the generated text:
   Each re-planned variant sets the knobs it names over the defaults for S, and the groups variants
   pin the barrier: groups2, groups4, tiles-groups4 and lngroups4 end a level with one barrier over
   the grid (``groupbar=0``, the default before 2026-12-06), groupbar4 and lngroupbar4 with a barrier
-  a group (the default from S = 64 since); groups1 and tiles put the forward loops in one group too
-  (``fwdgroups=0``).
+  a group (the default from S = 64 since); the groups variants put the forward loops in the same
+  groups as the backward ones (``fwdgroups=0``; one group is the default for forward loops without
+  layer norms from S = 64 since 2026-12-06).
 
 --files adds hand-written variants (Python files defining ``prof_fwd`` and/or ``prof_bwd`` with the
 generated kernel's parameters, and optionally ``DYNAMIC_SMEM``, the bytes of dynamic shared memory
@@ -101,10 +103,11 @@ VARIANTS = ("full", "no-grid-sync", "sync-only", "no-gemm", "no-pointwise", "no-
 
 #: variant -> the LoopTuning knobs it re-plans the kernel with
 RETUNED = {"tiles": {"tiles": 1, "groups": 1, "fwdgroups": 0}, "groups1": {"groups": 1, "fwdgroups": 0},
-           "groups2": {"groups": 2, "groupbar": 0}, "groups4": {"groups": 4, "groupbar": 0},
-           "tiles-groups4": {"tiles": 1, "groups": 4, "groupbar": 0},
+           "groups2": {"groups": 2, "groupbar": 0, "fwdgroups": 0}, "groups4": {"groups": 4, "groupbar": 0, "fwdgroups": 0},
+           "tiles-groups4": {"tiles": 1, "groups": 4, "groupbar": 0, "fwdgroups": 0},
            "lngroups4": {"groups": 4, "lngroups": 1, "groupbar": 0},
-           "groupbar4": {"groups": 4, "groupbar": 1}, "lngroupbar4": {"groups": 4, "lngroups": 1, "groupbar": 1}}
+           "groupbar4": {"groups": 4, "groupbar": 1, "fwdgroups": 0},
+           "lngroupbar4": {"groups": 4, "lngroups": 1, "groupbar": 1}}
 
 #: variant -> the constructs its kernel is generated without (LoopKernelPlan.knockout,
 #: codegen/loop.py): "grid-sync" the grid syncs of the time loop (each becomes ``pass``), "gemm",

@@ -92,10 +92,12 @@ def test_tiled_loops_match_float64_reference(cell, layers, S):
     assert "# tiled GEMM partial sums" in step.kernels and "load_f32x4_2d(sw" in step.kernels
 
 
-GROUP_CASES = [("lstm", 1, "groups=4,groupbar=0"), ("lstm", 4, "groups=4,groupbar=0"), ("gru", 1, "groups=4,tiles=1"),
-               ("lstm", 4, "groups=4,tiles=1"), ("layernorm_lstm", 1, "groups=4,lngroups=1,groupbar=0"),
-               ("layernorm_lstm", 2, "groups=4,lngroups=1,lnsum=1"), ("lstm", 4, "groups=4,groupbar=1"),
-               ("gru", 1, "groups=4,groupbar=1,barrier=3"), ("layernorm_lstm", 2, "groups=4,lngroups=1,groupbar=1")]
+GROUP_CASES = [("lstm", 1, "groups=4,groupbar=0,fwdgroups=0"), ("lstm", 4, "groups=4,groupbar=0"),
+               ("gru", 1, "groups=4,tiles=1"), ("lstm", 4, "groups=4,tiles=1,fwdgroups=0"),
+               ("layernorm_lstm", 1, "groups=4,lngroups=1,groupbar=0"),
+               ("layernorm_lstm", 2, "groups=4,lngroups=1,lnsum=1"), ("lstm", 4, "groups=4,groupbar=1,fwdgroups=0"),
+               ("gru", 1, "groups=4,groupbar=1,barrier=3,fwdgroups=0"),
+               ("layernorm_lstm", 2, "groups=4,lngroups=1,groupbar=1")]
 
 
 @pytest.mark.parametrize("cell, layers, knobs", GROUP_CASES, ids=[f"{c}-{n}l-{k}" for c, n, k in GROUP_CASES])
@@ -103,7 +105,8 @@ def test_stream_grouped_loops_match_float64_reference(cell, layers, knobs):
     """groups=4 (codegen/loop_plan.py ``stream_groups``) at S = 64: the 132 blocks in four groups
     of 33, each block's weight rows (128 KiB) in dynamic shared memory, one grid barrier over all,
     or with groupbar=1 a barrier a group (codegen/grid_barrier.py ``group_barrier``); with
-    lngroups=1 the layer norms' row sums over the group's streams."""
+    lngroups=1 the layer norms' row sums over the group's streams. The forward loops without layer
+    norms run in one group unless fwdgroups=0 (the default fwdgroups=1 from S = 64)."""
     step = _check_against_float64(cell, layers, 64, knobs=knobs)
     grouped = "groupbar=0" not in knobs  # groupbar=1 is the default from S = 64
     assert "sbase = sgroup * (S // 4)" in step.kernels

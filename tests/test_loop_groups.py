@@ -74,12 +74,12 @@ def test_the_s64_lstm_in_four_groups_keeps_its_weight_rows_in_dynamic_shared_mem
     forward rows (16 units x 4 gates: 128 KiB of weights, past the static budget) and 16 backward
     rows of 2,048 columns (128 KiB); a level's barrier counts the group's 33 blocks (groupbar), or
     with groupbar=0 all 132."""
-    fwd, bwd = _plans("lstm", 512, 64, {"groups": 4})
+    fwd, bwd = _plans("lstm", 512, 64, {"groups": 4, "fwdgroups": 0})
     assert fwd.stream_groups == bwd.stream_groups == 4
     assert [(c.rows, c.cols, c.offset >= 0) for c in fwd.weight_copies] == [(64, 512, True)]
     assert [(c.rows, c.cols, c.offset >= 0) for c in bwd.weight_copies] == [(16, 2048, True)]
     assert fwd.grid_sync == "group_barrier(BAR, sgroup, bid, nblocks)"
-    assert _plans("lstm", 512, 64, {"groups": 4, "groupbar": 0})[0].grid_sync == "grid_barrier(BAR, nblocks * 4)"
+    assert _plans("lstm", 512, 64, {"groups": 4, "groupbar": 0, "fwdgroups": 0})[0].grid_sync == "grid_barrier(BAR, nblocks * 4)"
 
 
 @pytest.mark.parametrize("cell, H, S, knobs, precision, blocks, why", [
@@ -98,21 +98,24 @@ def test_loops_keep_one_group_where_groups_do_not_apply(cell, H, S, knobs, preci
 
 def test_four_groups_are_the_default_from_64_streams():
     """LoopTuning.defaults: groups = 4 from S = 64 (codegen/tuning.py ``GROUP_STREAMS``), with
-    lngroups and groupbar, so the H = 512 LSTM's and layer-norm LSTM's loops at S = 64 plan in four
-    groups with a barrier a group without a knob, at S = 32 in one."""
+    lngroups, groupbar and fwdgroups = 1, so at S = 64, H = 512 without a knob the LSTM's backward
+    loop plans in four groups with a barrier a group and its forward in one, the layer-norm LSTM's
+    loops both in four; at S = 32 all in one."""
     assert [LoopTuning.defaults(S).groups for S in (1, 32, 63, 64, 128)] == [1, 1, 1, 4, 4]
-    assert [(LoopTuning.defaults(S).lngroups, LoopTuning.defaults(S).groupbar) for S in (32, 64)] == [(0, 0), (1, 1)]
-    for cell in ("lstm", "layernorm_lstm"):
-        assert [(p.stream_groups, p.group_barriers) for p in _plans(cell, 512, 64, {})] == [(4, True), (4, True)]
+    assert [(LoopTuning.defaults(S).lngroups, LoopTuning.defaults(S).groupbar, LoopTuning.defaults(S).fwdgroups)
+            for S in (32, 64)] == [(0, 0, 0), (1, 1, 1)]
+    assert [(p.stream_groups, p.group_barriers) for p in _plans("lstm", 512, 64, {})] == [(1, False), (4, True)]
+    assert [(p.stream_groups, p.group_barriers) for p in _plans("layernorm_lstm", 512, 64, {})] == [(4, True), (4, True)]
     assert [p.stream_groups for p in _plans("lstm", 512, 32, {})] == [1, 1]
 
 
 @pytest.mark.parametrize("knobs, sync, counters", [
-    ({"groups": 4, "groupbar": 1}, "group_barrier(BAR, sgroup, bid, nblocks)", 8),
-    ({"groups": 4, "groupbar": 1, "barrier": 3}, "bphase = group_barrier(BAR, sgroup, bid, nblocks, bphase)", 8),
-    ({"groups": 4, "groupbar": 0}, "grid_barrier(BAR, nblocks * 4)", 8),
+    ({"groups": 4, "groupbar": 1, "fwdgroups": 0}, "group_barrier(BAR, sgroup, bid, nblocks)", 8),
+    ({"groups": 4, "groupbar": 1, "barrier": 3, "fwdgroups": 0},
+     "bphase = group_barrier(BAR, sgroup, bid, nblocks, bphase)", 8),
+    ({"groups": 4, "groupbar": 0, "fwdgroups": 0}, "grid_barrier(BAR, nblocks * 4)", 8),
     ({"groups": 1, "groupbar": 1}, "grid_barrier(BAR, nblocks)", 8),  # one group: the grid's barrier
-    ({"groups": 4, "groupbar": 1, "barrier": 0}, "grid.sync()", 0)])  # numba's grid sync has no counter
+    ({"groups": 4, "groupbar": 1, "barrier": 0, "fwdgroups": 0}, "grid.sync()", 0)])  # numba's grid sync has no counter
 def test_group_barriers_wait_for_the_group_on_its_counter(knobs, sync, counters):
     """groupbar=1: a level ends with a barrier among the group's blocks (its place ``bid`` and
     count ``nblocks`` in the group, counter BAR[sgroup]); the kernel takes one counter a group
@@ -130,10 +133,12 @@ def test_group_barriers_wait_for_the_group_on_its_counter(knobs, sync, counters)
     ("lstm", 512, {"groups": 4, "fwdgroups": 1}, [1, 4]),
     ("lstm", 512, {"groups": 1, "fwdgroups": 4}, [4, 1]),
     ("lstm", 512, {"groups": 4, "fwdgroups": 0}, [4, 4]),
-    ("lstm", 1024, {"groups": 4, "fwdgroups": 4}, [1, 1])])  # four times the rows leave shared memory: re-planned in one
+    ("lstm", 1024, {"groups": 4, "fwdgroups": 4}, [1, 1]),  # four times the rows leave shared memory: re-planned in one
+    ("layernorm_lstm", 512, {"groups": 4, "lngroups": 1, "fwdgroups": 1}, [4, 4])])  # layer norms keep ``groups``
 def test_forward_loops_take_fwdgroups(cell, H, knobs, groups):
-    """fwdgroups (LoopTuning): the forward loop kernel's stream groups where set, the backward's
-    stay ``groups``; a forward whose groups do not fit re-plans in one group (no loop)."""
+    """fwdgroups (LoopTuning): the stream groups of a forward loop kernel without layer norms where
+    set, the backward's and the layer-norm forward's stay ``groups``; a forward whose groups do not
+    fit re-plans in one group (no loop)."""
     assert [p.stream_groups for p in _plans(cell, H, 64, knobs)] == groups
 
 

@@ -138,5 +138,10 @@ def test_tiles_and_groups_variants_replan_the_loop():
         assert "sbase = sgroup * (S // 4)" in grouped and "sbase" not in src and "# tiled GEMM" not in grouped
         assert "sbase = sgroup * (S // 4)" in both and "# tiled GEMM partial sums" in both
         assert "group_barrier(BAR, sgroup, bid, nblocks)" in variant("groupbar4") and "group_barrier" not in grouped
-    for variant, src in _variants("lstm", 64, LoopTuning.defaults(64)):  # a barrier a group by default from S = 64
-        assert "group_barrier(BAR, sgroup" in src and "grid_barrier(BAR, nblocks * 4)" in variant("groups4")
+    # by default from S = 64 the backward in groups with a barrier a group, the forward in one group;
+    # the groups variants put both in four
+    (fwd, fwd_src), (bwd, bwd_src) = _variants("lstm", 64, LoopTuning.defaults(64))
+    assert "group_barrier(BAR, sgroup" in bwd_src and "sbase" not in fwd_src
+    for variant in (fwd, bwd):
+        assert "grid_barrier(BAR, nblocks * 4)" in variant("groups4")
+        assert "group_barrier(BAR, sgroup, bid, nblocks)" in variant("groupbar4")

@@ -185,8 +185,8 @@ def test_stream_grouped_loop_kernels_compile(tmp_path):
     items and tiles: the LSTM's loop kernels compile for sm_90 without float64, their weight rows
     (128 KiB a block) read from dynamic shared memory, with 16-byte loads where tiled; so do the
     layer-norm LSTM's with lngroups=1."""
-    result = compile_loops([["lstm", 64, 0, {"hidden": 512, "tuning": {"groups": 4}}],
-                            ["lstm", 64, 0, {"hidden": 512, "tuning": {"groups": 4, "tiles": 1}}],
+    result = compile_loops([["lstm", 64, 0, {"hidden": 512, "tuning": {"groups": 4, "fwdgroups": 0}}],
+                            ["lstm", 64, 0, {"hidden": 512, "tuning": {"groups": 4, "tiles": 1, "fwdgroups": 0}}],
                             ["layernorm_lstm", 64, 0, {"hidden": 512, "tuning": {"groups": 4, "lngroups": 1}}]], tmp_path)
     assert len(result) == 6 and all(" groups=4 " in name for name in result), sorted(result)
     assert all(r["f64"] == 0 for r in result.values()), result
@@ -199,8 +199,8 @@ def test_group_barriers_compile_to_one_polling_loop_a_sync(tmp_path):
     """LoopTuning ``groupbar=1`` in four stream groups (codegen/grid_barrier.py ``group_barrier``):
     the S = 64 LSTM's and layer-norm LSTM's loop kernels still poll once a sync, with the fences
     of their barrier kind and numba's grid sync only once, at kernel start, and no float64."""
-    result = compile_loops([["lstm", 64, 1, {"hidden": 512, "tuning": {"groups": 4, "groupbar": 1}}],
-                            ["lstm", 64, 3, {"hidden": 512, "tuning": {"groups": 4, "groupbar": 1}}],
+    result = compile_loops([["lstm", 64, 1, {"hidden": 512, "tuning": {"groups": 4, "groupbar": 1, "fwdgroups": 0}}],
+                            ["lstm", 64, 3, {"hidden": 512, "tuning": {"groups": 4, "groupbar": 1, "fwdgroups": 0}}],
                             ["layernorm_lstm", 64, 1, {"hidden": 512, "tuning": {"groups": 4, "lngroups": 1, "groupbar": 1}}]],
                            tmp_path)
     assert len(result) == 6 and all(" groups=4 groupbar " in name for name in result), sorted(result)

@@ -118,7 +118,8 @@ def test_resolve_overrides_the_defaults_of_each_streams():
     assert loop_env.resolve(1, overrides=over) == (ScheduleOptions.defaults(1), LoopTuning(
         threads=256, unroll=2, rows=4, cols=8, smem_kib=44, dsmem_kib=0, xreduce=0, lnsum=0, barrier=0, bounds=0, ksplit=8,
         prefetch=1))
-    assert loop_env.resolve(64, overrides=over)[1] == LoopTuning(threads=256, unroll=2, groups=4, lngroups=1, groupbar=1)
+    assert loop_env.resolve(64, overrides=over)[1] == LoopTuning(threads=256, unroll=2, groups=4, lngroups=1, groupbar=1,
+                                                                   fwdgroups=1)
     assert loop_env.resolve(65, overrides=loop_env.parse("ln=1,lngrad=0"))[0] == ScheduleOptions(
         persistent_layer_norms=True, post_loop_sums=False)
     assert loop_env.resolve(2) == (ScheduleOptions(persistent_layer_norms=True), LoopTuning())
@@ -130,7 +131,7 @@ def test_resolve_overrides_the_defaults_of_each_streams():
 
 
 def test_defaults_depend_on_the_streams():
-    assert LoopTuning.defaults(65) == LoopTuning(groups=4, lngroups=1, groupbar=1) and LoopTuning.defaults(2) == LoopTuning()
+    assert LoopTuning.defaults(65) == LoopTuning(groups=4, lngroups=1, groupbar=1, fwdgroups=1) and LoopTuning.defaults(2) == LoopTuning()
     assert LoopTuning.defaults(1).rows == 4 and LoopTuning.defaults(2).rows == 8
     assert (LoopTuning.defaults(1).unroll, LoopTuning.defaults(1).prefetch) == (16, 1) and LoopTuning.defaults(2).prefetch == 0
     # H200 (bench/results/h200-20261201-launch-bounds-sweep-*.json): launch bounds, 4 streams an item and unroll 8

@@ -361,7 +361,8 @@ def plan_loop_kernel(g: Graph, loop: Loop, name: str, coop: bool = True, recompu
 def stream_groups(g: Graph, loop: Loop, tuning: LoopTuning, streams: int, blocks: int, flagged: bool,
                   reduced: bool, early: bool) -> int:
     """G, the stream groups of a loop kernel over ``streams`` streams on ``blocks`` blocks (or
-    virtual blocks): ``tuning.groups`` (a forward loop's ``tuning.fwdgroups`` where set) where S
+    virtual blocks): ``tuning.groups`` (``tuning.fwdgroups`` where set for a forward loop without
+    layer norms) where S
     and the grid divide by it and the loop has no layer norm (their row sums run over a column's
     blocks), no ``flagged`` values, no products in a
     ``reduced`` precision (tensor cores, or their simulator stand-in), no ``early`` loads and no
@@ -370,12 +371,11 @@ def stream_groups(g: Graph, loop: Loop, tuning: LoopTuning, streams: int, blocks
     block's G times the rows do not fit its shared memory, or layer-norm parameter gradients are
     summed in the loop.) Block b then works for group b // (blocks / G) on streams
     [g S / G, (g + 1) S / G) as block b % (blocks / G) of its group (codegen/loop_prologue.py)."""
-    G = tuning.fwdgroups if tuning.fwdgroups and not loop.reverse else tuning.groups
+    norms = any(is_row_reduction(g.by_name[m].op) for k in loop.kernels for m in k.ops)
+    G = tuning.fwdgroups if tuning.fwdgroups and not loop.reverse and not norms else tuning.groups
     if G == 1 or streams % G or blocks % G or flagged or reduced or early or length_inputs(g):
         return 1
-    if tuning.lngroups:
-        return G
-    return 1 if any(is_row_reduction(g.by_name[m].op) for k in loop.kernels for m in k.ops) else G
+    return 1 if norms and not tuning.lngroups else G
 
 
 class _Context:

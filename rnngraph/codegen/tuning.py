@@ -131,13 +131,20 @@ lngroups  1: stream groups (``groups``) also in loops with layer norms: each gro
           and 25.0 / 32.7 in four groups with one barrier over the grid
           (h100-20261206-loop-groupbar-layernorm_lstm-s64.json: two runs each).
 fwdgroups 0: the forward loop kernels take ``groups`` as the backward ones do; 1, 2, 4 or 8: the
-          forward loop kernels' stream groups (the backward's stay ``groups``). Default 0, not yet
-          timed in a step; why 1 may pay: the LSTM's S = 64, H = 512 forward loop kernel was faster
-          in one group (H100: 14.17 against 15.2-15.6
-          us a timestep in four, h100-20261206-loop-groupbar-lstm-s64.json; 13.07 against 13.52,
-          h100-20261205-loop-tiles-lstm-s64.json), the GRU's in four (13.59 against 14.36) and
-          the peephole LSTM's about even (14.46 against 14.67; h100-20261205-loop-tiles-gru-s64.json,
-          -peephole_lstm-s64.json): the step with ``fwdgroups=1`` is not yet timed.
+          stream groups of the forward loop kernels without layer norms (the backward's, and
+          forward loops with layer norms, keep ``groups``). 1 from S = 64: the 2 x 512 S = 64 char
+          LM's step on the H100 took 7.38 ms against 7.65 with the forward in four groups (PyTorch
+          7.79 / 7.80 ms in the same runs; its forward loop kernels 1.28 against 1.39 ms each,
+          h100-20261206-startup-and-step-s64-fwdgroups-1.json, -fwd-4-groups.json,
+          h100-20261206-lm-step-trace-2x512-s64-fwdgroups-1.json, -fwd-4-groups.json), and the PyTorch
+          layer's LSTM 2 x 512 at B = 64 8.28 against 8.48 ms (h100-20261206-torch-layer-b64-*.json).
+          Not every cell's forward gains: at S = 64, H = 512 the GRU's forward loop kernel took
+          14.58 us a timestep in one group against 13.65 in four with ``groupbar``, the peephole
+          LSTM's 14.78 against 14.72 (h100-20261206-loop-fwdgroups-gru-s64.json,
+          -peephole_lstm-s64.json); the layer-norm LSTM's 25.0 against 22.9
+          (h100-20261206-loop-groupbar-layernorm_lstm-s64.json), hence its exception. Why the
+          LSTM's forward is faster in one group is not yet known (the grouped kernel's product
+          loop is shorter in PTX, both read the weights from shared memory).
 groupbar  1: in stream groups (``groups`` > 1) with an inline barrier (``barrier`` > 0), a level
           ends with a barrier among the group's blocks only, on the group's own counter
           (codegen/grid_barrier.py ``group_barrier``): the groups never read each other's values
@@ -242,7 +249,7 @@ class LoopTuning:
                        lnsum=0 if streams < LN_SMEM_SUM_STREAMS else 2)
         grouped = streams >= GROUP_STREAMS
         return cls(lnsum=0 if streams < LN_SMEM_SUM_STREAMS else 2, groups=4 if grouped else 1, lngroups=int(grouped),
-                   groupbar=int(grouped))
+                   groupbar=int(grouped), fwdgroups=int(grouped))
 
     def replace(self, **changes) -> "LoopTuning":
         """A copy with ``changes`` (validated like the constructor)."""
