@@ -39,7 +39,7 @@ def measure(cell: str, S: int, iters: int) -> dict:
     prog.stream.synchronize()
     calls = {
         "run_forward": prog.run_forward,
-        "fill_grad_arena": lambda: library.fill(b.grad_arena, 0.0, stream=prog.stream),
+        "fill_grad_arena": lambda: library.fill(b.zeroed_grads, 0.0, stream=prog.stream),
         "fill_param_grad_arena": lambda: library.fill(b.param_grad_arena, 0.0, stream=prog.stream),
         "window_view": lambda: b.window(out, grad=True),
         "copy_dy": lambda view=b.window(out, grad=True): view.copy_to_device(dy, stream=prog.stream),

@@ -122,7 +122,7 @@ def sequences(prog, fwdbwd) -> dict:
 
     def zero_dy():
         prog.run_forward()
-        library.fill(b.grad_arena, 0.0, stream=prog.stream)  # dy, a gradient of the arena, too
+        library.fill(b.zeroed_grads, 0.0, stream=prog.stream)  # dy, a gradient of the arena, too
         library.fill(b.param_grad_arena, 0.0, stream=prog.stream)
         prog.run_backward()
 

@@ -272,7 +272,7 @@ def _step_times(prog, fwdbwd, cell: str, S: int, T: int, H: int, iters: int) -> 
     timed = lambda fn: statistics.median(_event_times(fn, prog.stream, iters))  # noqa: E731
 
     def zero():
-        library.fill(b.grad_arena, 0.0, stream=prog.stream)
+        library.fill(b.zeroed_grads, 0.0, stream=prog.stream)
         library.fill(b.param_grad_arena, 0.0, stream=prog.stream)
 
     base = {"cell": cell, "S": S, "T": T, "H": H, "variant": "step"}

@@ -29,7 +29,7 @@ def _gpu_grads(step, feed, dy, out):
     b, g = be.buf, step.graph
     be._feed(feed)
     be.program.run_forward()
-    library.fill(b.grad_arena, 0.0, stream=be.stream)
+    library.fill(b.zeroed_grads, 0.0, stream=be.stream)
     library.fill(b.param_grad_arena, 0.0, stream=be.stream)
     b.window(out, grad=True).copy_to_device(np.ascontiguousarray(dy.reshape(-1, dy.shape[-1])), stream=be.stream)
     be.program.run_backward()

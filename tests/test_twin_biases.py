@@ -1,8 +1,15 @@
 """passes/twin_biases.py: which biased linear nodes share their output gradient, so that one column
-sum fills both bias gradients (codegen/library_launches.py); the GPU step's bias gradients with it
-are checked in the simulator by tests/test_codegen_sim.py against the NumPy backend."""
+sum fills both bias gradients (codegen/library_launches.py), and whose gradients the backward writes
+whole without reading them (``written_once``: not zeroed by the step); the GPU step's gradients with
+both are checked in the simulator against the NumPy backend (here over two steps, and by
+tests/test_codegen_sim.py)."""
+import os
+
+import numpy as np
+import pytest
+
 import rnngraph as rg
-from rnngraph.passes.twin_biases import twin_biases
+from rnngraph.passes.twin_biases import twin_biases, written_once
 
 
 def test_each_lstm_layer_sums_its_gate_gradient_once_for_both_biases():
@@ -38,3 +45,33 @@ def test_a_product_read_beyond_the_add_or_without_a_bias_is_no_twin():
     assert twin_biases(rg.stacked(also_read, 1, 4, input_size=3).graph) == {}
     assert twin_biases(rg.stacked(unbiased, 1, 4, input_size=3).graph) == {}
     assert twin_biases(rg.stacked(elman, 1, 4, input_size=3).graph) == {"layer0.W": "layer0.U"}
+
+
+def test_written_once_leaves_out_flagged_gradients_and_graphs_with_lengths():
+    g = rg.stacked(rg.cells.lstm, 1, 4, input_size=3).graph
+    assert written_once(g) == {"layer0.W", "layer0.U"}
+    assert written_once(g, {"layer0.U"}) == {"layer0.W"}  # S = 1: d.U handed between blocks as flagged words
+    masked = rg.stacked(rg.cells.lstm, 1, 4, input_size=3).masked_graph  # variable lengths
+    assert twin_biases(masked) and written_once(masked) == frozenset()  # padded steps may be skipped, not written
+
+
+@pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1", reason="simulator test")
+@pytest.mark.parametrize("layers, streams, unzeroed", [
+    (1, 1, {"layer0.W"}),  # one layer at S = 1: d.U handed between blocks as flagged words, zeroed as before
+    (2, 1, {"layer0.W", "layer0.U", "layer1.W", "layer1.U"}),  # the wavefront: no flagged words
+    (2, 2, {"layer0.W", "layer0.U", "layer1.W", "layer1.U"})])
+def test_unzeroed_gate_gradients_give_the_numpy_backends_steps(layers, streams, unzeroed):
+    """The gate gradients d.W and d.U are stored whole by the backward without a read and left out
+    of the step's zeroing (codegen/buffers.py ``zeroed_grads``): a second training call must not
+    see the first one's values (a regression would add them: the Adam step's parameters differ)."""
+    net = rg.stacked(rg.cells.lstm, layers, 4, vocab=5, embed=3)
+    cpu, gpu = (rg.compile(net, window=2, streams=streams, device=d, optimizer=rg.Adam(lr=1e-2), clip_norm=0.5,
+                           seed=1) for d in ("cpu", "cuda"))
+    buf = gpu._cuda.buf
+    assert buf.zeroed_grads.size == buf.grad_arena.size - sum(buf.G[m].size for m in unzeroed)
+    rng = np.random.default_rng(0)
+    for _ in range(2):
+        x, y = rng.integers(0, 5, (2, streams)), rng.integers(0, 5, (2, streams))
+        assert gpu.train(x, y) == pytest.approx(cpu.train(x, y), abs=1e-5)
+        for name, want in cpu.parameters.items():
+            np.testing.assert_allclose(gpu.parameters[name], want, atol=1e-5, err_msg=name)

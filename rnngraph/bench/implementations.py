@@ -67,7 +67,7 @@ def gpu_program(cfg: Config, plan: str | None = None, precision: str = "fp32", l
 
     def fwdbwd():
         prog.run_forward()
-        library.fill(b.grad_arena, 0.0, stream=prog.stream)
+        library.fill(b.zeroed_grads, 0.0, stream=prog.stream)
         library.fill(b.param_grad_arena, 0.0, stream=prog.stream)
         dy_window.copy_to_device(dy, stream=prog.stream)
         prog.run_backward()

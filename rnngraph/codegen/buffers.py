@@ -31,14 +31,20 @@ def arena(views: dict, shapes: dict, stream, align: int = 1):
     of that many floats (4 for the gradients: the tensor-core loops read them with 16-byte loads,
     codegen/loop_mma.py); 1 packs them (the parameter arenas: optimizers and the torch layer
     split them by size)."""
-    sizes = {k: int(np.prod(v)) for k, v in shapes.items()}
-    starts, off = {}, 0
-    for k in shapes:
-        starts[k], off = off, -(-(off + sizes[k]) // align) * align
+    starts, off = arena_starts(shapes, align)
     arena = cuda.device_array(max(1, off), np.float32, stream=stream)
     for k, shape in shapes.items():
-        views[k] = arena[starts[k]:starts[k] + sizes[k]].reshape(shape)
+        views[k] = arena[starts[k]:starts[k] + int(np.prod(shape))].reshape(shape)
     return arena
+
+
+def arena_starts(shapes: dict, align: int = 1) -> tuple[dict, int]:
+    """Where :func:`arena` puts each array of ``shapes`` (name -> first float) and its length in
+    floats."""
+    starts, off = {}, 0
+    for k, shape in shapes.items():
+        starts[k], off = off, -(-(off + int(np.prod(shape))) // align) * align
+    return starts, off
 
 
 def _transpose_kernel(src, dst):
@@ -57,10 +63,13 @@ class Buffers:
     ``grad_nodes``: the float nodes that get a gradient buffer (the schedule's
     ``gradient_nodes``: a fused kernel keeps the others' gradients in registers), ``value_nodes``
     those that get a value buffer (``value_nodes``; :meth:`ensure_values` adds more); None: every
-    float node. Reading another node's gradient or value is a KeyError naming it."""
+    float node. Reading another node's gradient or value is a KeyError naming it. ``unzeroed``:
+    gradients the backward writes whole each step without reading them (passes/twin_biases.py
+    ``written_once``), placed last in the gradient arena so that ``zeroed_grads``, the part a step
+    zeroes, leaves them out (None or empty: ``zeroed_grads`` is the whole arena)."""
 
     def __init__(self, g: Graph, T: int, S: int, stream, params: dict | None = None,
-                 grad_nodes: tuple | None = None, value_nodes: tuple | None = None):
+                 grad_nodes: tuple | None = None, value_nodes: tuple | None = None, unzeroed=None):
         self.g, self.T, self.S, self.names = g, T, S, Names(g)
         self.V, self.G, self.P, self.PG, self.PT = {}, {}, {}, {}, {}
         floats = [n for n in g.nodes if n.dtype != INDEX]
@@ -73,7 +82,12 @@ class Buffers:
         # gradients live in one arena (and parameter gradients in another), zeroed by one launch each;
         # with grad_nodes (Schedule.gradient_nodes) only those nodes' gradients
         graded = shapes if grad_nodes is None else {k: shapes[k] for k in grad_nodes}
+        last = [k for k in graded if k in set(unzeroed or ())]
+        graded = {k: graded[k] for k in [k for k in graded if k not in last] + last}
         self.grad_arena = arena(self.G, graded, stream, align=4)
+        starts, size = arena_starts(graded, align=4)
+        #: the part of ``grad_arena`` a step zeroes: all but the ``unzeroed`` gradients
+        self.zeroed_grads = self.grad_arena[:max(1, starts[last[0]] if last else size)]
         self.param_grad_arena = arena(self.PG, {p.name: p.shape for p in g.params}, stream)
         if params is None:  # element i of param_arena is element i of param_grad_arena
             self.param_arena = arena(self.P, {p.name: p.shape for p in g.params}, stream)

@@ -182,7 +182,7 @@ class DevicePlan:
         caller = caller_stream(kind, like)
         _wait(self.stream, caller)
         b, g = self.buf, self.g
-        library.fill(b.grad_arena, 0.0, stream=self.stream)
+        library.fill(b.zeroed_grads, 0.0, stream=self.stream)
         library.fill(b.param_grad_arena, 0.0, stream=self.stream)
         out = g.outputs[0]
         D = b.names.depth(out)

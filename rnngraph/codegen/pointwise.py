@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from .. import ops
 from ..ir import Graph, Node, Ref
 from ..passes.ownership import kernel_unit
+from ..passes.twin_biases import written_once
 
 F32 = {"ONE": "float32(1.0)", "ZERO": "float32(0.0)"}
 
@@ -127,6 +128,9 @@ class PointwiseEmitter:
         self.writes = [w for w in writes if w in self.inside]
         self.u = kernel_unit(g, self.recompute)
         self.names = Names(g)
+        # gradients this kernel alone writes whole once a step (passes/twin_biases.py): stored
+        # without reading the old value (the gradient arena leaves them unzeroed)
+        self.written_once = written_once(g, {n.name for n in g.nodes if self.names.grad(n.name) in self.flagged})
         self.buffers: set[str] = set()
         self.lines: list[str] = []
 
@@ -290,10 +294,15 @@ class PointwiseEmitter:
         # writes meanwhile, but the compiler must assume the arrays alias, so ``+=`` one after the
         # other waits a full memory round trip per target (3.1 of the 9.4 us LSTM S=1 backward
         # timestep, bench/loop_profile.py); this way the reads overlap each other and the math.
-        for n, ((node, delay, c), var) in enumerate(sorted(external.items())):
+        loads = 0
+        for (node, delay, c), var in sorted(external.items()):
             buf = self.names.grad(node)
             idx = f"[t, s, j + {c * self.u}]" if self.g.by_name[node].op == "param" else self.index(node, delay, c)
-            self.load(f"o{var}", buf, idx, at=n)
+            if node in self.written_once and delay == 0:
+                self.store(buf, idx, var)
+                continue
+            self.load(f"o{var}", buf, idx, at=loads)
+            loads += 1
             self.store(buf, idx, f"o{var} + {var}")
         return self._function(f"{self.name}_bwd")
 

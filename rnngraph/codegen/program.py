@@ -23,7 +23,8 @@ import numpy as np
 from numba import cuda
 
 from ..ops import is_row_reduction
-from ..schedule import Kernel, Phase, Schedule, gradient_inputs, loop_precision
+from ..passes.twin_biases import written_once
+from ..schedule import Kernel, Loop, Phase, Schedule, gradient_inputs, loop_precision
 from . import module
 from .buffers import Buffers
 from .device import blocks, in_simulator
@@ -79,9 +80,12 @@ class CudaProgram(LoopLaunches):
         self.sim = in_simulator()
         if buffers is not None:  # another program's: it may store values that one kept in registers
             buffers.ensure_values(schedule.value_nodes)
+        # the gradients the backward writes whole without reading them are left out of the zeroing
+        flagged = {f[2:] for lp in schedule.backward if isinstance(lp, Loop) for f in lp.flagged if f.startswith("d.")}
         self.buf = buffers if buffers is not None else Buffers(self.g, self.T, self.S, self.stream, params,
                                                                grad_nodes=schedule.gradient_nodes,
-                                                               value_nodes=schedule.value_nodes)
+                                                               value_nodes=schedule.value_nodes,
+                                                               unzeroed=written_once(self.g, flagged))
         self.lib = LibraryLaunches(self.buf, self.stream, schedule.precision, loop_precision(schedule))
         self.virtual_blocks = SIM_BLOCKS if self.sim and SIM_BLOCKS > 1 else 0  # LoopEmitter's virtual_blocks
         self.sources: list[str] = [PRELUDE]

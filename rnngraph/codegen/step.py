@@ -475,7 +475,7 @@ class CudaBackend:
         b, g, st = self.buf, self.g, self.stream
         with self.lsh.training(self.program) if self.lsh else nullcontext():  # an LSH head: its sparse loss
             self.program.run_forward(direct=True)
-            library.fill(b.grad_arena, 0.0, stream=st)
+            library.fill(b.zeroed_grads, 0.0, stream=st)
             library.fill(b.param_grad_arena, 0.0, stream=st)
             # 1/columns, the same in both rows of step scalars (see train)
             library.fill_from(b.window(g.loss, grad=True), self._hyper_rows[0], 0, stream=st)
