@@ -42,7 +42,15 @@ def test_a_product_read_beyond_the_add_or_without_a_bias_is_no_twin():
         h_next = rg.tanh(rg.linear(x, hidden, name="W") + rg.linear(h, hidden, name="U"))
         return h_next, {"h": h_next}
 
+    @rg.cell
+    def product_state(x, h: rg.State, c: rg.State, *, hidden: int):
+        c_next = rg.linear(x, hidden, name="W")  # a state's node: the layer seeds its gradient with d.c_T
+        h_next = rg.tanh(c_next + rg.linear(h, hidden, name="U"))
+        return h_next, {"h": h_next, "c": c_next}
+
     assert twin_biases(rg.stacked(also_read, 1, 4, input_size=3).graph) == {}
+    with pytest.warns(rg.UnusedWarning):
+        assert twin_biases(rg.stacked(product_state, 1, 4, input_size=3).graph) == {}
     assert twin_biases(rg.stacked(unbiased, 1, 4, input_size=3).graph) == {}
     assert twin_biases(rg.stacked(elman, 1, 4, input_size=3).graph) == {"layer0.W": "layer0.U"}
 
@@ -63,9 +71,11 @@ def test_written_once_leaves_out_flagged_gradients_and_graphs_with_lengths():
 def test_unzeroed_gate_gradients_give_the_numpy_backends_steps(layers, streams, unzeroed):
     """The gate gradients d.W and d.U are stored whole by the backward without a read and left out
     of the step's zeroing (codegen/buffers.py ``zeroed_grads``): a second training call must not
-    see the first one's values (a regression would add them: the Adam step's parameters differ)."""
+    see the first one's values (a backward that still added into them would: the parameters after
+    the second SGD step differ)."""
     net = rg.stacked(rg.cells.lstm, layers, 4, vocab=5, embed=3)
-    cpu, gpu = (rg.compile(net, window=2, streams=streams, device=d, optimizer=rg.Adam(lr=1e-2), clip_norm=0.5,
+    # plain SGD without clipping: a wrong gradient moves the parameters by a wrong amount
+    cpu, gpu = (rg.compile(net, window=2, streams=streams, device=d, optimizer=rg.SGD(lr=0.5), clip_norm=None,
                            seed=1) for d in ("cpu", "cuda"))
     buf = gpu._cuda.buf
     assert buf.zeroed_grads.size == buf.grad_arena.size - sum(buf.G[m].size for m in unzeroed)
@@ -75,3 +85,53 @@ def test_unzeroed_gate_gradients_give_the_numpy_backends_steps(layers, streams, 
         assert gpu.train(x, y) == pytest.approx(cpu.train(x, y), abs=1e-5)
         for name, want in cpu.parameters.items():
             np.testing.assert_allclose(gpu.parameters[name], want, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1", reason="simulator test")
+@pytest.mark.filterwarnings("ignore::rnngraph.errors.UnusedWarning")  # the state c is never read
+def test_a_layer_seeding_a_product_state_gets_the_numpy_gradients():
+    """Regression: a state whose node is a biased product read by one add (``c_next = W x``, the
+    state unread) was taken for a twin; the layer's final-state gradient d.c_T seeded into d.W was
+    then overwritten by the backward's store, and its history rows left unzeroed (dh0 7e37)."""
+    @rg.cell
+    def product_state(x, h: rg.State, c: rg.State, *, hidden: int):
+        c_next = rg.linear(x, hidden, name="W")
+        h_next = rg.tanh(c_next + rg.linear(h, hidden, name="U"))
+        return h_next, {"h": h_next, "c": c_next}
+
+    net = rg.stacked(product_state, 1, 4, input_size=3)
+    rng = np.random.default_rng(0)
+    x, dy = rng.normal(size=(3, 2, 3)).astype(np.float32), rng.normal(size=(3, 2, 4)).astype(np.float32)
+    dh_T = {"layer0.c": rng.normal(size=(1, 2, 4)).astype(np.float32)}
+    results = []
+    for device in ("cpu", "cuda"):
+        rnn = rg.compile_rnn(net, device=device, seed=0)
+        for _ in range(2):  # the second call sees what the first left in the buffers
+            rnn.forward(x)
+            dx, dh0, dparams = rnn.backward(dy, dh_T)
+        results.append((np.asarray(dx), {k: np.asarray(v) for k, v in dh0.items()},
+                        {k: np.asarray(v) for k, v in dparams.items()}))
+    (cx, ch, cp), (gx, gh, gp) = results
+    np.testing.assert_allclose(gx, cx, atol=1e-5)
+    for k in ch:
+        np.testing.assert_allclose(gh[k], ch[k], atol=1e-5, err_msg=k)
+    for k in cp:
+        np.testing.assert_allclose(gp[k], cp[k], atol=1e-5, err_msg=k)
+
+
+@pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1", reason="simulator test")
+def test_buffers_that_skip_zeroing_a_flagged_gradient_are_refused():
+    """A program given another's Buffers (codegen/program.py ``buffers=``) must zero what its backward
+    adds into: at S = 1 with flagged words d.U is accumulated, so buffers made without flags (d.U
+    unzeroed) would add the last step's values."""
+    from rnngraph.codegen.program import CudaProgram
+    from rnngraph.passes import schedule
+
+    g = rg.stacked(rg.cells.lstm, 1, 4, input_size=3).graph
+    plain = schedule(g, 2, 1, options=rg.ScheduleOptions.defaults(1).replace(flagged_exchange=False))
+    flagged = schedule(g, 2, 1)
+    made = CudaProgram(plain, replay=False, compile_workers=1)
+    assert made.buf.unzeroed == {"layer0.W", "layer0.U"}
+    with pytest.raises(ValueError, match="gradients of layer0.U are not zeroed"):
+        CudaProgram(flagged, replay=False, buffers=made.buf, compile_workers=1)
+    CudaProgram(flagged, replay=False, buffers=made.buf, backward=False, compile_workers=1)  # no backward: fine

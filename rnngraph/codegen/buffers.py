@@ -86,6 +86,8 @@ class Buffers:
         graded = {k: graded[k] for k in [k for k in graded if k not in last] + last}
         self.grad_arena = arena(self.G, graded, stream, align=4)
         starts, size = arena_starts(graded, align=4)
+        #: the gradients left out of ``zeroed_grads`` (their programs' backward must write them whole)
+        self.unzeroed = frozenset(last)
         #: the part of ``grad_arena`` a step zeroes: all but the ``unzeroed`` gradients
         self.zeroed_grads = self.grad_arena[:max(1, starts[last[0]] if last else size)]
         self.param_grad_arena = arena(self.PG, {p.name: p.shape for p in g.params}, stream)

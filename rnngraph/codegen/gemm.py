@@ -263,7 +263,9 @@ def column_sum(g, out, *, accumulate: bool = True, stream=None, rows_per_block: 
     overwritten; ``twin``: None, or a second float32 (N,) that gets the same sums the same way
     (two bias gradients of one value: passes/twin_biases.py). Rows are split into chunks of
     ``rows_per_block`` (default: at least 64 rows, enough chunks for COLUMN_SUM_BLOCKS blocks)
-    whose partial sums meet by ``cuda.atomic.add``. Returns out."""
+    whose partial sums meet by ``cuda.atomic.add``. Returns out. Raises ValueError (naming the
+    array) for a g that is not a 2-D float32 array, or an out or twin that is not float32 of shape
+    (N,)."""
     g, out = as_device(g, stream), as_device(out, stream)
     check("column_sum g", g, 2)
     check("column_sum out", out, 1, shape=(g.shape[1],))

@@ -65,7 +65,9 @@ class CudaProgram(LoopLaunches):
     persistent loop kernels' code shape (codegen/tuning.py; None: ``LoopTuning.defaults(S)``);
     compile_workers: at most this many worker processes compile the persistent loop kernels the
     disk cache lacks side by side (codegen/parallel_compile.py; None: one a core; 1: none, each
-    compiled here in turn). TypeError for a tuning that is not a LoopTuning."""
+    compiled here in turn). TypeError for a tuning that is not a LoopTuning; ValueError for
+    ``buffers`` that leave out of their zeroing a gradient this schedule's backward adds into
+    (Buffers ``unzeroed``, passes/twin_biases.py ``written_once``)."""
 
     def __init__(self, schedule: Schedule, stream=None, replay: bool = True, params: dict | None = None,
                  backward: bool = True, buffers: Buffers | None = None, tuning: LoopTuning | None = None,
@@ -82,10 +84,15 @@ class CudaProgram(LoopLaunches):
             buffers.ensure_values(schedule.value_nodes)
         # the gradients the backward writes whole without reading them are left out of the zeroing
         flagged = {f[2:] for lp in schedule.backward if isinstance(lp, Loop) for f in lp.flagged if f.startswith("d.")}
+        unzeroed = written_once(self.g, flagged)
+        if buffers is not None and backward and buffers.unzeroed - unzeroed:
+            raise ValueError(f"buffers: the gradients of {', '.join(sorted(buffers.unzeroed - unzeroed))} are not "
+                             f"zeroed by the program whose buffers these are, but this schedule's backward adds "
+                             f"into them (flagged words or variable lengths): give it buffers of its own")
         self.buf = buffers if buffers is not None else Buffers(self.g, self.T, self.S, self.stream, params,
                                                                grad_nodes=schedule.gradient_nodes,
                                                                value_nodes=schedule.value_nodes,
-                                                               unzeroed=written_once(self.g, flagged))
+                                                               unzeroed=unzeroed)
         self.lib = LibraryLaunches(self.buf, self.stream, schedule.precision, loop_precision(schedule))
         self.virtual_blocks = SIM_BLOCKS if self.sim and SIM_BLOCKS > 1 else 0  # LoopEmitter's virtual_blocks
         self.sources: list[str] = [PRELUDE]

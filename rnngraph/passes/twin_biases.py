@@ -2,7 +2,9 @@
 
 An LSTM's gates are ``linear(x, W, b_W) + linear(h, U, b_U)`` (PyTorch's two bias vectors). When
 two biased linear nodes are read by one ``add`` node alone -- as its two arguments, with delay 0,
-by nothing else, and neither is a graph output -- backpropagation gives each the add's gradient:
+by nothing else, and neither is a graph output, the loss or a state's node (a caller seeds those
+gradients: the layer adds the final states' gradient into a state's) -- backpropagation gives each
+the add's gradient:
 the same float32 values at every timestep and stream, written by the same kernel. The gradients of
 ``b_W`` and ``b_U``, the column sums of those values over the window, are then equal too, and one
 column sum can add into both (codegen/library_launches.py ``wgrad_launcher``; codegen/gemm.py
@@ -18,7 +20,8 @@ these; on an H100 the zeroing went from 0.088 to 0.023 ms and each backward loop
 1.29 to 1.27 ms (bench/results/h100-20261206-lm-step-trace-2x512-s64-fwdgroups-1.json,
 -unzeroed-gates.json).
 
-Reads the graph only; the NumPy backends and the schedule's steps are unchanged.
+Reads the graph only; the NumPy backends are unchanged, and in the schedule only the weight-gradient
+steps' written gradients say who sums which bias (passes/lower.py).
 """
 from __future__ import annotations
 
@@ -32,7 +35,7 @@ def twin_biases(graph: Graph) -> dict[str, str]:
     gradient gets the same sums and whose step sums nothing. The first of a pair in graph order
     sums."""
     consumers, order = graph.consumers(), {m.name: i for i, m in enumerate(graph.nodes)}
-    outputs = set(graph.outputs) | {graph.loss}
+    outputs = set(graph.outputs) | {graph.loss} | {st.node for st in graph.states}  # gradients a caller seeds
     pairs: dict[str, str] = {}
     for n in graph.nodes:
         if n.op != "add" or len(n.args) != 2 or n.args[0].node == n.args[1].node:
@@ -49,9 +52,10 @@ def twin_biases(graph: Graph) -> dict[str, str]:
 def written_once(graph: Graph, flagged=frozenset()) -> frozenset[str]:
     """The nodes of :func:`twin_biases`' pairs, both members: the add's backward writes each one's
     gradient whole, once a step, and nothing else writes it. None in a graph with variable lengths
-    (its loops may skip padded steps, leaving their elements as they were), and not the nodes in
-    ``flagged`` (gradients handed between blocks as flagged words, passes/flag_exchange.py: their
-    unwritten chunks are stored with their old values)."""
+    (kept out until a test covers it: its loops skip padded steps' products, codegen/tuning.py
+    ``skip``, though not the pointwise kernels that write these), and not the nodes in ``flagged``
+    (node names, without ``d.``, whose gradients are handed between blocks as flagged words,
+    passes/flag_exchange.py: their unwritten chunks are stored with their old values)."""
     if length_inputs(graph):
         return frozenset()
     return frozenset(m for pair in twin_biases(graph).items() for m in pair if m not in flagged)
