@@ -2,7 +2,8 @@
 # Tiled row loops (LoopTuning tiles=1, codegen/loop_tiles.py) and stream groups (groups=4, the default
 # from S = 64; codegen/loop_plan.py stream_groups) against the work items in one group on the GPU, parts chosen
 # by PARTS (default "kernels tests"; each part fits one device command):
-#   kernels  the S = 64 loop kernels alone, as generated (four stream groups, a barrier a group), in one
+#   kernels  the S = 64 loop kernels alone, as generated (backward loops in four stream groups with a
+#            barrier a group, forward loops without layer norms in one), in one
 #            group, tiles, four groups with one barrier over the grid, tiles in four groups, timed in
 #            one process on the same values (bench/loop_profile.py --variants full groups1 tiles
 #            groups4 tiles-groups4 full; max_abs_diff_vs_full is the check), for lstm,
@@ -21,7 +22,7 @@
 #   ncu      Nsight Compute of the LSTM S = 64 backward loop kernel, work items and tiles: is it bound
 #            by L2 (every block reads the timestep's 64 x 2,048 gate gradients: 69 MB a timestep)?
 # KEYS (default groups=1, the loops in one group): the RNNGRAPH_LOOP keys the tests, step and layer parts set, e.g. "tiles=1,groups=1",
-# or "fwdgroups=1" (the forward loops in one group, the backward's in four).
+# or "fwdgroups=0" (the forward loops in four groups too; one group is their default from S = 64).
 #
 #   on the GPU machine (bring .whl with the tree):  PARTS="kernels tests" bash bench/tiles_gpu.sh
 set -uo pipefail
