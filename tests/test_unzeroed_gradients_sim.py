@@ -1,0 +1,59 @@
+"""The gradients the backward writes whole without reading them (passes/twin_biases.py
+``written_once``: an LSTM's gate gradients d.W and d.U) are left out of the step's zeroing
+(codegen/buffers.py ``zeroed_grads``). Every plan and code shape must then overwrite them whole
+before anything reads them: with that part of the gradient arena filled with NaN before the
+backward, the parameter gradients must equal, bit for bit, those of a backward after zeroing the
+whole arena (simulator; a read or an unwritten element shows as NaN or a difference)."""
+import os
+
+import numpy as np
+import pytest
+
+import rnngraph as rg
+from rnngraph.codegen import library
+from rnngraph.loop_env import parse, resolve
+
+pytestmark = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1",
+                                reason="simulator tests (the GPU tier runs tests/test_gpu.py)")
+V, T = 5, 3
+
+
+def _param_grads(step, feed, poison: bool) -> dict:
+    """The parameter gradients of one forward and backward (the loss's gradient seeded 1), after
+    zeroing the whole gradient arena, then with ``poison`` its unzeroed part filled with NaN."""
+    be = step._cuda
+    b = be.buf
+    be._feed(feed)
+    be.program.run_forward()
+    library.fill(b.grad_arena, 0.0, stream=be.stream)
+    if poison:
+        library.fill(b.grad_arena[b.zeroed_grads.size:], np.nan, stream=be.stream)
+    library.fill(b.param_grad_arena, 0.0, stream=be.stream)
+    library.fill(b.window(step.graph.loss, grad=True), 1.0, stream=be.stream)
+    be.program.run_backward()
+    out = {k: v.copy_to_host(stream=be.stream) for k, v in b.PG.items()}
+    be.stream.synchronize()
+    return out
+
+
+@pytest.mark.parametrize("cell, layers, S, plan, knobs, precision, unzeroed", [
+    ("lstm", 1, 2, "naive", "", "fp32", 2),  # one kernel per op per timestep
+    ("lstm", 2, 2, "scc-sequential", "", "fp32", 4),
+    ("lstm", 2, 2, "wavefront", "", "fp32", 4),
+    ("peephole_lstm", 1, 2, None, "", "fp32", 2),
+    ("lstm", 1, 1, None, "", "fp32", 1),  # S = 1: d.U handed between blocks as flagged words, zeroed
+    ("lstm", 1, 2, None, "tiles=1", "fp32", 2),
+    ("lstm", 1, 4, None, "groups=2,fwdgroups=0", "fp32", 2),
+    ("lstm", 1, 2, None, "mma=1", "tf32", 2)])  # the loops' products on tensor cores (their stand-in here)
+def test_unzeroed_gradients_are_overwritten_whole(cell, layers, S, plan, knobs, precision, unzeroed):
+    net = rg.stacked(rg.cells.STANDARD[cell], layers, 4, vocab=V, embed=3)
+    options, tuning = resolve(S, overrides=parse(knobs)) if knobs else (None, None)
+    step = rg.compile(net, window=T, streams=S, device="cuda", seed=0, plan=plan, options=options, tuning=tuning,
+                      precision=precision)
+    assert len(step._cuda.buf.unzeroed) == unzeroed  # the case exercises what it tests
+    rng = np.random.default_rng(0)
+    feed = {n.name: rng.integers(0, V, (T, S)) for n in step.graph.inputs}
+    zeroed, poisoned = _param_grads(step, feed, False), _param_grads(step, feed, True)
+    for name, want in zeroed.items():
+        assert np.isfinite(want).all(), name
+        np.testing.assert_array_equal(poisoned[name], want, err_msg=name)
