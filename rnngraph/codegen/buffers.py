@@ -82,8 +82,9 @@ class Buffers:
         # gradients live in one arena (and parameter gradients in another), zeroed by one launch each;
         # with grad_nodes (Schedule.gradient_nodes) only those nodes' gradients
         graded = shapes if grad_nodes is None else {k: shapes[k] for k in grad_nodes}
-        last = [k for k in graded if k in set(unzeroed or ())]
-        graded = {k: graded[k] for k in [k for k in graded if k not in last] + last}
+        unzeroed = frozenset(unzeroed or ())
+        last = [k for k in graded if k in unzeroed]
+        graded = {k: graded[k] for k in [k for k in graded if k not in unzeroed] + last}
         self.grad_arena = arena(self.G, graded, stream, align=4)
         starts, size = arena_starts(graded, align=4)
         #: the gradients left out of ``zeroed_grads`` (their programs' backward must write them whole)

@@ -98,9 +98,9 @@ class _Lowering:
         g = self.g
         nodes = [g.by_name[m] for m in grp]
         params = tuple(p for n in nodes for p in n.params)
-        twins = self.twins
-        summed = tuple(p for n in nodes for p in (n.params[:1] if n.name in twins.values() else n.params)
-                       + ((g.by_name[twins[n.name]].params[1],) if n.name in twins else ()))
+        # the gradients each step writes: a twin's bias is its partner's (passes/twin_biases.py)
+        summed = tuple(p for n in nodes for p in (n.params[:1] if n.name in self.twins.values() else n.params)
+                       + ((g.by_name[self.twins[n.name]].params[1],) if n.name in self.twins else ()))
         rows = sum(n.size for n in nodes)
         flops = sum(node_flops(g, n) for n in nodes) * cols
         reads = tuple(dict.fromkeys([f"d.{m}" for m in grp] + [str(nodes[0].args[0])]))

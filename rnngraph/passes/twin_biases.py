@@ -4,8 +4,8 @@ An LSTM's gates are ``linear(x, W, b_W) + linear(h, U, b_U)`` (PyTorch's two bia
 two biased linear nodes are read by one ``add`` node alone -- as its two arguments, with delay 0,
 by nothing else, and neither is a graph output, the loss or a state's node (a caller seeds those
 gradients: the layer adds the final states' gradient into a state's) -- backpropagation gives each
-the add's gradient:
-the same float32 values at every timestep and stream, written by the same kernel. The gradients of
+the add's gradient: the same float32 values at every timestep and stream, written by the same
+kernel. The gradients of
 ``b_W`` and ``b_U``, the column sums of those values over the window, are then equal too, and one
 column sum can add into both (codegen/library_launches.py ``wgrad_launcher``; codegen/gemm.py
 ``column_sum``'s ``twin``). The 2 x 512 S = 64 char LM's step summed each layer's gate gradients
