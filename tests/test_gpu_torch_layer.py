@@ -124,3 +124,32 @@ def test_no_host_device_copies_in_a_training_step():
     copies = [e.name for e in prof.events() if "HtoD" in e.name or "DtoH" in e.name]
     assert copies == [], copies
     assert np.isfinite(x.grad.cpu().numpy()).all()
+
+
+@pytest.mark.parametrize("lengths", [False, True], ids=["padded", "lengths"])
+def test_unzeroed_gate_gradients_are_written_whole_each_call(lengths):
+    """A backward zeroes only the front of the gradient arena (Buffers ``zeroed_grads``): the LSTM's
+    gate gradients past it are written whole by the backward (passes/twin_biases.py
+    ``written_once``). With that part filled with NaN before a second call, the second call's
+    gradients are finite and equal the first's (to float32 reordering: 1e-6 of the largest)."""
+    _needs_cuda()
+    torch.manual_seed(2)
+    T, S = 100, 64
+    module = RNN("lstm", H, 2).cuda()
+    x = torch.randn(T, S, H, device="cuda")
+    given = {"lengths": torch.randint(0, T + 1, (S,))} if lengths else {}
+
+    def grads():
+        y, states = module(x, **given)
+        return torch.autograd.grad(_loss(y, states), [p for _, p in sorted(module.named_parameters())])
+    first = grads()
+    plans = module.compiled(x.device, x.dtype)._plans
+    (b,) = [p.buf for key, p in plans.items() if key[:3] == (T, S, True) and ("lengths" in key) == lengths]
+    assert len(b.unzeroed) == 4  # d.W and d.U of both layers
+    torch.cuda.synchronize()
+    torch.as_tensor(b.grad_arena[b.zeroed_grads.size:], device="cuda").fill_(float("nan"))
+    torch.cuda.synchronize()
+    second = grads()
+    for k, (a, c) in enumerate(zip(first, second)):
+        assert torch.isfinite(c).all(), f"parameter {k}"
+        _close(c, a, f"parameter {k}", rel=1e-6)

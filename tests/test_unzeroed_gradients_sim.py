@@ -20,7 +20,8 @@ V, T = 5, 3
 
 def _param_grads(step, feed, poison: bool) -> dict:
     """The parameter gradients of one forward and backward (the loss's gradient seeded 1), after
-    zeroing the whole gradient arena, then with ``poison`` its unzeroed part filled with NaN."""
+    zeroing the whole gradient arena, then with ``poison`` its unzeroed part filled with NaN; each
+    unzeroed gradient must hold no NaN after the backward (written whole)."""
     be = step._cuda
     b = be.buf
     be._feed(feed)
@@ -32,7 +33,10 @@ def _param_grads(step, feed, poison: bool) -> dict:
     library.fill(b.window(step.graph.loss, grad=True), 1.0, stream=be.stream)
     be.program.run_backward()
     out = {k: v.copy_to_host(stream=be.stream) for k, v in b.PG.items()}
+    written = {k: b.G[k].copy_to_host(stream=be.stream) for k in b.unzeroed}
     be.stream.synchronize()
+    for k, v in written.items():  # every element, padded steps included
+        assert np.isfinite(v).all(), f"d.{k}: {np.isnan(v).sum()} elements left unwritten"
     return out
 
 
@@ -53,6 +57,26 @@ def test_unzeroed_gradients_are_overwritten_whole(cell, layers, S, plan, knobs, 
     assert len(step._cuda.buf.unzeroed) == unzeroed  # the case exercises what it tests
     rng = np.random.default_rng(0)
     feed = {n.name: rng.integers(0, V, (T, S)) for n in step.graph.inputs}
+    zeroed, poisoned = _param_grads(step, feed, False), _param_grads(step, feed, True)
+    for name, want in zeroed.items():
+        assert np.isfinite(want).all(), name
+        np.testing.assert_array_equal(poisoned[name], want, err_msg=name)
+
+
+@pytest.mark.parametrize("plan, knobs", [(None, ""), (None, "cols=1"), ("naive", "")])
+def test_unzeroed_gradients_are_overwritten_whole_with_lengths(plan, knobs):
+    """Variable lengths (the network's masked graph): the padded steps' gate gradients are written
+    too (as zeros), though the loops' GEMM items skip the streams that ended (cols=1: an item a
+    stream) and a stream of length 0 has no valid step."""
+    net = rg.Sequential(rg.cells.lstm(hidden=4), rg.SoftmaxCrossEntropy(V), input_size=3)
+    S = 3
+    options, tuning = resolve(S, overrides=parse(knobs)) if knobs else (None, None)
+    step = rg.compile(net, window=T, streams=S, device="cuda", seed=0, plan=plan, options=options, tuning=tuning)
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=(T, S, 3)).astype(np.float32), rng.integers(0, V, (T, S))
+    feed = step._feed(x, y, lengths=[1, T, 0])  # the masked graph's plan, its stream order set
+    assert step.schedule.graph is net.masked_graph
+    assert len(step._cuda.buf.unzeroed) == 2  # d.W and d.U
     zeroed, poisoned = _param_grads(step, feed, False), _param_grads(step, feed, True)
     for name, want in zeroed.items():
         assert np.isfinite(want).all(), name

@@ -41,7 +41,9 @@ class TorchIO:
         self.order, self.valid_streams = t(b.order), t(b.valid_streams)
         self._zeros: dict = {}  # dtype -> a 0-dim zero on the device
         self.dx = None if g.by_name["x"].dtype == INDEX else t(b.G["x"][:T])
-        self.grad_arena, self.param_grads = t(b.grad_arena), t(b.param_grad_arena)
+        # the part of the gradient arena a backward zeroes first: the gradients it writes whole without
+        # reading them (Buffers ``unzeroed``, passes/twin_biases.py) lie past it
+        self.zeroed_grads, self.param_grads = t(b.zeroed_grads), t(b.param_grad_arena)
         self.transposed = [(t(b.P[name]), t(pt)) for name, pt in b.PT.items()]
         self.sizes = [int(np.prod(p.shape)) for p in g.params]
         self.shapes = [p.shape for p in g.params]
@@ -133,7 +135,7 @@ class TorchIO:
         """(dx, dh0, dparams) as new tensors (dparams: a list in graph order, views of one);
         dx and dh0 None unless ``input_grads``."""
         caller = self._caller()
-        self.grad_arena.zero_()
+        self.zeroed_grads.zero_()
         self.param_grads.zero_()
         self.gy.copy_(_tensor(dy))
         for name, d in dh_T.items():

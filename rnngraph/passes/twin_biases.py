@@ -26,7 +26,6 @@ steps' written gradients say who sums which bias (passes/lower.py).
 from __future__ import annotations
 
 from ..ir import Graph
-from ..lengths import length_inputs
 
 
 def twin_biases(graph: Graph) -> dict[str, str]:
@@ -51,11 +50,10 @@ def twin_biases(graph: Graph) -> dict[str, str]:
 
 def written_once(graph: Graph, flagged=frozenset()) -> frozenset[str]:
     """The nodes of :func:`twin_biases`' pairs, both members: the add's backward writes each one's
-    gradient whole, once a step, and nothing else writes it. None in a graph with variable lengths
-    (kept out until a test covers it: its loops skip padded steps' products, codegen/tuning.py
-    ``skip``, though not the pointwise kernels that write these), and not the nodes in ``flagged``
-    (node names, without ``d.``, whose gradients are handed between blocks as flagged words,
-    passes/flag_exchange.py: their unwritten chunks are stored with their old values)."""
-    if length_inputs(graph):
-        return frozenset()
+    gradient whole, once a step, and nothing else writes it -- with variable lengths too (the
+    loops' ``skip``, codegen/tuning.py, leaves out the products of streams that ended, not the
+    pointwise kernels that write these: zeros at padded steps; tests/test_unzeroed_gradients_sim.py)
+    -- but not the nodes in ``flagged`` (node names, without ``d.``, whose gradients are handed
+    between blocks as flagged words, passes/flag_exchange.py: their unwritten chunks are stored
+    with their old values)."""
     return frozenset(m for pair in twin_biases(graph).items() for m in pair if m not in flagged)
