@@ -5,8 +5,8 @@ Sizes: hidden 512, T = 100, S in {1, 64}; lstm, peephole_lstm, gru, layernorm_ls
 lstm at 4 layers. The GPU computes in float32, so it is held to float32's own accuracy: its error
 against the float64 NumPy backend must be within 4x (plus 1e-5) of the float32 NumPy backend's
 error against the same float64 result, for the outputs and for every parameter gradient
-(gradient errors relative to the largest gradient of the parameter); 10x for the layer-norm loop
-cases at S=16 (see LN_CASES).
+(gradient errors relative to the largest gradient of the parameter); 10x for the layer-norm LSTM
+at S=1 and S=16, whose windows amplify rounding (see LN_CASES).
 """
 import re
 
@@ -41,15 +41,19 @@ def _gpu_grads(step, feed, dy, out):
 
 @pytest.mark.parametrize("cell, layers, S", CASES, ids=[f"{c}-{n}l-s{s}" for c, n, s in CASES])
 def test_generated_step_matches_float64_reference(cell, layers, S):
-    _check_against_float64(cell, layers, S)
+    _check_against_float64(cell, layers, S, 10 if (cell, S) == ("layernorm_lstm", 1) else 4)
 
 
 # S=16 is held to 10x the float32 NumPy error instead of 4x: its window amplifies rounding more
 # (float32 NumPy's own relative gradient errors are 3-4.5e-4), and a measurement of every
 # parameter's GPU / NumPy ratio on the H200 (bench/s16_precision.py, 2026-12-01) gave: graph mode (ln=0) up to
 # 3.7x, the persistent loop 6.1x (lnsum=2, barrier=0), 5.7x (lnsum=2, barrier=1), 7.8x (lnsum=0,
-# the row sums' first code shape). A race or an indexing error shows as 100x and more.
-LN_CASES = [(1, "ln=1", 4), (64, "ln=1,lnsum=0", 4), (64, "ln=1,lnsum=1", 4), (16, "ln=1,lnsum=1", 10),
+# the row sums' first code shape). A race or an indexing error shows as 100x and more. S=1 amplifies
+# as much (float32 NumPy's errors 2.4-4.1e-4) and its layer norms' sums are taken with atomics in a
+# different order each run: the same kernels gave 0.5x to 2.9x on W.weight in 11 processes on an H100
+# and 5.2x in one more (bench/results/h100-20261206-gpu-tier-ln-s1-repeats.log, -after-others.log,
+# -defaults.log), so S=1 is held to 10x too.
+LN_CASES = [(1, "ln=1", 10), (64, "ln=1,lnsum=0", 4), (64, "ln=1,lnsum=1", 4), (16, "ln=1,lnsum=1", 10),
             (64, "ln=1,lnsum=2", 4), (16, "ln=1,lnsum=2", 10)]
 
 
