@@ -164,6 +164,12 @@ class Graph:
         """Node name -> the State that keeps its history."""
         return {s.node: s for s in self.states}
 
+    @cached_property
+    def seeded(self) -> frozenset[str]:
+        """The nodes whose gradients a caller seeds besides backpropagation: the outputs (their
+        window's gradient), the loss and the states' nodes (the final states' gradient)."""
+        return frozenset(self.outputs) | {s.node for s in self.states} | ({self.loss} if self.loss else frozenset())
+
     def node(self, name: str) -> Node:
         """The node called ``name``; raises GraphError naming it when absent."""
         try:

@@ -62,7 +62,7 @@ class _Lowering:
         self.plan, self.g = plan, plan.graph
         self.name = _Namer()
         self.consumers = self.g.consumers()
-        self.external = set(self.g.outputs) | {s.node for s in self.g.states} | ({self.g.loss} if self.g.loss else set())
+        self.external = self.g.seeded
         self.is_param_node = {n.name for n in self.g.nodes if n.op == "param"}
         self.twins = twin_biases(self.g)  # a twin's bias gradient is summed by its partner's step
 

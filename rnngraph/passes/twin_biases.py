@@ -34,7 +34,7 @@ def twin_biases(graph: Graph) -> dict[str, str]:
     gradient gets the same sums and whose step sums nothing. The first of a pair in graph order
     sums."""
     consumers, order = graph.consumers(), {m.name: i for i, m in enumerate(graph.nodes)}
-    outputs = set(graph.outputs) | {graph.loss} | {st.node for st in graph.states}  # gradients a caller seeds
+    outputs = graph.seeded  # gradients a caller seeds
     pairs: dict[str, str] = {}
     for n in graph.nodes:
         if n.op != "add" or len(n.args) != 2 or n.args[0].node == n.args[1].node:
