@@ -40,6 +40,32 @@ from .torch_packed import PackedSequence, unpack
 
 _TORCH_DTYPES = {torch.float32: "float32", torch.float64: "float64"}
 
+#: nn.LSTM / nn.GRU constructor arguments that RNN does not take, and what takes their place
+_NN_ARGUMENTS = {"hidden_size": "give the states' size as hidden, the second argument",
+                 "num_layers": "give layers=, the third argument",
+                 "bias": "a cell's linear() calls have or lack biases of their own",
+                 "proj_size": "there are no projections", "dtype": "call .double() or .to(dtype) on the module",
+                 "device": "call .to(device) or .cuda() on the module"}
+
+
+def _check_cell_kwargs(cell, kwargs: dict) -> None:
+    """TypeError for a keyword argument that is neither RNN's nor a configuration argument of
+    ``cell`` (an @rg.cell function), naming nn.LSTM's arguments' replacements: without it, the
+    cell's tracing reported ``num_layers=2`` as the cell's error."""
+    import inspect
+    params = inspect.signature(cell.__wrapped__).parameters
+    takes = {n for n, p in params.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    for k in kwargs:
+        if k in takes:
+            continue
+        if k in _NN_ARGUMENTS:
+            raise TypeError(f"RNN() has no argument {k!r} (nn.LSTM's): {_NN_ARGUMENTS[k]}")
+        config = sorted(n for n, p in params.items() if p.kind is p.KEYWORD_ONLY and n != "hidden")
+        raise TypeError(f"RNN() got an unexpected keyword argument {k!r}: neither RNN's nor a configuration "
+                        f"argument of cell {cell.__name__!r} (it takes {', '.join(config) or 'none'} besides hidden)")
+
 
 def _param_attr(name: str) -> str:
     """A graph parameter's name as a module attribute (``layer0.W.weight`` -> ``layer0_W_weight``)."""
@@ -65,7 +91,8 @@ class RNN(nn.Module):
         cell: a cell function (``rg.cells.lstm``, ``rg.cells.gru``, a function decorated with
             ``@rg.cell``) or the name of a standard cell (``"lstm"``); it is called with
             ``hidden=hidden`` and ``cell_kwargs``.
-        hidden: the states' size H. layers: stacked copies of the cell (>= 1).
+        hidden: the states' size H. layers: stacked copies of the cell (>= 1). The order is not
+            nn.LSTM's (input_size, hidden_size, num_layers): give input_size and layers by name.
         input_size: the input's last dimension I (default: H).
         dropout: p of inverted dropout on the outputs of every layer but the last (as
             nn.LSTM), drawn with torch's generator while ``self.training``.
@@ -105,9 +132,14 @@ class RNN(nn.Module):
     module's dtype and the computation stays in it (like cuDNN RNNs' fp32 weights under
     autocast, this layer does not run in reduced precision: ``precision=`` chooses that).
 
+    Under ``torch.compile`` the module's forward is not traced (``torch.compiler.disable``): it
+    runs between the graphs dynamo compiles around it.
+
     Raises ValueError / TypeError naming the argument for a wrong shape, dtype or device of x
     or h0 (a CPU tensor for a module on the GPU included), TypeError for options / tuning of
-    another type.
+    another type and for a keyword argument that is neither RNN's nor the cell's (nn.LSTM's
+    ``num_layers``, ``hidden_size``, ``bias``, ``proj_size``, ``dtype``, ``device`` named with what
+    takes their place).
     """
 
     def __init__(self, cell, hidden: int, layers: int = 1, input_size: int | None = None, dropout: float = 0.0,
@@ -121,6 +153,7 @@ class RNN(nn.Module):
             cell = getattr(_cells, cell)
         if not getattr(cell, "is_cell", False):
             raise TypeError(f"cell must be an @rg.cell function or a standard cell's name, got {cell!r}")
+        _check_cell_kwargs(cell, cell_kwargs)
         hidden, layers = positive_int(hidden, "hidden"), positive_int(layers, "layers")
         input_size = hidden if input_size is None else positive_int(input_size, "input_size")
         try:
@@ -369,6 +402,10 @@ class RNN(nn.Module):
                 masks[name] = torch.ones(shape, dtype=like.dtype, device=like.device)
         return masks or None
 
+    # opaque to torch.compile: dynamo would trace into the compiled program's Python (526 frames and
+    # recompilation warnings for a 2-layer LSTM over three batches on the CPU); it runs the layer
+    # as it is, between the graphs it compiles around it
+    @torch.compiler.disable
     def forward(self, x, h0=None, lengths=None):
         """(y, h_T): x (T, B, I) ((B, T, I) with batch_first, (T, I) unbatched) or a
         PackedSequence, float32 (float64 on the CPU after ``.double()``); h0 None, a tensor

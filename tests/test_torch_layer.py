@@ -540,6 +540,14 @@ def test_constructor_and_weight_loading_errors_are_named():
     with pytest.raises(ValueError, match="plan must be"):
         RNN("lstm", 4, plan="fast")
     assert RNN("lstm", np.int64(4)).hidden == 4
+    # nn.LSTM's arguments are named with what takes their place (the cell's tracing reported them)
+    with pytest.raises(TypeError, match="no argument 'num_layers' .*layers="):
+        RNN("lstm", 4, num_layers=2)
+    with pytest.raises(TypeError, match=r"no argument 'dtype' .*\.double\(\)"):
+        RNN("lstm", 4, dtype=torch.float64)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'input_sise'.*cell 'lstm' .*forget_bias"):
+        RNN("lstm", 4, input_sise=3)
+    assert RNN("lstm", 4, forget_bias=0.5).hidden == 4  # the cell's own configuration passes through
     m = RNN("lstm", 4, input_size=3)
     before = {k: v.clone() for k, v in m.state_dict().items()}
     with pytest.raises(ValueError, match="'weight_ih_l0' has shape"):
@@ -616,3 +624,27 @@ def test_torch_func_transforms_are_refused_by_name(transform):
     v = x.clone().requires_grad_()
     m(v)[0].sum().backward()
     torch.testing.assert_close(jac, v.grad)
+
+
+def test_torch_compile_runs_the_layer_as_it_is():
+    """torch.compile around a model with the layer breaks its graph at the layer (its forward is
+    torch.compiler.disable'd) instead of tracing the compiled program's Python: the same loss and
+    gradients as eager over three batches (two sizes, lengths), and dynamo compiles a handful of
+    frames (it traced 526 of rnngraph's before)."""
+    import torch._dynamo
+    torch.manual_seed(0)
+    rnn, head = RNN("lstm", 8, 2, input_size=4), nn.Linear(8, 3)
+
+    def loss(x, lengths):
+        y, (h, c) = rnn(x, lengths=lengths)
+        return head(h[-1]).square().sum() + y.sum()
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    compiled = torch.compile(loss, backend="eager")
+    for B in (5, 3, 5):
+        x, lengths = torch.randn(6, B, 4), torch.randint(0, 7, (B,))
+        want = torch.autograd.grad(loss(x, lengths), list(rnn.parameters()))
+        got = torch.autograd.grad(compiled(x, lengths), list(rnn.parameters()))
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert torch._dynamo.utils.counters["frames"]["total"] <= 10
