@@ -1,7 +1,8 @@
 """GPU tier for rnngraph.torch.RNN (pytest -m gpu; skipped without a GPU and torch with CUDA):
 outputs, final states and every gradient against nn.LSTM / nn.GRU run in float64 on the CPU with
-the same weights, at H = 512, on a non-default torch stream; the plan cache across (T, S); and
-no host<->device copy in a forward + backward of the module.
+the same weights, at H = 512, on a non-default torch stream; the plan cache across (T, S); no
+host<->device copy in a forward + backward of the module; and the gate gradients the layer leaves
+unzeroed written whole by each backward (padded and with lengths).
 
 The GPU computes in float32: outputs and states are held to 2e-4 absolute (they lie in [-1, 1]),
 gradients to 2e-3 of the largest gradient of each tensor (float32 rounding over 100 timesteps is
@@ -144,8 +145,10 @@ def test_unzeroed_gate_gradients_are_written_whole_each_call(lengths):
         return torch.autograd.grad(_loss(y, states), [p for _, p in sorted(module.named_parameters())])
     first = grads()
     plans = module.compiled(x.device, x.dtype)._plans
-    (b,) = [p.buf for key, p in plans.items() if key[:3] == (T, S, True) and ("lengths" in key) == lengths]
+    (plan,) = [p for key, p in plans.items() if key[:3] == (T, S, True) and ("lengths" in key) == lengths]
+    b = plan.buf
     assert len(b.unzeroed) == 4  # d.W and d.U of both layers
+    assert plan._torch.zeroed_grads.numel() == b.zeroed_grads.size < b.grad_arena.size  # the layer zeroes the front
     torch.cuda.synchronize()
     torch.as_tensor(b.grad_arena[b.zeroed_grads.size:], device="cuda").fill_(float("nan"))
     torch.cuda.synchronize()

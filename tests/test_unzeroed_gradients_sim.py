@@ -30,7 +30,7 @@ def _param_grads(step, feed, poison: bool) -> dict:
     if poison:
         library.fill(b.grad_arena[b.zeroed_grads.size:], np.nan, stream=be.stream)
     library.fill(b.param_grad_arena, 0.0, stream=be.stream)
-    library.fill(b.window(step.graph.loss, grad=True), 1.0, stream=be.stream)
+    library.fill(b.window(step.schedule.graph.loss, grad=True), 1.0, stream=be.stream)  # the masked graph's too
     be.program.run_backward()
     out = {k: v.copy_to_host(stream=be.stream) for k, v in b.PG.items()}
     written = {k: b.G[k].copy_to_host(stream=be.stream) for k in b.unzeroed}
@@ -63,11 +63,11 @@ def test_unzeroed_gradients_are_overwritten_whole(cell, layers, S, plan, knobs, 
         np.testing.assert_array_equal(poisoned[name], want, err_msg=name)
 
 
-@pytest.mark.parametrize("plan, knobs", [(None, ""), (None, "cols=1"), ("naive", "")])
+@pytest.mark.parametrize("plan, knobs", [(None, ""), (None, "cols=1"), (None, "tiles=1"), ("naive", "")])
 def test_unzeroed_gradients_are_overwritten_whole_with_lengths(plan, knobs):
     """Variable lengths (the network's masked graph): the padded steps' gate gradients are written
     too (as zeros), though the loops' GEMM items skip the streams that ended (cols=1: an item a
-    stream) and a stream of length 0 has no valid step."""
+    stream; tiles=1: the tiled row loops' own skip) and a stream of length 0 has no valid step."""
     net = rg.Sequential(rg.cells.lstm(hidden=4), rg.SoftmaxCrossEntropy(V), input_size=3)
     S = 3
     options, tuning = resolve(S, overrides=parse(knobs)) if knobs else (None, None)

@@ -88,7 +88,7 @@ class CudaProgram(LoopLaunches):
         if buffers is not None and backward and buffers.unzeroed - unzeroed:
             raise ValueError(f"buffers: the gradients of {', '.join(sorted(buffers.unzeroed - unzeroed))} are not "
                              f"zeroed by the program whose buffers these are, but this schedule's backward adds "
-                             f"into them (flagged words or variable lengths): give it buffers of its own")
+                             f"into them (flagged words): give it buffers of its own")
         self.buf = buffers if buffers is not None else Buffers(self.g, self.T, self.S, self.stream, params,
                                                                grad_nodes=schedule.gradient_nodes,
                                                                value_nodes=schedule.value_nodes,
