@@ -13,6 +13,7 @@ an LSTM), a single tensor for a one-state cell (GRU, Elman).
 """
 from __future__ import annotations
 
+import inspect
 import warnings
 
 try:
@@ -52,7 +53,6 @@ def _check_cell_kwargs(cell, kwargs: dict) -> None:
     """TypeError for a keyword argument that is neither RNN's nor a configuration argument of
     ``cell`` (an @rg.cell function), naming nn.LSTM's arguments' replacements: without it, the
     cell's tracing reported ``num_layers=2`` as the cell's error."""
-    import inspect
     params = inspect.signature(cell.__wrapped__).parameters
     takes = {n for n, p in params.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
     if any(p.kind is p.VAR_KEYWORD for p in params.values()):
