@@ -7,6 +7,7 @@ where it was: :func:`checkpoint_cell` decides which source a loaded checkpoint r
 """
 from __future__ import annotations
 
+import difflib
 import os
 import sys
 import types
@@ -72,8 +73,9 @@ def resolve_cell(spec: str, flag: str = "--cell", source: str | None = None):
             raise CellFileError(f"{flag} {spec}: name the cell function too, as {spec}:FUNCTION"
                                 f"{_cells_listed(spec)}")
         if spec not in STANDARD:
-            raise CellFileError(f"{flag} {spec}: unknown cell; standard cells are "
-                                f"{', '.join(sorted(STANDARD))}, or give file.py:function")
+            close = [c for c in STANDARD if c == spec.lower()] or difflib.get_close_matches(spec, STANDARD, n=1)
+            raise CellFileError(f"{flag} {spec}: unknown cell{f' (did you mean {close[0]}?)' if close else ''}; "
+                                f"standard cells are {', '.join(sorted(STANDARD))}, or give file.py:function")
         return STANDARD[spec]
     path, fn = parts
     if source is None:

@@ -81,3 +81,27 @@ def test_text_names_the_loop_code_shape_rnngraph_loop_changed(monkeypatch, capsy
     assert main(args + ["--format", "json"]) == 0  # the JSON dump carries the same knobs
     assert json.loads(capsys.readouterr().out)["loop_code_shape_changed"] == {"dsmem_kib": 0, "pipeline": 1}
     assert rg.LoopTuning.defaults(1).changed(1) == {} and rg.LoopTuning().changed(1)["dsmem_kib"] == 176
+
+
+def test_an_unused_state_is_one_note_line(tmp_path, capsys):
+    """A cell file whose state is never read: one ``rnngraph: note:`` line naming the state, not
+    Python's warning lines pointing into rnngraph's source (schedule traced the graph twice)."""
+    cell = tmp_path / "cells.py"
+    cell.write_text("import rnngraph as rg\n\n@rg.cell\ndef unused(x, h: rg.State, c: rg.State, *, hidden):\n"
+                    "    h_next = rg.tanh(rg.linear(x, hidden) + rg.linear(h, hidden))\n"
+                    "    return h_next, {'h': h_next, 'c': h_next * 2}\n")
+    assert main(["schedule", f"{cell}:unused", "--hidden", "4", "--window", "2"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("rnngraph: note: state 'layer0.c'") == 1 and "never read" in err
+    assert "Warning" not in err and "network.py" not in err
+
+
+def test_unknown_cell_and_gantt_file_type_are_named(tmp_path, capsys):
+    """A cell name in the wrong case gets a suggestion; a gantt --out of a type matplotlib cannot
+    write names the flag (matplotlib's own message named no flag)."""
+    assert main(["schedule", "LSTM"]) == 1
+    assert "unknown cell (did you mean lstm?)" in capsys.readouterr().err
+    pytest.importorskip("matplotlib")
+    assert main(["schedule", "lstm", "--hidden", "8", "--format", "gantt", "--out", str(tmp_path / "g.txt")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"rnngraph: error: --out {tmp_path / 'g.txt'}: ") and "'txt'" in err

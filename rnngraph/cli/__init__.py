@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 
 import numpy as np
 
@@ -35,7 +36,7 @@ from .. import __version__
 from ..cellfile import CellFileError
 from ..data import CorpusError
 from ..debug import debug_level
-from ..errors import GraphError
+from ..errors import GraphError, UnusedWarning
 from ..lm import CheckpointError
 from ..memory import NotEnoughMemory
 from .arguments import PROG, CLIError, Command, Reported, _Parser
@@ -50,8 +51,8 @@ from .train_config import _train_arguments
 COMMANDS: list[Command] = [
     Command("train", "train a language model (truncated BPTT over parallel streams)", _train_arguments,
             run_train, "lower --hidden, --layers, --window or --streams"),
-    Command("sample", "generate text from a checkpoint", _sample_arguments, run_sample,
-            "sample on a machine with more memory"),
+    Command("sample", "generate text from a checkpoint (on the CPU, a token at a time)", _sample_arguments,
+            run_sample, "sample on a machine with more memory"),
     Command("eval", "bits/char (or word perplexity) of a checkpoint on a split", _eval_arguments, run_eval,
             "lower --window or --streams"),
     Command("complete", "choose sentence-completion candidates by their log-probability under a checkpoint",
@@ -169,10 +170,27 @@ def main(argv: list[str] | None = None) -> int:
             print(said, file=sys.stderr)
 
 
+def _notes():
+    """A warnings.showwarning for a command: rnngraph's own warnings (a cell's unused state or
+    input) as one ``rnngraph: note:`` line each, once per text (each traced graph, one a plan,
+    warns again), not Python's two lines naming rnngraph's source; others as Python shows them."""
+    said = set()
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        if not issubclass(category, UnusedWarning):
+            sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+        elif str(message) not in said:
+            said.add(str(message))
+            print(f"{PROG}: note: {message}", file=sys.stderr if file is None else file)
+    return show
+
+
 def _run(args, debug: int) -> int:
     """``args.run(args)``, its errors made exit codes and one-line messages (see :func:`main`)."""
     try:
-        with np.errstate(all="ignore"):  # a non-finite loss is reported in flags below, not as NumPy warnings
+        with np.errstate(all="ignore"), warnings.catch_warnings():  # a non-finite loss is reported in flags below
+            warnings.showwarning = _notes()  # (not as NumPy warnings)
+            warnings.simplefilter("always", UnusedWarning)  # (the notes say each text once)
             return int(args.run(args) or 0)
     except Reported:  # another process of a --distributed run prints the line
         return 1

@@ -35,7 +35,8 @@ def _schedule_arguments(p: argparse.ArgumentParser) -> None:
                         "dimension (hidden for the standard cells), or with RNNGRAPH_LOOP=mma=1): fp32, or tf32 / bf16 on "
                         "tensor cores with fp32 accumulation (each GEMM line then names its format) (default fp32)")
     p.add_argument("--format", choices=FORMATS, default="text", help="(default text)")
-    p.add_argument("--out", default=None, help="write here instead of stdout (required for gantt: a PNG)")
+    p.add_argument("--out", default=None,
+                   help="write here instead of stdout (required for gantt: an image, PNG, PDF, SVG, ... by its extension)")
 
 
 def run_schedule(args) -> int:
@@ -60,8 +61,11 @@ def run_schedule(args) -> int:
     s = schedule(net.graph, args.window, args.streams, args.dtype, args.plan, options, precision=precision)
     if args.format == "gantt":
         if not args.out:
-            raise CLIError("--format gantt writes a PNG: give --out FILE.png")
-        gantt(s, args.out)
+            raise CLIError("--format gantt writes an image: give --out FILE.png (or .pdf, .svg)")
+        try:
+            gantt(s, args.out)
+        except ValueError as exc:  # matplotlib's "Format 'txt' is not supported (supported formats: ...)"
+            raise CLIError(f"--out {args.out}: {exc}") from None
         print(f"wrote {args.out}")
         return 0
     shape = tuning.changed(args.streams)  # the loop kernels' code shape, which the schedule does not hold
