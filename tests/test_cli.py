@@ -184,7 +184,8 @@ def test_ctrl_c_inside_a_training_step_keeps_the_last_checkpoint(capsys, monkeyp
     _interrupt_on_call(monkeypatch, rg.TrainingStep, "train", 8)  # steps 1-7 done, then Ctrl-C in 8
     code, out, err = train(capsys, text_file, ckpt, steps=20)
     assert code == 130
-    assert err.strip().splitlines() == [f"rnngraph: interrupted at step 7; {ckpt} holds step 6"]
+    assert err.strip().splitlines() == [f"rnngraph: interrupted at step 7; {ckpt} holds step 6 "
+                                        f"(to go on: rnngraph train --checkpoint {ckpt} --resume --steps 20)"]
     ck = load_checkpoint(ckpt)  # the step-6 checkpoint, intact (step 8 may have half-updated params)
     assert ck.step == 6 and ck.data_index == 6
     assert not [f for f in os.listdir(ckpt) if f.endswith(".tmp")]
@@ -221,7 +222,8 @@ def test_ctrl_c_during_a_step_finishes_it_and_saves(capsys, monkeypatch, tmp_pat
     # SIG_IGN instead. Regression: this test failed there with exit code 0.
     code, out, err, restored = train_with_sigint(signal.default_int_handler, capsys, text_file, tmp_path / "ck", 20)
     assert code == 130, (code, calls, err[-500:])
-    assert err.strip().splitlines() == [f"rnngraph: interrupted at step 5; {tmp_path / 'ck'} holds step 5"]
+    assert err.strip().splitlines() == [f"rnngraph: interrupted at step 5; {tmp_path / 'ck'} holds step 5 (to go "
+                                        f"on: rnngraph train --checkpoint {tmp_path / 'ck'} --resume --steps 20)"]
     assert load_checkpoint(tmp_path / "ck").step == 5
     assert restored is signal.default_int_handler  # the CLI put the handler back
 
@@ -250,7 +252,8 @@ def test_ctrl_c_between_steps_writes_a_final_checkpoint(capsys, monkeypatch, tmp
     _interrupt_on_call(monkeypatch, lm.Evaluator, "__call__", 2)  # Ctrl-C in the validation at step 6
     code, out, err = train(capsys, text_file, ckpt, steps=20)
     assert code == 130
-    assert err.strip().splitlines() == [f"rnngraph: interrupted at step 6; {ckpt} holds step 6"]
+    assert err.strip().splitlines() == [f"rnngraph: interrupted at step 6; {ckpt} holds step 6 "
+                                        f"(to go on: rnngraph train --checkpoint {ckpt} --resume --steps 20)"]
     assert load_checkpoint(ckpt).step == 6
 
 
@@ -568,6 +571,18 @@ def test_a_config_field_out_of_range_is_one_line_naming_the_file_and_field(capsy
         assert_one_line_error(code, err, f"{ckpt / 'config.json'}: unreadable or corrupt config ({said}")
 
 
+def test_a_newer_checkpoint_format_says_so(capsys, tmp_path, trained):
+    """A config.json of a later format is named as written by a newer rnngraph (it was called
+    "unreadable or corrupt")."""
+    ckpt = tmp_path / "ck"
+    ckpt.mkdir()
+    config = json.loads((trained / "config.json").read_text(encoding="utf-8"))
+    (ckpt / "config.json").write_text(json.dumps({**config, "format": 99}), encoding="utf-8")
+    (ckpt / "params.npz").write_bytes((trained / "params.npz").read_bytes())
+    code, _, err = run(capsys, "eval", "--checkpoint", ckpt)
+    assert_one_line_error(code, err, f"{ckpt / 'config.json'}: checkpoint format 99, written by a newer rnngraph")
+
+
 CELL_FILES = {
     # the tracing API cannot build a zero-delay cycle; these are the ways a user would try to
     "zero_delay_state.py": ("import rnngraph as rg\n\n@rg.cell\n"
@@ -664,7 +679,8 @@ def test_ctrl_c_on_python_m_rnngraph(tmp_path, text_file):
         proc.kill()
     assert proc.returncode == 130, err
     assert "Traceback" not in err
-    m = re.fullmatch(rf"rnngraph: interrupted at step ([\d,]+); {re.escape(str(ckpt))} holds step ([\d,]+)",
+    m = re.fullmatch(rf"rnngraph: interrupted at step ([\d,]+); {re.escape(str(ckpt))} holds step ([\d,]+) "
+                     rf"\(to go on: rnngraph train --checkpoint {re.escape(str(ckpt))} --resume --steps \d+\)",
                      err.strip())
     assert m, err
     assert m.group(1) == m.group(2)  # the step under way was finished and saved

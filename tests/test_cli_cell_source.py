@@ -67,8 +67,7 @@ def test_cell_flag_takes_precedence(capsys, tmp_path, run_of_cell_file):
     code, _, err = run(capsys, "sample", "--checkpoint", ckpt, "--cell", broken)
     assert_one_line_error(code, err, f"{broken}:1: RuntimeError while importing: not this one")
     code, _, err = run(capsys, "eval", "--checkpoint", ckpt, "--cell", "lstm")
-    assert_one_line_error(code, err, "--cell lstm: this cell's parameters are not the checkpoint's",
-                          "unexpected parameters")
+    assert_one_line_error(code, err, f"{ckpt}: params.npz does not fit the cell of --cell lstm (", "unexpected parameters")
     code, _, err = run(capsys, "sample", "--checkpoint", ckpt, "--cell", tmp_path / "gone.py")
     assert_one_line_error(code, err, "gone.py: no such file (from --cell")
 

@@ -9,7 +9,7 @@ import sys
 
 from ..cellfile import checkpoint_cell
 from ..data import CorpusError
-from ..lm import CheckpointError, LMConfig, choose_chunk, load_corpus, unit
+from ..lm import LMConfig, choose_chunk, load_corpus, unit
 from ..memory import available_device_bytes, available_host_bytes, check_fits, estimate
 from ..passes import schedule as build_schedule
 from ..runtime import compile as rg_compile
@@ -67,12 +67,7 @@ def _check_memory(need, what: str, advice: str) -> None:
 
 def _apply(ck, step, override: str | None) -> None:
     """The checkpoint's parameters into ``step``; with a ``--cell`` ``override`` a misfit names it."""
-    try:
-        ck.apply(step, optimizer=False, state=False)
-    except CheckpointError as exc:
-        if override is None:
-            raise
-        raise CheckpointError(f"--cell {override}: this cell's parameters are not the checkpoint's ({exc})") from None
+    ck.apply(step, optimizer=False, state=False, fit=None if override is None else f"the cell of --cell {override}")
 
 
 def _model(cfg: LMConfig) -> str:

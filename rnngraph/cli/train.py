@@ -405,7 +405,10 @@ class _Trainer:
                         self.checkpoint()
                     except KeyboardInterrupt:  # a second Ctrl-C: the previous checkpoint stays
                         pass
-                print(f"{PROG}: interrupted at step {self.done:,}{self.held()}", file=sys.stderr)
+                held = self.held()
+                if self.saved_step is not None:  # how to go on: a resumed run's --steps defaults to 1000
+                    held += f" (to go on: {PROG} train --checkpoint {self.ckdir} --resume --steps {self.args.steps})"
+                print(f"{PROG}: interrupted at step {self.done:,}{held}", file=sys.stderr)
                 return 130
             except (NotFinite, FloatingPointError) as exc:  # FloatingPointError: the GPU's error, surfacing
                 bar.close()  # where the step is read (a checkpoint's parameters)

@@ -117,17 +117,20 @@ class Checkpoint:
     step: int
     data_index: int
 
-    def apply(self, step: TrainingStep, *, optimizer: bool = True, state: bool = True) -> None:
+    def apply(self, step: TrainingStep, *, optimizer: bool = True, state: bool = True, fit: str | None = None) -> None:
         """Load parameters (and optimizer slots, training states) into ``step``.
+
+        ``fit``: what ``step`` was built from, for the error (default: the checkpoint's own
+        config.json; the CLI's ``--cell`` names another cell).
 
         Raises:
             CheckpointError: a parameter or state of another name or shape (a checkpoint of
-                another cell or shape than its config.json says); with ``optimizer`` or
-                ``state``, an optimizer slot or recurrent state that is not finite.
+                another cell or shape than its config.json says, or than ``fit``); with
+                ``optimizer`` or ``state``, an optimizer slot or recurrent state that is not finite.
         """
         c = self.config
-        what = (f"{self.directory}: {PARAMS_FILE} does not fit its {CONFIG_FILE} ({os.path.basename(c.cell)} "
-                f"x{c.layers}, hidden {c.hidden}, embed {c.embed}, vocab {len(self.vocab)})")
+        what = (f"{self.directory}: {PARAMS_FILE} does not fit {fit or 'its ' + CONFIG_FILE} "
+                f"({os.path.basename(c.cell)} x{c.layers}, hidden {c.hidden}, embed {c.embed}, vocab {len(self.vocab)})")
         have, want = set(self.params), set(step.parameters)
         if have != want:
             extra, lacking = sorted(have - want), sorted(want - have)
@@ -175,10 +178,16 @@ def load_checkpoint(directory) -> Checkpoint:
         raw = json.loads(cpath.read_text(encoding="utf-8"))
         if not isinstance(raw, dict):
             raise ValueError("not a JSON object")
-        if raw.get("format") != FORMAT:
-            raise ValueError(f"format {raw.get('format')!r}, expected {FORMAT}")
+        fmt = raw.get("format")
+        if isinstance(fmt, int) and not isinstance(fmt, bool) and fmt > FORMAT:
+            raise CheckpointError(f"{cpath}: checkpoint format {fmt}, written by a newer rnngraph (this one reads "
+                                  f"format {FORMAT}): upgrade rnngraph to load it")
+        if fmt != FORMAT:
+            raise ValueError(f"format {fmt!r}, expected {FORMAT}")
         cfg = LMConfig.from_json(raw)
         vocab = vocab_from_json(json.dumps(raw["vocab"]))
+    except CheckpointError:
+        raise
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
         raise CheckpointError(f"{cpath}: unreadable or corrupt config ({exc})") from None
     _check_npz_header(ppath)
