@@ -246,3 +246,15 @@ def test_austen_fetch_from_a_relative_cache_dir_passes_paths_valid_in_the_cache(
     with pytest.raises(FetchError, match="dpkg-deb -x .*failed"):
         austen.load_austen("rel")
     assert seen and seen[0][0] == "dpkg-deb"
+
+
+def test_austen_fetch_says_so_and_without_apt_get_names_the_files_and_corpus(tmp_path, monkeypatch, capsys):
+    """The one-time download is announced on stderr; a machine without apt-get is told the six
+    file names to supply and that --corpus trains on a file of one's own."""
+    from rnngraph.data import austen
+    from rnngraph.data.errors import FetchError
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no apt-get, no dpkg-deb
+    with pytest.raises(FetchError, match="apt-get not found") as info:
+        austen.load_austen(tmp_path / "c")
+    assert all(f"{n}.txt" in str(info.value) for n in austen.NOVELS) and "--corpus FILE" in str(info.value)
+    assert "fetching the Austen corpus: apt-get download r-cran-janeaustenr" in capsys.readouterr().err

@@ -16,6 +16,7 @@ from __future__ import annotations
 import glob
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 from .cache import cache_root
@@ -102,15 +103,17 @@ def _run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
     except FileNotFoundError as exc:
         raise FetchError(
             f"{cmd[0]} not found: the Austen corpus comes from the Debian package {PACKAGE}; "
-            f"without {cmd[0]}, put {PACKAGE}_*.deb (from any Debian mirror) or the six "
-            f"NAME.txt files in {cwd}") from exc
+            f"without {cmd[0]}, put {PACKAGE}_*.deb (from any Debian mirror) or the six files "
+            f"{', '.join(f'{n}.txt' for n in NOVELS)} in {cwd}, or train on a text file of your own "
+            f"(rnngraph train --corpus FILE)") from exc
 
 
 def _fetch(cache: Path) -> str:
     """Download (unless a .deb is already there) and unpack the package into ``cache``;
     return the path of its ``Rdata.rdx``."""
     debs = sorted(cache.glob(f"{PACKAGE}_*.deb"))
-    if not debs:
+    if not debs:  # once per cache: said on stderr, as a dataset's download is
+        print(f"fetching the Austen corpus: apt-get download {PACKAGE} into {cache}", file=sys.stderr, flush=True)
         proc = _run(["apt-get", "download", PACKAGE], cache)
         debs = sorted(cache.glob(f"{PACKAGE}_*.deb"))
         if proc.returncode != 0 or not debs:
