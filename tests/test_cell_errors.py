@@ -48,3 +48,17 @@ def test_a_missing_keyword_argument_is_named_when_the_cell_is_made():
     with pytest.raises(rg.GraphError, match="'gain_cell' needs the keyword argument\\(s\\) gain \\(given: hidden\\)"):
         gain_cell(hidden=3)
     assert rg.Sequential(gain_cell(hidden=3, gain=2.0), input_size=2).graph.states
+
+
+@rg.cell
+def sized_cell(x, h: rg.State(size=3)):
+    """A cell that takes no hidden= (its state's size is fixed)."""
+    h_next = rg.tanh(rg.linear(x, 3) + rg.linear(h, 3))
+    return h_next, {"h": h_next}
+
+
+def test_a_cell_without_hidden_is_told_that_stacks_pass_it():
+    """rg.stacked (and the CLI's --hidden) pass hidden= to every cell: a cell without it hears why."""
+    with pytest.raises(rg.GraphError, match="unexpected keyword argument 'hidden'; .*declare it as a keyword-only"):
+        rg.stacked(sized_cell, 1, 3, input_size=2)
+    assert rg.Sequential(sized_cell(), input_size=2).graph.states  # made without hidden= it traces

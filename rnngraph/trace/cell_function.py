@@ -75,7 +75,10 @@ class Cell:
         try:
             sig.bind_partial(*[None] * len(pos), **kwargs)
         except TypeError as e:
-            raise GraphError(f"cell {self.name!r}: {e}") from None
+            hint = ("; rg.stacked, rnngraph.torch.RNN and the command line's --hidden give every cell hidden=: "
+                    "declare it as a keyword-only argument (def cell(x, h: rg.State, *, hidden))"
+                    if "hidden" in kwargs and "hidden" not in sig.parameters else "")
+            raise GraphError(f"cell {self.name!r}: {e}{hint}") from None
         missing = [p.name for p in sig.parameters.values()
                    if p.kind == p.KEYWORD_ONLY and p.default is p.empty and p.name not in kwargs]
         if missing:
