@@ -557,6 +557,7 @@ def test_a_parameter_that_is_not_finite_is_refused_on_load(capsys, tmp_path, tra
     ("optimizer", "adam", "optimizer must be an object with a name and an lr"),
     ("optimizer", {"name": "adam", "lr": -1}, "optimizer {'name': 'adam', 'lr': -1}: Adam: lr must be a positive "
                                               "number, got -1"),
+    ("corpus_sha256", "abc", "corpus_sha256 must be null or a SHA-256 digest in hex, got 'abc'"),
 ])
 def test_a_config_field_out_of_range_is_one_line_naming_the_file_and_field(capsys, tmp_path, trained, field, value,
                                                                            said):
@@ -747,3 +748,24 @@ def test_readme_lists_every_command():
     assert re.findall(r"`(\w+)`", listed) == [c.name for c in cli.COMMANDS]
     for c in cli.COMMANDS:  # and each has an example in 'The command line'
         assert f"\nrnngraph {c.name} " in readme, c.name
+
+
+def test_an_edited_corpus_is_noted_by_eval_and_resume(capsys, tmp_path, text_file):
+    """A checkpoint keeps its text's SHA-256 (config corpus_sha256): eval and train --resume on the
+    same file say nothing; after the file was edited (the splits move, silently before) they say
+    so in a note, and the resumed run's checkpoint keeps the new text's."""
+    from rnngraph.data import Corpus
+    corpus, ckpt = tmp_path / "c.txt", tmp_path / "ck"
+    text = text_file.read_text(encoding="utf-8")
+    corpus.write_text(text, encoding="utf-8")
+    assert train(capsys, corpus, ckpt)[0] == 0
+    assert load_checkpoint(ckpt).config.corpus_sha256 == Corpus.from_file(corpus).fingerprint()
+    code, _, err = run(capsys, "eval", "--checkpoint", ckpt)
+    assert code == 0 and "has changed" not in err
+    corpus.write_text(text + " ".join(WORDS[:12]) + "\n", encoding="utf-8")  # the same vocabulary
+    code, _, err = run(capsys, "eval", "--checkpoint", ckpt)
+    assert code == 0 and f"note: {corpus} has changed since {ckpt} was written" in err
+    code, _, err = run(capsys, "train", "--checkpoint", ckpt, "--resume", "--steps", 8, "--no-progress")
+    assert code == 0 and f"note: {corpus} has changed since {ckpt}" in err
+    assert load_checkpoint(ckpt).config.corpus_sha256 == Corpus.from_file(corpus).fingerprint()
+    assert "has changed" not in run(capsys, "eval", "--checkpoint", ckpt)[2]

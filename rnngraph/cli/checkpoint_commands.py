@@ -8,8 +8,8 @@ from ..data import CorpusError, tokenize_words
 from ..lm import (Evaluator, LMConfig, build_network, canonical_corpus, describe_loss, generate, load_checkpoint,
                   load_corpus, unit)
 from .arguments import CHUNK_HELP, chunk_choice, directory, nonnegative_int, positive_float, positive_int
-from .step_setup import (_apply, _check_memory, _checkpoint_config, _checkpoint_corpus, _chunked, _compile, _device,
-                         _footprint, _head_words, _model)
+from .step_setup import (_apply, _check_memory, _checkpoint_config, _checkpoint_corpus, _chunked, _compile,
+                         _corpus_note, _device, _footprint, _head_words, _model)
 
 
 CELL_OVERRIDE = ("run this cell instead of the one stored in the checkpoint: file.py (the checkpoint's function "
@@ -100,6 +100,8 @@ def run_eval(args) -> int:
     net = build_network(cfg, len(ck.vocab), dropout=0.0)  # evaluation never drops
     corpus = (load_corpus(canonical_corpus(args.corpus)) if args.corpus else
               _checkpoint_corpus(cfg.corpus, "give --corpus FILE"))
+    if not args.corpus:
+        _corpus_note(ck, corpus)
     ids = ck.vocab.encode(getattr(corpus, args.split))
     if len(ids) < 2:
         raise CorpusError(f"{corpus.name}: the {args.split} split has {len(ids)} {unit(cfg.level)}(s); "

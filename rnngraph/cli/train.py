@@ -20,7 +20,8 @@ from .arguments import PROG, CLIError, Reported
 from .distributed_setup import (Processes, agree, any_process, first_process, in_process, join, leave, note_failure,
                                 peer_noted, sharded, wait_for_reporter)
 from .sigint import SigintGuard
-from .step_setup import _check_memory, _checkpoint_config, _checkpoint_corpus, _chunked, _compile, _device, _fits
+from .step_setup import (_check_memory, _checkpoint_config, _checkpoint_corpus, _chunked, _compile, _corpus_note,
+                         _device, _fits)
 from .train_memory import lowering_advice, sizes_words, training_need
 from .train_config import DEFAULT_STEPS, _config_from_args, _resumed_config
 
@@ -141,6 +142,9 @@ class _Trainer:
         if ck is not None and self.vocab != ck.vocab:
             raise CheckpointError(f"{self.ckdir}: the corpus {cfg.corpus} has changed since the checkpoint "
                                   f"(its vocabulary differs)")
+        if ck is not None:
+            _corpus_note(ck, corpus)
+        cfg.corpus_sha256 = corpus.fingerprint()  # the text this run trains on, kept in its checkpoints
         # the head's chunk: a new run's from --chunk (auto by default), a resumed run's stays unless given
         self.cfg = cfg = _chunked(cfg, "auto" if args.chunk is None and ck is None else args.chunk, len(self.vocab),
                                  sys.stdout)  # with the banner (quiet on the other processes of --distributed)

@@ -43,7 +43,9 @@ class LMConfig:
     no ``head.W.weight`` and embed must equal hidden (checkpoints written before it existed load
     as False); precision: the once-per-window GEMMs' operand format, ``"fp32"``, ``"tf32"`` or
     ``"bf16"`` (rnngraph/precision.py; checkpoints written before it existed load as fp32; the
-    parameters are float32 in every precision, so a resumed run may change it).
+    parameters are float32 in every precision, so a resumed run may change it); corpus_sha256:
+    :meth:`rnngraph.data.Corpus.fingerprint` of the text it last trained on (None in checkpoints
+    written before it was kept), for a note when the corpus file has changed since.
     """
 
     cell: str = "lstm"
@@ -65,10 +67,11 @@ class LMConfig:
     chunk: int | None = None
     tie_weights: bool = False
     precision: str = "fp32"
+    corpus_sha256: str | None = None
 
     #: Fields that older checkpoints lack, with the value that reproduces what they trained.
     OPTIONAL = {"dropout": 0.0, "lr_schedule": {"name": "constant"}, "cell_source": None, "chunk": None,
-                "tie_weights": False, "precision": "fp32"}
+                "tie_weights": False, "precision": "fp32", "corpus_sha256": None}
     #: Fields that fix the parameters' shapes or the data layout: a resumed run must agree.
     FIXED = ("cell", "layers", "hidden", "embed", "window", "streams", "level", "corpus", "dtype",
              "max_words", "tie_weights")
@@ -139,6 +142,9 @@ _FIELDS = {
     "lr_schedule": (lambda v: isinstance(v, dict), 'an object such as {"name": "constant"}'),
     "chunk": (lambda v: v is None or _count(v), "null or a positive integer"),
     "tie_weights": (lambda v: isinstance(v, bool), "true or false"),
+    "corpus_sha256": (lambda v: v is None or (isinstance(v, str) and len(v) == 64
+                                              and all(c in "0123456789abcdef" for c in v)),
+                      "null or a SHA-256 digest in hex"),
 }
 
 
