@@ -54,15 +54,15 @@ def _check_cell_kwargs(cell, kwargs: dict) -> None:
     ``cell`` (an @rg.cell function), naming nn.LSTM's arguments' replacements: without it, the
     cell's tracing reported ``num_layers=2`` as the cell's error."""
     params = inspect.signature(cell.__wrapped__).parameters
-    takes = {n for n, p in params.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
     if any(p.kind is p.VAR_KEYWORD for p in params.values()):
         return
+    takes = {n for n, p in params.items() if p.kind is p.KEYWORD_ONLY}  # a cell's configuration (rg.cell)
     for k in kwargs:
         if k in takes:
             continue
         if k in _NN_ARGUMENTS:
             raise TypeError(f"RNN() has no argument {k!r} (nn.LSTM's): {_NN_ARGUMENTS[k]}")
-        config = sorted(n for n, p in params.items() if p.kind is p.KEYWORD_ONLY and n != "hidden")
+        config = sorted(takes - {"hidden"})
         raise TypeError(f"RNN() got an unexpected keyword argument {k!r}: neither RNN's nor a configuration "
                         f"argument of cell {cell.__name__!r} (it takes {', '.join(config) or 'none'} besides hidden)")
 

@@ -115,11 +115,12 @@ def _checkpoint_corpus(spec: str, hint: str):
     return load_corpus(spec)
 
 
-def _corpus_note(ck, corpus) -> None:
+def _corpus_note(ck, corpus, digest: str | None = None) -> None:
     """A note on stderr when ``corpus`` is not the text checkpoint ``ck`` trained on (its config's
-    ``corpus_sha256``, kept since 2026-12-06): an edited file moves the splits without another sign."""
+    ``corpus_sha256``, kept since 2026-12-06): an edited file moves the splits without another sign.
+    ``digest``: ``corpus.fingerprint()`` where the caller has it already."""
     kept = ck.config.corpus_sha256
-    if kept is not None and kept != corpus.fingerprint():
+    if kept is not None and kept != (digest or corpus.fingerprint()):
         print(f"note: {corpus.name} has changed since {ck.directory} was written (its text's SHA-256 differs): "
               f"the train / valid / test splits and the vocabulary's coverage may have moved", file=sys.stderr,
               flush=True)

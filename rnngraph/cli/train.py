@@ -142,9 +142,9 @@ class _Trainer:
         if ck is not None and self.vocab != ck.vocab:
             raise CheckpointError(f"{self.ckdir}: the corpus {cfg.corpus} has changed since the checkpoint "
                                   f"(its vocabulary differs)")
-        if ck is not None:
-            _corpus_note(ck, corpus)
         cfg.corpus_sha256 = corpus.fingerprint()  # the text this run trains on, kept in its checkpoints
+        if ck is not None:
+            _corpus_note(ck, corpus, cfg.corpus_sha256)
         # the head's chunk: a new run's from --chunk (auto by default), a resumed run's stays unless given
         self.cfg = cfg = _chunked(cfg, "auto" if args.chunk is None and ck is None else args.chunk, len(self.vocab),
                                  sys.stdout)  # with the banner (quiet on the other processes of --distributed)
