@@ -1,7 +1,7 @@
 """RNNGRAPH_LOOP, read once at the API boundary into the values the compiler takes.
 
 ``RNNGRAPH_LOOP="key=value,..."`` overrides, key by key, the defaults for each S of the schedule
-options (keys ``ln``, ``flags``, ``lngrad``, ``mma``: rnngraph/schedule_options.py) and of the loop
+options (keys ``ln``, ``flags``, ``lngrad``, ``mma``, ``fold``: rnngraph/schedule_options.py) and of the loop
 kernels' code shape (the knobs of rnngraph/codegen/tuning.py), for tuning runs
 (bench/loop_sweep.py). ``rg.compile``, ``rg.compile_rnn`` (and so ``rnngraph.torch.RNN``), the
 CLI and rnngraph/bench/ call :func:`from_environment` once, when they are created, and
@@ -19,7 +19,8 @@ from .schedule_options import ScheduleOptions
 VARIABLE = "RNNGRAPH_LOOP"
 #: RNNGRAPH_LOOP key -> the ScheduleOptions field it sets (0 or 1: False or True)
 SCHEDULE_KEYS = MappingProxyType({"ln": "persistent_layer_norms", "flags": "flagged_exchange",
-                                  "lngrad": "post_loop_sums", "mma": "loop_tensor_cores"})
+                                  "lngrad": "post_loop_sums", "mma": "loop_tensor_cores",
+                                  "fold": "folded_biases"})
 TUNING_KEYS = tuple(f.name for f in fields(LoopTuning))
 KEYS = tuple(SCHEDULE_KEYS) + TUNING_KEYS
 

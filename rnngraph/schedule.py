@@ -71,7 +71,9 @@ class Loop:
     after it (passes/param_grad_sums.py), the loop computing only their input gradients;
     flagged: the values its GEMMs read through flagged words (each element with its timestep
     tag, polled by the readers) instead of after a grid sync (passes/flag_exchange.py; ``syncs``
-    are then those still needed).
+    are then those still needed); folded_biases (forward): (loop product, window product) pairs
+    whose sum alone is read, the loop's GEMM store adding the window product's bias too, which
+    then gets no bias kernel (passes/folded_biases.py).
     """
 
     name: str
@@ -85,6 +87,7 @@ class Loop:
     early_sums: tuple[str, ...] = ()
     post_sums: tuple[str, ...] = ()
     flagged: tuple[str, ...] = ()
+    folded_biases: tuple[tuple[str, str], ...] = ()
 
     @property
     def sync_after(self) -> tuple[int, ...]:
@@ -306,6 +309,9 @@ def _step_lines(s, window: int, columns: int, g: Graph, sched: Schedule | None =
         lines.append(f"    row sums one level early (no reduction sync): {', '.join(s.early_sums)}")
     if s.flagged:
         lines.append(f"    flagged exchange (readers poll each element's timestep tag): {', '.join(s.flagged)}")
+    if s.folded_biases:
+        lines.append("    biases added by the loop's product stores (no bias kernel over the window): "
+                     + ", ".join(f"{w}'s by {m}" for m, w in s.folded_biases))
     if s.post_sums:
         lines.append(f"    gain and bias gradients after the loop (reduce kernels): {', '.join(s.post_sums)}")
     for offset, label in s.stages:

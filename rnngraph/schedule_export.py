@@ -37,7 +37,8 @@ def to_json(s: Schedule) -> dict:
         return {"type": "loop", "name": x.name, "reverse": x.reverse, "mode": x.mode, "levels": x.levels,
                 "reduction_syncs": x.reduction_syncs, "grid_syncs_after": list(x.sync_after),
                 "early_row_sums": list(x.early_sums), "post_loop_sums": list(x.post_sums),
-                "flagged": list(x.flagged), "ticks": x.ticks,
+                "flagged": list(x.flagged),
+                "folded_biases": [list(f) for f in x.folded_biases], "ticks": x.ticks,
                 "stages": [{"offset": o, "label": lbl} for o, lbl in x.stages],
                 "kernels": [kernel(x, k) for k in x.kernels]}
 

@@ -4,7 +4,7 @@
 for the schedule's S); the Schedule keeps it, and its dump names the options that differ from
 the defaults. The code shape of the loop kernels is ``rnngraph.codegen.tuning.LoopTuning``. Both
 are given to ``rg.compile`` / ``rg.compile_rnn`` / ``rnngraph.torch.RNN`` as ``options=`` and
-``tuning=``, or set through ``RNNGRAPH_LOOP`` (keys ``ln``, ``flags``, ``lngrad``, ``mma`` here), which
+``tuning=``, or set through ``RNNGRAPH_LOOP`` (keys ``ln``, ``flags``, ``lngrad``, ``mma``, ``fold`` here), which
 only the API reads (rnngraph/loop_env.py).
 
 Each default, its reason and the measurements behind it (H200, fwd+bwd, H=512, T=100; the
@@ -36,6 +36,9 @@ history is in bench/HISTORY.md):
   hence the second clause. Measured on LSTM-family cells only: GRU and Elman cells, whose
   products have fewer rows, and bidirectional layers take the same rule unmeasured
   (bench/README.md); layernorm_lstm H=1024 S=1 (13 % faster on tensor cores in the grid) stays off.
+- ``folded_biases`` always: the bias of a once-per-window product summed with a persistent loop's
+  product is added by the loop's store instead of a kernel over the window
+  (passes/folded_biases.py; measured in bench/HISTORY.md section 20).
 """
 from __future__ import annotations
 
@@ -100,7 +103,10 @@ class ScheduleOptions:
       products take it too -- on tensor cores in the persistent kernels (``mma.sync``,
       codegen/loop_mma.py), operands rounded in the NumPy emulation and the simulator; False:
       they stay fp32 (FFMA), only the once-per-window GEMMs take the precision. No effect in fp32.
-      By default on where :func:`loop_tensor_cores_by_default` says so.
+      By default on where :func:`loop_tensor_cores_by_default` says so;
+    - ``folded_biases``: a persistent forward loop's GEMM store adds the bias of the
+      once-per-window product its product is summed with, which then gets no bias kernel
+      (passes/folded_biases.py); False: each product adds its own bias.
 
     Raises ValueError naming the field and the value for anything but True or False.
     """
@@ -109,6 +115,7 @@ class ScheduleOptions:
     flagged_exchange: bool = False
     post_loop_sums: bool = True
     loop_tensor_cores: bool = False
+    folded_biases: bool = True
 
     def __post_init__(self):
         for f in fields(self):
@@ -129,7 +136,7 @@ class ScheduleOptions:
         wide = loop_tensor_cores_by_default(streams, _check_width(recurrent_width))
         return cls(persistent_layer_norms=streams <= LN_PERSISTENT_STREAMS,
                    flagged_exchange=streams <= FLAGGED_EXCHANGE_STREAMS, post_loop_sums=True,
-                   loop_tensor_cores=precision != "fp32" and wide)
+                   loop_tensor_cores=precision != "fp32" and wide, folded_biases=True)
 
     def replace(self, **changes) -> "ScheduleOptions":
         """A copy with ``changes`` (validated like the constructor)."""

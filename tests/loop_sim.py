@@ -9,7 +9,8 @@ with the NumPy backend's state just after it:
 
 - forward: all value buffers (history rows too) hold the NumPy forward values, those the loop
   writes NaN in the window rows (a value the kernel should store and does not stays NaN); after
-  the launch every value buffer must equal the forward values;
+  the launch every value buffer must equal the forward values (a folded bias, passes/
+  folded_biases.py, moved from the window product's buffer to the loop product's);
 - backward: the gradient buffers and parameter gradients hold the NumPy backward's state after
   the steps before the loop, the value buffers the forward values (the layer norms' row sums
   stay as the forward loop kernels left them); after the launch every parameter gradient and
@@ -29,6 +30,7 @@ import numpy as np
 
 from rnngraph.executor import ScheduleExecutor
 from rnngraph.ir import INDEX
+from rnngraph.passes.folded_biases import loop_folded
 from rnngraph.reference import id_limits
 from rnngraph.schedule import Loop
 
@@ -69,6 +71,9 @@ def check_loops(step, seed: int = 0, rtol: float = 1e-4, atol: float = 1e-5) -> 
     inputs = _inputs(g, T, S, rng)
     dy = None if g.loss else {o: rng.normal(size=(T, S, g.by_name[o].size)) for o in g.outputs}
     fwd = ScheduleExecutor(s, "float64").forward(params, inputs, states)
+    for loop_node, window_node in loop_folded(s.forward).items():  # the buffers hold the sum as the code splits it
+        bias = params[g.by_name[window_node].params[1]]
+        fwd.values[loop_node], fwd.values[window_node] = fwd.values[loop_node] + bias, fwd.values[window_node] - bias
     hist = {st.node: fwd.states[st.name] for st in g.states}
 
     def full(node: str, window, history) -> np.ndarray:

@@ -123,7 +123,7 @@ def test_resolve_overrides_the_defaults_of_each_streams():
     assert loop_env.resolve(65, overrides=loop_env.parse("ln=1,lngrad=0"))[0] == ScheduleOptions(
         persistent_layer_norms=True, post_loop_sums=False)
     assert loop_env.resolve(2) == (ScheduleOptions(persistent_layer_norms=True), LoopTuning())
-    assert loop_env.as_keys(*loop_env.resolve(1))["flags"] == 1 and len(loop_env.as_keys(*loop_env.resolve(1))) == 25
+    assert loop_env.as_keys(*loop_env.resolve(1))["flags"] == 1 and len(loop_env.as_keys(*loop_env.resolve(1))) == 26
     with pytest.raises(TypeError, match="tuning must be an rg.LoopTuning, got dict"):
         loop_env.resolve(1, tuning={"rows": 2})
     with pytest.raises(TypeError, match="options must be an rg.ScheduleOptions, got LoopTuning"):

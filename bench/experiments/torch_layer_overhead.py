@@ -7,7 +7,7 @@ with ``--layers 1 --batch 64 --min-length 30``): what lengths cost, on the host 
 
 Prints, for each: the host time to issue one call (no synchronisation), the GPU span of one call
 (CUDA events), the Python functions' own host time (cProfile) and the profiler's table of host
-operations and GPU kernels over ``--iters`` calls. Usage (GPU)::
+operations and GPU kernels over ``--iters`` calls (``--trace``: their timelines too). Usage (GPU)::
 
     python3 bench/experiments/torch_layer_overhead.py --out $OUT/overhead.txt
 """
@@ -38,6 +38,8 @@ def main(argv=None) -> int:
     ap.add_argument("--min-length", type=int, help="also time the module with lengths in [this, 100)")
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--out")
+    ap.add_argument("--trace", metavar="PREFIX", help="also write each case's profiler timeline as PREFIX-CASE.json "
+                    "(chrome://tracing): where the GPU waits for the host")
     args = ap.parse_args(argv)
     dev = torch.device("cuda")
     torch.manual_seed(0)
@@ -98,6 +100,8 @@ def main(argv=None) -> int:
             torch.cuda.synchronize()
         lines.append(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=30))
         lines.append(prof.key_averages().table(sort_by="self_device_time_total", row_limit=20))
+        if args.trace:
+            prof.export_chrome_trace(f"{args.trace}-{name.replace(' ', '-')}.json")
     text = "\n".join(lines)
     print(text)
     if args.out:

@@ -28,9 +28,14 @@ class LibraryLaunches:
     schedule puts the loops' products on tensor cores, as the persistent loops' in-kernel
     products)."""
 
-    def __init__(self, buf: Buffers, stream, precision: str = "fp32", loop_precision: str = "fp32"):
+    def __init__(self, buf: Buffers, stream, precision: str = "fp32", loop_precision: str = "fp32",
+                 folded: dict[str, str] | None = None):
         self.buf, self.stream, self.g, self.precision = buf, stream, buf.g, precision
         self.loop_precision = loop_precision
+        #: loop product -> the window product whose bias it adds (passes/folded_biases.py): the
+        #: window product's launcher adds no bias; a per-timestep launch of the loop product adds both
+        self.folded = dict(folded or {})
+        self._window_folded = set(self.folded.values())
         #: loss node -> (forward, backward) launchers used instead of its registry entry's while
         #: set (an rg.LSHSoftmax head's sparse training loss: codegen/lsh_step.py)
         self.loss_overrides: dict[str, tuple] = {}
@@ -69,10 +74,12 @@ class LibraryLaunches:
         out = view(n.name)
         run, _ = library.gemm_launcher(view(r.node, delay=r.delay), W, out, trans_b=True, stream=self.stream,
                                        precision=precision)
-        if len(n.params) < 2:
+        biases = [b.P[n.params[1]]] if len(n.params) == 2 and not (t is None and n.name in self._window_folded) else []
+        if t is not None and n.name in self.folded:  # a folded loop run per timestep (not persistent)
+            biases.append(b.P[self.g.by_name[self.folded[n.name]].params[1]])
+        if not biases:
             return run
-        bias = b.P[n.params[1]]
-        return lambda: (run(), library.add_bias(out, bias, stream=self.stream))
+        return lambda: (run(), *(library.add_bias(out, bias, stream=self.stream) for bias in biases))
 
     def wgrad_launcher(self, n):
         """A weight-gradient GEMM (and bias column sum) over the window, prepared once. The bias

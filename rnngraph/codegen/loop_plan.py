@@ -458,17 +458,21 @@ class _Context:
         xrow = f"{names.depth(x) - ref.delay} + t"
         if not self.loop.reverse:
             rows = []
+            folded = dict(self.loop.folded_biases)  # the window products whose bias the store adds too
             for n in nodes:
                 w = names.param(n.params[0])
-                b = names.param(n.params[1]) if len(n.params) == 2 else None
+                biases = [names.param(n.params[1])] if len(n.params) == 2 else []
+                if n.name in folded:
+                    biases.append(names.param(g.by_name[folded[n.name]].params[1]))
                 out, X = names.value(n.name), names.value(x)
-                self.buffers.update({w, out, X} | ({b} if b else set()))
+                self.buffers.update({w, out, X, *biases})
                 reps = n.size // uL
-                comment = f"# {k.name}: {n.name} = {n.params[0]} @ {ref}{' + bias' if b else ''}"
+                also = f" + {folded[n.name]}'s bias" if n.name in folded else ""
+                comment = f"# {k.name}: {n.name} = {n.params[0]} @ {ref}{' + bias' if len(n.params) == 2 else ''}{also}"
                 flag = self._flag(X, xrow)
                 weight, prepared = self._weight(w, reps, uL, K, self._chunked(K, [flag]))
                 terms = (GemmTerm(weight, X, xrow, flag, prepared, self._weight4(w, reps, uL, K)),)
-                store = f"{out}[{names.depth(n.name)} + t, {{s}}, {{r}}] = {{acc}}" + (f" + {b}[{{r}}]" if b else "")
+                store = f"{out}[{names.depth(n.name)} + t, {{s}}, {{r}}] = {{acc}}" + "".join(f" + {b}[{{r}}]" for b in biases)
                 # padded steps skipped (not for an output read through flag words: its readers poll it)
                 skip = self.skip and out not in self.flag_buffers
                 if skip:

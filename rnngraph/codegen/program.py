@@ -23,6 +23,7 @@ import numpy as np
 from numba import cuda
 
 from ..ops import is_row_reduction
+from ..passes.folded_biases import loop_folded
 from ..passes.twin_biases import written_once
 from ..schedule import Kernel, Loop, Phase, Schedule, gradient_inputs, loop_precision
 from . import module
@@ -43,14 +44,16 @@ SIM_BLOCKS = 1  # simulator only: "blocks" a persistent loop kernel's one block 
 
 def every_value_written(schedule: Schedule) -> Schedule:
     """``schedule`` with every forward pointwise and reduction kernel writing all the nodes it
-    computes to their ``V`` buffers (the generated code keeps the others in registers): what
+    computes to their ``V`` buffers (the generated code keeps the others in registers), and every
+    product its own bias (no ``folded_biases``: passes/folded_biases.py): what
     ``TrainingStep.forward(all_values=True)`` runs. The extra stores are read by no kernel, so
     the syncs and levels of the schedule stay valid; the backward is unchanged."""
     def widen(k: Kernel) -> Kernel:
         if k.kind not in ("pointwise", "reduction"):
             return k
         return replace(k, writes=tuple(dict.fromkeys(k.writes + k.ops)))
-    forward = tuple(replace(step, kernels=tuple(widen(k) for k in step.kernels)) for step in schedule.forward)
+    forward = tuple(replace(step, kernels=tuple(widen(k) for k in step.kernels),
+                            **({"folded_biases": ()} if isinstance(step, Loop) else {})) for step in schedule.forward)
     return replace(schedule, forward=forward)
 
 
@@ -93,7 +96,8 @@ class CudaProgram(LoopLaunches):
                                                                grad_nodes=schedule.gradient_nodes,
                                                                value_nodes=schedule.value_nodes,
                                                                unzeroed=unzeroed)
-        self.lib = LibraryLaunches(self.buf, self.stream, schedule.precision, loop_precision(schedule))
+        self.lib = LibraryLaunches(self.buf, self.stream, schedule.precision, loop_precision(schedule),
+                                   loop_folded(schedule.forward))
         self.virtual_blocks = SIM_BLOCKS if self.sim and SIM_BLOCKS > 1 else 0  # LoopEmitter's virtual_blocks
         self.sources: list[str] = [PRELUDE]
         self.loop_threads: dict[str, int] = {}  # persistent kernel -> threads per block it launches with

@@ -14,7 +14,10 @@ passes/grid_syncs.py; a persistent backward loop's ``post_sums`` (layer norms wh
 gradients are summed after it, each by a ``reduce`` kernel in the weight-gradient phase) from
 passes/param_grad_sums.py; with ``options.flagged_exchange`` (rnngraph/schedule_options.py), a
 loop's ``flagged`` values (GEMM inputs handed between blocks as tagged words instead of after a
-grid sync) and the syncs they leave from passes/flag_exchange.py. The Schedule keeps the options.
+grid sync) and the syncs they leave from passes/flag_exchange.py; a persistent forward loop's
+``folded_biases`` (window products whose bias its GEMM store adds; with
+``options.folded_biases``) from passes/folded_biases.py.
+The Schedule keeps the options.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from dataclasses import replace
 from ..schedule import Kernel, Loop, Phase, Schedule
 from .cost import backward_flops, node_flops
 from .flag_exchange import with_flags
+from .folded_biases import fold_biases
 from .grid_syncs import grid_syncs
 from .param_grad_sums import post_loop_sums
 from .row_sums import early_row_sums
@@ -211,6 +215,8 @@ def lower(plan: Plan) -> Schedule:
     """Build the Schedule (see the module docstring)."""
     low = _Lowering(plan)
     fwd = low.forward()
+    if plan.options.folded_biases:
+        fwd = fold_biases(plan.graph, fwd)
     bwd = low.backward(fwd)
     return Schedule(plan.graph, plan.window, plan.streams, plan.dtype, plan.plan, plan.reason, tuple(fwd), tuple(bwd),
                     plan.options)

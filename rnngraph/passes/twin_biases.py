@@ -28,24 +28,32 @@ from __future__ import annotations
 from ..ir import Graph
 
 
-def twin_biases(graph: Graph) -> dict[str, str]:
-    """The pairs of biased linear nodes whose output gradients are equal (see the module
-    docstring): the node whose weight-gradient step sums the gradient -> its twin, whose bias
-    gradient gets the same sums and whose step sums nothing. The first of a pair in graph order
-    sums."""
+def sole_add_pairs(graph: Graph) -> list[tuple[str, str]]:
+    """(a, b), a before b in graph order, for every two-argument ``add`` of two linear nodes that
+    it reads at delay 0 and alone reads, neither an output, the loss or a state's node (a caller
+    seeds those gradients): only their sum is ever read, and both get the add's gradient."""
     consumers, order = graph.consumers(), {m.name: i for i, m in enumerate(graph.nodes)}
     outputs = graph.seeded  # gradients a caller seeds
-    pairs: dict[str, str] = {}
+    out = []
     for n in graph.nodes:
         if n.op != "add" or len(n.args) != 2 or n.args[0].node == n.args[1].node:
             continue
         refs = [graph.by_name[r.node] for r in n.args]
         if all(r.delay == 0 for r in n.args) and all(
-                m.op == "linear" and len(m.params) == 2 and m.name not in outputs
+                m.op == "linear" and m.name not in outputs
                 and [(c.name, r.delay) for c, r in consumers[m.name]] == [(n.name, 0)] for m in refs):
             first, second = sorted(refs, key=lambda m: order[m.name])
-            pairs[first.name] = second.name
-    return pairs
+            out.append((first.name, second.name))
+    return out
+
+
+def twin_biases(graph: Graph) -> dict[str, str]:
+    """The pairs of biased linear nodes whose output gradients are equal (see the module
+    docstring): the node whose weight-gradient step sums the gradient -> its twin, whose bias
+    gradient gets the same sums and whose step sums nothing. The first of a pair in graph order
+    sums."""
+    return {a: b for a, b in sole_add_pairs(graph)
+            if len(graph.by_name[a].params) == 2 and len(graph.by_name[b].params) == 2}
 
 
 def written_once(graph: Graph, flagged=frozenset()) -> frozenset[str]:
