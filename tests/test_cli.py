@@ -185,7 +185,7 @@ def test_ctrl_c_inside_a_training_step_keeps_the_last_checkpoint(capsys, monkeyp
     code, out, err = train(capsys, text_file, ckpt, steps=20)
     assert code == 130
     assert err.strip().splitlines() == [f"rnngraph: interrupted at step 7; {ckpt} holds step 6 "
-                                        f"(to go on: rnngraph train --checkpoint {ckpt} --resume --steps 20)"]
+                                        f"(to go on: rnngraph train --checkpoint {ckpt} --resume)"]
     ck = load_checkpoint(ckpt)  # the step-6 checkpoint, intact (step 8 may have half-updated params)
     assert ck.step == 6 and ck.data_index == 6
     assert not [f for f in os.listdir(ckpt) if f.endswith(".tmp")]
@@ -193,6 +193,23 @@ def test_ctrl_c_inside_a_training_step_keeps_the_last_checkpoint(capsys, monkeyp
     code, out, err = train(capsys, text_file, ckpt, "--resume", steps=9)
     assert code == 0, err
     assert load_checkpoint(ckpt).step == 9
+
+
+def test_a_resumed_run_without_steps_trains_to_the_total_it_was_asked_for(capsys, monkeypatch, tmp_path, text_file):
+    """The checkpoint keeps --steps (config ``steps``): resuming a constant-lr run interrupted at step
+    4 of 9 goes on to 9 (it went on to 1,000 before), and one resumed with --steps 11 keeps 11."""
+    ckpt = tmp_path / "ck"
+    _interrupt_on_call(monkeypatch, rg.TrainingStep, "train", 5)  # steps 1-4 done, Ctrl-C in 5
+    assert train(capsys, text_file, ckpt, steps=9)[0] == 130
+    monkeypatch.undo()
+    assert load_checkpoint(ckpt).config.steps == 9
+    code, out, err = run(capsys, "train", "--checkpoint", ckpt, "--resume", "--no-progress")
+    assert code == 0, err
+    assert load_checkpoint(ckpt).step == 9
+    code, out, err = run(capsys, "train", "--checkpoint", ckpt, "--resume", "--steps", 11, "--no-progress")
+    assert code == 0 and load_checkpoint(ckpt).step == 11 and load_checkpoint(ckpt).config.steps == 11
+    code, out, err = run(capsys, "train", "--checkpoint", ckpt, "--resume", "--no-progress")
+    assert code == 0 and "nothing to do" in out and "--steps is 11" in out, (out, err)
 
 
 def train_with_sigint(handler, capsys, text_file, ckpt, steps):
@@ -223,7 +240,7 @@ def test_ctrl_c_during_a_step_finishes_it_and_saves(capsys, monkeypatch, tmp_pat
     code, out, err, restored = train_with_sigint(signal.default_int_handler, capsys, text_file, tmp_path / "ck", 20)
     assert code == 130, (code, calls, err[-500:])
     assert err.strip().splitlines() == [f"rnngraph: interrupted at step 5; {tmp_path / 'ck'} holds step 5 (to go "
-                                        f"on: rnngraph train --checkpoint {tmp_path / 'ck'} --resume --steps 20)"]
+                                        f"on: rnngraph train --checkpoint {tmp_path / 'ck'} --resume)"]
     assert load_checkpoint(tmp_path / "ck").step == 5
     assert restored is signal.default_int_handler  # the CLI put the handler back
 
@@ -253,7 +270,7 @@ def test_ctrl_c_between_steps_writes_a_final_checkpoint(capsys, monkeypatch, tmp
     code, out, err = train(capsys, text_file, ckpt, steps=20)
     assert code == 130
     assert err.strip().splitlines() == [f"rnngraph: interrupted at step 6; {ckpt} holds step 6 "
-                                        f"(to go on: rnngraph train --checkpoint {ckpt} --resume --steps 20)"]
+                                        f"(to go on: rnngraph train --checkpoint {ckpt} --resume)"]
     assert load_checkpoint(ckpt).step == 6
 
 
@@ -681,7 +698,7 @@ def test_ctrl_c_on_python_m_rnngraph(tmp_path, text_file):
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     m = re.fullmatch(rf"rnngraph: interrupted at step ([\d,]+); {re.escape(str(ckpt))} holds step ([\d,]+) "
-                     rf"\(to go on: rnngraph train --checkpoint {re.escape(str(ckpt))} --resume --steps \d+\)",
+                     rf"\(to go on: rnngraph train --checkpoint {re.escape(str(ckpt))} --resume\)",
                      err.strip())
     assert m, err
     assert m.group(1) == m.group(2)  # the step under way was finished and saved

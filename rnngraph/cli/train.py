@@ -217,11 +217,15 @@ class _Trainer:
         _check_memory(need, sizes, advice)
 
     def _resolve_steps(self, cfg: LMConfig, ck) -> None:
-        """``args.steps`` when not given (a resumed cosine run: where its curve ends), and the
-        cosine schedule's end step in ``cfg`` (saved with the checkpoints)."""
+        """``args.steps`` when not given (a resumed run: the total it was last asked to train,
+        ``cfg.steps``; a resumed cosine run: where its curve ends; checkpoints without either:
+        DEFAULT_STEPS), kept in ``cfg.steps``, and the cosine schedule's end step in ``cfg`` (both
+        saved with the checkpoints)."""
         args, ends = self.args, cfg.lr_schedule.get("steps")
         if args.steps is None:
-            args.steps = ends if ck is not None and ends is not None else DEFAULT_STEPS
+            kept = ends if ends is not None else cfg.steps
+            args.steps = kept if ck is not None and kept is not None else DEFAULT_STEPS
+        cfg.steps = args.steps
         if cfg.lr_schedule["name"] == "cosine":
             if ck is not None and ends is not None and ends != args.steps:
                 print(f"note: the cosine lr schedule now ends at step {args.steps:,} (the checkpoint's ended at "
@@ -410,8 +414,8 @@ class _Trainer:
                     except KeyboardInterrupt:  # a second Ctrl-C: the previous checkpoint stays
                         pass
                 held = self.held()
-                if self.saved_step is not None:  # how to go on: a resumed run's --steps defaults to 1000
-                    held += f" (to go on: {PROG} train --checkpoint {self.ckdir} --resume --steps {self.args.steps})"
+                if self.saved_step is not None:  # how to go on: a resumed run trains to the steps it keeps
+                    held += f" (to go on: {PROG} train --checkpoint {self.ckdir} --resume)"
                 print(f"{PROG}: interrupted at step {self.done:,}{held}", file=sys.stderr)
                 return 130
             except (NotFinite, FloatingPointError) as exc:  # FloatingPointError: the GPU's error, surfacing

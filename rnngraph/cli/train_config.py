@@ -65,7 +65,7 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("optimisation")
     g.add_argument("--steps", metavar="N", type=nonnegative_int,
                    help="train until this many steps in total (a resumed run counts its old steps) "
-                        f"(default {DEFAULT_STEPS}; a resumed cosine run: the step its schedule ends at)")
+                        f"(default {DEFAULT_STEPS}; a resumed run: the total it was last asked to train)")
     g.add_argument("--optimizer", choices=("adam", "adamw", "sgd"),
                    help=f"adamw: Adam with decoupled weight decay, as torch.optim.AdamW (default {d['optimizer']})")
     g.add_argument("--lr", metavar="LR", type=positive_float, help=f"learning rate (default {d['lr']})")

@@ -45,7 +45,9 @@ class LMConfig:
     ``"bf16"`` (rnngraph/precision.py; checkpoints written before it existed load as fp32; the
     parameters are float32 in every precision, so a resumed run may change it); corpus_sha256:
     :meth:`rnngraph.data.Corpus.fingerprint` of the text it last trained on (None in checkpoints
-    written before it was kept), for a note when the corpus file has changed since.
+    written before it was kept), for a note when the corpus file has changed since; steps: the
+    total steps the run was last started or resumed to train (``rnngraph train --steps``; None
+    in checkpoints written before it was kept), where a resumed run without ``--steps`` goes on to.
     """
 
     cell: str = "lstm"
@@ -68,10 +70,11 @@ class LMConfig:
     tie_weights: bool = False
     precision: str = "fp32"
     corpus_sha256: str | None = None
+    steps: int | None = None
 
     #: Fields that older checkpoints lack, with the value that reproduces what they trained.
     OPTIONAL = {"dropout": 0.0, "lr_schedule": {"name": "constant"}, "cell_source": None, "chunk": None,
-                "tie_weights": False, "precision": "fp32", "corpus_sha256": None}
+                "tie_weights": False, "precision": "fp32", "corpus_sha256": None, "steps": None}
     #: Fields that fix the parameters' shapes or the data layout: a resumed run must agree.
     FIXED = ("cell", "layers", "hidden", "embed", "window", "streams", "level", "corpus", "dtype",
              "max_words", "tie_weights")
@@ -145,6 +148,7 @@ _FIELDS = {
     "corpus_sha256": (lambda v: v is None or (isinstance(v, str) and len(v) == 64
                                               and all(c in "0123456789abcdef" for c in v)),
                       "null or a SHA-256 digest in hex"),
+    "steps": (lambda v: v is None or (_integer(v) and v >= 0), "null or an integer >= 0"),
 }
 
 
