@@ -6,7 +6,10 @@ tick through levels and stages (stage s runs timestep tick - s; backward mirrors
 time). In backward, a GEMM kernel computes input gradients only; its weight gradient is the
 ``wgrad`` kernel that follows (once per window); likewise a loop's ``post_sums`` layer norms,
 whose gain and bias gradients are the ``reduce`` kernels after the loop. Results equal :class:`rnngraph.reference.Reference`'s
-naive time-stepping (the property tests check it), with the same layouts and API.
+naive time-stepping (the property tests check it), with the same layouts and API. A loop's
+``folded_biases`` (passes/folded_biases.py) are not followed: each product here holds its own
+bias, where the CUDA backend adds the window product's to the loop product's (the same sums, in
+another order).
 
 A schedule in precision ``"tf32"`` or ``"bf16"`` (rnngraph/precision.py) is emulated as the CUDA
 backend runs it: the GEMMs of its phases (forward products, input-gradient products, weight

@@ -17,7 +17,8 @@ from .schedule import Loop, Phase, Schedule, gemm_precision
 def to_json(s: Schedule) -> dict:
     """The schedule as plain data: keys ``graph``, ``window``, ``streams``, ``dtype``, ``plan``,
     ``reason``, ``forward``/``backward`` (lists of steps with their kernels; a loop's
-    ``grid_syncs_after`` lists the levels whose end needs a grid sync), ``work_flops``,
+    ``grid_syncs_after`` lists the levels whose end needs a grid sync, ``folded_biases`` its
+[loop product, window product] pairs: passes/folded_biases.py), ``work_flops``,
     ``critical_path_levels``, ``parallelism_flops_per_level``, ``launches_per_window``; in a
     precision other than fp32 also ``precision``, and each GEMM kernel's ``precision``
     (rnngraph.schedule.gemm_precision); where the schedule records its options, ``options``

@@ -38,7 +38,9 @@ history is in bench/HISTORY.md):
   (bench/README.md); layernorm_lstm H=1024 S=1 (13 % faster on tensor cores in the grid) stays off.
 - ``folded_biases`` always: the bias of a once-per-window product summed with a persistent loop's
   product is added by the loop's store instead of a kernel over the window
-  (passes/folded_biases.py; measured in bench/HISTORY.md section 20).
+  (passes/folded_biases.py). Measured on an H100, not the H200: the 2 x 512 S = 64 char-LM step
+  7.33 -> 7.24 ms (bench/results/h100-20261206-startup-and-step-s64-fold-{0,1}.json; S = 1 and
+  8 in bench/HISTORY.md section 20).
 """
 from __future__ import annotations
 

@@ -54,7 +54,8 @@ def every_value_written(schedule: Schedule) -> Schedule:
         return replace(k, writes=tuple(dict.fromkeys(k.writes + k.ops)))
     forward = tuple(replace(step, kernels=tuple(widen(k) for k in step.kernels),
                             **({"folded_biases": ()} if isinstance(step, Loop) else {})) for step in schedule.forward)
-    return replace(schedule, forward=forward)
+    options = schedule.options and schedule.options.replace(folded_biases=False)
+    return replace(schedule, forward=forward, options=options)
 
 
 class CudaProgram(LoopLaunches):

@@ -16,8 +16,8 @@ whose values are all read back (``TrainingStep.forward(all_values=True)``,
 codegen/program.py ``every_value_written``) runs without the folds.
 
 Measured before it (H100, LSTM 2 x 512 S = 64 char-LM step): the two layers' bias kernels took
-0.099 ms of a 7.3 ms step (bench/HISTORY.md section 18); with the folds the step took 0.09 ms less
-(section 20).
+0.099 ms a step (bench/results/h100-20261206-lm-step-trace-2x512-s64.json); with the folds the
+step took 0.09 ms less (bench/HISTORY.md section 20, which also has S = 1 and 8).
 
 Assumes: the forward steps of lower (Phases and Loops with their kernels). Guarantees:
 :func:`fold_biases` returns the steps with each persistent Loop's ``folded_biases`` set to its
@@ -39,16 +39,14 @@ def fold_biases(graph: Graph, forward: list) -> list:
     for every pair of passes/twin_biases.py's ``sole_add_pairs`` whose window product (biased) is
     a GEMM of a Phase and whose other product is a GEMM of that Loop."""
     window = {m for s in forward if isinstance(s, Phase) for k in s.kernels if k.kind == "gemm" for m in k.ops}
+    # (loop product candidate, biased window product), found once: a 100-layer stack has 100 loops
+    pairs = [(m, w) for a, b in sole_add_pairs(graph) for m, w in ((a, b), (b, a))
+             if w in window and len(graph.by_name[w].params) == 2]
     out = []
     for step in forward:
         if isinstance(step, Loop) and step.mode == "persistent" and not step.reverse:
             inside = {m for k in step.kernels if k.kind == "gemm" for m in k.ops}
-            folds = []
-            for a, b in sole_add_pairs(graph):
-                for loop_node, window_node in ((a, b), (b, a)):
-                    if loop_node in inside and window_node in window and len(graph.by_name[window_node].params) == 2:
-                        folds.append((loop_node, window_node))
-            step = replace(step, folded_biases=tuple(folds))
+            step = replace(step, folded_biases=tuple((m, w) for m, w in pairs if m in inside))
         out.append(step)
     return out
 
