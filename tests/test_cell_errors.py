@@ -62,3 +62,21 @@ def test_a_cell_without_hidden_is_told_that_stacks_pass_it():
     with pytest.raises(rg.GraphError, match="unexpected keyword argument 'hidden'; .*declare it as a keyword-only"):
         rg.stacked(sized_cell, 1, 3, input_size=2)
     assert rg.Sequential(sized_cell(), input_size=2).graph.states  # made without hidden= it traces
+
+
+@rg.cell
+def wide_third_tanh(x, h: rg.State, *, hidden: int):
+    a = rg.tanh(rg.linear(x, hidden) + rg.linear(h, hidden, bias=False))
+    b = rg.sigmoid(rg.tanh(a))
+    z = rg.tanh(a) * rg.linear(x, hidden + 1, name="wide")
+    return z + b, {"h": z}
+
+
+def test_a_shape_error_deep_in_a_stack_names_its_layers_nodes():
+    """An unnamed argument's provisional name counts the unnamed nodes of the same op before it in
+    its layer alone (trace/builder.py's indexes; they replaced a scan of every node, which made
+    tracing quadratic in the layers): the third tanh of layer 2 is ``layer2.tanh_2``."""
+    net = rg.Sequential(rg.cells.lstm(hidden=4), rg.cells.lstm(hidden=4), wide_third_tanh(hidden=4), input_size=2)
+    with pytest.raises(rg.ShapeError, match=r"node 'layer2.mul' \(op mul\): sizes differ: 'layer2.tanh_2' \[4\] "
+                                            r"and 'layer2.wide' \[5\]"):
+        net.graph
