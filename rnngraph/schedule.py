@@ -311,7 +311,7 @@ def _step_lines(s, window: int, columns: int, g: Graph, sched: Schedule | None =
         lines.append(f"    flagged exchange (readers poll each element's timestep tag): {', '.join(s.flagged)}")
     if s.folded_biases:
         lines.append("    folded biases (added by the loop's product stores; no bias kernel over the window): "
-                     + ", ".join(f"{w}'s by {m}" for m, w in s.folded_biases))
+                     + ", ".join(f"{w}'s bias by {m}'s store" for m, w in s.folded_biases))
     if s.post_sums:
         lines.append(f"    gain and bias gradients after the loop (reduce kernels): {', '.join(s.post_sums)}")
     for offset, label in s.stages:

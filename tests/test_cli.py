@@ -205,11 +205,13 @@ def test_a_resumed_run_without_steps_trains_to_the_total_it_was_asked_for(capsys
     assert load_checkpoint(ckpt).config.steps == 9
     code, out, err = run(capsys, "train", "--checkpoint", ckpt, "--resume", "--no-progress")
     assert code == 0, err
+    assert re.search(rf"resumed {re.escape(str(ckpt))} at step \d of 9\n", out), out
     assert load_checkpoint(ckpt).step == 9
     code, out, err = run(capsys, "train", "--checkpoint", ckpt, "--resume", "--steps", 11, "--no-progress")
     assert code == 0 and load_checkpoint(ckpt).step == 11 and load_checkpoint(ckpt).config.steps == 11
     code, out, err = run(capsys, "train", "--checkpoint", ckpt, "--resume", "--no-progress")
-    assert code == 0 and "nothing to do" in out and "--steps is 11" in out, (out, err)
+    assert code == 0 and "nothing to do: the checkpoint is at step 11 and the run's total, kept in the checkpoint, " \
+        "is 11 (a larger --steps goes on)" in out, (out, err)
 
 
 def train_with_sigint(handler, capsys, text_file, ckpt, steps):

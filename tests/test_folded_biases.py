@@ -47,7 +47,7 @@ def test_nothing_folds_in_graph_mode_loops_or_where_a_product_is_read_beyond_the
 def test_the_dump_and_the_export_name_the_folds():
     s = schedule(rg.stacked(rg.cells.lstm, 1, 4, input_size=3).graph, 3, 4)
     assert "folded biases (added by the loop's product stores; no bias kernel over the window): " \
-        "layer0.W's by layer0.U" in str(s)
+        "layer0.W's bias by layer0.U's store" in str(s)
     from rnngraph.schedule_export import to_json
     loop, = [x for x in to_json(s)["forward"] if x["type"] == "loop"]
     assert loop["folded_biases"] == [["layer0.U", "layer0.W"]]

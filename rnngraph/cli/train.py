@@ -222,6 +222,8 @@ class _Trainer:
         DEFAULT_STEPS), kept in ``cfg.steps``, and the cosine schedule's end step in ``cfg`` (both
         saved with the checkpoints)."""
         args, ends = self.args, cfg.lr_schedule.get("steps")
+        self.steps_from = "given" if args.steps is not None else "kept" if ck is not None and (
+            ends is not None or cfg.steps is not None) else "default"  # for the "nothing to do" line
         if args.steps is None:
             kept = ends if ends is not None else cfg.steps
             args.steps = kept if ck is not None and kept is not None else DEFAULT_STEPS
@@ -255,7 +257,7 @@ class _Trainer:
             print(schedule if schedule is not None else
                   f"(no schedule in this build; the network graph:)\n{self.net.graph}", flush=True)
         if self.resumed is not None:
-            print(f"resumed {self.ckdir} at step {self.done:,}", flush=True)
+            print(f"resumed {self.ckdir} at step {self.done:,} of {args.steps:,}", flush=True)
 
     def metric(self, nats: float) -> str:
         return f"{nats / LN2:.3f}" if self.cfg.level == "char" else f"{math.exp(min(nats, 700.0)):.1f}"
@@ -365,7 +367,10 @@ class _Trainer:
         self.banner()
         if self.done >= args.steps:
             where = f"the checkpoint is at step {self.done:,}" if self.resumed is not None else "nothing trained yet"
-            print(f"nothing to do: {where} and --steps is {args.steps:,}")
+            total = {"given": f"--steps is {args.steps:,}",
+                     "kept": f"the run's total, kept in the checkpoint, is {args.steps:,} (a larger --steps goes on)",
+                     "default": f"--steps defaults to {args.steps:,} (a larger --steps goes on)"}[self.steps_from]
+            print(f"nothing to do: {where} and {total}")
             return 0
         ckpt_every = args.eval_every if args.checkpoint_every is None else args.checkpoint_every
         bar = tqdm(total=args.steps, initial=self.done, unit="step", dynamic_ncols=True,
