@@ -195,6 +195,20 @@ def test_ctrl_c_inside_a_training_step_keeps_the_last_checkpoint(capsys, monkeyp
     assert load_checkpoint(ckpt).step == 9
 
 
+def test_the_ctrl_c_hint_names_the_steps_its_checkpoint_does_not_keep(capsys, monkeypatch, tmp_path, text_file):
+    """Regression: a run resumed with a new --steps and interrupted before it saved leaves the old
+    total on disk; a plain --resume would stop there, so the hint names --steps."""
+    ckpt = tmp_path / "ck"
+    assert train(capsys, text_file, ckpt, steps=4)[0] == 0
+    _interrupt_on_call(monkeypatch, rg.TrainingStep, "train", 1)  # Ctrl-C inside the resumed run's first step
+    code, out, err = run(capsys, "train", "--checkpoint", ckpt, "--resume", "--steps", 30, "--no-progress")
+    monkeypatch.undo()
+    assert code == 130
+    assert err.strip().splitlines() == [f"rnngraph: interrupted at step 4; {ckpt} holds step 4 "
+                                        f"(to go on: rnngraph train --checkpoint {ckpt} --resume --steps 30)"]
+    assert load_checkpoint(ckpt).config.steps == 4
+
+
 def test_a_resumed_run_without_steps_trains_to_the_total_it_was_asked_for(capsys, monkeypatch, tmp_path, text_file):
     """The checkpoint keeps --steps (config ``steps``): resuming a constant-lr run interrupted at step
     4 of 9 goes on to 9 (it went on to 1,000 before), and one resumed with --steps 11 keeps 11."""

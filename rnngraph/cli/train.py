@@ -222,10 +222,13 @@ class _Trainer:
         DEFAULT_STEPS), kept in ``cfg.steps``, and the cosine schedule's end step in ``cfg`` (both
         saved with the checkpoints)."""
         args, ends = self.args, cfg.lr_schedule.get("steps")
-        self.steps_from = "given" if args.steps is not None else "kept" if ck is not None and (
-            ends is not None or cfg.steps is not None) else "default"  # for the "nothing to do" line
+        kept = ends if ends is not None else cfg.steps
+        self.steps_from = "given" if args.steps is not None else "kept" if ck is not None and kept is not None \
+            else "default"  # for the "nothing to do" line
+        #: the total a plain --resume of the directory's checkpoint trains to (None: no checkpoint
+        #: yet), for the Ctrl-C hint: a run given another --steps has it on disk only once it saves
+        self.saved_total = None if ck is None else kept if kept is not None else DEFAULT_STEPS
         if args.steps is None:
-            kept = ends if ends is not None else cfg.steps
             args.steps = kept if ck is not None and kept is not None else DEFAULT_STEPS
         cfg.steps = args.steps
         if cfg.lr_schedule["name"] == "cosine":
@@ -257,7 +260,8 @@ class _Trainer:
             print(schedule if schedule is not None else
                   f"(no schedule in this build; the network graph:)\n{self.net.graph}", flush=True)
         if self.resumed is not None:
-            print(f"resumed {self.ckdir} at step {self.done:,} of {args.steps:,}", flush=True)
+            total = f" of {args.steps:,}" if self.done < args.steps else ""
+            print(f"resumed {self.ckdir} at step {self.done:,}{total}", flush=True)
 
     def metric(self, nats: float) -> str:
         return f"{nats / LN2:.3f}" if self.cfg.level == "char" else f"{math.exp(min(nats, 700.0)):.1f}"
@@ -317,7 +321,7 @@ class _Trainer:
                 state = global_state(self.step)
                 if self.procs.rank == 0:
                     save_checkpoint(self.ckdir, self.cfg, self.vocab, self.step, good, index, state)
-            self.saved_step = good
+            self.saved_step, self.saved_total = good, self.args.steps
         advice = "lower --lr" if self.cfg.clip else "lower --lr or set --clip"
         return NotFinite(what, f"training step {good + 1:,}: {what} are not finite (gradient norm "
                          f"{self.step.last_grad_norm}): {advice} (a NaN or inf in the text or the cell can do it "
@@ -357,7 +361,7 @@ class _Trainer:
                 save_checkpoint(self.ckdir, self.cfg, self.vocab, self.step, self.done, self.index, state)
         else:
             save_checkpoint(self.ckdir, self.cfg, self.vocab, self.step, self.done, self.index)
-        self.saved_step = self.done
+        self.saved_step, self.saved_total = self.done, self.args.steps
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> int:
@@ -419,8 +423,9 @@ class _Trainer:
                     except KeyboardInterrupt:  # a second Ctrl-C: the previous checkpoint stays
                         pass
                 held = self.held()
-                if self.saved_step is not None:  # how to go on: a resumed run trains to the steps it keeps
-                    held += f" (to go on: {PROG} train --checkpoint {self.ckdir} --resume)"
+                if self.saved_step is not None:  # how to go on: a resumed run trains to the total its checkpoint keeps
+                    steps = f" --steps {self.args.steps}" if self.saved_total != self.args.steps else ""
+                    held += f" (to go on: {PROG} train --checkpoint {self.ckdir} --resume{steps})"
                 print(f"{PROG}: interrupted at step {self.done:,}{held}", file=sys.stderr)
                 return 130
             except (NotFinite, FloatingPointError) as exc:  # FloatingPointError: the GPU's error, surfacing
