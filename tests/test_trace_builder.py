@@ -5,25 +5,31 @@ import pickle
 
 import pytest
 
-from rnngraph.trace.builder import _Nodes, _Pending
+import rnngraph as rg
+from rnngraph.trace import Builder, tracing
 
 
-def _nodes() -> _Nodes:
-    n = _Nodes()
-    for vid, (name, op) in enumerate([(None, "tanh"), ("layer0.z", "mul"), (None, "tanh")], 1):
-        n[vid] = _Pending(op, [], (), (), 4, "float32", name, "layer0.")
-    return n
+def _builder() -> Builder:
+    """Nodes 1-4: the input x, tanh(x), an explicitly named mul, tanh again (layer ``layer0.``)."""
+    b = Builder("net")
+    b.prefix = "layer0."
+    with tracing(b):
+        x = b.add("input", size=4, name="x")
+        a = rg.tanh(x)
+        b.add("mul", (a, a), name="layer0.z")
+        rg.tanh(a)
+    return b
 
 
 def test_copies_and_pickles_keep_the_indexes_and_leave_the_original_alone():
-    n = _nodes()
-    for c in (copy.copy(n), copy.deepcopy(n), pickle.loads(pickle.dumps(n))):
-        assert c.named == {"layer0.z": [2]} and c.unnamed == {("layer0.", "tanh"): [1, 3]}
-        assert list(c) == [1, 2, 3]
-    assert n.named == {"layer0.z": [2]} and n.unnamed == {("layer0.", "tanh"): [1, 3]}
+    nodes = _builder().nodes
+    want = ({"x": [1], "layer0.z": [3]}, {("layer0.", "tanh"): [2, 4]})
+    for c in (copy.copy(nodes), copy.deepcopy(nodes), pickle.loads(pickle.dumps(nodes))):
+        assert (c.named, c.unnamed) == want and list(c) == [1, 2, 3, 4]
+    assert (nodes.named, nodes.unnamed) == want
 
 
 def test_a_node_id_recorded_twice_is_refused():
-    n = _nodes()
+    nodes = _builder().nodes
     with pytest.raises(KeyError, match="node id 2 recorded twice"):
-        n[2] = _Pending("add", [], (), (), 4, "float32", None, "layer0.")
+        nodes[2] = nodes[4]
