@@ -183,7 +183,7 @@ def checkpoint_cell(cell: str, source: str | None, override: str | None, where: 
         except (OSError, UnicodeDecodeError):
             changed = True
         if changed:
-            note = (f"note: {path} has changed since {where} was written; it runs the cell source stored in the "
+            note = (f"{path} has changed since {where} was written; it runs the cell source stored in the "
                     f"checkpoint (--cell {path} runs the file)")
     return cell, source, note
 

@@ -93,10 +93,10 @@ def test_sample_names_the_prime_characters_outside_the_vocabulary(capsys, traine
     code, out, err = run(capsys, "sample", "--checkpoint", trained, "--prime", "she Zq", "--length", 3)
     assert code == 0 and out.startswith("she Zq") and len(out) == len("she Zq") + 3 + 1, (out, err)
     V = len(load_checkpoint(trained).vocab)
-    assert err.strip() == (f"note: --prime: 2 of its 6 chars are not in the checkpoint's vocabulary ({V} chars) and "
+    assert err.strip() == (f"rnngraph: note: --prime: 2 of its 6 chars are not in the checkpoint's vocabulary ({V} chars) and "
                            f"are fed to the network as <unk>: 'Z', 'q'")
     code, out, err = run(capsys, "sample", "--checkpoint", trained, "--prime", "sheZ", "--length", 1)
-    assert code == 0 and err.strip() == (f"note: --prime: 1 of its 4 chars is not in the checkpoint's vocabulary "
+    assert code == 0 and err.strip() == (f"rnngraph: note: --prime: 1 of its 4 chars is not in the checkpoint's vocabulary "
                                          f"({V} chars) and is fed to the network as <unk>: 'Z'")
 
 
@@ -412,7 +412,7 @@ def test_eval_on_another_text_notes_unknown_characters(capsys, tmp_path, trained
     other.write_text("ZQXJ 0123456789 ZQXJ\n" * 400, encoding="utf-8")
     code, out, err = run(capsys, "eval", "--checkpoint", trained, "--corpus", other, "--split", "valid")
     assert code == 0 and "bits/char" in out
-    share = float(re.search(r"note: ([\d.]+)% of the valid split", err).group(1))
+    share = float(re.search(r"rnngraph: note: ([\d.]+)% of the valid split", err).group(1))
     assert share > 50  # nothing of it is in the tiny word corpus's vocabulary but the space and newline
 
 
@@ -797,8 +797,8 @@ def test_an_edited_corpus_is_noted_by_eval_and_resume(capsys, tmp_path, text_fil
     assert code == 0 and "has changed" not in err
     corpus.write_text(text + " ".join(WORDS[:12]) + "\n", encoding="utf-8")  # the same vocabulary
     code, _, err = run(capsys, "eval", "--checkpoint", ckpt)
-    assert code == 0 and f"note: {corpus} has changed since {ckpt} was written" in err
+    assert code == 0 and f"rnngraph: note: {corpus} has changed since {ckpt} was written" in err
     code, _, err = run(capsys, "train", "--checkpoint", ckpt, "--resume", "--steps", 8, "--no-progress")
-    assert code == 0 and f"note: {corpus} has changed since {ckpt}" in err
+    assert code == 0 and f"rnngraph: note: {corpus} has changed since {ckpt}" in err
     assert load_checkpoint(ckpt).config.corpus_sha256 == Corpus.from_file(corpus).fingerprint()
     assert "has changed" not in run(capsys, "eval", "--checkpoint", ckpt)[2]

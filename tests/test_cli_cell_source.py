@@ -49,7 +49,7 @@ def test_a_changed_cell_file_is_noted_and_the_stored_source_runs(capsys, run_of_
     cell.write_text("raise RuntimeError('edited after training')\n", encoding="utf-8")
     code, out, err = run(capsys, "sample", "--checkpoint", ckpt, *SAMPLE)
     assert (code, out) == (0, sampled)
-    assert err == (f"note: {cell} has changed since {ckpt} was written; it runs the cell source stored in the "
+    assert err == (f"rnngraph: note: {cell} has changed since {ckpt} was written; it runs the cell source stored in the "
                    f"checkpoint (--cell {cell} runs the file)\n")
 
 

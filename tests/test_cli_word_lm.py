@@ -68,7 +68,7 @@ def test_eval_on_another_text_notes_unknown_words(capsys, tmp_path, text_file):
     other.write_text("she was zebra and quux of the gnu\n" * 200, encoding="utf-8")
     code, out, err = run(capsys, "eval", "--checkpoint", ckpt, "--corpus", other)
     assert code == 0 and "perplexity" in out, err
-    share = float(re.fullmatch(r"note: ([\d.]+)% of the test split's words are not in the checkpoint's "
+    share = float(re.fullmatch(r"rnngraph: note: ([\d.]+)% of the test split's words are not in the checkpoint's "
                                r"vocabulary: they are scored as <unk>\n", err).group(1))
     assert 30 < share < 40  # zebra, quux, gnu: 3 of the 9 tokens a line (the newline one)
     for corpus in ((), ("--corpus", text_file)):
@@ -117,10 +117,10 @@ def test_a_chunk_above_the_vocabulary_is_lowered_to_it_with_a_note(capsys, tmp_p
     assert code == 0, err
     V = len(load_checkpoint(ck).vocab)
     assert V < 100000 and load_checkpoint(ck).config.chunk == V  # one chunk of every class, stored as such
-    assert f"note: --chunk 100,000 is more than the vocabulary's {V} words: the softmax runs in one chunk of {V}" \
+    assert f"rnngraph: note: --chunk 100,000 is more than the vocabulary's {V} words: the softmax runs in one chunk of {V}" \
         in out and f"softmax in chunks of {V})" in out
     code, out, err = run(capsys, "eval", "--checkpoint", ck, "--device", "cpu", "--streams", 2, "--chunk", V + 1)
-    assert code == 0 and f"note: --chunk {V + 1} is more than the vocabulary's {V} words" in err, err
+    assert code == 0 and f"rnngraph: note: --chunk {V + 1} is more than the vocabulary's {V} words" in err, err
     assert f"softmax head in chunks of {V} of the {V} classes" in out
 
 
@@ -150,7 +150,7 @@ def test_sample_names_the_prime_words_outside_the_vocabulary(capsys, chunked):
     ck = load_checkpoint(chunked)
     code, out, err = run(capsys, "sample", "--checkpoint", chunked, "--prime", "She zebra was Quux zebra", "--length", 4)
     assert code == 0, err
-    assert err.strip() == ("note: --prime: 3 of its 5 words are not in the checkpoint's vocabulary "
+    assert err.strip() == ("rnngraph: note: --prime: 3 of its 5 words are not in the checkpoint's vocabulary "
                            f"({len(ck.vocab)} words) and are fed to the network as <unk>: 'zebra', 'quux'")
     dense = lm.build_network(ck.config, len(ck.vocab), dropout=0.0, dense=True)
     assert out == "She zebra was Quux zebra " + lm.sample(dense, ck.params, ck.vocab, "she <unk> was <unk> <unk>", 4) + "\n"
@@ -162,7 +162,7 @@ def test_sample_takes_chunk_and_says_it_changes_nothing(capsys, chunked):
     plain = run(capsys, "sample", "--checkpoint", chunked, "--length", 6, "--seed", 2)[1]
     code, out, err = run(capsys, "sample", "--checkpoint", chunked, "--length", 6, "--seed", 2, "--chunk", 4)
     assert code == 0 and out == plain
-    assert err.strip() == "note: --chunk changes nothing in sample: it draws from the dense head's logits (the same parameters)"
+    assert err.strip() == "rnngraph: note: --chunk changes nothing in sample: it draws from the dense head's logits (the same parameters)"
     assert cli.main(["sample", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "--chunk N|auto|none changes nothing here" in text and "`rnngraph train --help`" in text

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 from dataclasses import dataclass
 from typing import Callable
 
@@ -12,6 +13,13 @@ from ..lm import AUTO_CHUNK, AUTO_CHUNK_ABOVE
 
 
 PROG = "rnngraph"
+
+
+def note(text: str, file=None) -> None:
+    """Print ``rnngraph: note: TEXT`` on ``file`` (default stderr), flushed: every command's notes
+    (a flag that changes nothing, a corpus or cell file edited since its checkpoint, tokens fed as
+    <unk>) read alike, apart from the command's output on stdout."""
+    print(f"{PROG}: note: {text}", file=file or sys.stderr, flush=True)
 
 
 class CLIError(Exception):

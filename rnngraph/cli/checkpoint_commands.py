@@ -7,7 +7,7 @@ import sys
 from ..data import CorpusError, tokenize_words
 from ..lm import (Evaluator, LMConfig, build_network, canonical_corpus, describe_loss, generate, load_checkpoint,
                   load_corpus, unit)
-from .arguments import CHUNK_HELP, chunk_choice, directory, nonnegative_int, positive_float, positive_int
+from .arguments import CHUNK_HELP, chunk_choice, directory, nonnegative_int, note as cli_note, positive_float, positive_int
 from .step_setup import (_apply, _check_memory, _checkpoint_config, _checkpoint_corpus, _chunked, _compile,
                          _corpus_note, _device, _footprint, _head_words, _model)
 
@@ -47,7 +47,7 @@ def _prime_note(vocab, prime: str, level: str) -> str | None:
     distinct = list(dict.fromkeys(outside))
     shown = ", ".join(repr(t) for t in distinct[:8]) + (f" and {len(distinct) - 8} more" if len(distinct) > 8 else "")
     are = "is" if len(outside) == 1 else "are"
-    return (f"note: --prime: {len(outside)} of its {len(tokens)} {unit(level)}s {are} not in the checkpoint's "
+    return (f"--prime: {len(outside)} of its {len(tokens)} {unit(level)}s {are} not in the checkpoint's "
             f"vocabulary ({len(vocab):,} {unit(level)}s) and {are} fed to the "
             f"network as <unk>: {shown}")
 
@@ -58,11 +58,10 @@ def run_sample(args) -> int:
     ck = load_checkpoint(args.checkpoint)
     cfg = _checkpoint_config(ck, args.cell)
     if args.chunk is not None:
-        print("note: --chunk changes nothing in sample: it draws from the dense head's logits (the same parameters)",
-              file=sys.stderr, flush=True)
+        cli_note("--chunk changes nothing in sample: it draws from the dense head's logits (the same parameters)")
     note = _prime_note(ck.vocab, args.prime, cfg.level)
     if note:
-        print(note, file=sys.stderr, flush=True)
+        cli_note(note)
     net = build_network(cfg, len(ck.vocab), dropout=0.0, dense=True)  # never drops; the logits, chunked or not
     _check_memory(_footprint(net, 1, 1, cfg.dtype, "cpu", False), f"sampling from {args.checkpoint} ({_model(cfg)})",
                   "sample on a machine with more memory")
@@ -120,8 +119,8 @@ def run_eval(args) -> int:
     other = cfg.level == "char" or (args.corpus is not None and canonical_corpus(args.corpus) != cfg.corpus)
     if other and unknown > 0.01:
         tokens = "characters" if cfg.level == "char" else "words"
-        print(f"note: {unknown:.1%} of the {args.split} split's {tokens} are not in the checkpoint's "
-              f"vocabulary: they are scored as <unk>", file=sys.stderr)
+        cli_note(f"{unknown:.1%} of the {args.split} split's {tokens} are not in the checkpoint's "
+                 f"vocabulary: they are scored as <unk>")
     nats, count = evaluator(step.parameters, ids)
     print(f"{args.split} {describe_loss(nats, cfg.level)}  ({nats:.4f} nats/{unit(cfg.level)}, "
           f"{count:,} {unit(cfg.level)}s of {corpus.name}, {_head_words(cfg, len(ck.vocab))}, checkpoint step "

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import sys
 
 from ..cellfile import checkpoint_cell
 from ..data import CorpusError
@@ -14,7 +13,7 @@ from ..memory import available_device_bytes, available_host_bytes, check_fits, e
 from ..passes import schedule as build_schedule
 from ..runtime import compile as rg_compile
 from ..devices import resolve_device
-from .arguments import CLIError
+from .arguments import CLIError, note as cli_note
 
 
 def _flag_words(message: str) -> str:
@@ -84,8 +83,8 @@ def _chunked(cfg: LMConfig, choice, vocab_size: int, note=None) -> LMConfig:
         return cfg
     chunk = choose_chunk(choice, vocab_size)
     if chunk is not None and chunk > vocab_size:
-        print(f"note: --chunk {chunk:,} is more than the vocabulary's {vocab_size:,} {unit(cfg.level)}s: the "
-              f"softmax runs in one chunk of {vocab_size:,}", file=note or sys.stderr, flush=True)
+        cli_note(f"--chunk {chunk:,} is more than the vocabulary's {vocab_size:,} {unit(cfg.level)}s: the "
+                 f"softmax runs in one chunk of {vocab_size:,}", file=note)
         chunk = vocab_size
     return dataclasses.replace(cfg, chunk=chunk)
 
@@ -103,7 +102,7 @@ def _checkpoint_config(ck, override: str | None) -> LMConfig:
     source, else the file; rnngraph.cellfile.checkpoint_cell), printing its note, if any, on stderr."""
     cell, source, note = checkpoint_cell(ck.config.cell, ck.config.cell_source, override, ck.directory)
     if note:
-        print(note, file=sys.stderr, flush=True)
+        cli_note(note)
     return dataclasses.replace(ck.config, cell=cell, cell_source=source)
 
 
@@ -121,6 +120,5 @@ def _corpus_note(ck, corpus, digest: str | None = None) -> None:
     ``digest``: ``corpus.fingerprint()`` where the caller has it already."""
     kept = ck.config.corpus_sha256
     if kept is not None and kept != (digest or corpus.fingerprint()):
-        print(f"note: {corpus.name} has changed since {ck.directory} was written (its text's SHA-256 differs): "
-              f"the train / valid / test splits and the vocabulary's coverage may have moved", file=sys.stderr,
-              flush=True)
+        cli_note(f"{corpus.name} has changed since {ck.directory} was written (its text's SHA-256 differs): "
+                 f"the train / valid / test splits and the vocabulary's coverage may have moved")

@@ -16,7 +16,7 @@ from ..lm import (LN2, CheckpointError, Evaluator, LMConfig, build_network, buil
                   load_checkpoint, load_corpus, save_checkpoint, scheduled_lr, unit)
 from ..optim import from_config
 from ..distributed import PeerFailure, global_state
-from .arguments import PROG, CLIError, Reported
+from .arguments import PROG, CLIError, Reported, note as cli_note
 from .distributed_setup import (Processes, agree, any_process, first_process, in_process, join, leave, note_failure,
                                 peer_noted, sharded, wait_for_reporter)
 from .sigint import SigintGuard
@@ -233,8 +233,8 @@ class _Trainer:
         cfg.steps = args.steps
         if cfg.lr_schedule["name"] == "cosine":
             if ck is not None and ends is not None and ends != args.steps:
-                print(f"note: the cosine lr schedule now ends at step {args.steps:,} (the checkpoint's ended at "
-                      f"{ends:,}): the lr jumps to where the new curve is at step {ck.step:,}", flush=True)
+                cli_note(f"the cosine lr schedule now ends at step {args.steps:,} (the checkpoint's ended at "
+                         f"{ends:,}): the lr jumps to where the new curve is at step {ck.step:,}")
             cfg.lr_schedule = {**cfg.lr_schedule, "steps": args.steps}
 
     # ------------------------------------------------------------------ pieces
