@@ -586,11 +586,13 @@ def test_a_parameter_that_is_not_finite_is_refused_on_load(capsys, tmp_path, tra
     ("window", 0, "window must be a positive integer, got 0"),  # was a ZeroDivisionError traceback in eval
     ("streams", -1, "streams must be a positive integer, got -1"),  # these four were accepted silently
     ("dropout", 1.5, "dropout must be a number in [0, 1), got 1.5"),
-    ("level", "byte", "level must be 'char' or 'word', got 'byte'"),
+    ("level", "byte", 'level must be "char" or "word", got "byte"'),  # JSON's spelling, not Python's
+    ("steps", True, "steps must be null or an integer >= 0, got true"),  # was 'got True'
+    ("clip", "1", 'clip must be null (no clipping) or a positive number, got "1"'),
     ("optimizer", "adam", "optimizer must be an object with a name and an lr"),
-    ("optimizer", {"name": "adam", "lr": -1}, "optimizer {'name': 'adam', 'lr': -1}: Adam: lr must be a positive "
+    ("optimizer", {"name": "adam", "lr": -1}, 'optimizer {"name": "adam", "lr": -1}: Adam: lr must be a positive '
                                               "number, got -1"),
-    ("corpus_sha256", "abc", "corpus_sha256 must be null or a SHA-256 digest in hex, got 'abc'"),
+    ("corpus_sha256", "abc", 'corpus_sha256 must be null or a SHA-256 digest in hex, got "abc"'),
 ])
 def test_a_config_field_out_of_range_is_one_line_naming_the_file_and_field(capsys, tmp_path, trained, field, value,
                                                                            said):

@@ -107,7 +107,7 @@ def test_config_without_tie_weights_loads_untied():
     d = lm.LMConfig().to_json()
     del d["tie_weights"]
     assert lm.LMConfig.from_json(d).tie_weights is False
-    with pytest.raises(ValueError, match="tie_weights must be true or false, got 'yes'"):
+    with pytest.raises(ValueError, match='tie_weights must be true or false, got "yes"'):
         lm.LMConfig.from_json({**d, "tie_weights": "yes"})
 
 

@@ -3,6 +3,7 @@ optimizer and learning-rate schedule, and :class:`CheckpointError`."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from dataclasses import dataclass, field
 
@@ -85,9 +86,9 @@ class LMConfig:
     @classmethod
     def from_json(cls, d: dict) -> LMConfig:
         """The config of a checkpoint's config.json fields (:attr:`OPTIONAL` ones may be absent).
-        CheckpointError for a missing field; ValueError naming the field and its value for one of
-        the wrong type or out of range (a window of 0, a level of 'byte', an optimizer that is
-        not an object, ...)."""
+        CheckpointError for a missing field; ValueError naming the field and its value as JSON spells
+        it (``true``, ``"byte"``) for one of the wrong type or out of range (a window of 0, a level
+        of "byte", an optimizer that is not an object, ...)."""
         names = {f.name for f in dataclasses.fields(cls)}
         d = {**cls.OPTIONAL, **d}
         missing = sorted(names - set(d))
@@ -95,17 +96,26 @@ class LMConfig:
             raise CheckpointError(f"config lacks {missing}")
         for name, (ok, what) in _FIELDS.items():
             if not ok(d[name]):
-                raise ValueError(f"{name} must be {what}, got {d[name]!r}")
+                raise ValueError(f"{name} must be {what}, got {_json(d[name])}")
         _check_optimizer(d["optimizer"])
         try:
             d["lr_schedule"] = make_lr_schedule(**d["lr_schedule"])  # a copy
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"lr_schedule {d['lr_schedule']!r}: {exc}") from None
+            raise ValueError(f"lr_schedule {_json(d['lr_schedule'])}: {exc}") from None
         check_precision(d["precision"], d["dtype"])
         if d["tie_weights"] and d["embed"] != d["hidden"]:
             raise ValueError(f"tie_weights needs embed equal to hidden, got embed {d['embed']} and hidden "
                              f"{d['hidden']}")
         return cls(**{k: d[k] for k in names})
+
+
+def _json(value) -> str:
+    """A config.json value as the file spells it (``true``, ``null``, ``"x"``), for errors; Python's
+    repr for what JSON cannot hold."""
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
 
 
 def _integer(v) -> bool:
@@ -135,10 +145,10 @@ _FIELDS = {
     "embed": (_count, "a positive integer"),
     "window": (_count, "a positive integer"),
     "streams": (_count, "a positive integer"),
-    "level": (lambda v: v in ("char", "word"), "'char' or 'word'"),
-    "corpus": (_text, "'austen' or a text file's path"),
+    "level": (lambda v: v in ("char", "word"), '"char" or "word"'),
+    "corpus": (_text, '"austen" or a text file\'s path'),
     "seed": (lambda v: _integer(v) and v >= 0, "an integer >= 0"),
-    "dtype": (lambda v: v in ("float32", "float64"), "'float32' or 'float64'"),
+    "dtype": (lambda v: v in ("float32", "float64"), '"float32" or "float64"'),
     "max_words": (lambda v: v is None or _count(v), "null or a positive integer"),
     "clip": (lambda v: v is None or (_number(v) and v > 0), "null (no clipping) or a positive number"),
     "dropout": (lambda v: _number(v) and 0 <= v < 1, "a number in [0, 1)"),
@@ -158,11 +168,11 @@ def _check_optimizer(value) -> None:
     valid hyper-parameters)."""
     if not (isinstance(value, dict) and isinstance(value.get("name"), str) and "lr" in value):
         raise ValueError(f'optimizer must be an object with a name and an lr, such as {{"name": "adam", '
-                         f'"lr": 0.002}}, got {value!r}')
+                         f'"lr": 0.002}}, got {_json(value)}')
     try:
         from_config(value)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"optimizer {value!r}: {exc}") from None
+        raise ValueError(f"optimizer {_json(value)}: {exc}") from None
 
 
 #: ``--chunk auto`` (the default) chunks the head of a vocabulary of more than this many tokens
