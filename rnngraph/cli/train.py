@@ -10,9 +10,11 @@ import os
 import sys
 import time
 
+import numpy as np
+
 from ..cellfile import read_cell_source
 from ..data import CorpusError, batches
-from ..lm import (LN2, CheckpointError, Evaluator, LMConfig, build_network, build_vocab, has_checkpoint,
+from ..lm import (LN2, Evaluator, LMConfig, build_network, build_vocab, has_checkpoint,
                   load_checkpoint, load_corpus, save_checkpoint, scheduled_lr, unit)
 from ..optim import from_config
 from ..distributed import PeerFailure, global_state
@@ -135,13 +137,12 @@ class _Trainer:
         self._resolve_steps(cfg, ck)
         self.corpus = corpus = (load_corpus(cfg.corpus) if ck is None else
                                 _checkpoint_corpus(cfg.corpus, "give --corpus FILE where it is now"))
-        self.vocab = build_vocab(cfg.level, corpus.train, cfg.max_words)
+        # a resumed run keeps the checkpoint's vocabulary (its embedding and head are shaped by it): the
+        # tokens of an edited or other text outside it are fed as <unk>, as eval does
+        self.vocab = build_vocab(cfg.level, corpus.train, cfg.max_words) if ck is None else ck.vocab
         if len(self.vocab) < 2:  # <unk> alone (a word-level text of spaces): the softmax needs 2 classes
             raise CorpusError(f"{corpus.name}: the training split has no {unit(cfg.level)}s (a vocabulary of "
                               f"{len(self.vocab)} token, <unk>; need at least 2)")
-        if ck is not None and self.vocab != ck.vocab:
-            raise CheckpointError(f"{self.ckdir}: the corpus {cfg.corpus} has changed since the checkpoint "
-                                  f"(its vocabulary differs)")
         cfg.corpus_sha256 = corpus.fingerprint()  # the text this run trains on, kept in its checkpoints
         if ck is not None:
             _corpus_note(ck, corpus, cfg.corpus_sha256)
@@ -150,6 +151,11 @@ class _Trainer:
                                  sys.stdout)  # with the banner (quiet on the other processes of --distributed)
         self.net = build_network(cfg, len(self.vocab))
         self.train_ids = self.vocab.encode(corpus.train)
+        if ck is not None and build_vocab(cfg.level, corpus.train, cfg.max_words) != ck.vocab:
+            outside = float(np.mean(self.train_ids == 0)) if len(self.train_ids) else 0.0  # id 0 is <unk>
+            cli_note(f"the vocabulary of {corpus.name} differs from the checkpoint's: training goes on with the "
+                     f"checkpoint's {len(ck.vocab):,} {unit(cfg.level)}s, and {outside:.1%} of the training split's "
+                     f"{unit(cfg.level)}s are fed as <unk>")
         need, what = cfg.window * cfg.streams + 1, unit(cfg.level)
         if len(self.train_ids) < need:
             raise CorpusError(f"{corpus.name}: the training split has {len(self.train_ids):,} {what}s, "
