@@ -108,7 +108,9 @@ def check_lengths(lengths, T: int, S: int, what: str = "lengths") -> np.ndarray:
         raise TypeError(f"{what}: expected integer lengths, got {type(lengths).__name__}")
     a = np.asarray(lengths)
     if a.ndim != 1 or a.shape[0] != S:
-        raise ShapeError(f"{what}: expected one length per stream, shape ({S},), got shape {a.shape}")
+        swapped = (f" (x's window is {T}: were its time and batch axes swapped? see batch_first)"
+                   if a.ndim == 1 and a.shape[0] == T != S else "")
+        raise ShapeError(f"{what}: expected one length per stream, shape ({S},), got shape {a.shape}{swapped}")
     if a.dtype == bool or not np.issubdtype(a.dtype, np.integer):
         raise TypeError(f"{what}: expected integer lengths, got dtype {a.dtype}")
     bad = np.flatnonzero((a < 0) | (a > T))

@@ -214,11 +214,14 @@ class RNN(nn.Module):
         return state
 
     def extra_repr(self) -> str:
-        s = f"{self.cell_name}, {self.input_size}, {self.hidden}, layers={self.layers}"
+        """The constructor's own order and keywords (``RNN(lstm, hidden=5, layers=1, input_size=3)``),
+        not nn.LSTM's (input, hidden): the printed form reads back as this class's arguments."""
+        s = f"{self.cell_name}, hidden={self.hidden}, layers={self.layers}, input_size={self.input_size}"
         if self.dropout:
             s += f", dropout={self.dropout}"
         s += ", batch_first=True" if self.batch_first else ""
-        return s + (", bidirectional=True" if self.bidirectional else "")
+        s += ", bidirectional=True" if self.bidirectional else ""
+        return s + (f", precision={self.precision!r}" if self.precision != "fp32" else "")
 
     # ------------------------------------------------------------------ parameters
     def graph_parameters(self) -> dict[str, nn.Parameter]:

@@ -541,6 +541,11 @@ def test_constructor_and_weight_loading_errors_are_named():
     with pytest.raises(ValueError, match="plan must be"):
         RNN("lstm", 4, plan="fast")
     assert RNN("lstm", np.int64(4)).hidden == 4
+    # printed in the constructor's order and keywords (it printed nn.LSTM's (input, hidden) order,
+    # RNN(lstm, 3, 5, layers=1), which read back as 5 layers of H = 3)
+    assert repr(RNN("lstm", 5, input_size=3)) == "RNN(lstm, hidden=5, layers=1, input_size=3)"
+    assert repr(RNN("gru", 4, 2, batch_first=True, precision="tf32")) == \
+        "RNN(gru, hidden=4, layers=2, input_size=4, batch_first=True, precision='tf32')"
     # nn.LSTM's arguments are named with what takes their place (the cell's tracing reported them)
     with pytest.raises(TypeError, match="no argument 'num_layers' .*layers="):
         RNN("lstm", 4, num_layers=2)

@@ -129,6 +129,9 @@ def test_no_grad_inference_takes_lengths_too():
     (lambda m, x: m(x, lengths=[5, 1]), ValueError, r"lengths\[0\] = 5 is outside \[0, T = 4\]"),
     (lambda m, x: m(x, lengths=[-1, 1]), ValueError, r"lengths\[0\] = -1"),
     (lambda m, x: m(x, lengths=[1, 2, 3]), ValueError, r"shape \(2,\)"),
+    # batch-first data given to a time-major module: T lengths for B streams, and a hint
+    (lambda m, x: m(x, lengths=[1, 2, 3, 4]), ValueError, r"shape \(2,\), got shape \(4,\) \(x's window is 4: "
+                                                           r"were its time and batch axes swapped\? see batch_first\)"),
     (lambda m, x: m(x, lengths=torch.tensor([1.5, 2.0])), TypeError, "integer lengths"),
     (lambda m, x: m(x[:, 0], lengths=[2]), ValueError, "unbatched"),
     (lambda m, x: m(pack_padded_sequence(x, torch.tensor([4, 2])), lengths=[4, 2]), ValueError,
