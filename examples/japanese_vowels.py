@@ -95,12 +95,28 @@ def run(seed: int, epochs: int, hidden: int, lr: float, device: str, data, bidir
     return float((pred == yte).float().mean())
 
 
+def _positive(convert, what):
+    """An argparse type: ``convert(text)`` > 0, else a usage error naming ``what``."""
+    def check(text):
+        try:
+            value = convert(text)
+        except ValueError:
+            value = None
+        if value is None or not value > 0 or value != value or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}")
+        return value
+    return check
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="one model per seed (default 0 1 2)")
-    ap.add_argument("--epochs", type=int, default=60, help="passes over the training set (default 60)")
-    ap.add_argument("--hidden", type=int, default=64, help="the LSTM's hidden size (default 64)")
-    ap.add_argument("--lr", type=float, default=1e-2, help="Adam's learning rate, annealed to 0 (cosine)")
+    ap.add_argument("--epochs", type=_positive(int, "a positive integer"), default=60,
+                    help="passes over the training set (default 60)")
+    ap.add_argument("--hidden", type=_positive(int, "a positive integer"), default=64,
+                    help="the LSTM's hidden size (default 64)")
+    ap.add_argument("--lr", type=_positive(float, "a positive number"), default=1e-2,
+                    help="Adam's learning rate, annealed to 0 (cosine)")
     ap.add_argument("--bidirectional", action=argparse.BooleanOptionalAction, default=True,
                     help="a bidirectional LSTM (the head reads both directions' final states)")
     ap.add_argument("--val", type=float, default=0.0,
@@ -112,7 +128,6 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         ap.error("--device cuda: this torch has no CUDA (a CPU build, or no GPU); use --device cpu")
-    print("JapaneseVowels (the first use fetches aeon's 6.4 MB wheel with pip) ...", flush=True)
     train, test = japanese_vowels()
     fit, held = split(train, args.val)
     evaluation, what = (held, "validation") if held else ((test.series, test.y), "test")

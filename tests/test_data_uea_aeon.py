@@ -59,7 +59,7 @@ def test_nothing_found_and_no_download_says_what_to_install(tmp_path):
     assert str(tmp_path / "Toy") in msg
 
 
-def test_download_runs_pip_without_deps_and_extracts(tmp_path, monkeypatch):
+def test_download_runs_pip_without_deps_and_extracts(tmp_path, monkeypatch, capsys):
     calls = []
 
     def fake_run(cmd, **kwargs):
@@ -72,6 +72,10 @@ def test_download_runs_pip_without_deps_and_extracts(tmp_path, monkeypatch):
     assert len(train) == 2 and len(calls) == 1
     assert calls[0][:3] == [sys.executable, "-m", "pip"] and "--no-deps" in calls[0]
     assert f"aeon=={uea_aeon.AEON_VERSION}" in calls[0]
+    assert capsys.readouterr().err == (f"fetching Toy: pip download aeon=={uea_aeon.AEON_VERSION} (6.4 MB) into "
+                                       f"{tmp_path / 'cache'}\n")  # said once, when it downloads
+    load_aeon_dataset("Toy", cache_dir=tmp_path / "cache")
+    assert len(calls) == 1 and capsys.readouterr().err == ""
 
 
 def test_failed_download_reports_pip_error(tmp_path, monkeypatch):

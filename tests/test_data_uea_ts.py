@@ -133,6 +133,10 @@ MALFORMED = [  # (file text, line the error names, how the message begins after 
     ("@data extra\n", 1, "@data takes no value"),
     ("@dimensions 1\n@data\n1:2\n", 3, "2 dimensions, expected 1 (as @dimensions on line 1 "
                                        "says); a label without a @classLabel header?"),
+    # a labelled series without its label (it read as the label '3.5,4.5' not in @classLabel)
+    (HEADER + "1.5,2.5:3.5,4.5\n", 5, "no label after the series' 2 dimensions (the header says"),
+    ("@classLabel true a\n@data\n1,2:3,4\n", 3, "label '3,4' is not in @classLabel (a) (numbers: is the "
+                                                 "series' label missing?)"),
 ]
 
 
@@ -144,6 +148,12 @@ def test_malformed_file_error_names_file_and_line(tmp_path, text, line, message)
         read_ts(path)
     assert str(err.value).startswith(f"{path}:{line}: {message}")
     assert isinstance(err.value, ValueError)
+
+
+def test_an_empty_file_names_no_line(tmp_path):
+    path = write(tmp_path, "", "empty.ts")  # it was 'empty.ts:0: no @data line'
+    with pytest.raises(CorpusError, match=rf"^{re.escape(str(path))}: empty file: not a \.ts file$"):
+        read_ts(path)
 
 
 def test_missing_and_non_utf8_files(tmp_path):

@@ -119,6 +119,8 @@ def _missing(name: str, cache: Path, why: str) -> str:
 
 def _download_wheel(cache: Path, name: str) -> Path:
     cache.mkdir(parents=True, exist_ok=True)
+    print(f"fetching {name}: pip download aeon=={AEON_VERSION} (6.4 MB) into {cache}", file=sys.stderr,
+          flush=True)  # once per cache, as the Austen corpus's download is said
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
            "--disable-pip-version-check", "-q", f"aeon=={AEON_VERSION}", "-d", str(cache)]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)

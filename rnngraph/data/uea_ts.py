@@ -162,7 +162,8 @@ class _Reader:
         self.labels: list = []
 
     def fail(self, lineno: int, message: str):
-        raise CorpusError(f"{self.path}:{lineno}: {message}")
+        """CorpusError ``PATH:LINE: message`` (``PATH: message`` for line 0: an empty file)."""
+        raise CorpusError(f"{self.path}:{lineno}: {message}" if lineno else f"{self.path}: {message}")
 
     def line(self, lineno: int, line: str) -> None:
         if not line or line[0] in "#%":
@@ -236,6 +237,9 @@ class _Reader:
             if len(fields) < 2:
                 self.fail(lineno, "no ':' before the label (the header says the series are "
                                   "labelled)")
+            if self.dims is not None and len(fields) == self.dims and "," in fields[-1]:
+                self.fail(lineno, f"no label after the series' {_count(self.dims, 'dimension')} (the "
+                                  f"header says the series are labelled)")
             self.labels.append(self._label(lineno, fields.pop().strip()))
         if self.dims is None:
             self.dims, self.dims_from = len(fields), f"the first series, line {lineno}"
@@ -281,12 +285,14 @@ class _Reader:
             return float(text)
         names = self.header["classlabel"]
         if text not in names:
-            self.fail(lineno, f"label {text!r} is not in @classLabel ({' '.join(names)})")
+            hint = " (numbers: is the series' label missing?)" if "," in text and _is_number(text.split(",")[0]) else ""
+            self.fail(lineno, f"label {text!r} is not in @classLabel ({' '.join(names)}){hint}")
         return text
 
     def finish(self, last_line: int) -> TsDataset:
         if not self.in_data:
-            self.fail(last_line, "no @data line: not a .ts file, or its header is incomplete")
+            self.fail(last_line, "no @data line: not a .ts file, or its header is incomplete" if last_line else
+                      "empty file: not a .ts file")
         if not self.series:
             self.fail(last_line, "no series after @data")
         h = self.header
