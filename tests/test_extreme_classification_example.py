@@ -1,24 +1,17 @@
 """examples/extreme_classification.py: a stateless ReLU layer and an rg.LSHSoftmax head compiled with
 window 1 as a standalone classifier, on a synthetic long-tailed set and on files in the Extreme
 Classification Repository's format (CPU, small shapes)."""
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from rnngraph.data import synthetic_xc, write_xc
+from script_modules import load_script
 
-ROOT = Path(__file__).resolve().parent.parent
 SMALL = ["--features", "300", "--labels", "1000", "--epochs", "3", "--hidden", "32", "--batch", "128",
          "--min-active", "50", "--L", "4", "--K", "2", "--device", "cpu", "--lr", "1e-2"]
 
 
 def example():
-    spec = importlib.util.spec_from_file_location("extreme_classification", ROOT / "examples" /
-                                                  "extreme_classification.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("examples/extreme_classification.py")
 
 
 def test_both_heads_learn_past_the_most_frequent_label(capsys):

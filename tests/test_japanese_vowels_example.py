@@ -1,19 +1,13 @@
 """examples/japanese_vowels.py's flags: values that would train nothing or fail deep inside torch are
 usage errors naming the flag (a regression: --epochs 0 printed a test accuracy of an untrained
 model, --hidden 0 and --lr -1 ended in tracebacks)."""
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from script_modules import load_script
 
 
 def example():
-    spec = importlib.util.spec_from_file_location("japanese_vowels", ROOT / "examples" / "japanese_vowels.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("examples/japanese_vowels.py")
 
 
 @pytest.mark.parametrize("flag, value, said", [

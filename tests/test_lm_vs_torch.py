@@ -3,10 +3,8 @@ bits/char), identical batches and starting weights for rnngraph and torch.nn.LST
 evaluation layout against rnngraph.lm.Evaluator, epoch resets, merging, interruption and bad
 input; at --level word, perplexity over the library's word vocabulary. The torch parts skip
 without torch."""
-import importlib.util
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,15 +12,11 @@ import pytest
 import rnngraph as rg
 from rnngraph.data import CharVocab, batches
 from rnngraph.lm import Evaluator, build_vocab
-
-ROOT = Path(__file__).resolve().parent.parent
+from script_modules import load_script
 
 
 def _load():
-    spec = importlib.util.spec_from_file_location("bench_lm_vs_torch", ROOT / "bench" / "lm_vs_torch.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("bench/lm_vs_torch.py", "bench_lm_vs_torch")
 
 
 lvt = _load()
