@@ -121,12 +121,18 @@ def test_reader_reads_the_csv_tables(tmp_path):
     (CSV.replace("1,", "one,", 1), "line 2: the id 'one' is not a number"),
     (CSV.replace("at _____ to", "at to"), "line 2: expected one blank ('_____') in question 1, found 0"),
     (CSV.replace("\n2,", "\n1,"), "line 3: question 1 again (first at line 2)"),
-], ids=["fields", "id", "blank", "twice"])
+    # four candidate columns: it was read as a line of neither form ('expected a question, ...')
+    (CSV.replace("d),e)", "d)", 1), "line 1: a CSV header id,question,a,b,c,d; the table needs the columns "
+                                    "id,question,a,b,c,d,e (five candidates, a to e)"),
+], ids=["fields", "id", "blank", "twice", "header"])
 def test_csv_errors_name_file_and_line(tmp_path, text, needle):
     with pytest.raises(QuestionsError, match=re.escape(needle)):
         read_questions(write(tmp_path, "testing_data.csv", text))
     with pytest.raises(QuestionsError, match=re.escape("line 3: answer 'x' to question 2")):
         read_answers(write(tmp_path, "test_answer.csv", "id,answer\n1,a\n2,x\n"))
+    with pytest.raises(QuestionsError, match=re.escape("line 1: a CSV header id,answer,word; the table needs the "
+                                                       "columns id,answer")):
+        read_answers(write(tmp_path, "test_answer.csv", "id,answer,word\n1,a,home\n"))
 
 
 def test_csv_tables_after_blank_lines_and_without_rows(tmp_path):
@@ -153,6 +159,22 @@ def test_a_candidate_line_after_a_machine_form_question_names_the_line(tmp_path)
                          ids=["machine", "bracketed-letter", "bare-letter"])
 def test_answers_forms(tmp_path, text):
     assert read_answers(write(tmp_path, "a.txt", text)) == {1: 3, 2: 1}
+
+
+def test_an_answers_word_must_be_its_letters_candidate(tmp_path):
+    """Given the questions, an answer's word is checked against the candidate of its letter (a
+    regression: '2) [b] door' graded b without a word of warning, as would answers of another
+    question set); the letter alone, or the right word in any case, passes."""
+    qs = read_questions(write(tmp_path, "q.txt", MACHINE))
+    ok = "1a) she was not at [HOME] to her sister .\n2) [b] Father\n"
+    assert read_answers(write(tmp_path, "a.txt", ok), qs) == {1: 0, 2: 1}
+    assert read_answers(write(tmp_path, "a.txt", "1 a\n2) b\n"), qs) == {1: 0, 2: 1}
+    for text, line, said in [("1a) she was not at [home] to her sister .\n2) [b] door\n", 2, "answer b) 'door'"),
+                             ("1b) she was not at [home] to her sister .\n2 b\n", 1, "answer b) 'home'")]:
+        path = write(tmp_path, "a.txt", text)
+        with pytest.raises(QuestionsError, match=re.escape(f"{path}, line {line}: {said} to question ")):
+            read_answers(path, qs)
+    assert read_answers(path) == {1: 1, 2: 1}  # without the questions: the letters alone, as before
 
 
 def bad(text, old, new, count=1):

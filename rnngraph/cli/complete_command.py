@@ -52,7 +52,7 @@ def run_complete(args) -> int:
     """Print ``N) letter word  (log p nats[; right|wrong, answer x])`` per question, then the
     accuracy (with --answers) and the count of tokens outside the vocabulary."""
     questions = read_questions(args.questions)
-    answers = read_answers(args.answers) if args.answers else None
+    answers = read_answers(args.answers, questions) if args.answers else None
     if answers is not None:
         _check_answers(answers, questions, args)
     ck = load_checkpoint(args.checkpoint)

@@ -24,7 +24,8 @@ underscores), then one line per candidate::
 
 **Answers**: one line per question, either a machine-form line (``1d) ... [swear] ...``, as in
 ``Holmes.machine_format.answers.txt``) or the number and the letter (``1) [d] swear``,
-``1) d``, ``1 d``); what follows the letter is not read.
+``1) d``, ``1 d``); a word given with the letter must be the question's candidate of that
+letter (checked when the questions are given: :func:`read_answers`).
 
 **CSV tables** (the copy on Kaggle, ``testing_data.csv`` and ``test_answer.csv``): a file whose
 first line is the header ``id,question,a),b),c),d),e)`` or ``id,answer`` (rnngraph/completion/msr_csv.py).
@@ -100,7 +101,9 @@ def read_questions(path) -> list[Question]:
     """
     text = _text(path)
     lines = _lines(path, text)
-    if msr_csv.header(lines[0][1]) == msr_csv.QUESTION_COLUMNS:
+    names = msr_csv.header(lines[0][1])
+    if names is not None and names[1] == "question":
+        msr_csv.check_header(path, lines[0][0], names, msr_csv.QUESTION_COLUMNS, QuestionsError)
         groups = [_question(path, k, number, list(LETTERS), words,
                             [_BLANK.sub(lambda _, w=w: w, sentence, count=1).strip() for w in words])
                   for k, fields in msr_csv.rows(path, text, msr_csv.QUESTION_COLUMNS, QuestionsError)
@@ -210,20 +213,27 @@ def _question(path, line: int, number: int, letters: list, words: list, sentence
     return Question(number, tuple(words), tuple(sentences), line)
 
 
-def read_answers(path) -> dict[int, int]:
+def read_answers(path, questions=None) -> dict[int, int]:
     """Question number -> the right candidate's index (0 for a ... 4 for e), from an answers file
-    (see the module docstring).
+    (see the module docstring). With ``questions`` (:func:`read_questions`' list), an answer line
+    that also gives the word (``1d) ... [swear] ...``, ``1) [d] swear``) must name that
+    question's candidate of its letter (compared without case): an answers file of another
+    question set with the same numbering is an error, not a silent grading.
 
     Raises:
         OSError: the file cannot be read.
         QuestionsError (a ValueError), naming the file and line: not UTF-8; empty; a line that
             gives no number and letter; a letter outside a-e; a question answered twice; a CSV
-            row without two fields or a numeric id; a CSV header without rows.
+            row without two fields or a numeric id; a CSV header without rows or of other
+            columns; with ``questions``, a word that is not the candidate of its letter.
     """
+    candidates = {q.number: q.candidates for q in questions} if questions is not None else {}
     answers, where = {}, {}
     text = _text(path)
     lines = _lines(path, text)
-    if msr_csv.header(lines[0][1]) == msr_csv.ANSWER_COLUMNS:  # "1,c": as the line "1 c"
+    names = msr_csv.header(lines[0][1])
+    if names is not None and names[1] == "answer":  # "1,c": as the line "1 c"
+        msr_csv.check_header(path, lines[0][0], names, msr_csv.ANSWER_COLUMNS, QuestionsError)
         lines = [(k, f"{fields[0]} {fields[1].rstrip(')')}")
                  for k, fields in msr_csv.rows(path, text, msr_csv.ANSWER_COLUMNS, QuestionsError)]
     for k, line in lines:
@@ -237,7 +247,22 @@ def read_answers(path) -> dict[int, int]:
         if number in answers:
             raise QuestionsError(f"{path}, line {k}: question {number} answered again (first at line {where[number]})")
         answers[number], where[number] = LETTERS.index(letter), k
+        word = _answer_word(line, m)
+        if word is not None and number in candidates and word.lower() != candidates[number][answers[number]].lower():
+            raise QuestionsError(f"{path}, line {k}: answer {letter}) {word!r} to question {number}, whose "
+                                 f"candidate {letter}) is {candidates[number][answers[number]]!r} (answers of "
+                                 f"another question set?)")
     return answers
+
+
+def _answer_word(line: str, m: re.Match) -> str | None:
+    """The word an answer line gives besides its letter: a machine-form line's bracketed word, or
+    what follows ``N) [c]``; None where there is none (``1 c``, a CSV row)."""
+    if m.re is _MACHINE:
+        words = _BRACKET.findall(m.group(3))
+        return words[0].strip() if len(words) == 1 else None
+    rest = line[m.end():].strip()
+    return rest or None
 
 
 def _show(line: str, width: int = 60) -> str:

@@ -24,13 +24,22 @@ ANSWER_COLUMNS = ["id", "answer"]
 
 
 def header(line: str) -> list[str] | None:
-    """The column names of a CSV header line (lower case, a trailing ``)`` dropped), or None when
-    ``line`` is not the questions' or the answers' header."""
+    """The column names of a CSV header line (lower case, a trailing ``)`` dropped) when it begins
+    as the questions' (``id,question``) or the answers' (``id,answer``) header, else None: the
+    caller checks the rest with :func:`check_header`."""
     try:
         names = [n.strip().lower().rstrip(")") for n in next(csv.reader([line]))]
     except (csv.Error, StopIteration):
         return None
-    return names if names in (QUESTION_COLUMNS, ANSWER_COLUMNS) else None
+    return names if names[:2] in (QUESTION_COLUMNS[:2], ANSWER_COLUMNS[:2]) else None
+
+
+def check_header(path, k: int, names: list[str], columns: list[str], error) -> None:
+    """``error`` naming the file and line ``k`` when a header's ``names`` are not ``columns``
+    (e.g. four candidate columns where the challenge has five)."""
+    if names != columns:
+        raise error(f"{path}, line {k}: a CSV header {','.join(names)}; the table needs the columns "
+                    f"{','.join(columns)}" + (" (five candidates, a to e)" if columns == QUESTION_COLUMNS else ""))
 
 
 def rows(path, text: str, columns: list[str], error) -> list[tuple[int, list[str]]]:
