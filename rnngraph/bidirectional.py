@@ -13,7 +13,10 @@ one recurrent layer; stacks of bidirectional layers are one graph per layer
 """
 from __future__ import annotations
 
-from .errors import GraphError
+import numpy as np
+
+from .errors import GraphError, ShapeError
+from .lengths import check_lengths
 from .trace import Builder, Cell, Value
 
 __all__ = ["Bidirectional"]
@@ -30,6 +33,26 @@ class Bidirectional:
     reverses them back (``rnngraph.torch.RNN(bidirectional=True)`` does all of this). States and
     parameters: ``layer0.*`` forward, ``layer0_reverse.*`` reverse. ``cell``: a configured cell
     (``rg.cells.lstm(hidden=64)``); GraphError for anything else."""
+
+    @staticmethod
+    def reverse(x, lengths=None) -> np.ndarray:
+        """``x`` (T, S, ...) with each stream reversed over its own length L (x[L-1], ..., x[0],
+        then its padding where it was), as the layer's reverse half of the input is laid out and
+        its output's second half comes back; its own inverse. ``lengths`` (S,) integers in
+        [0, T] (default: T each). Host arrays (NumPy, or anything np.asarray takes); the torch
+        module does the same on the device. Raises ShapeError for ``x`` of fewer than two axes,
+        and as :func:`rnngraph.lengths.check_lengths` for bad lengths.
+
+        ``xx = np.concatenate([x, rg.Bidirectional.reverse(x, lengths)], axis=-1)`` is the layer's
+        input; ``y[..., H:]`` reversed again is the reverse direction's output in time order."""
+        x = np.asarray(x)
+        if x.ndim < 2:
+            raise ShapeError(f"rg.Bidirectional.reverse: x must be (T, S, ...), got shape {x.shape}")
+        T, S = x.shape[:2]
+        L = np.full(S, T, dtype=np.int64) if lengths is None else check_lengths(lengths, T, S)
+        t = np.arange(T)[:, None]
+        index = np.where(t < L[None, :], L[None, :] - 1 - t, t)
+        return np.take_along_axis(x, index.reshape(T, S, *([1] * (x.ndim - 2))), axis=0)
 
     def __init__(self, cell: Cell):
         if not isinstance(cell, Cell):

@@ -53,3 +53,43 @@ def test_an_undoubled_input_is_named():
     rnn = rg.compile_rnn(rg.Sequential(rg.Bidirectional(rg.cells.lstm(hidden=4)), input_size=3), device="cpu")
     with pytest.raises(rg.ShapeError, match=r"\(T, S, 6\) .*doubled for rg.Bidirectional: \[x, x reversed"):
         rnn.forward(np.zeros((5, 2, 3), np.float32))
+
+
+def test_reverse_within_lengths():
+    x = np.arange(12.0).reshape(4, 3, 1)  # x[t, s] = 3 t + s
+    r = rg.Bidirectional.reverse(x, [3, 1, 0])
+    assert r[:, 0, 0].tolist() == [6.0, 3.0, 0.0, 9.0]  # length 3: x[2], x[1], x[0], then its padding
+    assert r[:, 1, 0].tolist() == [1.0, 4.0, 7.0, 10.0] and r[:, 2, 0].tolist() == [2.0, 5.0, 8.0, 11.0]
+    np.testing.assert_array_equal(rg.Bidirectional.reverse(r, [3, 1, 0]), x)
+    np.testing.assert_array_equal(rg.Bidirectional.reverse(x), x[::-1])
+    with pytest.raises(ValueError, match=r"lengths\[0\] = 5 is outside \[0, T = 4\]"):
+        rg.Bidirectional.reverse(x, [5, 1, 0])
+    with pytest.raises(rg.ShapeError, match=r"x must be \(T, S, \.\.\.\), got shape \(4,\)"):
+        rg.Bidirectional.reverse(np.zeros(4))
+
+
+def test_the_native_layer_with_reversed_input_is_a_bidirectional_nn_lstm():
+    """README's recipe on the native API: the input doubled with Bidirectional.reverse, lengths
+    given, the output's second half reversed back: nn.LSTM(bidirectional=True) on a
+    PackedSequence, outputs and final states (float64)."""
+    torch = pytest.importorskip("torch")
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+    T, S, I, H = 5, 3, 2, 4
+    ref = torch.nn.LSTM(I, H, bidirectional=True).double()
+    rnn = rg.compile_rnn(rg.Sequential(rg.Bidirectional(rg.cells.lstm(hidden=H)), input_size=I),
+                         device="cpu", dtype="float64")
+    for suffix, prefix in (("l0", "layer0."), ("l0_reverse", "layer0_reverse.")):
+        for ours, theirs in (("W", "ih"), ("U", "hh")):
+            rnn.parameters[f"{prefix}{ours}.weight"][...] = getattr(ref, f"weight_{theirs}_{suffix}").detach().numpy()
+            rnn.parameters[f"{prefix}{ours}.bias"][...] = getattr(ref, f"bias_{theirs}_{suffix}").detach().numpy()
+    x, lengths = np.random.default_rng(1).standard_normal((T, S, I)), [5, 2, 3]
+    y, h = rnn.forward(np.concatenate([x, rg.Bidirectional.reverse(x, lengths)], axis=-1), lengths=lengths,
+                       train=False)
+    y = np.concatenate([y[..., :H], rg.Bidirectional.reverse(y[..., H:], lengths)], axis=-1)
+    packed, (h_ref, c_ref) = ref(pack_padded_sequence(torch.from_numpy(x), torch.tensor(lengths),
+                                                       enforce_sorted=False))
+    y_ref = pad_packed_sequence(packed, total_length=T)[0].detach().numpy()
+    np.testing.assert_allclose(y, y_ref, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(h["layer0.h"][-1], h_ref[0].detach().numpy(), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(h["layer0_reverse.h"][-1], h_ref[1].detach().numpy(), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(h["layer0_reverse.c"][-1], c_ref[1].detach().numpy(), rtol=0, atol=1e-12)

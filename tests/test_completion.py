@@ -320,6 +320,12 @@ def test_cli_bad_files_are_one_line_errors(capsys, tmp_path, checkpoint, questio
     assert_one_line_error(code, err, *needles, exit_code=1)
 
 
+def test_cli_a_missing_questions_file_says_no_such_file(capsys, tmp_path, checkpoint):
+    """As train and eval say of a missing corpus (it was Python's 'No such file or directory')."""
+    code, _, err = run(capsys, "complete", "--checkpoint", checkpoint, "--questions", tmp_path / "nope.txt")
+    assert_one_line_error(code, err, f"{tmp_path / 'nope.txt'}: no such file", exit_code=1)
+
+
 def test_cli_reports_a_tie_of_candidates_outside_the_vocabulary(capsys, tmp_path, checkpoint):
     """Candidates that differ only in words outside the vocabulary score alike: the line says
     which was taken (the first) and how many tied, and the accuracy line counts the tied

@@ -82,7 +82,9 @@ def _command(name: str) -> Command:
 
 
 def _one_line(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.filename is not None:
+    if isinstance(exc, FileNotFoundError) and exc.filename is not None:  # as the corpus and cell files say it
+        text = f"{exc.filename}: no such file"
+    elif isinstance(exc, OSError) and exc.filename is not None:
         text = f"{exc.filename}: {exc.strerror or exc}"
     else:
         text = str(exc) or type(exc).__name__

@@ -249,7 +249,7 @@ class _Trainer:
         print(f"train {os.path.basename(cfg.cell)} x{cfg.layers}, hidden {cfg.hidden}, embed {cfg.embed}"
               f"{' (tied to the output layer)' if cfg.tie_weights else ''} on "
               f"{self.corpus.name} ({cfg.level} level, vocab {len(self.vocab):,}, {len(self.train_ids):,} "
-              f"training {unit(cfg.level)}s, {self.data.windows_per_epoch:,} windows an epoch"
+              f"training {unit(cfg.level)}s, {_count(self.data.windows_per_epoch, 'window')} an epoch"
               + (f", softmax in chunks of {cfg.chunk:,}" if cfg.chunk is not None else "") + ")\n"
               f"window {cfg.window} x {cfg.streams} streams, {cfg.optimizer['name']} lr "
               f"{cfg.optimizer['lr']:g}"
@@ -441,3 +441,8 @@ class _Trainer:
         if self.ckdir:
             print(f"checkpoint: {self.ckdir} (step {self.done:,})")
         return 0
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 window``, ``17 windows``, ``1,000 windows``."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
