@@ -9,13 +9,30 @@ import numpy as np
 import pytest
 
 import rnngraph as rg
-from rnngraph.passes.twin_biases import twin_biases, written_once
+from rnngraph.passes.twin_biases import scheduled_twins, twin_biases, written_once
 
 
 def test_each_lstm_layer_sums_its_gate_gradient_once_for_both_biases():
     g = rg.stacked(rg.cells.lstm, 2, 4, vocab=7).graph
     assert twin_biases(g) == {"layer0.W": "layer0.U", "layer1.W": "layer1.U"}
     assert twin_biases(rg.stacked(rg.cells.peephole_lstm, 1, 4, input_size=3).graph) == {"layer0.W": "layer0.U"}
+
+
+def test_the_launches_take_the_twins_the_schedule_lowered():
+    """The code generator reads the twins from the schedule's weight-gradient steps (what the dump
+    shows), not from the graph again: a schedule whose steps each sum their own biases launches so."""
+    import dataclasses
+    from rnngraph.passes import schedule
+    from rnngraph.schedule import Kernel
+    g = rg.stacked(rg.cells.lstm, 2, 8, vocab=5, embed=3).graph
+    s = schedule(g, 4, 2, "float32", None)
+    assert scheduled_twins(g, s.backward) == twin_biases(g) == {"layer0.W": "layer0.U", "layer1.W": "layer1.U"}
+
+    def own(k):  # each weight-gradient step writes its own parameters' gradients only
+        return dataclasses.replace(k, writes=tuple(f"d.{q}" for q in k.params)) if k.kind == "wgrad" else k
+    steps = [dataclasses.replace(st, kernels=tuple(own(k) for k in st.kernels)) if hasattr(st, "kernels") else
+             own(st) if isinstance(st, Kernel) else st for st in s.backward]
+    assert scheduled_twins(g, steps) == {}
 
 
 def test_cells_whose_products_meet_elsewhere_have_no_twins():

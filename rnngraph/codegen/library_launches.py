@@ -14,7 +14,6 @@ from dataclasses import replace
 
 from .. import ops
 from ..ir import INDEX
-from ..passes.twin_biases import twin_biases
 from . import library, losses
 from .buffers import Buffers
 from .row_reductions import row_code
@@ -29,7 +28,7 @@ class LibraryLaunches:
     products)."""
 
     def __init__(self, buf: Buffers, stream, precision: str = "fp32", loop_precision: str = "fp32",
-                 folded: dict[str, str] | None = None):
+                 folded: dict[str, str] | None = None, twins: dict[str, str] | None = None):
         self.buf, self.stream, self.g, self.precision = buf, stream, buf.g, precision
         self.loop_precision = loop_precision
         #: loop product -> the window product whose bias it adds (passes/folded_biases.py): the
@@ -39,8 +38,9 @@ class LibraryLaunches:
         #: loss node -> (forward, backward) launchers used instead of its registry entry's while
         #: set (an rg.LSHSoftmax head's sparse training loss: codegen/lsh_step.py)
         self.loss_overrides: dict[str, tuple] = {}
-        #: linear node -> the twin whose bias gradient its column sum also fills (passes/twin_biases.py)
-        self.twins = twin_biases(self.g)
+        #: linear node -> the twin whose bias gradient its column sum also fills, as the schedule
+        #: decided (passes/twin_biases.py ``scheduled_twins``; none where not given)
+        self.twins = dict(twins or {})
         self._summed_by_twin = set(self.twins.values())
 
     def views(self, t: int | None):

@@ -24,7 +24,7 @@ from numba import cuda
 
 from ..ops import is_row_reduction
 from ..passes.folded_biases import loop_folded
-from ..passes.twin_biases import written_once
+from ..passes.twin_biases import scheduled_twins, written_once
 from ..schedule import Kernel, Loop, Phase, Schedule, gradient_inputs, loop_precision
 from . import module
 from .buffers import Buffers
@@ -98,7 +98,7 @@ class CudaProgram(LoopLaunches):
                                                                value_nodes=schedule.value_nodes,
                                                                unzeroed=unzeroed)
         self.lib = LibraryLaunches(self.buf, self.stream, schedule.precision, loop_precision(schedule),
-                                   loop_folded(schedule.forward))
+                                   loop_folded(schedule.forward), scheduled_twins(self.g, schedule.backward))
         self.virtual_blocks = SIM_BLOCKS if self.sim and SIM_BLOCKS > 1 else 0  # LoopEmitter's virtual_blocks
         self.sources: list[str] = [PRELUDE]
         self.loop_threads: dict[str, int] = {}  # persistent kernel -> threads per block it launches with

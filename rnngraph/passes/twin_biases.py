@@ -20,8 +20,10 @@ these; on an H100 the zeroing went from 0.088 to 0.023 ms and each backward loop
 1.29 to 1.27 ms (bench/results/h100-20261206-lm-step-trace-2x512-s64-fwdgroups-1.json,
 -unzeroed-gates.json).
 
-Reads the graph only; the NumPy backends are unchanged, and in the schedule only the weight-gradient
-steps' written gradients say who sums which bias (passes/lower.py).
+Reads the graph only; the NumPy backends are unchanged. In the schedule the weight-gradient steps'
+written gradients say who sums which bias (passes/lower.py decides), and the code generator reads
+the pairs back from those steps (:func:`scheduled_twins`), so the dump and the launches follow one
+decision.
 """
 from __future__ import annotations
 
@@ -54,6 +56,17 @@ def twin_biases(graph: Graph) -> dict[str, str]:
     sums."""
     return {a: b for a, b in sole_add_pairs(graph)
             if len(graph.by_name[a].params) == 2 and len(graph.by_name[b].params) == 2}
+
+
+def scheduled_twins(graph: Graph, steps) -> dict[str, str]:
+    """The twins as a lowered schedule decided them (passes/lower.py): node whose weight-gradient
+    step sums the bias gradient -> its twin, read from the ``wgrad`` kernels of ``steps`` that
+    write another node's bias gradient (the dump shows the same). The code generator launches
+    from this, so the dump and the launches follow one decision."""
+    writes = {m: set(k.writes) for st in steps for k in getattr(st, "kernels", (st,))
+              if getattr(k, "kind", None) == "wgrad" for m in k.ops}
+    return {a: b for a, b in twin_biases(graph).items()
+            if f"d.{graph.by_name[b].params[1]}" in writes.get(a, ())}
 
 
 def written_once(graph: Graph, flagged=frozenset()) -> frozenset[str]:
