@@ -32,6 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from rnngraph.cli.arguments import positive_float, positive_int, probability
 from rnngraph.data import japanese_vowels, pad_series
 from rnngraph.torch import RNN
 
@@ -95,31 +96,18 @@ def run(seed: int, epochs: int, hidden: int, lr: float, device: str, data, bidir
     return float((pred == yte).float().mean())
 
 
-def _positive(convert, what):
-    """An argparse type: ``convert(text)`` > 0, else a usage error naming ``what``."""
-    def check(text):
-        try:
-            value = convert(text)
-        except ValueError:
-            value = None
-        if value is None or not value > 0 or value != value or value == float("inf"):
-            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}")
-        return value
-    return check
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="one model per seed (default 0 1 2)")
-    ap.add_argument("--epochs", type=_positive(int, "a positive integer"), default=60,
+    ap.add_argument("--epochs", type=positive_int, default=60,
                     help="passes over the training set (default 60)")
-    ap.add_argument("--hidden", type=_positive(int, "a positive integer"), default=64,
+    ap.add_argument("--hidden", type=positive_int, default=64,
                     help="the LSTM's hidden size (default 64)")
-    ap.add_argument("--lr", type=_positive(float, "a positive number"), default=1e-2,
+    ap.add_argument("--lr", type=positive_float, default=1e-2,
                     help="Adam's learning rate, annealed to 0 (cosine)")
     ap.add_argument("--bidirectional", action=argparse.BooleanOptionalAction, default=True,
                     help="a bidirectional LSTM (the head reads both directions' final states)")
-    ap.add_argument("--val", type=float, default=0.0,
+    ap.add_argument("--val", type=probability, default=0.0,
                     help="hold out this fraction of the training set and report accuracy on it, not on the test set "
                          "(for choosing settings without looking at the test set)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",

@@ -45,3 +45,8 @@ def positive_int(value, what: str, error: type[Exception] = ValueError) -> int:
     if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
         raise error(f"{what} must be a positive integer, got {value!r}")
     return int(value)
+
+
+def counted(n: int, noun: str) -> str:
+    """``1 window``, ``17 windows``, ``1,000 windows``: a count and its noun, for messages."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"

@@ -95,12 +95,14 @@ def length_inputs(g: Graph) -> dict[str, int]:
     return {n.name: n.size for n in g.inputs if LENGTHS in n.attr}
 
 
-def check_lengths(lengths, T: int, S: int, what: str = "lengths") -> np.ndarray:
+def check_lengths(lengths, T: int, S: int, what: str = "lengths", swapped: str | None = None) -> np.ndarray:
     """``lengths`` as an int64 array (S,), checked: a sequence of S integers in [0, T], any order
     (no sorting needed). Accepts lists, NumPy arrays and CPU tensors (anything np.asarray
     takes); unlike pack_padded_sequence, float lengths are refused, not truncated. Raises
     ShapeError for a wrong shape, TypeError for non-integers and for device arrays (CUDA tensors
-    included), ValueError naming the first stream out of range."""
+    included), ValueError naming the first stream out of range. ``swapped``: the caller's flag
+    that sets x's layout (the torch module's ``batch_first``), named in the ShapeError when T
+    lengths come for S streams (x's time and batch axes swapped?)."""
     if array_kind(lengths) != "host" or getattr(getattr(lengths, "device", None), "type", "cpu") != "cpu":
         raise TypeError(f"{what} must be host data (a list, a NumPy array or a CPU tensor), as PyTorch's "
                         f"pack_padded_sequence takes them; got an array on {getattr(lengths, 'device', 'a device')}")
@@ -108,9 +110,9 @@ def check_lengths(lengths, T: int, S: int, what: str = "lengths") -> np.ndarray:
         raise TypeError(f"{what}: expected integer lengths, got {type(lengths).__name__}")
     a = np.asarray(lengths)
     if a.ndim != 1 or a.shape[0] != S:
-        swapped = (f" (x's window is {T}: were its time and batch axes swapped? see batch_first)"
-                   if a.ndim == 1 and a.shape[0] == T != S else "")
-        raise ShapeError(f"{what}: expected one length per stream, shape ({S},), got shape {a.shape}{swapped}")
+        hint = (f" (x's window is {T}: were its time and batch axes swapped? see {swapped})"
+                if swapped and a.ndim == 1 and a.shape[0] == T != S else "")
+        raise ShapeError(f"{what}: expected one length per stream, shape ({S},), got shape {a.shape}{hint}")
     if a.dtype == bool or not np.issubdtype(a.dtype, np.integer):
         raise TypeError(f"{what}: expected integer lengths, got dtype {a.dtype}")
     bad = np.flatnonzero((a < 0) | (a > T))

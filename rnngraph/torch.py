@@ -33,6 +33,7 @@ from .loop_env import check
 from .network import Dropout, Sequential
 from .reference import init_params
 from .errors import GraphError, ShapeError, positive_int
+from .lengths import check_lengths
 from .passes import PLANS
 from .precision import check_precision
 from .schedule_options import ScheduleOptions
@@ -443,6 +444,8 @@ class RNN(nn.Module):
         T, B = x.shape[:2]
         if T == 0:  # nn.LSTM's RuntimeError, named
             raise ShapeError(f"x: expected at least one timestep, got {T} in shape {tuple(x.shape)} (time-major)")
+        if lengths is not None and B:
+            lengths = check_lengths(lengths, T, B, swapped="batch_first" if packed is None else None)
         states = self._states_in(h0, B, x)
         if states is not None:
             states = [s.contiguous() for s in states]

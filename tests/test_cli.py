@@ -584,6 +584,7 @@ def test_a_parameter_that_is_not_finite_is_refused_on_load(capsys, tmp_path, tra
     ("level", "byte", 'level must be "char" or "word", got "byte"'),  # JSON's spelling, not Python's
     ("steps", True, "steps must be null or an integer >= 0, got true"),  # was 'got True'
     ("clip", "1", 'clip must be null (no clipping) or a positive number, got "1"'),
+    ("precision", True, 'precision must be one of "fp32", "tf32", "bf16", got true'),
     ("optimizer", "adam", "optimizer must be an object with a name and an lr"),
     ("optimizer", {"name": "adam", "lr": -1}, 'optimizer {"name": "adam", "lr": -1}: Adam: lr must be a positive '
                                               "number, got -1"),
@@ -790,7 +791,7 @@ def test_resume_on_a_text_of_another_vocabulary_keeps_the_checkpoints(capsys, tm
     corpus.write_text(text, encoding="utf-8")
     assert train(capsys, corpus, ckpt, "--level", "word", steps=2)[0] == 0
     kept = load_checkpoint(ckpt).vocab
-    corpus.write_text(("zebra " * 300 + "\n") + text, encoding="utf-8")  # a new most frequent word
+    corpus.write_text("".join(line + " zebra quux\n" for line in text.splitlines()), encoding="utf-8")  # new words
     code, out, err = run(capsys, "train", "--checkpoint", ckpt, "--resume", "--steps", 3, "--no-progress")
     assert code == 0 and f"resumed {ckpt} at step 2" in out, err
     share = re.search(r"rnngraph: note: the vocabulary of \S+ differs from the checkpoint's: training goes on "
@@ -799,6 +800,9 @@ def test_resume_on_a_text_of_another_vocabulary_keeps_the_checkpoints(capsys, tm
     assert share and float(share.group(1)) > 1, err
     after = load_checkpoint(ckpt)
     assert after.step == 3 and after.vocab == kept
+    code, out, err = run(capsys, "eval", "--checkpoint", ckpt)  # the same file, now the checkpoint's text:
+    assert code == 0 and re.search(r"rnngraph: note: [\d.]+% of the test split's words are not in the "
+                                   r"checkpoint's vocabulary", err), err  # its <unk>s are still said
 
 
 def test_an_edited_corpus_is_noted_by_eval_and_resume(capsys, tmp_path, text_file):

@@ -65,6 +65,18 @@ def test_two_processes_checkpoint_as_one_and_resume_on_three_and_one(capsys, tmp
     assert_same_checkpoint(tmp_path / "two", tmp_path / "one-6")
 
 
+def test_a_note_is_said_once_not_by_every_process(capsys, tmp_path, text_file):
+    """A resumed cosine run given another --steps notes the schedule's move: process 0 says it, the
+    others do not (a regression: with notes on stderr, every process printed it)."""
+    ck = tmp_path / "ck"
+    code, _, err = run(capsys, "train", "--corpus", text_file, *TINY, "--steps", 2, "--lr-schedule", "cosine",
+                       "--checkpoint", ck)
+    assert code == 0, err
+    two = torchrun(2, "--corpus", text_file, *TINY, "--steps", 3, "--checkpoint", ck, "--resume")
+    assert two.returncode == 0, two.stderr
+    assert two.stderr.count("rnngraph: note: the cosine lr schedule now ends at step 3") == 1, two.stderr
+
+
 def test_distributed_outside_torchrun_is_a_one_line_error(capsys, monkeypatch, text_file):
     for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         monkeypatch.delenv(name, raising=False)

@@ -169,6 +169,8 @@ def test_an_answers_word_must_be_its_letters_candidate(tmp_path):
     ok = "1a) she was not at [HOME] to her sister .\n2) [b] Father\n"
     assert read_answers(write(tmp_path, "a.txt", ok), qs) == {1: 0, 2: 1}
     assert read_answers(write(tmp_path, "a.txt", "1 a\n2) b\n"), qs) == {1: 0, 2: 1}
+    for lenient in ("1) [a] home.\n2) b - father\n", "1) [a] 'home'\n2) [b] father  # from the key\n"):
+        assert read_answers(write(tmp_path, "a.txt", lenient), qs) == {1: 0, 2: 1}  # punctuation, comments
     for text, line, said in [("1a) she was not at [home] to her sister .\n2) [b] door\n", 2, "answer b) 'door'"),
                              ("1b) she was not at [home] to her sister .\n2 b\n", 1, "answer b) 'home'")]:
         path = write(tmp_path, "a.txt", text)
@@ -311,7 +313,9 @@ def test_cli_without_answers_and_in_the_blank_form(capsys, tmp_path, checkpoint)
     (MACHINE, "1 a\n", ["a.txt: no answer to question 2", "q.txt, line 6"]),
     (MACHINE, "1 a\n2 c\n3 b\n", ["a.txt: an answer to question 3, which", "does not have"]),
     (MACHINE, "1 a\n2 x\n", ["a.txt, line 2: answer 'x' to question 2"]),
-], ids=["questions", "missing-answer", "extra-answer", "bad-letter"])
+    (MACHINE, "1 a\n2) [b] door\n", ["a.txt, line 2: answer b) 'door' to question 2, whose candidate b) is "
+                                     "'father'"]),
+], ids=["questions", "missing-answer", "extra-answer", "bad-letter", "wrong-word"])
 def test_cli_bad_files_are_one_line_errors(capsys, tmp_path, checkpoint, questions, answers, needles):
     argv = ["complete", "--checkpoint", checkpoint, "--questions", write(tmp_path, "q.txt", questions)]
     if answers is not None:

@@ -16,6 +16,7 @@ def example():
     ("--hidden", "0", "argument --hidden: must be a positive integer, got '0'"),
     ("--lr", "-1", "argument --lr: must be a positive number, got '-1'"),
     ("--lr", "nan", "argument --lr: must be a positive number, got 'nan'"),
+    ("--val", "1", "argument --val: must be a number in [0, 1), got '1'"),
 ])
 def test_flags_out_of_range_are_usage_errors(capsys, flag, value, said):
     with pytest.raises(SystemExit) as exc:

@@ -8,6 +8,9 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence  # noqa: E402
 
+import numpy as np  # noqa: E402
+
+import rnngraph as rg  # noqa: E402
 from rnngraph.torch import RNN  # noqa: E402
 from rnngraph.torch_bidirectional import reverse, reverse_index  # noqa: E402
 
@@ -141,6 +144,14 @@ def test_bad_lengths_are_named(call, error, match):
     _, mine = _pair(nn.LSTM, 1)
     with pytest.raises(error, match=match):
         call(mine, torch.randn(4, 2, 3, dtype=F64))
+
+
+def test_the_swapped_axes_hint_is_the_torch_modules_alone():
+    """The native API has no batch_first: T lengths for S streams get no hint there."""
+    rnn = rg.compile_rnn(rg.Sequential(rg.cells.lstm(hidden=2), input_size=1), device="cpu")
+    with pytest.raises(rg.ShapeError) as info:
+        rnn.forward(np.zeros((4, 2, 1), np.float32), lengths=[1, 2, 3, 4])
+    assert str(info.value) == "lengths: expected one length per stream, shape (2,), got shape (4,)"
 
 
 def test_the_reverse_direction_reads_each_sequence_reversed_over_its_own_length():

@@ -35,6 +35,20 @@ def test_the_launches_take_the_twins_the_schedule_lowered():
     assert scheduled_twins(g, steps) == {}
 
 
+@pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1", reason="simulator test")
+def test_a_program_launches_the_schedules_twins(monkeypatch):
+    """The generated program's launchers take the pairs from its schedule: lowered without twins,
+    each weight-gradient launcher sums its own bias (it recomputed them from the graph)."""
+    import importlib
+    from rnngraph.codegen.program import CudaProgram
+    from rnngraph.passes import schedule
+    lower = importlib.import_module("rnngraph.passes.lower")  # the module (the package binds its function)
+    g = rg.stacked(rg.cells.lstm, 1, 4, input_size=3).graph
+    assert CudaProgram(schedule(g, 3, 2), replay=False, compile_workers=1).lib.twins == {"layer0.W": "layer0.U"}
+    monkeypatch.setattr(lower, "twin_biases", lambda graph: {})
+    assert CudaProgram(schedule(g, 3, 2), replay=False, compile_workers=1).lib.twins == {}
+
+
 def test_cells_whose_products_meet_elsewhere_have_no_twins():
     # the GRU's products are split and meet in three adds, one of them through r * (U_n h)
     assert twin_biases(rg.stacked(rg.cells.gru, 1, 4, input_size=3).graph) == {}

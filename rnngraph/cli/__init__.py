@@ -41,7 +41,7 @@ from ..debug import debug_level
 from ..errors import GraphError, UnusedWarning
 from ..lm import CheckpointError
 from ..memory import NotEnoughMemory
-from .arguments import PROG, CLIError, Command, Reported, _Parser
+from .arguments import PROG, CLIError, Command, Reported, _Parser, note
 from .bench_command import _bench_arguments, bench_help, run_bench
 from .checkpoint_commands import _eval_arguments, _sample_arguments, run_eval, run_sample
 from .complete_command import _complete_arguments, run_complete
@@ -185,7 +185,7 @@ def _notes():
             sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
         elif str(message) not in said:
             said.add(str(message))
-            print(f"{PROG}: note: {message}", file=sys.stderr if file is None else file)
+            note(str(message), file=file)
     return show
 
 

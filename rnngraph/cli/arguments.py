@@ -4,6 +4,7 @@ it finds)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import sys
 from dataclasses import dataclass
@@ -15,11 +16,29 @@ from ..lm import AUTO_CHUNK, AUTO_CHUNK_ABOVE
 PROG = "rnngraph"
 
 
+#: Whether :func:`note` says nothing: set by :func:`quiet_notes` on the processes of a
+#: ``--distributed`` run but the first, whose notes would repeat process 0's.
+_quiet = False
+
+
 def note(text: str, file=None) -> None:
     """Print ``rnngraph: note: TEXT`` on ``file`` (default stderr), flushed: every command's notes
     (a flag that changes nothing, a corpus or cell file edited since its checkpoint, tokens fed as
-    <unk>) read alike, apart from the command's output on stdout."""
-    print(f"{PROG}: note: {text}", file=file or sys.stderr, flush=True)
+    <unk>) read alike, apart from the command's output on stdout. Nothing inside
+    :func:`quiet_notes`."""
+    if not _quiet:
+        print(f"{PROG}: note: {text}", file=file or sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def quiet_notes():
+    """:func:`note` says nothing inside (a ``--distributed`` run's other processes: process 0 says each)."""
+    global _quiet
+    before, _quiet = _quiet, True
+    try:
+        yield
+    finally:
+        _quiet = before
 
 
 class CLIError(Exception):

@@ -9,7 +9,7 @@ from ..lm import (Evaluator, LMConfig, build_network, canonical_corpus, describe
                   load_corpus, unit)
 from .arguments import CHUNK_HELP, chunk_choice, directory, nonnegative_int, note as cli_note, positive_float, positive_int
 from .step_setup import (_apply, _check_memory, _checkpoint_config, _checkpoint_corpus, _chunked, _compile,
-                         _corpus_note, _device, _footprint, _head_words, _model)
+                         _corpus_note, _device, _footprint, _head_words, _model, vocabulary_differs)
 
 
 CELL_OVERRIDE = ("run this cell instead of the one stored in the checkpoint: file.py (the checkpoint's function "
@@ -114,9 +114,11 @@ def run_eval(args) -> int:
     step = _compile(net, LMConfig(**{**cfg.to_json(), "window": 1, "streams": 1}), "cpu")
     _apply(ck, step, args.cell)
     unknown = float((ids == 0).mean())  # id 0 is <unk>
-    # another text than the checkpoint's: any at char level; at word level only a --corpus of another
-    # file, as the checkpoint's own test and validation words outside its training split are <unk> too
-    other = cfg.level == "char" or (args.corpus is not None and canonical_corpus(args.corpus) != cfg.corpus)
+    # another text than the checkpoint's: any at char level; at word level a --corpus of another file
+    # or a text whose vocabulary is not the checkpoint's (one edited before a resumed run), as the
+    # checkpoint's own test and validation words outside its training split are <unk> too
+    other = cfg.level == "char" or (args.corpus is not None and canonical_corpus(args.corpus) != cfg.corpus) \
+        or vocabulary_differs(ck, corpus)
     if other and unknown > 0.01:
         tokens = "characters" if cfg.level == "char" else "words"
         cli_note(f"{unknown:.1%} of the {args.split} split's {tokens} are not in the checkpoint's "

@@ -8,7 +8,7 @@ import re
 
 from ..cellfile import checkpoint_cell
 from ..data import CorpusError
-from ..lm import LMConfig, choose_chunk, load_corpus, unit
+from ..lm import LMConfig, build_vocab, choose_chunk, load_corpus, unit
 from ..memory import available_device_bytes, available_host_bytes, check_fits, estimate
 from ..passes import schedule as build_schedule
 from ..runtime import compile as rg_compile
@@ -112,6 +112,13 @@ def _checkpoint_corpus(spec: str, hint: str):
     if spec != "austen" and not os.path.exists(spec):
         raise CorpusError(f"{spec}: no such file (the checkpoint's corpus; {hint})")
     return load_corpus(spec)
+
+
+def vocabulary_differs(ck, corpus) -> bool:
+    """Whether checkpoint ``ck``'s vocabulary is not the one its config builds from ``corpus``'s
+    training split: another text, or one edited since (``train --resume`` goes on with the
+    checkpoint's, rnngraph/cli/train.py)."""
+    return build_vocab(ck.config.level, corpus.train, ck.config.max_words) != ck.vocab
 
 
 def _corpus_note(ck, corpus, digest: str | None = None) -> None:

@@ -17,13 +17,14 @@ from ..data import CorpusError, batches
 from ..lm import (LN2, Evaluator, LMConfig, build_network, build_vocab, has_checkpoint,
                   load_checkpoint, load_corpus, save_checkpoint, scheduled_lr, unit)
 from ..optim import from_config
+from ..errors import counted
 from ..distributed import PeerFailure, global_state
-from .arguments import PROG, CLIError, Reported, note as cli_note
+from .arguments import PROG, CLIError, Reported, note as cli_note, quiet_notes
 from .distributed_setup import (Processes, agree, any_process, first_process, in_process, join, leave, note_failure,
                                 peer_noted, sharded, wait_for_reporter)
 from .sigint import SigintGuard
 from .step_setup import (_check_memory, _checkpoint_config, _checkpoint_corpus, _chunked, _compile, _corpus_note,
-                         _device, _fits)
+                         _device, _fits, vocabulary_differs)
 from .train_memory import lowering_advice, sizes_words, training_need
 from .train_config import DEFAULT_STEPS, _config_from_args, _resumed_config
 
@@ -48,6 +49,7 @@ def run_train(args) -> int:
             if procs.rank != 0:  # only rank 0 prints (errors: see rnngraph/cli/distributed_setup.py)
                 args.no_progress = True
                 stack.enter_context(contextlib.redirect_stdout(stack.enter_context(open(os.devnull, "w"))))
+                stack.enter_context(quiet_notes())  # and its notes: process 0 says each
             code = _one_of_many(args, procs)
     except Reported:
         wait_for_reporter()
@@ -151,7 +153,7 @@ class _Trainer:
                                  sys.stdout)  # with the banner (quiet on the other processes of --distributed)
         self.net = build_network(cfg, len(self.vocab))
         self.train_ids = self.vocab.encode(corpus.train)
-        if ck is not None and build_vocab(cfg.level, corpus.train, cfg.max_words) != ck.vocab:
+        if ck is not None and vocabulary_differs(ck, corpus):
             outside = float(np.mean(self.train_ids == 0)) if len(self.train_ids) else 0.0  # id 0 is <unk>
             cli_note(f"the vocabulary of {corpus.name} differs from the checkpoint's: training goes on with the "
                      f"checkpoint's {len(ck.vocab):,} {unit(cfg.level)}s, and {outside:.1%} of the training split's "
@@ -249,7 +251,7 @@ class _Trainer:
         print(f"train {os.path.basename(cfg.cell)} x{cfg.layers}, hidden {cfg.hidden}, embed {cfg.embed}"
               f"{' (tied to the output layer)' if cfg.tie_weights else ''} on "
               f"{self.corpus.name} ({cfg.level} level, vocab {len(self.vocab):,}, {len(self.train_ids):,} "
-              f"training {unit(cfg.level)}s, {_count(self.data.windows_per_epoch, 'window')} an epoch"
+              f"training {unit(cfg.level)}s, {counted(self.data.windows_per_epoch, 'window')} an epoch"
               + (f", softmax in chunks of {cfg.chunk:,}" if cfg.chunk is not None else "") + ")\n"
               f"window {cfg.window} x {cfg.streams} streams, {cfg.optimizer['name']} lr "
               f"{cfg.optimizer['lr']:g}"
@@ -441,8 +443,3 @@ class _Trainer:
         if self.ckdir:
             print(f"checkpoint: {self.ckdir} (step {self.done:,})")
         return 0
-
-
-def _count(n: int, noun: str) -> str:
-    """``1 window``, ``17 windows``, ``1,000 windows``."""
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"

@@ -176,7 +176,7 @@ def _resumed_config(args, saved: LMConfig, directory: str) -> LMConfig:
         if given is None:
             continue
         given = canon.get(name, lambda v: v)(given)
-        if name == "corpus" and _moved(saved.corpus):  # its new place (the vocabulary is checked)
+        if name == "corpus" and _moved(saved.corpus):  # its new place (another vocabulary is noted)
             continue
         if given != getattr(saved, name):
             flag, was = "--" + name.replace("_", "-"), getattr(saved, name)

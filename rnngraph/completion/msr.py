@@ -248,11 +248,20 @@ def read_answers(path, questions=None) -> dict[int, int]:
             raise QuestionsError(f"{path}, line {k}: question {number} answered again (first at line {where[number]})")
         answers[number], where[number] = LETTERS.index(letter), k
         word = _answer_word(line, m)
-        if word is not None and number in candidates and word.lower() != candidates[number][answers[number]].lower():
+        if word is not None and number in candidates and not _names(word, candidates[number][answers[number]]):
             raise QuestionsError(f"{path}, line {k}: answer {letter}) {word!r} to question {number}, whose "
                                  f"candidate {letter}) is {candidates[number][answers[number]]!r} (answers of "
                                  f"another question set?)")
     return answers
+
+
+def _names(given: str, candidate: str) -> bool:
+    """Whether an answer's ``given`` text names ``candidate``: equal, or starting with it as a whole
+    word, without case, spacing or punctuation around it (``'swear.'``, ``- swear``, ``swear  # ok``)."""
+    def norm(text: str) -> str:
+        return " ".join(text.lower().split()).strip(".,;:!?'\"-\u2013\u2014 ")
+    g, c = norm(given), norm(candidate)
+    return g == c or g.startswith(c + " ")
 
 
 def _answer_word(line: str, m: re.Match) -> str | None:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import counted
 from .errors import CorpusError
 
 _BOOLEAN_KEYS = ("timestamps", "missing", "univariate", "equallength", "targetlabel")
@@ -238,7 +239,7 @@ class _Reader:
                 self.fail(lineno, "no ':' before the label (the header says the series are "
                                   "labelled)")
             if self.dims is not None and len(fields) == self.dims and "," in fields[-1]:
-                self.fail(lineno, f"no label after the series' {_count(self.dims, 'dimension')} (the "
+                self.fail(lineno, f"no label after the series' {counted(self.dims, 'dimension')} (the "
                                   f"header says the series are labelled)")
             self.labels.append(self._label(lineno, fields.pop().strip()))
         if self.dims is None:
@@ -246,13 +247,13 @@ class _Reader:
         elif len(fields) != self.dims:
             hint = ("" if "classlabel" in h or "targetlabel" in h
                     else "; a label without a @classLabel header?")
-            self.fail(lineno, f"{_count(len(fields), 'dimension')}, expected {self.dims} (as "
+            self.fail(lineno, f"{counted(len(fields), 'dimension')}, expected {self.dims} (as "
                               f"{self.dims_from} says){hint}")
         columns = [self._numbers(lineno, k, f) for k, f in enumerate(fields)]
         length = len(columns[0])
         for k, c in enumerate(columns[1:], 1):
             if len(c) != length:
-                self.fail(lineno, f"dimension {k + 1} has {_count(len(c), 'value')} but "
+                self.fail(lineno, f"dimension {k + 1} has {counted(len(c), 'value')} but "
                                   f"dimension 1 has {length}: a series' dimensions must have "
                                   "one length")
         self._check_equal_length(lineno, length)
@@ -270,10 +271,10 @@ class _Reader:
     def _check_equal_length(self, lineno: int, length: int) -> None:
         h = self.header
         if "serieslength" in h and length != h["serieslength"][0]:
-            self.fail(lineno, f"{_count(length, 'time step')}, but @seriesLength on line "
+            self.fail(lineno, f"{counted(length, 'time step')}, but @seriesLength on line "
                               f"{h['serieslength'][1]} says {h['serieslength'][0]}")
         if h.get("equallength") and self.series and length != len(self.series[0]):
-            self.fail(lineno, f"{_count(length, 'time step')}, but @equalLength true and the first "
+            self.fail(lineno, f"{counted(length, 'time step')}, but @equalLength true and the first "
                               f"series has {len(self.series[0])}")
 
     def _label(self, lineno: int, text: str):
@@ -313,7 +314,3 @@ def _is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")

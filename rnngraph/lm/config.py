@@ -7,7 +7,7 @@ import json
 import math
 from dataclasses import dataclass, field
 
-from ..precision import check_precision
+from ..precision import PRECISIONS, check_precision
 from ..optim import SGD, Adam, AdamW, Optimizer, cosine_lr, from_config
 
 
@@ -102,6 +102,9 @@ class LMConfig:
             d["lr_schedule"] = make_lr_schedule(**d["lr_schedule"])  # a copy
         except (TypeError, ValueError) as exc:
             raise ValueError(f"lr_schedule {_json(d['lr_schedule'])}: {exc}") from None
+        if not isinstance(d["precision"], str) or d["precision"] not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(map(json.dumps, PRECISIONS))}, got "
+                             f"{_json(d['precision'])}")
         check_precision(d["precision"], d["dtype"])
         if d["tie_weights"] and d["embed"] != d["hidden"]:
             raise ValueError(f"tie_weights needs embed equal to hidden, got embed {d['embed']} and hidden "
