@@ -18,7 +18,7 @@ from .schedule_options import ScheduleOptions
 
 VARIABLE = "RNNGRAPH_LOOP"
 #: RNNGRAPH_LOOP key -> the ScheduleOptions field it sets (0 or 1: False or True)
-SCHEDULE_KEYS = MappingProxyType({"ln": "persistent_layer_norms", "flags": "flagged_exchange",
+SCHEDULE_KEYS = MappingProxyType({"ln": "persistent_layer_norms", "flags": "flagged_exchange", "fwdflags": "flagged_forward",
                                   "lngrad": "post_loop_sums", "mma": "loop_tensor_cores",
                                   "fold": "folded_biases"})
 TUNING_KEYS = tuple(f.name for f in fields(LoopTuning))

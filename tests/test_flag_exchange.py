@@ -33,6 +33,21 @@ def test_lstm_loops_drop_their_grid_syncs():
     assert "flagged exchange" not in str(s) and "options (not the defaults for S=1): flagged_exchange=False" in str(s)
 
 
+@pytest.mark.parametrize("S, forward, backward", [(1, True, True), (2, False, True), (8, False, True),
+                                                  (9, False, False), (64, False, False)])
+def test_by_default_the_backward_loops_flag_up_to_8_streams_the_forward_at_1(S, forward, backward):
+    """The defaults measured (rnngraph/schedule_options.py): at S = 8 the flagged backward loop
+    kernels of a char-LM step were faster and the flagged forward ones slower."""
+    _, s, (fwd, bwd) = loops(rg.stacked(rg.cells.lstm, 1, 8, input_size=4), S=S)
+    assert (bool(fwd.flagged), bool(bwd.flagged)) == (forward, backward)
+    if S == 8:
+        assert "options (not the defaults" not in str(s)
+        _, s, (fwd, bwd) = loops(rg.stacked(rg.cells.lstm, 1, 8, input_size=4), S=S,
+                                 options=rg.ScheduleOptions.defaults(8).replace(flagged_forward=True))
+        assert fwd.flagged == ("layer0.h_next",) and bwd.flagged == ("d.layer0.U",)
+        assert "options (not the defaults for S=8): flagged_forward=True" in str(s)
+
+
 def test_layer_norm_loops_flag_the_gemm_vectors_and_keep_the_row_sum_syncs():
     """A layer-norm LSTM's row sums still need the grid (syncs after levels 1 and 2, where its
     layer norms' sums are completed), but the vector its GEMM reads whole travels in flag words:

@@ -11,7 +11,8 @@ and the GEMM polls those words until every tag it needs is there (the NCCL "LL" 
 idea: data and flag in one word, no fence between them). A grid sync that only made such a value whole is then left
 out; ``grid_syncs(..., flagged)`` gives the syncs that remain. The lowering keeps the flags only
 where syncs go away, when the schedule's ``options.flagged_exchange`` is on (by default at
-S = 1; rnngraph/schedule_options.py), for loops of one stage, where every flagged value:
+S = 1, and for the backward loops up to S = 8: ``options.flagged_forward``;
+rnngraph/schedule_options.py), for loops of one stage, where every flagged value:
 
 - is written by exactly one kernel of the loop, not a GEMM, at delay 0 (each element once
   a timestep, complete when stored: a backward kernel also stores, with their tags, the chunks
@@ -70,8 +71,9 @@ def flag_candidates(loop: Loop) -> tuple[str, ...]:
 
 def flagged_values(g: Graph, loop: Loop, options: ScheduleOptions, recompute: dict | None = None) -> tuple[str, ...]:
     """The values of ``loop`` exchanged through flags (see the module docstring): its candidates
-    when ``options.flagged_exchange`` is on and they remove at least one grid sync, else ()."""
-    if not options.flagged_exchange:
+    when ``options.flagged_exchange`` is on (for a forward loop, ``options.flagged_forward`` too)
+    and they remove at least one grid sync, else ()."""
+    if not options.flagged_exchange or not (loop.reverse or options.flagged_forward):
         return ()
     names = flag_candidates(loop)
     if not names or len(grid_syncs(g, loop, recompute, names)) >= len(loop.sync_after):
