@@ -19,8 +19,8 @@ from rnngraph.loop_env import parse, resolve
 
 pytestmark = pytest.mark.gpu
 T, H = 100, 512
-CASES = [(c, 1, s) for c in ("lstm", "peephole_lstm", "gru", "layernorm_lstm") for s in (1, 64)] + \
-        [("lstm", 4, 1), ("lstm", 4, 64)]
+CASES = [(c, 1, s) for c in ("lstm", "peephole_lstm", "gru", "layernorm_lstm") for s in (1, 8, 64)] + \
+        [("lstm", 4, 1), ("lstm", 4, 64)]  # S = 8: the backward loops' flagged exchange (the forward's syncs)
 
 
 def _gpu_grads(step, feed, dy, out):
@@ -41,7 +41,7 @@ def _gpu_grads(step, feed, dy, out):
 
 @pytest.mark.parametrize("cell, layers, S", CASES, ids=[f"{c}-{n}l-s{s}" for c, n, s in CASES])
 def test_generated_step_matches_float64_reference(cell, layers, S):
-    _check_against_float64(cell, layers, S, 10 if (cell, S) == ("layernorm_lstm", 1) else 4)
+    _check_against_float64(cell, layers, S, 10 if cell == "layernorm_lstm" and S in (1, 8) else 4)  # S = 8 as 16
 
 
 # S=16 is held to 10x the float32 NumPy error instead of 4x: its window amplifies rounding more
