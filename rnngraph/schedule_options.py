@@ -20,7 +20,8 @@ history is in bench/HISTORY.md):
   the flagged backward loop kernels of the 2 x 512 char-LM step took 0.634 / 0.629 ms against
   0.675 / 0.662, the forward ones 0.626 / 0.620 against 0.557 / 0.563
   (bench/results/h100-20261206-lm-step-trace-2x512-s8-flags-{0,1}.json), though each forward
-  kernel alone ran faster flagged (bench/HISTORY.md section 21);
+  kernel alone ran faster flagged (bench/HISTORY.md section 21); the step 2.85 against 2.91 ms
+  (bench/results/h100-20261206-lm-step-2x512-s8-backward-flags.txt); S = 2 to 7 unmeasured;
 - ``post_loop_sums`` always: the in-loop sums' shared-memory atomics retried under contention
   (layernorm_lstm S=64 8.36 -> 6.99 ms, bench/results/h200-20261201-lngrad-sweep-lngrad.json);
 - ``loop_tensor_cores`` in a reduced precision where S x K >= 49,152, or S >= 16 with K >= 1,024
