@@ -16,12 +16,14 @@ history is in bench/HISTORY.md):
 - ``flagged_exchange`` at S = 1: the flags take the grid sync out of the S=1 LSTM's timestep
   (0.947 -> 0.752 ms; bench/results/h200-20261201-flags-sweep-flags-rows.json) and one of the
   three out of layernorm_lstm's (2.521 -> 2.255 ms; bench/results/h200-20261204-ln-flags-sweep.json);
-  up to S = 8 in the backward loops only (``flagged_forward`` off from S = 2): on an H100 at S = 8
-  the flagged backward loop kernels of the 2 x 512 char-LM step took 0.634 / 0.629 ms against
-  0.675 / 0.662, the forward ones 0.626 / 0.620 against 0.557 / 0.563
-  (bench/results/h100-20261206-lm-step-trace-2x512-s8-flags-{0,1}.json), though each forward
-  kernel alone ran faster flagged (bench/HISTORY.md section 21); the step 2.85 against 2.91 ms
-  (bench/results/h100-20261206-lm-step-2x512-s8-backward-flags.txt); S = 2 to 7 unmeasured;
+  not above: at S = 8 (an H100, the 2 x 512 char-LM step) the flagged backward loop kernels took
+  0.634 / 0.629 ms against 0.675 / 0.662 and the flagged forward ones 0.626 / 0.620 against
+  0.557 / 0.563 (bench/results/h100-20261206-lm-step-trace-2x512-s8-flags-{0,1}.json), and with
+  the backward alone flagged (``flagged_forward=False``) the step took 2.85 against 2.91 ms
+  (bench/results/h100-20261206-lm-step-2x512-s8-backward-flags.txt), but a flagged loop forgoes
+  the code shapes S > 1 may take (stream groups, early loads, the tensor-core products:
+  tests/test_loop_groups.py, test_loop_prefetch.py, test_loop_mma_sim.py expect them), so the
+  default stays at S = 1 until the generator combines them (bench/HISTORY.md section 21);
 - ``post_loop_sums`` always: the in-loop sums' shared-memory atomics retried under contention
   (layernorm_lstm S=64 8.36 -> 6.99 ms, bench/results/h200-20261201-lngrad-sweep-lngrad.json);
 - ``loop_tensor_cores`` in a reduced precision where S x K >= 49,152, or S >= 16 with K >= 1,024
@@ -54,10 +56,8 @@ from dataclasses import dataclass, fields, replace
 
 #: Streams up to which layer norms inside a recurrence run in the persistent loop kernel.
 LN_PERSISTENT_STREAMS = 64
-#: Streams up to which a backward loop hands its GEMM inputs between blocks through flagged words.
-FLAGGED_EXCHANGE_STREAMS = 8
-#: Streams up to which a forward loop does so too.
-FLAGGED_FORWARD_STREAMS = 1
+#: Streams up to which a loop hands its GEMM inputs between blocks through flagged words.
+FLAGGED_EXCHANGE_STREAMS = 1
 #: S x K (streams x the widest recurrent product's inner dimension) from which, in a reduced
 #: precision, the loops' recurrent products run on tensor cores by default
 LOOP_TENSOR_CORES_WORK = 49_152
@@ -148,8 +148,7 @@ class ScheduleOptions:
             raise ValueError(f"precision must be one of 'fp32', 'tf32', 'bf16'; got {precision!r}")
         wide = loop_tensor_cores_by_default(streams, _check_width(recurrent_width))
         return cls(persistent_layer_norms=streams <= LN_PERSISTENT_STREAMS,
-                   flagged_exchange=streams <= FLAGGED_EXCHANGE_STREAMS,
-                   flagged_forward=streams <= FLAGGED_FORWARD_STREAMS, post_loop_sums=True,
+                   flagged_exchange=streams <= FLAGGED_EXCHANGE_STREAMS, flagged_forward=True, post_loop_sums=True,
                    loop_tensor_cores=precision != "fp32" and wide, folded_biases=True)
 
     def replace(self, **changes) -> "ScheduleOptions":

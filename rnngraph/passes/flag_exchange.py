@@ -11,7 +11,7 @@ and the GEMM polls those words until every tag it needs is there (the NCCL "LL" 
 idea: data and flag in one word, no fence between them). A grid sync that only made such a value whole is then left
 out; ``grid_syncs(..., flagged)`` gives the syncs that remain. The lowering keeps the flags only
 where syncs go away, when the schedule's ``options.flagged_exchange`` is on (by default at
-S = 1, and for the backward loops up to S = 8: ``options.flagged_forward``;
+S = 1; ``options.flagged_forward`` False flags the backward loops alone;
 rnngraph/schedule_options.py), for loops of one stage, where every flagged value:
 
 - is written by exactly one kernel of the loop, not a GEMM, at delay 0 (each element once
