@@ -148,7 +148,7 @@ class ScheduleOptions:
             raise ValueError(f"precision must be one of 'fp32', 'tf32', 'bf16'; got {precision!r}")
         wide = loop_tensor_cores_by_default(streams, _check_width(recurrent_width))
         return cls(persistent_layer_norms=streams <= LN_PERSISTENT_STREAMS,
-                   flagged_exchange=streams <= FLAGGED_EXCHANGE_STREAMS, flagged_forward=True, post_loop_sums=True,
+                   flagged_exchange=streams <= FLAGGED_EXCHANGE_STREAMS, post_loop_sums=True,
                    loop_tensor_cores=precision != "fp32" and wide, folded_biases=True)
 
     def replace(self, **changes) -> "ScheduleOptions":

@@ -17,7 +17,6 @@ import torch
 import torch.nn.functional as F
 
 from .bidirectional import Bidirectional
-from .lengths import check_lengths
 from .network import Sequential
 from .torch import RNN
 
@@ -71,10 +70,9 @@ def _pair_states(pair: LayerPair, states: list | None, k: int) -> list | None:
 
 def forward(module: RNN, x: torch.Tensor, states: list | None, lengths) -> tuple[torch.Tensor, list]:
     """(y (T, B, 2H), per state argument (2 * layers * depth, B, H)) of a bidirectional RNN
-    ``module`` on time-major ``x`` (T, B, I); ``states`` per state argument or None."""
+    ``module`` on time-major ``x`` (T, B, I); ``states`` per state argument or None; ``lengths``
+    None or checked (B,) int64 (``RNN.forward`` checks them: rnngraph/lengths.py ``check_lengths``)."""
     T, B = x.shape[:2]
-    if lengths is not None:
-        lengths = check_lengths(lengths, T, B)
     idx = reverse_index(lengths, T, B, x.device)
     H = module.hidden
     finals, inp = [], x

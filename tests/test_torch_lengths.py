@@ -146,6 +146,13 @@ def test_bad_lengths_are_named(call, error, match):
         call(mine, torch.randn(4, 2, 3, dtype=F64))
 
 
+def test_a_bidirectional_modules_bad_lengths_are_named():
+    """The module checks lengths once, before either direction's path (rnngraph/torch.py)."""
+    _, mine = _pair(nn.LSTM, 1, bidirectional=True)
+    with pytest.raises(ValueError, match=r"lengths\[0\] = 5 is outside \[0, T = 4\]"):
+        mine(torch.randn(4, 2, 3, dtype=F64), lengths=[5, 1])
+
+
 def test_the_swapped_axes_hint_is_the_torch_modules_alone():
     """The native API has no batch_first: T lengths for S streams get no hint there."""
     rnn = rg.compile_rnn(rg.Sequential(rg.cells.lstm(hidden=2), input_size=1), device="cpu")
