@@ -122,16 +122,16 @@ def test_reader_reads_the_csv_tables(tmp_path):
     (CSV.replace("at _____ to", "at to"), "line 2: expected one blank ('_____') in question 1, found 0"),
     (CSV.replace("\n2,", "\n1,"), "line 3: question 1 again (first at line 2)"),
     # four candidate columns: it was read as a line of neither form ('expected a question, ...')
-    (CSV.replace("d),e)", "d)", 1), "line 1: a CSV header id,question,a,b,c,d; the table needs the columns "
-                                    "id,question,a,b,c,d,e (five candidates, a to e)"),
+    (CSV.replace("d),e)", "d)", 1), "line 1: a CSV header 'id,question,a),b),c),d)'; the table needs the "
+                                    "columns id,question,a),b),c),d),e) (five candidates, a to e)"),
 ], ids=["fields", "id", "blank", "twice", "header"])
 def test_csv_errors_name_file_and_line(tmp_path, text, needle):
     with pytest.raises(QuestionsError, match=re.escape(needle)):
         read_questions(write(tmp_path, "testing_data.csv", text))
     with pytest.raises(QuestionsError, match=re.escape("line 3: answer 'x' to question 2")):
         read_answers(write(tmp_path, "test_answer.csv", "id,answer\n1,a\n2,x\n"))
-    with pytest.raises(QuestionsError, match=re.escape("line 1: a CSV header id,answer,word; the table needs the "
-                                                       "columns id,answer")):
+    with pytest.raises(QuestionsError, match=re.escape("line 1: a CSV header 'id,answer,word'; the table needs "
+                                                       "the columns id,answer")):
         read_answers(write(tmp_path, "test_answer.csv", "id,answer,word\n1,a,home\n"))
 
 

@@ -103,7 +103,7 @@ def read_questions(path) -> list[Question]:
     lines = _lines(path, text)
     names = msr_csv.header(lines[0][1])
     if names is not None and names[1] == "question":
-        msr_csv.check_header(path, lines[0][0], names, msr_csv.QUESTION_COLUMNS, QuestionsError)
+        msr_csv.check_header(path, lines[0][0], lines[0][1], names, msr_csv.QUESTION_COLUMNS, QuestionsError)
         groups = [_question(path, k, number, list(LETTERS), words,
                             [_BLANK.sub(lambda _, w=w: w, sentence, count=1).strip() for w in words])
                   for k, fields in msr_csv.rows(path, text, msr_csv.QUESTION_COLUMNS, QuestionsError)
@@ -233,7 +233,7 @@ def read_answers(path, questions=None) -> dict[int, int]:
     lines = _lines(path, text)
     names = msr_csv.header(lines[0][1])
     if names is not None and names[1] == "answer":  # "1,c": as the line "1 c"
-        msr_csv.check_header(path, lines[0][0], names, msr_csv.ANSWER_COLUMNS, QuestionsError)
+        msr_csv.check_header(path, lines[0][0], lines[0][1], names, msr_csv.ANSWER_COLUMNS, QuestionsError)
         lines = [(k, f"{fields[0]} {fields[1].rstrip(')')}")
                  for k, fields in msr_csv.rows(path, text, msr_csv.ANSWER_COLUMNS, QuestionsError)]
     for k, line in lines:

@@ -34,12 +34,14 @@ def header(line: str) -> list[str] | None:
     return names if names[:2] in (QUESTION_COLUMNS[:2], ANSWER_COLUMNS[:2]) else None
 
 
-def check_header(path, k: int, names: list[str], columns: list[str], error) -> None:
-    """``error`` naming the file and line ``k`` when a header's ``names`` are not ``columns``
-    (e.g. four candidate columns where the challenge has five)."""
+def check_header(path, k: int, line: str, names: list[str], columns: list[str], error) -> None:
+    """``error`` naming the file and line ``k`` when a header's ``names`` (:func:`header` of
+    ``line``) are not ``columns`` (e.g. four candidate columns where the challenge has five); the
+    message quotes the header as written and the columns as the challenge writes them."""
     if names != columns:
-        raise error(f"{path}, line {k}: a CSV header {','.join(names)}; the table needs the columns "
-                    f"{','.join(columns)}" + (" (five candidates, a to e)" if columns == QUESTION_COLUMNS else ""))
+        questions = columns == QUESTION_COLUMNS
+        wanted = "id,question,a),b),c),d),e) (five candidates, a to e)" if questions else ",".join(columns)
+        raise error(f"{path}, line {k}: a CSV header {line.strip()!r}; the table needs the columns {wanted}")
 
 
 def rows(path, text: str, columns: list[str], error) -> list[tuple[int, list[str]]]:
