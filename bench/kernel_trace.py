@@ -131,17 +131,19 @@ def sequences(prog, fwdbwd) -> dict:
             "backward-only": prog.run_backward}
 
 
-def lm_step(cell: str, S: int, T: int, H: int, read: bool = True, layers: int = 1):
+def lm_step(cell: str, S: int, T: int, H: int, read: bool = True, layers: int = 1, plan: str | None = None):
     """``lm-step`` mode: a whole training step of a char LM through the public API (Embedding 96 ->
     128, ``layers`` ``cell`` layers of H, softmax; Adam, clip 1.0): ``float(step.train(x, y))``, the loss
     read (so the step ends synchronised). ``read=False`` (``lm-step-unread``): ``step.train(x, y)``
     with the loss left unread (rnngraph/lazy_loss.py), as a training loop that logs every N steps
-    runs it; ``synchronize`` reads the last one. Returns (run, synchronize)."""
+    runs it; ``synchronize`` reads the last one. ``plan`` forces the schedule's plan ("wavefront"
+    or "scc-sequential"; None: the cost model's). Returns (run, synchronize)."""
     import numpy as np
 
     import rnngraph as rg
     net = rg.stacked(getattr(rg.cells, cell), layers, H, vocab=96, embed=128)
-    step = rg.compile(net, window=T, streams=S, device="cuda", optimizer=rg.Adam(lr=2e-3), clip_norm=1.0, seed=0)
+    step = rg.compile(net, window=T, streams=S, device="cuda", optimizer=rg.Adam(lr=2e-3), clip_norm=1.0, seed=0,
+                      **({"plan": plan} if plan else {}))
     rng = np.random.default_rng(0)
     x, y = rng.integers(0, 96, (T, S)), rng.integers(0, 96, (T, S))
     if read:
@@ -150,9 +152,10 @@ def lm_step(cell: str, S: int, T: int, H: int, read: bool = True, layers: int = 
     return (lambda: losses.append(step.train(x, y))), (lambda: float(losses[-1]) if losses else None)
 
 
-def trace(cell: str, S: int, iters: int, T: int = 100, H: int = 512, mode: str = "fwdbwd", layers: int = 1) -> dict:
+def trace(cell: str, S: int, iters: int, T: int = 100, H: int = 512, mode: str = "fwdbwd", layers: int = 1,
+          plan: str | None = None) -> dict:
     """One configuration's GPU timeline under ``mode`` (see :func:`sequences`; ``layers`` counts
-    the lm-step modes' layers, the others run one); ``wall_ms`` is the
+    the lm-step modes' layers, the others run one; ``plan`` forces theirs); ``wall_ms`` is the
     host's time per iteration (synchronised at its end; ``lm-step-unread``: the iterations'
     total, synchronised once after the last, over their number), ``busy_fraction`` busy / wall."""
     import time
@@ -162,7 +165,7 @@ def trace(cell: str, S: int, iters: int, T: int = 100, H: int = 512, mode: str =
 
     from rnngraph.bench import Config, gpu_program
     if mode.startswith("lm-step"):
-        run, sync = lm_step(cell, S, T, H, read=mode == "lm-step", layers=layers)
+        run, sync = lm_step(cell, S, T, H, read=mode == "lm-step", layers=layers, plan=plan)
     else:
         cfg = Config(cell=cell, layers=1, T=T, S=S, H=H, I=H)
         prog, _, fwdbwd = gpu_program(cfg)
@@ -197,7 +200,7 @@ def trace(cell: str, S: int, iters: int, T: int = 100, H: int = 512, mode: str =
     timeline = [(short_name(e["name"]), (e["ts"] - mid[0]["ts"]) / 1000, e["dur"] / 1000) for e in mid]
     names = sorted({n for it in its for n in it["kernels"]})
     kernels = {n: statistics.median(it["kernels"].get(n, 0.0) for it in its) for n in names}
-    rec = {"cell": cell, "S": S, "T": T, "H": H, "layers": layers if mode.startswith("lm-step") else 1,
+    rec = {"cell": cell, "S": S, "T": T, "H": H, "layers": layers if mode.startswith("lm-step") else 1, "plan": plan,
            "iters": iters, "mode": mode,
            **{k: statistics.median(it[k] for it in its) for k in ("span_ms", "busy_ms", "idle_ms")},
            "wall_ms": statistics.median(walls),
@@ -214,12 +217,14 @@ def main() -> int:
     ap.add_argument("--modes", nargs="+", default=["fwdbwd"], choices=MODES,
                     help="what one iteration runs (timing experiments; see sequences())")
     ap.add_argument("--layers", type=int, default=1, help="the lm-step modes' layers (the others run one)")
+    ap.add_argument("--plan", choices=("wavefront", "scc-sequential"),
+                    help="the lm-step modes' plan, forced (default: the cost model's)")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     records = []
     for c, mode in ((c, m) for c in a.configs for m in a.modes):
         cell, S = c.split(":")
-        rec = trace(cell, int(S), a.iters, mode=mode, layers=a.layers)
+        rec = trace(cell, int(S), a.iters, mode=mode, layers=a.layers, plan=a.plan)
         records.append(rec)
         print(f"{cell} S={S} {mode}: span {rec['span_ms']:.3f} ms, busy {rec['busy_ms']:.3f}, idle {rec['idle_ms']:.3f}, "
               f"wall {rec['wall_ms']:.3f} (busy {rec['busy_fraction']:.0%} of it)")

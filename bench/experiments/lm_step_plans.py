@@ -9,6 +9,7 @@ plan) with the plan the cost model picks unforced and its estimates (the schedul
 Usage (GPU)::
 
     python3 bench/experiments/lm_step_plans.py --models 2x512-s8 --out $OUT/plans.json
+    python3 bench/experiments/lm_step_plans.py --models 2x512-s8 --streams 2 4 16 --out $OUT/plans-s.json
 """
 from __future__ import annotations
 
@@ -30,9 +31,12 @@ from startup import MODELS  # noqa: E402
 PLANS = ("scc-sequential", "wavefront")
 
 
-def time_plan(model: str, plan: str, steps: int) -> dict:
-    """Compile ``model`` with ``plan`` forced and time its step (ms); returns the record."""
-    cell, L, H, V, E, T, S = MODELS[model]
+def time_plan(model: str, plan: str, steps: int, streams: int | None = None, cell: str | None = None,
+              layers: int | None = None) -> dict:
+    """Compile ``model`` (with ``streams`` streams, ``cell`` and ``layers`` instead of its own,
+    where given) with ``plan`` forced and time its step (ms); returns the record."""
+    own_cell, L, H, V, E, T, S = MODELS[model]
+    S, cell, L = streams or S, cell or own_cell, layers or L
     net = rg.stacked(getattr(rg.cells, cell), L, H, vocab=V, embed=E)
     step = rg.compile(net, window=T, streams=S, device="cuda", optimizer=rg.Adam(lr=2e-3), clip_norm=1.0,
                       seed=0, plan=plan)
@@ -52,7 +56,7 @@ def time_plan(model: str, plan: str, steps: int) -> dict:
     unread = (time.perf_counter() - t) / steps * 1e3
     why = str(step.schedule).splitlines()[1].strip()
     chosen = rg.compile(net, window=T, streams=S, device="cpu").schedule.plan  # the cost model's, unforced
-    return {"model": model, "plan": plan, "cost_model_plan": chosen, "step_ms": statistics.median(times) * 1e3,
+    return {"model": model, "cell": cell, "layers": L, "streams": S, "plan": plan, "cost_model_plan": chosen, "step_ms": statistics.median(times) * 1e3,
             "step_ms_unread": unread, "steps": steps, "why": why}
 
 
@@ -61,21 +65,25 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default="2x512-s8", help=f"comma-separated, of {', '.join(MODELS)}")
     ap.add_argument("--plans", nargs="+", default=list(PLANS), choices=PLANS)
     ap.add_argument("--steps", type=int, default=200, help="timed steps each way (default 200)")
+    ap.add_argument("--streams", type=int, nargs="+", help="S values to run each model at (default: its own)")
+    ap.add_argument("--cells", nargs="+", help="cells to run each model with (default: its own)")
+    ap.add_argument("--layers", type=int, help="layers (default: the model's)")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
     unknown = [m for m in args.models.split(",") if m not in MODELS]
-    if unknown or args.steps < 1:
-        ap.error(f"unknown model {unknown[0]!r} (of {', '.join(MODELS)})" if unknown else "--steps must be >= 1")
+    if unknown or args.steps < 1 or any(s < 1 for s in args.streams or ()):
+        ap.error(f"unknown model {unknown[0]!r} (of {', '.join(MODELS)})" if unknown
+                 else "--steps must be >= 1" if args.steps < 1 else "--streams must be >= 1")
     records = []
     for model in args.models.split(","):
-        for plan in args.plans:
-            r = time_plan(model, plan, args.steps)
+        for cell, S, plan in ((c, S, p) for c in args.cells or [None] for S in args.streams or [None] for p in args.plans):
+            r = time_plan(model, plan, args.steps, S, cell, args.layers)
             records.append(r)
-            print(f"{model} {plan}: {r['step_ms']:.3f} ms read, {r['step_ms_unread']:.3f} ms unread  "
+            print(f"{model} {r['cell']} {r['layers']} layers S={r['streams']} {plan}: {r['step_ms']:.3f} ms read, {r['step_ms_unread']:.3f} ms unread  "
                   f"(unforced: {r['cost_model_plan']}; {r['why']})", flush=True)
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"benchmark": "lm_step_plans", "records": records}, f, indent=1)
+            if args.out:  # rewritten after each record (a run cut short keeps what it measured)
+                with open(args.out, "w") as f:
+                    json.dump({"benchmark": "lm_step_plans", "records": records}, f, indent=1)
     return 0
 
 

@@ -88,8 +88,9 @@ pipeline  1: a tensor-core row loop's whole chunks (codegen/loop_mma.py ``chunke
           TF32, 16 in bf16). 0: off, the default: LSTM H = 1024 fwd+bwd with pipeline=1 took
           5.89 / 5.21 ms (tf32 / bf16, S = 64) and 9.21 / 7.81 (S = 128)
           (h200-20261204-precision-h1024-pipelined.json) against 5.96 / 5.19 and 9.37 / 8.02 without,
-          in another process (h200-20261204-precision-h1024-dynamic-smem.json): within 2 %, no
-          same-run comparison yet.
+          in another process (h200-20261204-precision-h1024-dynamic-smem.json); back to back on
+          one H100 5.883 / 5.223 and 9.238 / 7.527 against 5.674 / 5.134 and 8.903 / 7.725 ms
+          (h100-20261206-precision-h1024-pipeline-1.json, -0.json): faster only in bf16 at S = 128.
 skip      1: in the loops of a variable-length graph (rnngraph/lengths.py) the GEMM work items
           take the streams in the buffers' stream order (longest first when the caller sets it
           from the lengths, codegen/buffers.py) and at each step run only over the streams still
