@@ -56,8 +56,8 @@ def time_plan(model: str, plan: str, steps: int, streams: int | None = None, cel
     unread = (time.perf_counter() - t) / steps * 1e3
     why = str(step.schedule).splitlines()[1].strip()
     chosen = rg.compile(net, window=T, streams=S, device="cpu").schedule.plan  # the cost model's, unforced
-    return {"model": model, "cell": cell, "layers": L, "streams": S, "plan": plan, "cost_model_plan": chosen, "step_ms": statistics.median(times) * 1e3,
-            "step_ms_unread": unread, "steps": steps, "why": why}
+    return {"model": model, "cell": cell, "layers": L, "streams": S, "plan": plan, "cost_model_plan": chosen,
+            "step_ms": statistics.median(times) * 1e3, "step_ms_unread": unread, "steps": steps, "why": why}
 
 
 def main(argv=None) -> int:
@@ -76,11 +76,12 @@ def main(argv=None) -> int:
                  else "--steps must be >= 1" if args.steps < 1 else "--streams must be >= 1")
     records = []
     for model in args.models.split(","):
-        for cell, S, plan in ((c, S, p) for c in args.cells or [None] for S in args.streams or [None] for p in args.plans):
+        runs = [(c, S, p) for c in args.cells or [None] for S in args.streams or [None] for p in args.plans]
+        for cell, S, plan in runs:
             r = time_plan(model, plan, args.steps, S, cell, args.layers)
             records.append(r)
-            print(f"{model} {r['cell']} {r['layers']} layers S={r['streams']} {plan}: {r['step_ms']:.3f} ms read, {r['step_ms_unread']:.3f} ms unread  "
-                  f"(unforced: {r['cost_model_plan']}; {r['why']})", flush=True)
+            print(f"{model} {r['cell']} {r['layers']} layers S={r['streams']} {plan}: {r['step_ms']:.3f} ms read, "
+                  f"{r['step_ms_unread']:.3f} ms unread  (unforced: {r['cost_model_plan']}; {r['why']})", flush=True)
             if args.out:  # rewritten after each record (a run cut short keeps what it measured)
                 with open(args.out, "w") as f:
                     json.dump({"benchmark": "lm_step_plans", "records": records}, f, indent=1)
