@@ -143,7 +143,7 @@ def lm_step(cell: str, S: int, T: int, H: int, read: bool = True, layers: int = 
     import rnngraph as rg
     net = rg.stacked(getattr(rg.cells, cell), layers, H, vocab=96, embed=128)
     step = rg.compile(net, window=T, streams=S, device="cuda", optimizer=rg.Adam(lr=2e-3), clip_norm=1.0, seed=0,
-                      **({"plan": plan} if plan else {}))
+                      plan=plan)
     rng = np.random.default_rng(0)
     x, y = rng.integers(0, 96, (T, S)), rng.integers(0, 96, (T, S))
     if read:
@@ -200,7 +200,8 @@ def trace(cell: str, S: int, iters: int, T: int = 100, H: int = 512, mode: str =
     timeline = [(short_name(e["name"]), (e["ts"] - mid[0]["ts"]) / 1000, e["dur"] / 1000) for e in mid]
     names = sorted({n for it in its for n in it["kernels"]})
     kernels = {n: statistics.median(it["kernels"].get(n, 0.0) for it in its) for n in names}
-    rec = {"cell": cell, "S": S, "T": T, "H": H, "layers": layers if mode.startswith("lm-step") else 1, "plan": plan,
+    rec = {"cell": cell, "S": S, "T": T, "H": H, "layers": layers if mode.startswith("lm-step") else 1,
+           "plan": plan if mode.startswith("lm-step") else None,
            "iters": iters, "mode": mode,
            **{k: statistics.median(it[k] for it in its) for k in ("span_ms", "busy_ms", "idle_ms")},
            "wall_ms": statistics.median(walls),

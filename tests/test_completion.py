@@ -135,6 +135,17 @@ def test_csv_errors_name_file_and_line(tmp_path, text, needle):
         read_answers(write(tmp_path, "test_answer.csv", "id,answer,word\n1,a,home\n"))
 
 
+def test_csv_tables_given_the_wrong_way_round_say_so(tmp_path):
+    # an answers table passed as questions was read as lines of neither form ("expected a question")
+    answers, questions = write(tmp_path, "test_answer.csv", CSV_ANSWERS), write(tmp_path, "testing_data.csv", CSV)
+    with pytest.raises(QuestionsError, match=re.escape("line 1: the header 'id,answer' is the answers table's; "
+                                                       "the questions table begins id,question,a),b),c),d),e)")):
+        read_questions(answers)
+    with pytest.raises(QuestionsError, match=r"line 1: the header 'id,question,a\),.*' is the questions table's; "
+                                             r"the answers table begins id,answer"):
+        read_answers(questions)
+
+
 def test_csv_tables_after_blank_lines_and_without_rows(tmp_path):
     # the header is the first non-blank line (it was the first line, so the header was read as a row)
     qs = read_questions(write(tmp_path, "testing_data.csv", "\n\n" + CSV))

@@ -22,10 +22,11 @@ def _complete_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--questions", metavar="FILE", required=True,
                    help="questions in the MSR Sentence Completion Challenge's format: '1a) ... [word] ...' lines, "
                         "five a-e per question, or '1) ... _____ ...' followed by 'a) word' .. 'e) word' (one file may mix "
-                        "the two, question by question)")
+                        "the two, question by question), or the CSV table testing_data.csv "
+                        "(id,question,a),b),c),d),e))")
     p.add_argument("--answers", metavar="FILE",
-                   help="the right letters: '1c) ...' lines (the challenge's answers file), '1) [c] word' or '1 c'; "
-                        "with them the accuracy is printed")
+                   help="the right letters: '1c) ...' lines (the challenge's answers file), '1) [c] word', '1 c' "
+                        "or the CSV table test_answer.csv (id,answer); with them the accuracy is printed")
     p.add_argument("--cell", metavar="FILE.py[:FUNCTION]", help=CELL_OVERRIDE)
     p.add_argument("--streams", metavar="S", type=positive_int, default=40,
                    help="candidate sentences scored side by side (default 40)")

@@ -97,11 +97,16 @@ def read_questions(path) -> list[Question]:
             neither form; a machine-form line without exactly one ``[candidate]``; a blank-form
             question without exactly one blank (``___``); a question whose candidates are not
             five, lettered a-e in order; an empty candidate; a question number seen before; a
-            CSV row without seven fields or a numeric id; a CSV header without rows.
+            CSV row without seven fields or a numeric id; a CSV header without rows or of other
+            columns, or the answers table's header (``id,answer``).
     """
     text = _text(path)
     lines = _lines(path, text)
     names = msr_csv.header(lines[0][1])
+    if names is not None and names[1] == "answer":
+        raise QuestionsError(f"{path}, line {lines[0][0]}: the header {lines[0][1].strip()!r} is the answers "
+                             "table's; the questions table begins id,question,a),b),c),d),e) (an answers file "
+                             "goes to --answers)")
     if names is not None and names[1] == "question":
         msr_csv.check_header(path, lines[0][0], lines[0][1], names, msr_csv.QUESTION_COLUMNS, QuestionsError)
         groups = [_question(path, k, number, list(LETTERS), words,
@@ -225,13 +230,17 @@ def read_answers(path, questions=None) -> dict[int, int]:
         QuestionsError (a ValueError), naming the file and line: not UTF-8; empty; a line that
             gives no number and letter; a letter outside a-e; a question answered twice; a CSV
             row without two fields or a numeric id; a CSV header without rows or of other
-            columns; with ``questions``, a word that is not the candidate of its letter.
+            columns, or the questions table's header (``id,question,...``); with ``questions``, a
+            word that is not the candidate of its letter.
     """
     candidates = {q.number: q.candidates for q in questions} if questions is not None else {}
     answers, where = {}, {}
     text = _text(path)
     lines = _lines(path, text)
     names = msr_csv.header(lines[0][1])
+    if names is not None and names[1] == "question":
+        raise QuestionsError(f"{path}, line {lines[0][0]}: the header {lines[0][1].strip()!r} is the questions "
+                             "table's; the answers table begins id,answer (a questions file goes to --questions)")
     if names is not None and names[1] == "answer":  # "1,c": as the line "1 c"
         msr_csv.check_header(path, lines[0][0], lines[0][1], names, msr_csv.ANSWER_COLUMNS, QuestionsError)
         lines = [(k, f"{fields[0]} {fields[1].rstrip(')')}")
