@@ -29,15 +29,15 @@ layernorm_lstm 2.5 % faster, measured 7.08 vs 5.67 ms
 
 These constants predate most of the loop kernels' speed-ups. Measured on an H100 since
 (bench/HISTORY.md section 22): the 2 x 512 LSTM char-LM step ran 3 to 5 % faster as a wavefront
-at S = 2, 8 and 16 (losses unread; 2.172 against 2.285 ms at S = 2) and 22 % slower at S = 64, while this model
-keeps scc-sequential at all four; its S = 8 forward window estimate is 1.85 ms where the loops
+at S = 2, 8 and 16 (losses unread; 2.172 against 2.285 ms at S = 2) and 22 % slower at S = 64,
+while this model keeps scc-sequential at all four; its S = 8 forward window estimate is 1.85 ms where the loops
 take 1.12. There a product costs ~3 us a tick (~5.6 TFLOP/s, against 3 here), the weights stay in
 shared memory (no streaming from L2), and a wavefront tick costs about its layers' ticks together:
 its gain is the hoisted GEMMs between the layers. A prototype recalibration (not kept: a loop
 rate of 5.6e12 FLOP/s, weights streamed only beyond the loop kernels' shared memory, one sync
-fewer for a flagged exchange) kept S = 1 and S >= 16 as measured but chose the wavefront for
-the two- to four-layer models of every standard cell at H = 512 and S = 2 to 8; that waits for
-the other cells' and depths' measurements (bench/plans_gpu.sh).
+fewer for a flagged exchange) kept the 2 x 512 plans at S = 1 and S >= 16 but chose the
+wavefront for the two- to four-layer LSTM, GRU, peephole and layer-norm LSTM at H = 512 and
+S = 2 to 8; that waits for the other cells' and depths' measurements (bench/plans_gpu.sh).
 """
 from __future__ import annotations
 
