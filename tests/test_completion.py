@@ -139,10 +139,12 @@ def test_csv_tables_given_the_wrong_way_round_say_so(tmp_path):
     # an answers table passed as questions was read as lines of neither form ("expected a question")
     answers, questions = write(tmp_path, "test_answer.csv", CSV_ANSWERS), write(tmp_path, "testing_data.csv", CSV)
     with pytest.raises(QuestionsError, match=re.escape("line 1: the header 'id,answer' is the answers table's; "
-                                                       "the questions table begins id,question,a),b),c),d),e)")):
+                                                       "the questions table begins id,question,a),b),c),d),e) "
+                                                       "(an answers file goes to --answers)")):
         read_questions(answers)
     with pytest.raises(QuestionsError, match=r"line 1: the header 'id,question,a\),.*' is the questions table's; "
-                                             r"the answers table begins id,answer"):
+                                             r"the answers table begins id,answer "
+                                             r"\(a questions file goes to --questions\)"):
         read_answers(questions)
 
 

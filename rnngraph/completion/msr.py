@@ -103,11 +103,7 @@ def read_questions(path) -> list[Question]:
     text = _text(path)
     lines = _lines(path, text)
     names = msr_csv.header(lines[0][1])
-    if names is not None and names[1] == "answer":
-        raise QuestionsError(f"{path}, line {lines[0][0]}: the header {lines[0][1].strip()!r} is the answers "
-                             "table's; the questions table begins id,question,a),b),c),d),e) (an answers file "
-                             "goes to --answers)")
-    if names is not None and names[1] == "question":
+    if names is not None:
         msr_csv.check_header(path, lines[0][0], lines[0][1], names, msr_csv.QUESTION_COLUMNS, QuestionsError)
         groups = [_question(path, k, number, list(LETTERS), words,
                             [_BLANK.sub(lambda _, w=w: w, sentence, count=1).strip() for w in words])
@@ -238,10 +234,7 @@ def read_answers(path, questions=None) -> dict[int, int]:
     text = _text(path)
     lines = _lines(path, text)
     names = msr_csv.header(lines[0][1])
-    if names is not None and names[1] == "question":
-        raise QuestionsError(f"{path}, line {lines[0][0]}: the header {lines[0][1].strip()!r} is the questions "
-                             "table's; the answers table begins id,answer (a questions file goes to --questions)")
-    if names is not None and names[1] == "answer":  # "1,c": as the line "1 c"
+    if names is not None:  # "1,c": as the line "1 c"
         msr_csv.check_header(path, lines[0][0], lines[0][1], names, msr_csv.ANSWER_COLUMNS, QuestionsError)
         lines = [(k, f"{fields[0]} {fields[1].rstrip(')')}")
                  for k, fields in msr_csv.rows(path, text, msr_csv.ANSWER_COLUMNS, QuestionsError)]

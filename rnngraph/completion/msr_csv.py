@@ -36,12 +36,19 @@ def header(line: str) -> list[str] | None:
 
 def check_header(path, k: int, line: str, names: list[str], columns: list[str], error) -> None:
     """``error`` naming the file and line ``k`` when a header's ``names`` (:func:`header` of
-    ``line``) are not ``columns`` (e.g. four candidate columns where the challenge has five); the
-    message quotes the header as written and the columns as the challenge writes them."""
+    ``line``) are not ``columns``: the other table's header (answers given as questions, or the
+    reverse; the message names the option it belongs to), or other columns (e.g. four candidates
+    where the challenge has five). The message quotes the header as written and the columns as
+    the challenge writes them."""
+    questions = columns == QUESTION_COLUMNS
+    wanted = "id,question,a),b),c),d),e)" if questions else ",".join(columns)
+    if names[1] != columns[1]:
+        raise error(f"{path}, line {k}: the header {line.strip()!r} is the {'answers' if questions else 'questions'} "
+                    f"table's; the {'questions' if questions else 'answers'} table begins {wanted} "
+                    f"({'an answers file goes to --answers' if questions else 'a questions file goes to --questions'})")
     if names != columns:
-        questions = columns == QUESTION_COLUMNS
-        wanted = "id,question,a),b),c),d),e) (five candidates, a to e)" if questions else ",".join(columns)
-        raise error(f"{path}, line {k}: a CSV header {line.strip()!r}; the table needs the columns {wanted}")
+        raise error(f"{path}, line {k}: a CSV header {line.strip()!r}; the table needs the columns {wanted}"
+                    + (" (five candidates, a to e)" if questions else ""))
 
 
 def rows(path, text: str, columns: list[str], error) -> list[tuple[int, list[str]]]:
