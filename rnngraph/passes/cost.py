@@ -37,7 +37,10 @@ its gain is the hoisted GEMMs between the layers. A prototype recalibration (not
 rate of 5.6e12 FLOP/s, weights streamed only beyond the loop kernels' shared memory, one sync
 fewer for a flagged exchange) kept the 2 x 512 plans at S = 1 and S >= 16 but chose the
 wavefront for the two- to four-layer LSTM, GRU, peephole and layer-norm LSTM at H = 512 and
-S = 2 to 8; that waits for the other cells' and depths' measurements (bench/plans_gpu.sh).
+S = 2 to 8. Those measured since (bench/HISTORY.md section 23) lose as a wavefront at S = 8 -- GRU
+2.895 against 3.309 ms, peephole LSTM 3.629 / 3.675, layer-norm LSTM 8.363 / 9.998, 4 x 512 LSTM
+5.887 / 6.983 -- as does the 2 x 512 LSTM at S = 1 (1.623 / 2.830), so the constants stay: they
+choose scc-sequential for each.
 """
 from __future__ import annotations
 
