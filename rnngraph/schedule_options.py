@@ -13,17 +13,19 @@ history is in bench/HISTORY.md):
 - ``persistent_layer_norms`` up to S = 64: the persistent kernel beat graph mode at S = 1, 16
   and 64 (layernorm_lstm S=64 10.5 vs 18.5 ms, bench/results/h200-20261201-lnsum-sweep-lnsum.json);
   larger S is not measured;
-- ``flagged_exchange`` at S = 1: the flags take the grid sync out of the S=1 LSTM's timestep
-  (0.947 -> 0.752 ms; bench/results/h200-20261201-flags-sweep-flags-rows.json) and one of the
-  three out of layernorm_lstm's (2.521 -> 2.255 ms; bench/results/h200-20261204-ln-flags-sweep.json);
-  not above: at S = 8 (an H100, the 2 x 512 char-LM step) the flagged backward loop kernels took
-  0.634 / 0.629 ms against 0.675 / 0.662 and the flagged forward ones 0.626 / 0.620 against
-  0.557 / 0.563 (bench/results/h100-20261206-lm-step-trace-2x512-s8-flags-{0,1}.json), and with
-  the backward alone flagged (``flagged_forward=False``) the step took 2.85 against 2.91 ms
-  (bench/results/h100-20261206-lm-step-2x512-s8-backward-flags.txt), but a flagged loop forgoes
-  the code shapes S > 1 may take (stream groups, early loads, the tensor-core products:
-  tests/test_loop_groups.py, test_loop_prefetch.py, test_loop_mma_sim.py expect them), so the
-  default stays at S = 1 until the generator combines them (bench/HISTORY.md section 21);
+- ``flagged_exchange`` up to S = 8, ``flagged_forward`` at S = 1 only: the flags take the grid
+  sync out of the S=1 LSTM's timestep (0.947 -> 0.752 ms;
+  bench/results/h200-20261201-flags-sweep-flags-rows.json) and one of the three out of
+  layernorm_lstm's (2.521 -> 2.255 ms; bench/results/h200-20261204-ln-flags-sweep.json). At S = 8
+  (an H100, the 2 x 512 char-LM step) the flagged backward loop kernels took 0.634 / 0.629 ms
+  against 0.675 / 0.662 and the flagged forward ones 0.626 / 0.620 against 0.557 / 0.563
+  (bench/results/h100-20261206-lm-step-trace-2x512-s8-flags-{0,1}.json), hence the backward
+  alone from S = 2. With the early loads of flagged levels (LoopTuning ``prefetch=2``) the step
+  took, ms unread, LSTM S=2 1.948 against 2.278, S=4 2.517 / 2.635, S=8 2.835 / 2.929, GRU S=8
+  2.520 / 2.896, peephole LSTM 3.485 / 3.647, layer-norm LSTM 8.312 / 8.360
+  (bench/results/h100-20261206-lm-step-early-loads-*.json). A flagged loop forgoes stream groups
+  (from S = 64 by default) and its flagged vectors the tensor-core chunks; loops on tensor cores
+  (:func:`loop_tensor_cores_by_default`) are not flagged by default;
 - ``post_loop_sums`` always: the in-loop sums' shared-memory atomics retried under contention
   (layernorm_lstm S=64 8.36 -> 6.99 ms, bench/results/h200-20261201-lngrad-sweep-lngrad.json);
 - ``loop_tensor_cores`` in a reduced precision where S x K >= 49,152, or S >= 16 with K >= 1,024
@@ -56,8 +58,10 @@ from dataclasses import dataclass, fields, replace
 
 #: Streams up to which layer norms inside a recurrence run in the persistent loop kernel.
 LN_PERSISTENT_STREAMS = 64
-#: Streams up to which a loop hands its GEMM inputs between blocks through flagged words.
-FLAGGED_EXCHANGE_STREAMS = 1
+#: Streams up to which a loop hands its GEMM inputs between blocks through flagged words: the
+#: backward loops up to FLAGGED_EXCHANGE_STREAMS, the forward ones too up to FLAGGED_FORWARD_STREAMS.
+FLAGGED_EXCHANGE_STREAMS = 8
+FLAGGED_FORWARD_STREAMS = 1
 #: S x K (streams x the widest recurrent product's inner dimension) from which, in a reduced
 #: precision, the loops' recurrent products run on tensor cores by default
 LOOP_TENSOR_CORES_WORK = 49_152
@@ -125,7 +129,7 @@ class ScheduleOptions:
 
     persistent_layer_norms: bool = False
     flagged_exchange: bool = False
-    flagged_forward: bool = True
+    flagged_forward: bool = False
     post_loop_sums: bool = True
     loop_tensor_cores: bool = False
     folded_biases: bool = True
@@ -147,9 +151,11 @@ class ScheduleOptions:
         if precision not in ("fp32", "tf32", "bf16"):  # (rnngraph/precision.py's; this module imports none of rnngraph)
             raise ValueError(f"precision must be one of 'fp32', 'tf32', 'bf16'; got {precision!r}")
         wide = loop_tensor_cores_by_default(streams, _check_width(recurrent_width))
+        tensor_cores = precision != "fp32" and wide
         return cls(persistent_layer_norms=streams <= LN_PERSISTENT_STREAMS,
-                   flagged_exchange=streams <= FLAGGED_EXCHANGE_STREAMS, post_loop_sums=True,
-                   loop_tensor_cores=precision != "fp32" and wide, folded_biases=True)
+                   flagged_exchange=streams <= FLAGGED_EXCHANGE_STREAMS and not tensor_cores,
+                   flagged_forward=streams <= FLAGGED_FORWARD_STREAMS, post_loop_sums=True,
+                   loop_tensor_cores=tensor_cores, folded_biases=True)
 
     def replace(self, **changes) -> "ScheduleOptions":
         """A copy with ``changes`` (validated like the constructor)."""

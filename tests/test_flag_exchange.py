@@ -33,18 +33,27 @@ def test_lstm_loops_drop_their_grid_syncs():
     assert "flagged exchange" not in str(s) and "options (not the defaults for S=1): flagged_exchange=False" in str(s)
 
 
-@pytest.mark.parametrize("S, forward, backward", [(1, True, True), (2, False, False), (8, False, False)])
-def test_the_defaults_flag_at_one_stream_and_the_backward_alone_on_request(S, forward, backward):
-    """S = 1 flags both directions by default; above it nothing (a flagged loop forgoes the stream
-    groups, early loads and tensor-core products of S > 1). flagged_forward=False flags the backward
-    loops alone (faster in the S = 8 char-LM step, where flagged forward loops were slower:
-    bench/HISTORY.md section 21), and the dump names it."""
+@pytest.mark.parametrize("S, forward, backward", [(1, True, True), (2, False, True), (8, False, True),
+                                                   (9, False, False)])
+def test_the_defaults_flag_both_ways_at_one_stream_and_the_backward_up_to_eight(S, forward, backward):
+    """S = 1 flags both directions by default, S = 2 to 8 the backward loops alone (flagged forward
+    loops were slower in the S = 8 char-LM step, flagged backward ones faster: bench/HISTORY.md
+    sections 21 and 23), above nothing; the dump names the options that differ from those."""
     _, s, (fwd, bwd) = loops(rg.stacked(rg.cells.lstm, 1, 8, input_size=4), S=S)
     assert (bool(fwd.flagged), bool(bwd.flagged)) == (forward, backward)
+    assert "options (not the defaults" not in str(s)
     options = rg.ScheduleOptions.defaults(S).replace(flagged_exchange=True, flagged_forward=False)
     _, s, (fwd, bwd) = loops(rg.stacked(rg.cells.lstm, 1, 8, input_size=4), S=S, options=options)
     assert fwd.flagged == () and bwd.flagged == ("d.layer0.U",)
-    assert "flagged_forward=False" in str(s)
+    assert ("flagged_forward=False" in str(s)) == (S == 1) and ("flagged_exchange=True" in str(s)) == (S > 8)
+
+
+def test_loops_on_tensor_cores_are_not_flagged_by_default():
+    """In a reduced precision where the loops' products take tensor cores by default (S x K >=
+    49,152: S = 8, K = 6,144), the flags stay off: a flagged vector forgoes the tensor-core chunks."""
+    assert rg.ScheduleOptions.defaults(8, 6144, "tf32").flagged_exchange is False
+    assert rg.ScheduleOptions.defaults(8, 6144, "fp32").flagged_exchange is True
+    assert rg.ScheduleOptions.defaults(8, 512, "tf32").flagged_exchange is True
 
 
 def test_layer_norm_loops_flag_the_gemm_vectors_and_keep_the_row_sum_syncs():

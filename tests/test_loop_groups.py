@@ -20,6 +20,12 @@ sim = pytest.mark.skipif(os.environ.get("NUMBA_ENABLE_CUDASIM") != "1",
                          reason="simulator tests (the GPU tier runs tests/test_gpu.py)")
 
 
+def no_flags(S: int) -> rg.ScheduleOptions:
+    """The defaults for S without the flagged exchange (on for the backward loops up to S = 8): a
+    flagged loop keeps one stream group, as one with early loads (``prefetch``, pinned to 0 here)."""
+    return rg.ScheduleOptions.defaults(S).replace(flagged_exchange=False)
+
+
 @sim
 @pytest.mark.parametrize("cell, plan, S, H, G, blocks", [
     ("lstm", "wavefront", 4, 4, 2, 4), ("gru", "scc-sequential", 4, 6, 2, 2), ("lstm", "scc-sequential", 6, 5, 2, 4),
@@ -28,9 +34,10 @@ def test_grouped_loops_compute_like_numpy(cell, plan, S, H, G, blocks, monkeypat
     """Two or four groups of one or two "blocks" each, one and two layers: every stream index of
     the GEMMs and the pointwise kernels offset by the group's first stream."""
     monkeypatch.setattr(program, "SIM_BLOCKS", blocks)
-    tuning = LoopTuning.defaults(S).replace(groups=G)
+    tuning = LoopTuning.defaults(S).replace(prefetch=0, groups=G)
     net = rg.stacked(rg.cells.STANDARD[cell], 2, H, vocab=5, embed=3)
-    gpu = rg.compile(net, window=3, streams=S, device="cuda", seed=3, plan=plan, tuning=tuning)
+    gpu = rg.compile(net, window=3, streams=S, device="cuda", seed=3, plan=plan, tuning=tuning,
+                     options=no_flags(S))
     plans = list(gpu._cuda.program.loop_plans.values())
     assert plans and all(p.stream_groups == G for p in plans)
     assert gpu.kernels.count(f"sbase = sgroup * (S // {G})") == len(plans)
@@ -51,9 +58,9 @@ def test_grouped_layer_norm_loops_compute_like_numpy(cell, layers, S, H, G, bloc
     prenorm_rnn's forward in a reduction phase), each group zeroing its streams' sums; blocks of
     uneven rows (H = 5 over two "blocks" a group)."""
     monkeypatch.setattr(program, "SIM_BLOCKS", blocks)
-    tuning = LoopTuning.defaults(S).replace(groups=G, lngroups=1, lnsum=lnsum)
+    tuning = LoopTuning.defaults(S).replace(prefetch=0, groups=G, lngroups=1, lnsum=lnsum)
     net = rg.stacked(rg.cells.STANDARD.get(cell) or prenorm_rnn, layers, H, vocab=5, embed=3)
-    gpu = rg.compile(net, window=3, streams=S, device="cuda", seed=3, tuning=tuning)
+    gpu = rg.compile(net, window=3, streams=S, device="cuda", seed=3, tuning=tuning, options=no_flags(S))
     plans = list(gpu._cuda.program.loop_plans.values())
     assert plans and all(p.stream_groups == G and p.ln_zero for p in plans)
     assert gpu.kernels.count(f"sbase = sgroup * (S // {G})") == len(plans)
@@ -147,9 +154,9 @@ def test_forward_in_one_group_backward_in_two_compute_like_numpy(monkeypatch):
     """fwdgroups=1 with groups=2: the forward loops in one group, the backward loops in two, in
     the same step (each reads the other's buffers by the grid's stream index)."""
     monkeypatch.setattr(program, "SIM_BLOCKS", 2)
-    tuning = LoopTuning.defaults(4).replace(groups=2, fwdgroups=1)
+    tuning = LoopTuning.defaults(4).replace(prefetch=0, groups=2, fwdgroups=1)
     net = rg.stacked(rg.cells.STANDARD["lstm"], 2, 4, vocab=5, embed=3)
-    gpu = rg.compile(net, window=3, streams=4, device="cuda", seed=3, tuning=tuning)
+    gpu = rg.compile(net, window=3, streams=4, device="cuda", seed=3, tuning=tuning, options=no_flags(4))
     plans = list(gpu._cuda.program.loop_plans.values())
     assert sorted((p.reverse, p.stream_groups) for p in plans) == [(False, 1), (True, 2)]  # the wavefront: one loop a way
     assert list(check_loops(gpu)) == [s.name for s in gpu.schedule.forward + gpu.schedule.backward if isinstance(s, Loop)]

@@ -105,7 +105,8 @@ def _stores(lines, fns):
 
 
 CELL_PLANS = [(cell, layers, plan, S, prefetch) for cell in rg.cells.STANDARD for layers in (1, 3)
-              for plan in (None, "wavefront") for S in (1, 2) for prefetch in ((1, 2) if S == 1 else (1,))]
+              for plan in (None, "wavefront") for S in (1, 2)
+              for prefetch in ((1, 2) if S == 1 else (2,))]  # S = 2's default: 2
 
 
 @pytest.mark.parametrize("cell, layers, plan, S, prefetch", CELL_PLANS)

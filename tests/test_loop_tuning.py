@@ -38,9 +38,10 @@ VARIANTS = [("unroll=3,rows=1,smem_kib=0,ksplit=1", False), ("unroll=3,rows=3,sm
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
 def test_loop_variants_compute_like_numpy(env, shared, cell):
     knobs = dict(kv.split("=") for kv in env.split(","))
-    tuning = LoopTuning.defaults(S).replace(**{k: int(v) for k, v in knobs.items()})
+    tuning = LoopTuning.defaults(S).replace(**{"prefetch": 0, **{k: int(v) for k, v in knobs.items()}})
     net = rg.stacked(rg.cells.STANDARD[cell], 2, H, vocab=V, embed=3)
-    gpu = rg.compile(net, window=T, streams=S, device="cuda", seed=3, plan="wavefront", tuning=tuning)
+    no_flags = rg.ScheduleOptions.defaults(S).replace(flagged_exchange=False)  # the grid-synced code shapes
+    gpu = rg.compile(net, window=T, streams=S, device="cuda", seed=3, plan="wavefront", tuning=tuning, options=no_flags)
     assert list(check_loops(gpu)) == [s.name for s in gpu.schedule.forward + gpu.schedule.backward if isinstance(s, Loop)]
     assert ("cuda.shared.array" in gpu.kernels) == shared
     unrolled = "unroll=3" in env  # loads of the third unrolled copy (w0_2) and the remainder loop
@@ -105,7 +106,7 @@ def test_environment_is_read_at_the_boundary_only(monkeypatch):
     monkeypatch.setenv("RNNGRAPH_LOOP", "rows=99")  # too late for this step, and never read below it
     assert step.schedule.options == ScheduleOptions.defaults(1).replace(flagged_exchange=False)
     step.forward(np.zeros((2, 3), np.int64))  # another S: the keys read at creation
-    assert step.schedule.options == ScheduleOptions.defaults(3) and step.streams == 3
+    assert step.schedule.options == ScheduleOptions.defaults(3).replace(flagged_exchange=False) and step.streams == 3
     assert schedule(net.graph, 2, 1).options == ScheduleOptions.defaults(1)
     # explicit values are used as given, whatever the variable says
     monkeypatch.setenv("RNNGRAPH_LOOP", "flags=0")
@@ -122,7 +123,9 @@ def test_resolve_overrides_the_defaults_of_each_streams():
                                                                    fwdgroups=1)
     assert loop_env.resolve(65, overrides=loop_env.parse("ln=1,lngrad=0"))[0] == ScheduleOptions(
         persistent_layer_norms=True, post_loop_sums=False)
-    assert loop_env.resolve(2) == (ScheduleOptions(persistent_layer_norms=True), LoopTuning())
+    assert loop_env.resolve(2) == (ScheduleOptions(persistent_layer_norms=True, flagged_exchange=True),
+                                   LoopTuning(prefetch=2))
+    assert loop_env.resolve(9) == (ScheduleOptions(persistent_layer_norms=True), LoopTuning())
     assert loop_env.as_keys(*loop_env.resolve(1))["flags"] == 1 and len(loop_env.as_keys(*loop_env.resolve(1))) == 27  # 6 schedule keys, 21 code-shape knobs
     with pytest.raises(TypeError, match="tuning must be an rg.LoopTuning, got dict"):
         loop_env.resolve(1, tuning={"rows": 2})
@@ -131,16 +134,19 @@ def test_resolve_overrides_the_defaults_of_each_streams():
 
 
 def test_defaults_depend_on_the_streams():
-    assert LoopTuning.defaults(65) == LoopTuning(groups=4, lngroups=1, groupbar=1, fwdgroups=1) and LoopTuning.defaults(2) == LoopTuning()
+    assert LoopTuning.defaults(65) == LoopTuning(groups=4, lngroups=1, groupbar=1, fwdgroups=1)
+    assert LoopTuning.defaults(9) == LoopTuning()
+    assert LoopTuning.defaults(2) == LoopTuning.defaults(8) == LoopTuning(prefetch=2)
     assert LoopTuning.defaults(1).rows == 4 and LoopTuning.defaults(2).rows == 8
-    assert (LoopTuning.defaults(1).unroll, LoopTuning.defaults(1).prefetch) == (16, 1) and LoopTuning.defaults(2).prefetch == 0
+    assert (LoopTuning.defaults(1).unroll, LoopTuning.defaults(1).prefetch) == (16, 1)
+    assert LoopTuning.defaults(9).prefetch == 0
     # H200 (bench/results/h200-20261201-launch-bounds-sweep-*.json): launch bounds, 4 streams an item and unroll 8
     # from S=2 (LSTM S=64 4.33 vs 5.21 ms)
     assert (LoopTuning.defaults(1).bounds, LoopTuning.defaults(1).cols, LoopTuning.defaults(1).unroll) == (0, 8, 16)
     assert (LoopTuning.defaults(2).bounds, LoopTuning.defaults(2).cols, LoopTuning.defaults(2).unroll) == (1, 4, 8)
     assert LoopTuning.defaults(1).barrier == 0 and LoopTuning.defaults(2).barrier == LoopTuning().barrier == 1
     assert LoopTuning.defaults(1).xreduce == 0 and LoopTuning.defaults(2).xreduce == 1
-    assert ScheduleOptions.defaults(1).flagged_exchange and not ScheduleOptions.defaults(2).flagged_exchange
+    assert ScheduleOptions.defaults(8).flagged_exchange and not ScheduleOptions.defaults(9).flagged_exchange
     assert ScheduleOptions.defaults(1).post_loop_sums and ScheduleOptions.defaults(65).post_loop_sums
     with pytest.raises(ValueError, match="streams must be a positive integer, got 0"):
         LoopTuning.defaults(0)

@@ -42,14 +42,14 @@ def _param_grads(step, feed, poison: bool) -> dict:
 
 @pytest.mark.parametrize("cell, layers, S, plan, knobs, precision, unzeroed", [
     ("lstm", 1, 2, "naive", "", "fp32", 2),  # one kernel per op per timestep
-    ("lstm", 2, 2, "scc-sequential", "", "fp32", 4),
-    ("lstm", 2, 2, "wavefront", "", "fp32", 4),
-    ("peephole_lstm", 1, 2, None, "", "fp32", 2),
+    ("lstm", 2, 2, "scc-sequential", "flags=0", "fp32", 4),
+    ("lstm", 2, 2, "wavefront", "flags=0", "fp32", 4),
+    ("peephole_lstm", 1, 2, None, "flags=0", "fp32", 2),  # grid syncs
     ("lstm", 1, 1, None, "", "fp32", 1),  # S = 1: d.U handed between blocks as flagged words, zeroed
-    ("lstm", 1, 2, None, "flags=1,fwdflags=0", "fp32", 1),  # the backward's d.U flagged alone at S = 2
-    ("lstm", 1, 2, None, "tiles=1", "fp32", 2),
-    ("lstm", 1, 4, None, "groups=2,fwdgroups=0", "fp32", 2),
-    ("lstm", 1, 2, None, "mma=1", "tf32", 2)])  # the loops' products on tensor cores (their stand-in here)
+    ("lstm", 1, 2, None, "", "fp32", 1),  # S = 2 to 8: the backward's d.U flagged alone
+    ("lstm", 1, 2, None, "tiles=1,flags=0", "fp32", 2),
+    ("lstm", 1, 4, None, "groups=2,fwdgroups=0,flags=0", "fp32", 2),
+    ("lstm", 1, 2, None, "mma=1,flags=0", "tf32", 2)])  # the loops' products on tensor cores (their stand-in here)
 def test_unzeroed_gradients_are_overwritten_whole(cell, layers, S, plan, knobs, precision, unzeroed):
     net = rg.stacked(rg.cells.STANDARD[cell], layers, 4, vocab=V, embed=3)
     options, tuning = resolve(S, overrides=parse(knobs)) if knobs else (None, None)
@@ -64,9 +64,10 @@ def test_unzeroed_gradients_are_overwritten_whole(cell, layers, S, plan, knobs, 
         np.testing.assert_array_equal(poisoned[name], want, err_msg=name)
 
 
-@pytest.mark.parametrize("plan, knobs, unzeroed", [(None, "", 2), (None, "cols=1", 2), (None, "tiles=1", 2),
+@pytest.mark.parametrize("plan, knobs, unzeroed", [(None, "flags=0", 2), (None, "cols=1,flags=0", 2),
+                                                   (None, "tiles=1,flags=0", 2),
                                                    ("naive", "", 2),
-                                                   (None, "flags=1,fwdflags=0", 1)])  # d.U flagged in the backward
+                                                   (None, "", 1)])  # d.U flagged in the backward (S = 3)
 def test_unzeroed_gradients_are_overwritten_whole_with_lengths(plan, knobs, unzeroed):
     """Variable lengths (the network's masked graph): the padded steps' gate gradients are written
     too (as zeros), though the loops' GEMM items skip the streams that ended (cols=1: an item a

@@ -6,8 +6,9 @@ from ``RNNGRAPH_LOOP``, which only the API reads (rnngraph/loop_env.py). What th
 (persistent layer norms, the flagged exchange, post-loop gradient sums) is
 ``rnngraph.schedule_options.ScheduleOptions``. This module loads no numba (the API imports it).
 
-The knobs, each with its defaults (S = 1 / S >= 2; ``groups`` 4 from S = 64), the reason in one line and the results file
-behind it (H200, forward+backward ms, H=512 T=100, bench/loop_sweep.py; files in bench/results/;
+The knobs, each with its defaults (S = 1 / S >= 2; ``prefetch`` 2 for S = 2 to 8, ``groups`` 4 from
+S = 64), the reason in one line and the results file behind it (H200, forward+backward ms, H=512
+T=100, bench/loop_sweep.py; files in bench/results/;
 how each default came to be: bench/HISTORY.md):
 
 threads   threads a block (a multiple of 32, at most 1024); the grid is one block a multiprocessor.
@@ -80,8 +81,13 @@ prefetch  1: a persistent loop's pointwise kernels issue the loads that nothing 
           1 / 0: S=1 LSTM 0.945 vs 0.984, GRU 0.932 vs 0.993 (h200-20261201-prefetch-sweep-defaults.json);
           S=64 LSTM 4.71 vs 4.15 (h200-20261201-prefetch-sweep-lstm64.json). 2: also where a flagged
           exchange took the grid sync before a level's start away (the S=1 layer-norm loops' GEMM
-          levels), with early loads of what no kernel stores after the last grid sync (the forward
-          values and old gradients a backward reads); not measured yet, so not a default.
+          levels, the backward loops' of S = 2 to 8), with early loads of what no kernel stores after
+          the last grid sync (the forward values and old gradients a backward reads).
+          2 for S = 2 to 8 (``EARLY_LOAD_STREAMS``; with the backward loops flagged, ScheduleOptions),
+          0 above: the 2 x 512 char-LM step on an H100, ms unread, default / prefetch=1 / the backward
+          flagged with prefetch=2: LSTM S=2 2.278 / 2.245 / 1.948, S=4 2.635 / 2.545 / 2.517, S=8
+          2.929 / 2.831 / 2.835, GRU S=8 2.896 / 2.605 / 2.520, peephole LSTM S=8 3.647 / 3.592 /
+          3.485, layer-norm LSTM S=8 8.360 / 8.385 / 8.312 (h100-20261206-lm-step-early-loads-*.json).
 pipeline  1: a tensor-core row loop's whole chunks (codegen/loop_mma.py ``chunked``) load the next
           chunk's vectors before this chunk's products, so that a warp has a chunk's L2 loads in
           flight while its products run (the vectors' registers twice: 8 more a stream tile in
@@ -165,6 +171,9 @@ from ..schedule_options import check_streams
 SMALL_SHAPE_STREAMS = 1
 #: Streams from which the layer norms' row sums take the register code shape (``lnsum=2``).
 LN_SMEM_SUM_STREAMS = 2
+#: Streams up to which the loop kernels of S >= 2 issue their early loads, flagged levels included
+#: (``prefetch=2``)
+EARLY_LOAD_STREAMS = 8
 #: Streams from which the loop kernels run in four stream groups (``groups=4``, with ``lngroups``
 #: and ``groupbar``; measured at S = 64 only: larger S read more vectors a timestep, which the
 #: groups divide).
@@ -208,9 +217,8 @@ def knob_problem(name: str, value) -> str | None:
 @dataclass(frozen=True)
 class LoopTuning:
     """The persistent loop kernels' code shape: the knobs of the module docstring, each an int.
-    The class defaults are the shape of S in [2, 64) (from S = 64 ``groups`` is 4, ``lngroups`` and
-    ``groupbar`` 1); :meth:`defaults`
-    gives that of any S.
+    The class defaults are the shape of S in (8, 64) (for S = 2 to 8 ``prefetch`` is 2; from S = 64
+    ``groups`` is 4, ``lngroups`` and ``groupbar`` 1); :meth:`defaults` gives that of any S.
     Raises ValueError naming the knob and the value for one out of its range."""
 
     threads: int = 512
@@ -250,7 +258,7 @@ class LoopTuning:
                        lnsum=0 if streams < LN_SMEM_SUM_STREAMS else 2)
         grouped = streams >= GROUP_STREAMS
         return cls(lnsum=0 if streams < LN_SMEM_SUM_STREAMS else 2, groups=4 if grouped else 1, lngroups=int(grouped),
-                   groupbar=int(grouped), fwdgroups=int(grouped))
+                   groupbar=int(grouped), fwdgroups=int(grouped), prefetch=2 if streams <= EARLY_LOAD_STREAMS else 0)
 
     def replace(self, **changes) -> "LoopTuning":
         """A copy with ``changes`` (validated like the constructor)."""

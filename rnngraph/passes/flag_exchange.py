@@ -10,9 +10,9 @@ fused pointwise kernel, or one with a layer norm) also stores each element x[r, 
 and the GEMM polls those words until every tag it needs is there (the NCCL "LL" protocol's
 idea: data and flag in one word, no fence between them). A grid sync that only made such a value whole is then left
 out; ``grid_syncs(..., flagged)`` gives the syncs that remain. The lowering keeps the flags only
-where syncs go away, when the schedule's ``options.flagged_exchange`` is on (by default at
-S = 1; ``options.flagged_forward`` False flags the backward loops alone;
-rnngraph/schedule_options.py), for loops of one stage, where every flagged value:
+where syncs go away, when the schedule's ``options.flagged_exchange`` is on (by default up to
+S = 8 outside tensor-core loops; ``options.flagged_forward``, by default at S = 1 only, False flags
+the backward loops alone; rnngraph/schedule_options.py), for loops of one stage, where every flagged value:
 
 - is written by exactly one kernel of the loop, not a GEMM, at delay 0 (each element once
   a timestep, complete when stored: a backward kernel also stores, with their tags, the chunks
