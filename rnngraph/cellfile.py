@@ -143,12 +143,14 @@ def _user_line(exc: BaseException, path: str) -> str:
     return line
 
 
-def checkpoint_cell(cell: str, source: str | None, override: str | None, where: str) -> tuple[str, str | None, str]:
+def checkpoint_cell(cell: str, source: str | None, override: str | None, where: str,
+                    resumed: bool = False) -> tuple[str, str | None, str]:
     """Which cell a loaded checkpoint runs: ``(cell, source, note)``.
 
     cell, source: the checkpoint's (``source`` None for a standard cell, and for a file cell
     of a checkpoint written before checkpoints stored the source); override: ``--cell``
-    given to sample or eval, or None; where: the checkpoint directory, for messages. In order:
+    given to sample or eval, or None; where: the checkpoint directory, for messages; resumed: for
+    ``train --resume`` (which takes no other cell: its note says how to train the edited file). In order:
 
     1. ``override``: a standard cell's name, ``file.py:function``, or ``file.py`` (the
        checkpoint's function name in another file); its file is read now.
@@ -183,8 +185,9 @@ def checkpoint_cell(cell: str, source: str | None, override: str | None, where: 
         except (OSError, UnicodeDecodeError):
             changed = True
         if changed:
+            how = ("a new --checkpoint directory trains the file" if resumed else f"--cell {path} runs the file")
             note = (f"{path} has changed since {where} was written; it runs the cell source stored in the "
-                    f"checkpoint (--cell {path} runs the file)")
+                    f"checkpoint ({how})")
     return cell, source, note
 
 

@@ -92,3 +92,18 @@ def test_an_older_checkpoint_with_the_path_only_still_loads(capsys, tmp_path, te
     code, _, err = run(capsys, "train", "--checkpoint", ckpt, "--resume", "--steps", 4, "--no-progress")
     assert code == 0, err
     assert load_checkpoint(ckpt).config.cell_source == MGU and load_checkpoint(ckpt).step == 4
+
+
+def test_resume_trains_the_stored_source_and_refuses_an_edited_cell_file(capsys, run_of_cell_file):
+    """Before: ``train --resume --cell FILE`` with FILE edited since went on with the stored source,
+    silently, and the note said ``--cell FILE runs the file``, which holds for sample and eval only."""
+    ckpt, cell, _ = run_of_cell_file
+    cell.write_text(MGU.replace("return", "# edited\n    return", 1), encoding="utf-8")
+    code, _, err = run(capsys, "train", "--checkpoint", ckpt, "--resume", "--steps", 4, "--cell", f"{cell}:mgu")
+    assert_one_line_error(code, err, f"{ckpt}: {cell} has changed since the checkpoint was written, and a resumed run "
+                          "trains the cell source stored in it: drop --cell to resume with that source")
+    code, out, err = run(capsys, "train", "--checkpoint", ckpt, "--resume", "--steps", 4)
+    assert code == 0 and f"resumed {ckpt} at step 3" in out, err
+    assert (f"rnngraph: note: {cell} has changed since {ckpt} was written; it runs the cell source stored in the "
+            f"checkpoint (a new --checkpoint directory trains the file)") in err
+    assert load_checkpoint(ckpt).config.cell_source == MGU

@@ -97,10 +97,11 @@ def _head_words(cfg: LMConfig, vocab_size: int) -> str:
     return f"softmax head in chunks of {cfg.chunk:,} of the {vocab_size:,} classes"
 
 
-def _checkpoint_config(ck, override: str | None) -> LMConfig:
+def _checkpoint_config(ck, override: str | None, resumed: bool = False) -> LMConfig:
     """The loaded checkpoint's config with the cell it runs (``--cell`` ``override``, else the stored
-    source, else the file; rnngraph.cellfile.checkpoint_cell), printing its note, if any, on stderr."""
-    cell, source, note = checkpoint_cell(ck.config.cell, ck.config.cell_source, override, ck.directory)
+    source, else the file; rnngraph.cellfile.checkpoint_cell, ``resumed`` for train --resume), printing
+    its note, if any, on stderr."""
+    cell, source, note = checkpoint_cell(ck.config.cell, ck.config.cell_source, override, ck.directory, resumed)
     if note:
         cli_note(note)
     return dataclasses.replace(ck.config, cell=cell, cell_source=source)

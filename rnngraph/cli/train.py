@@ -127,8 +127,8 @@ class _Trainer:
             if not self.ckdir:
                 raise CLIError("--resume needs --checkpoint DIR")
             ck = load_checkpoint(self.ckdir)
-            _checkpoint_config(ck, None)  # the note when its cell file has changed; the error when it is gone
-            cfg = _resumed_config(args, ck.config, self.ckdir)
+            cfg = _resumed_config(args, ck.config, self.ckdir)  # (a --cell FILE edited since: an error)
+            _checkpoint_config(ck, None, resumed=True)  # a changed cell file: a note; an old one gone: the error
             if cfg.cell_source is None:  # an older checkpoint: its next ones store the file's text
                 cfg.cell_source = read_cell_source(cfg.cell)
         else:

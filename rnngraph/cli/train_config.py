@@ -178,6 +178,12 @@ def _resumed_config(args, saved: LMConfig, directory: str) -> LMConfig:
         given = canon.get(name, lambda v: v)(given)
         if name == "corpus" and _moved(saved.corpus):  # its new place (another vocabulary is noted)
             continue
+        if name == "cell" and given == saved.cell and saved.cell_source is not None and \
+                read_cell_source(given) not in (None, saved.cell_source):
+            raise CheckpointError(
+                f"{directory}: {given.rsplit(':', 1)[0]} has changed since the checkpoint was written, and a "
+                f"resumed run trains the cell source stored in it: drop --cell to resume with that source, or "
+                f"train the edited cell into a new --checkpoint directory")
         if given != getattr(saved, name):
             flag, was = "--" + name.replace("_", "-"), getattr(saved, name)
             if isinstance(was, bool):  # a switch: said as given or not
