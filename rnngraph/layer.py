@@ -75,8 +75,8 @@ class CompiledRNN:
         if not isinstance(net, Sequential):
             raise TypeError(f"rg.compile_rnn expects an rg.Sequential, got {type(net).__name__}")
         if net.has_loss:
-            raise GraphError("rg.compile_rnn compiles a network without a loss head; drop the "
-                             "rg.SoftmaxCrossEntropy (or train it with rg.compile)")
+            raise GraphError(f"rg.compile_rnn compiles a network without a loss head; drop the "
+                             f"rg.{type(net.head).__name__} (or train it with rg.compile)")
         dtype = dtype_name(dtype)
         if device == "cuda" and dtype != "float32":
             raise ValueError("the CUDA backend runs float32")

@@ -80,3 +80,35 @@ def test_a_shape_error_deep_in_a_stack_names_its_layers_nodes():
     with pytest.raises(rg.ShapeError, match=r"node 'layer2.mul' \(op mul\): sizes differ: 'layer2.tanh_2' \[4\] "
                                             r"and 'layer2.wide' \[5\]"):
         net.graph
+
+
+def test_numpy_scalars_count_as_numbers_on_either_side():
+    """Before: ``np.float32(0.5) * z`` raised "NumPy's multiply was applied to a traced Value" (the
+    scalar's own operator goes through NumPy), while ``z * np.float32(0.5)`` worked."""
+    import numpy as np
+
+    @rg.cell
+    def scaled(x, h: rg.State, *, hidden: int):
+        z = rg.linear(x, hidden, name="W") + rg.linear(h, hidden, name="U")
+        h_next = rg.tanh(np.float32(0.5) * z + (np.float32(3.0) - z) + (np.int64(2) + z) - z / np.float32(4.0))
+        return h_next, {"h": h_next}
+
+    @rg.cell
+    def with_floats(x, h: rg.State, *, hidden: int):
+        z = rg.linear(x, hidden, name="W") + rg.linear(h, hidden, name="U")
+        h_next = rg.tanh(0.5 * z + (3.0 - z) + (2.0 + z) - z / 4.0)
+        return h_next, {"h": h_next}
+
+    x = np.random.default_rng(0).normal(size=(4, 2, 2))
+    y = [rg.compile_rnn(rg.Sequential(c(hidden=3), input_size=2), device="cpu", dtype="float64", seed=1)
+         .forward(x, train=False)[0] for c in (scaled, with_floats)]
+    np.testing.assert_array_equal(y[0], y[1])
+    assert np.abs(y[0]).max() > 0.1
+
+    @rg.cell
+    def divided(x, h: rg.State, *, hidden: int):
+        h_next = np.float32(2.0) / rg.tanh(rg.linear(x, hidden, name="W") + rg.linear(h, hidden, name="U"))
+        return h_next, {"h": h_next}
+
+    with pytest.raises(rg.OpError, match="NumPy's divide was applied to a traced Value"):
+        rg.Sequential(divided(hidden=3), input_size=2).graph

@@ -47,15 +47,14 @@ def test_custom_cell_file_and_errors(tmp_path, capsys):
 
 def test_cell_as_a_flag_as_train_takes_it(capsys):
     """``--cell CELL`` (train's spelling) gives the same dump as the positional CELL; both or
-    neither is a one-line error saying so."""
+    neither is a one-line error saying so (neither: test_no_cell_and_a_missing_out_folder_are_named)."""
     assert main(["schedule", "gru", "--hidden", "8", "--window", "5"]) == 0
     positional = capsys.readouterr().out
     assert main(["schedule", "--cell", "gru", "--hidden", "8", "--window", "5"]) == 0
     assert capsys.readouterr().out == positional and "schedule gru" in positional
-    assert main(["schedule", "--hidden", "8"]) == 1
-    assert "give the cell once" in capsys.readouterr().err
     assert main(["schedule", "lstm", "--cell", "gru"]) == 1
-    assert "got 'lstm' and --cell 'gru'" in capsys.readouterr().err
+    assert "give the cell once: rnngraph schedule CELL or rnngraph schedule --cell CELL (got 'lstm' and --cell 'gru')" \
+        in capsys.readouterr().err
     assert main(["schedule", "--cell", "nope"]) == 1
     assert "--cell nope: unknown cell" in capsys.readouterr().err
 
@@ -105,3 +104,14 @@ def test_unknown_cell_and_gantt_file_type_are_named(tmp_path, capsys):
     assert main(["schedule", "lstm", "--hidden", "8", "--format", "gantt", "--out", str(tmp_path / "g.txt")]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"rnngraph: error: --out {tmp_path / 'g.txt'}: ") and "'txt'" in err
+
+
+def test_no_cell_and_a_missing_out_folder_are_named(capsys, tmp_path):
+    """Before: no cell at all said "give the cell once", and --out in a missing folder said
+    "no such file" of the file to be written."""
+    assert main(["schedule", "--hidden", "8"]) == 1
+    assert capsys.readouterr().err == ("rnngraph: error: no cell given: rnngraph schedule CELL (a standard cell's "
+                                       "name or file.py:function)\n")
+    out = tmp_path / "nodir" / "s.json"
+    assert main(["schedule", "lstm", "--hidden", "8", "--format", "json", "--out", str(out)]) == 1
+    assert capsys.readouterr().err == f"rnngraph: error: --out {out}: no folder {out.parent}\n"

@@ -208,3 +208,11 @@ def test_bad_options_and_parameters_are_named():
     rnn = rg.compile_rnn(_net(), device="cpu")
     with pytest.raises(ValueError, match=r"'layer0.W.bias': expected shape \(12,\), got \(3,\)"):
         rnn.set_parameters({"layer0.W.bias": [0.0] * 3})
+
+
+@pytest.mark.parametrize("head", [rg.MSE(2), rg.SoftmaxCrossEntropy(5)])
+def test_a_loss_head_is_refused_by_its_name(head):
+    """Before: every head was named rg.SoftmaxCrossEntropy (an rg.MSE one too)."""
+    net = rg.Sequential(rg.cells.lstm(hidden=4), head, input_size=3)
+    with pytest.raises(rg.GraphError, match=rf"without a loss head; drop the rg.{type(head).__name__} \(or train"):
+        rg.compile_rnn(net, device="cpu")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from ..cellfile import resolve_cell
@@ -49,9 +50,14 @@ def run_schedule(args) -> int:
     from ..passes.recurrence import recurrent_width
     from ..schedule_export import gantt, to_dot, to_json
 
-    if (args.cell is None) == (args.cell_flag is None):
-        raise CLIError("give the cell once: rnngraph schedule CELL or rnngraph schedule --cell CELL"
-                       + ("" if args.cell is None else f" (got {args.cell!r} and --cell {args.cell_flag!r})"))
+    if args.cell is None and args.cell_flag is None:
+        raise CLIError("no cell given: rnngraph schedule CELL (a standard cell's name or file.py:function)")
+    if args.cell is not None and args.cell_flag is not None:
+        raise CLIError(f"give the cell once: rnngraph schedule CELL or rnngraph schedule --cell CELL "
+                       f"(got {args.cell!r} and --cell {args.cell_flag!r})")
+    folder = os.path.dirname(args.out) if args.out else ""
+    if folder and not os.path.isdir(folder):
+        raise CLIError(f"--out {args.out}: no folder {folder}")
     factory = resolve_cell(args.cell or args.cell_flag, flag="CELL" if args.cell else "--cell")
     net = stacked(factory, args.layers, args.hidden, input_size=args.input_size, vocab=args.vocab,
                   dropout=args.dropout)

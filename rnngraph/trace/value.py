@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 class Value:
     """A symbolic per-column vector inside a cell being traced (shape (size,) per column).
 
-    Supports ``+ - *`` with Values and Python numbers, unary ``-`` and ``/ number``.
+    Supports ``+ - *`` with Values and numbers (Python's or NumPy scalars), unary ``-`` and ``/ number``.
     """
 
     def __init__(self, builder: Builder, vid: int, delay: int = 0):
@@ -84,6 +84,13 @@ class Value:
         return self.builder.add("neg", [self])
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        # a NumPy scalar on the left (np.float32(0.5) * z) reaches here: it counts as the number it is
+        # (a number divided by a Value stays refused, as with Python numbers)
+        ops = {"add": lambda a, b: a + b, "subtract": lambda a, b: a - b, "multiply": lambda a, b: a * b}
+        if method == "__call__" and not kwargs and len(inputs) == 2 and ufunc.__name__ in ops:
+            a, b = (x if isinstance(x, Value) or not isinstance(x, Real) else float(x) for x in inputs)
+            if all(isinstance(x, (Value, float)) for x in (a, b)):
+                return ops[ufunc.__name__](a, b)
         raise OpError(f"NumPy's {ufunc.__name__} was applied to a traced Value{self.builder.where()}; inside a cell "
                       f"use rnngraph's operations (rg.tanh, rg.sigmoid, rg.exp, rg.relu, rg.linear, + - *)")
 
