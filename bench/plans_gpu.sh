@@ -41,12 +41,13 @@ for part in ${PARTS:-cells layers}; do
           | tee "$OUT/knobs-${name:-default}.log" | grep "ms read\|rror" | sed "s/^/${knob:-default}: /"
       done ;;
     profile)
-      timeout 150 python3 bench/loop_profile.py --configs lstm:8 --iters 10 \
+      # the grid-synced loops as profiled in bench/HISTORY.md section 23 (the backward is flagged by default since)
+      RNNGRAPH_LOOP=${PROFILE_LOOP-flags=0,prefetch=0} timeout 150 python3 bench/loop_profile.py --configs lstm:8 --iters 10 \
         --variants full no-grid-sync no-gemm no-pointwise no-vector-loads sync-only \
         --out "$OUT/loop-profile-lstm-s8.json" 2>&1 | grep -v Warn | tee "$OUT/profile.log" | tail -20 ;;
     ncu)
       command -v ncu >/dev/null || { echo "no ncu"; continue; }
-      timeout 150 ncu -k regex:prof_fwd --launch-count 1 --section WarpStateStats --section SourceCounters \
+      RNNGRAPH_LOOP=${PROFILE_LOOP-flags=0,prefetch=0} timeout 150 ncu -k regex:prof_fwd --launch-count 1 --section WarpStateStats --section SourceCounters \
         --section SpeedOfLight --section MemoryWorkloadAnalysis python3 bench/loop_profile.py --configs lstm:8 \
         --loops fwd --variants lineinfo --iters 1 > "$OUT/loop-ncu-lstm-s8-fwd.txt" 2>&1
       mkdir -p "$OUT/kernels" && cp "$RNNGRAPH_CACHE"/kernels/rg_*.py "$OUT/kernels/"  # the lines ncu names

@@ -107,3 +107,11 @@ def test_resume_trains_the_stored_source_and_refuses_an_edited_cell_file(capsys,
     assert (f"rnngraph: note: {cell} has changed since {ckpt} was written; it runs the cell source stored in the "
             f"checkpoint (a new --checkpoint directory trains the file)") in err
     assert load_checkpoint(ckpt).config.cell_source == MGU
+
+
+def test_resume_with_the_cell_flag_of_a_deleted_file_trains_the_stored_source(capsys, run_of_cell_file):
+    """The check of an edited file reads the file only where it is still there."""
+    ckpt, cell, _ = run_of_cell_file
+    cell.unlink()
+    code, out, err = run(capsys, "train", "--checkpoint", ckpt, "--resume", "--steps", 4, "--cell", f"{cell}:mgu")
+    assert code == 0 and f"resumed {ckpt} at step 3" in out, err

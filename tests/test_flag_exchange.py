@@ -234,3 +234,53 @@ def test_only_the_writer_stores_a_flagged_gradient(cell):
             storers = {m.group(1) for m in re.finditer(r"def (k\d+)_bwd\w*\(([^)]*)\):\n((?:    .*\n)*)", src)
                        if f"flag_store({F}," in m.group(3)}
             assert len(storers) == 1, (loop.name, F, storers)
+
+
+@sim
+@pytest.mark.parametrize("cell", ["lstm", "gru", "peephole_lstm", "layernorm_lstm"])
+def test_the_default_backward_flags_at_three_streams_compute_like_grid_syncs(monkeypatch, cell):
+    """S = 3's defaults (the backward loops flagged, early loads prefetch=2) on two simulated blocks
+    against the same with flags=0: every loop kernel launched alone stores the same values and
+    gradients bit for bit (and the NumPy backend's to float32 tolerance)."""
+    from rnngraph.codegen import flag_exchange, program
+    monkeypatch.setattr(program, "SIM_BLOCKS", 2)
+    monkeypatch.setattr(flag_exchange, "SPIN_LIMIT", 20000)
+    net = rg.stacked(rg.cells.STANDARD[cell], 1, 8, vocab=5, embed=3)
+    defaults = rg.ScheduleOptions.defaults(3)
+
+    def step(options):
+        return rg.compile(net, window=3, streams=3, device="cuda", optimizer=rg.Adam(lr=1e-2), seed=3, options=options,
+                          tuning=rg.LoopTuning.defaults(3).replace(unroll=2))
+    flagged, synced = step(defaults), step(defaults.replace(flagged_exchange=False))
+    assert "flag_load(" in flagged.kernels and "flag_load(" not in synced.kernels
+    assert_same_results(check_loops(flagged), check_loops(synced))
+
+
+@sim
+def test_a_bidirectional_layer_with_the_default_backward_flags_computes_like_grid_syncs(monkeypatch):
+    """rg.Bidirectional at S = 4 (the PyTorch layer's small batches): its backward loop flags both
+    directions' d.U by default; forward outputs, final states and every gradient equal those of the
+    grid-synced loops bit for bit, on two simulated blocks."""
+    from rnngraph.codegen import flag_exchange, program
+    monkeypatch.setattr(program, "SIM_BLOCKS", 2)
+    monkeypatch.setattr(flag_exchange, "SPIN_LIMIT", 20000)
+    T, S, I, H = 3, 4, 3, 4
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(T, S, I)).astype(np.float32)
+    x = np.concatenate([x, rg.Bidirectional.reverse(x)], axis=-1)  # the layer's input: [x, x reversed]
+    dy = rng.normal(size=(T, S, 2 * H)).astype(np.float32)
+    defaults = rg.ScheduleOptions.defaults(S)
+    results = []
+    for options in (defaults, defaults.replace(flagged_exchange=False)):
+        rnn = rg.compile_rnn(rg.Sequential(rg.Bidirectional(rg.cells.lstm(hidden=H)), input_size=I), device="cuda",
+                             seed=2, options=options)
+        y, h_T = rnn.forward(x)
+        dx, dh0, dparams = rnn.backward(dy)
+        results.append((y, h_T, dx, dh0, dparams))
+        assert ("flag_load(" in rnn.program(T, S).source) == (options is defaults)
+    (a, b) = results
+    for what, u, v in zip(("y", "h_T", "dx", "dh0", "dparams"), a, b):
+        u, v = (u, v) if isinstance(u, dict) else ({"": u}, {"": v})
+        assert sorted(u) == sorted(v) and u, what
+        for k in u:
+            np.testing.assert_array_equal(np.asarray(u[k]), np.asarray(v[k]), err_msg=f"{what} {k}")

@@ -20,7 +20,7 @@ from rnngraph.loop_env import parse, resolve
 pytestmark = pytest.mark.gpu
 T, H = 100, 512
 CASES = [(c, 1, s) for c in ("lstm", "peephole_lstm", "gru", "layernorm_lstm") for s in (1, 8, 64)] + \
-        [("lstm", 4, 1), ("lstm", 4, 64)]  # S = 8: one group and grid syncs, between S = 1's flags and 64's groups
+        [("lstm", 4, 1), ("lstm", 4, 64)]  # S = 8: one group, the backward flagged
 
 
 def _gpu_grads(step, feed, dy, out):

@@ -169,7 +169,8 @@ def _mismatch(directory: str, flag: str, was, given) -> CheckpointError:
 def _resumed_config(args, saved: LMConfig, directory: str) -> LMConfig:
     """The checkpoint's config, with lr/weight decay/lr schedule/clip/dropout overridden where given,
     and the corpus where the checkpoint's file has moved and --corpus names it; CheckpointError
-    when a flag that fixes shapes or the data layout disagrees with it."""
+    when a flag that fixes shapes or the data layout disagrees with it, and for ``--cell FILE`` of
+    the checkpoint's own file edited since (a resumed run trains the source stored in it)."""
     canon = {"cell": canonical_cell, "corpus": canonical_corpus}
     for name in LMConfig.FIXED:
         given = getattr(args, name)
@@ -179,7 +180,7 @@ def _resumed_config(args, saved: LMConfig, directory: str) -> LMConfig:
         if name == "corpus" and _moved(saved.corpus):  # its new place (another vocabulary is noted)
             continue
         if name == "cell" and given == saved.cell and saved.cell_source is not None and \
-                read_cell_source(given) not in (None, saved.cell_source):
+                os.path.isfile(given.rsplit(":", 1)[0]) and read_cell_source(given) != saved.cell_source:
             raise CheckpointError(
                 f"{directory}: {given.rsplit(':', 1)[0]} has changed since the checkpoint was written, and a "
                 f"resumed run trains the cell source stored in it: drop --cell to resume with that source, or "

@@ -82,7 +82,8 @@ prefetch  1: a persistent loop's pointwise kernels issue the loads that nothing 
           S=64 LSTM 4.71 vs 4.15 (h200-20261201-prefetch-sweep-lstm64.json). 2: also where a flagged
           exchange took the grid sync before a level's start away (the S=1 layer-norm loops' GEMM
           levels, the backward loops' of S = 2 to 8), with early loads of what no kernel stores after
-          the last grid sync (the forward values and old gradients a backward reads).
+          the last grid sync (the forward values and old gradients a backward reads); where a
+          flagged loop keeps no grid sync (the LSTM, GRU and peephole backward) it plans what 1 does.
           2 for S = 2 to 8 (``EARLY_LOAD_STREAMS``; with the backward loops flagged, ScheduleOptions),
           0 above: the 2 x 512 char-LM step on an H100, ms unread, default / prefetch=1 / the backward
           flagged with prefetch=2: LSTM S=2 2.278 / 2.245 / 1.948, S=4 2.635 / 2.545 / 2.517, S=8
