@@ -13,8 +13,9 @@ the others edits of the generated text:
   sync-only     every stage body emptied: the time loop, its grid syncs and nothing else
   no-gemm       the GEMM sections of each stage removed (pointwise code and syncs kept)
   no-pointwise  the pointwise sections removed (GEMMs and syncs kept; skipped for a loop with flagged
-                values, the default at S=1 and for the backward loops up to S=8, whose GEMMs would poll for words no pointwise code stores: the
-                trap kills the process's CUDA context, bench/results/h200-20261204-ln-flags-profile-s1-parts.log)
+                values, the default at S=1 and for the backward loops up to S=8, whose GEMMs would
+                poll for words no pointwise code stores: the trap kills the process's CUDA context,
+                bench/results/h200-20261204-ln-flags-profile-s1-parts.log)
   no-ln-sums    the layer norms' row-sum sections removed (their reduction syncs kept)
   no-vector-loads  each GEMM's loads of the timestep's vectors (from global memory: L2) replaced
                 by a copy of a weight already in a register: what the in-loop products cost

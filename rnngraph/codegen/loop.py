@@ -22,8 +22,8 @@ values a block reads within a level are its own. The loop's
 ``syncs`` (passes/grid_syncs.py) say which levels end with one; the others end with
 ``cuda.syncthreads()`` (e.g. the LSTM backward's GEMM level: the next timestep's pointwise VJP
 reads the rows of dh its own block just wrote).
-A loop with ``flagged`` values (passes/flag_exchange.py, ``flagged_exchange``: the default at S=1, and up to S=8 for the backward
-loops) has no
+A loop with ``flagged`` values (passes/flag_exchange.py, ``flagged_exchange``: the default at S=1,
+and up to S=8 for the backward loops) has no
 such sync for them: their writer also stores each element as a (value, tag) word into a flag
 buffer ``F<i>`` (codegen/flag_exchange.py; zeroed at kernel start, a forward loop's initial-state
 rows flagged there, then one grid sync), and the GEMMs poll those words (codegen/loop_gemm.py).
