@@ -1,5 +1,5 @@
 """GPU tier for variable-length sequences and bidirectional layers (pytest -m gpu; skipped without a GPU and torch with
-CUDA): rnngraph.torch.RNN on a PackedSequence at H = 512, S = 64, random lengths, against
+CUDA): rnngraph.torch.RNN on a PackedSequence at H = 512, S = 64 (and 4), random lengths, against
 nn.LSTM run in float64 on the CPU on the same PackedSequence with the same weights — outputs,
 final states and every gradient — and the padded call with lengths equal to the packed one.
 
@@ -36,8 +36,9 @@ def _ours(torch_name: str, bidirectional: bool) -> str:
     return f"layer{layer}_{names[base]}"
 
 
-@pytest.mark.parametrize("layers, bidirectional", [(1, False), (2, False), (2, True)])
-def test_packed_lstm_on_the_gpu_equals_torch_in_float64(layers, bidirectional):
+@pytest.mark.parametrize("layers, bidirectional, S", [(1, False, S), (2, False, S), (2, True, S), (1, False, 4),
+                                                      (2, True, 4)])  # S = 4: the backward loops flagged
+def test_packed_lstm_on_the_gpu_equals_torch_in_float64(layers, bidirectional, S):
     if not torch.cuda.is_available():
         pytest.skip("torch has no CUDA here")
     torch.manual_seed(layers)
