@@ -60,7 +60,8 @@ def time_plan(model: str, plan: str, steps: int, streams: int | None = None, cel
     why = str(step.schedule).splitlines()[1].strip()
     chosen = rg.compile(net, window=T, streams=S, device="cpu").schedule.plan  # the cost model's, unforced
     return {"model": model, "device": device_name(True), "cell": cell, "layers": L, "streams": S, "plan": plan,
-            "cost_model_plan": chosen, "step_ms": statistics.median(times) * 1e3, "step_ms_unread": unread, "steps": steps, "why": why}
+            "cost_model_plan": chosen, "step_ms": statistics.median(times) * 1e3, "step_ms_unread": unread,
+            "steps": steps, "why": why}
 
 
 def main(argv=None) -> int:

@@ -6,7 +6,7 @@ import argparse
 import os
 
 from ..precision import PRECISIONS
-from ..cellfile import canonical_cell, read_cell_source
+from ..cellfile import canonical_cell, read_cell_source, split_cell
 from ..lm import (DEFAULT_LR_FINAL, LR_SCHEDULES, CheckpointError, LMConfig, canonical_corpus, make_lr_schedule,
                   make_optimizer)
 from .arguments import (CHUNK_HELP, CLIError, chunk_choice, directory, fraction, nonnegative_float, nonnegative_int,
@@ -179,10 +179,11 @@ def _resumed_config(args, saved: LMConfig, directory: str) -> LMConfig:
         given = canon.get(name, lambda v: v)(given)
         if name == "corpus" and _moved(saved.corpus):  # its new place (another vocabulary is noted)
             continue
-        if name == "cell" and given == saved.cell and saved.cell_source is not None and \
-                os.path.isfile(given.rsplit(":", 1)[0]) and read_cell_source(given) != saved.cell_source:
+        path = (split_cell(given) or ("",))[0] if name == "cell" else ""  # a file cell's
+        if path and given == saved.cell and saved.cell_source is not None and os.path.isfile(path) \
+                and read_cell_source(given) != saved.cell_source:
             raise CheckpointError(
-                f"{directory}: {given.rsplit(':', 1)[0]} has changed since the checkpoint was written, and a "
+                f"{directory}: {path} has changed since the checkpoint was written, and a "
                 f"resumed run trains the cell source stored in it: drop --cell to resume with that source, or "
                 f"train the edited cell into a new --checkpoint directory")
         if given != getattr(saved, name):

@@ -86,11 +86,11 @@ class Value:
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         # a NumPy scalar on the left (np.float32(0.5) * z) reaches here: it counts as the number it is
         # (a number divided by a Value stays refused, as with Python numbers)
-        ops = {"add": lambda a, b: a + b, "subtract": lambda a, b: a - b, "multiply": lambda a, b: a * b}
-        if method == "__call__" and not kwargs and len(inputs) == 2 and ufunc.__name__ in ops:
+        op = _SCALAR_UFUNCS.get(ufunc.__name__)
+        if op is not None and method == "__call__" and not kwargs and len(inputs) == 2:
             a, b = (x if isinstance(x, Value) or not isinstance(x, Real) else float(x) for x in inputs)
             if all(isinstance(x, (Value, float)) for x in (a, b)):
-                return ops[ufunc.__name__](a, b)
+                return op(a, b)
         raise OpError(f"NumPy's {ufunc.__name__} was applied to a traced Value{self.builder.where()}; inside a cell "
                       f"use rnngraph's operations (rg.tanh, rg.sigmoid, rg.exp, rg.relu, rg.linear, + - *)")
 
@@ -100,6 +100,10 @@ class Value:
 
     def __repr__(self):
         return f"Value({self.builder.provisional(self.id)!r}, size={self.size})"
+
+
+#: NumPy ufuncs a Value takes with a NumPy scalar on its left, as Python's operators
+_SCALAR_UFUNCS = {"add": lambda a, b: a + b, "subtract": lambda a, b: a - b, "multiply": lambda a, b: a * b}
 
 
 def _value(x, fn: str) -> Value:
