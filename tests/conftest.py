@@ -106,17 +106,20 @@ numba.cuda.dispatcher.get_current_device = _H200
 """
 
 
-def tensor_core_layer_run(cell: str, H: int, S: int, device: str, precision: str, T: int = 6) -> dict:
+def tensor_core_layer_run(cell: str, H: int, S: int, device: str, precision: str, T: int = 6,
+                          flagged_exchange: bool | None = None) -> dict:
     """Forward and backward of one ``cell`` layer (hidden H, input H; rg.compile_rnn with the
     loops' products on tensor cores, ``loop_tensor_cores``, seed 4) over (T, S, H) standard
     normals with a dy of normals (seed 5): y, dx, the final states ("h_T.<name>") and the
-    parameter gradients ("d.<name>"), float64 arrays by name."""
+    parameter gradients ("d.<name>"), float64 arrays by name. ``flagged_exchange`` None: only at
+    S = 1 (S = 2 to 8 flag the backward loops by default, whose flagged vectors forgo the chunks
+    tested with this); True or False: as given."""
     import numpy as np
 
     import rnngraph as rg
     net = rg.Sequential(rg.cells.STANDARD[cell](hidden=H), input_size=H)
-    # S = 2 to 8 flag the backward loops by default, whose flagged vectors forgo the chunks tested here
-    options = rg.ScheduleOptions.defaults(S).replace(loop_tensor_cores=True, flagged_exchange=S == 1)
+    flags = S == 1 if flagged_exchange is None else flagged_exchange
+    options = rg.ScheduleOptions.defaults(S).replace(loop_tensor_cores=True, flagged_exchange=flags)
     rnn = rg.compile_rnn(net, device=device, precision=precision, seed=4, options=options)
     rng = np.random.default_rng(5)
     x = rng.standard_normal((T, S, H)).astype(np.float32)

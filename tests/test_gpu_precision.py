@@ -94,6 +94,22 @@ def test_loop_kernels_on_tensor_cores_match_the_emulation(cell, S, precision):
     assert worst <= worst_apart, (worst, worst_apart)
 
 
+@pytest.mark.parametrize("precision", ["bf16", "tf32"])
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_forced_tensor_core_loops_with_the_flagged_backward_of_small_s_match_the_emulation(cell, precision):
+    """``loop_tensor_cores`` forced at S = 4 keeps the backward loops' flagged exchange of the S = 2
+    to 8 defaults (its flagged vector is polled whole, not in the chunks of the grid-synced
+    tensor-core loops): as close to the emulation as the test above asks of the chunked loops."""
+    gpu = tensor_core_layer_run(cell, 128, 4, "cuda", precision, flagged_exchange=True)
+    emulation = tensor_core_layer_run(cell, 128, 4, "cpu", precision)
+    fp32 = tensor_core_layer_run(cell, 128, 4, "cpu", "fp32")
+    scale = {k: max(1e-3, np.abs(v).max()) for k, v in emulation.items()}
+    same = max(np.abs(gpu[k] - emulation[k]).mean() / scale[k] for k in emulation)
+    apart = max(np.abs(fp32[k] - emulation[k]).mean() / scale[k] for k in emulation)
+    print(f"{cell} S=4 flagged {precision}: mean |gpu - emulation| {same:.3g}, |fp32 - emulation| {apart:.3g}")
+    assert same <= 0.25 * apart, (same, apart)
+
+
 @pytest.mark.parametrize("loop_tensor_cores", [False, True])
 @pytest.mark.parametrize("precision, u", [("tf32", 2.0 ** -11), ("bf16", 2.0 ** -8)])
 def test_a_long_rollout_on_the_gpu_stays_within_a_few_unit_roundoffs_of_fp32(precision, u, loop_tensor_cores):
