@@ -4,6 +4,7 @@ import json
 import pytest
 
 import rnngraph as rg
+from rnngraph.cellfile import resolve_cell
 from rnngraph.cli import main
 from rnngraph.passes import schedule
 
@@ -43,6 +44,19 @@ def test_custom_cell_file_and_errors(tmp_path, capsys):
     assert main(["schedule", "lstm", "--format", "gantt"]) == 1
     assert "--out" in capsys.readouterr().err
     assert main(["schedule", "lstm", "--window", "0"]) == 2
+
+
+def test_a_cell_file_returning_its_state_as_output(tmp_path, capsys):
+    """A cell returning its state argument as its output (h at t-1) schedules: its output is a
+    copy node, ``layer0.y`` (it failed: output 'layer0.__state__' is not a node)."""
+    cell = tmp_path / "cells.py"
+    cell.write_text("import rnngraph as rg\n\n@rg.cell\ndef mine(x, h: rg.State, *, hidden):\n"
+                    "    h_next = rg.tanh(rg.linear(x, hidden) + rg.linear(h, hidden))\n"
+                    "    return h, {'h': h_next}\n")
+    assert main(["schedule", f"{cell}:mine", "--hidden", "4", "--window", "3"]) == 0
+    assert "layer0.y" in capsys.readouterr().out
+    graph = rg.Sequential(resolve_cell(f"{cell}:mine")(hidden=4), input_size=2).graph
+    assert graph.outputs == ("layer0.y",) and graph.by_name["layer0.y"].args[0].delay == 1
 
 
 def test_cell_as_a_flag_as_train_takes_it(capsys):

@@ -76,6 +76,46 @@ def test_inference_forward_keeps_nothing_and_has_no_backward():
         rnn.backward(np.zeros((3, 2, 3)))
 
 
+def _lstm_gates(x, h, c, hidden):
+    zi, zf, zg, zo = rg.split(rg.linear(x, 4 * hidden, name="W") + rg.linear(h, 4 * hidden, name="U"), 4)
+    c_next = rg.sigmoid(zf) * c + rg.sigmoid(zi) * rg.tanh(zg)
+    return rg.sigmoid(zo) * rg.tanh(c_next), c_next
+
+
+@rg.cell
+def _lstm_returning_its_state(x, h: rg.State, c: rg.State, *, hidden: int):
+    h_next, c_next = _lstm_gates(x, h, c, hidden)
+    return h, {"h": h_next, "c": c_next}  # the output is the state h as read: h at t-1
+
+
+@rg.cell
+def _lstm_returning_a_copy(x, h: rg.State, c: rg.State, *, hidden: int):
+    h_next, c_next = _lstm_gates(x, h, c, hidden)
+    return h * 1.0, {"h": h_next, "c": c_next}  # the same output, as a node of its own
+
+
+def test_a_cell_returning_one_of_its_states_equals_one_returning_a_copy():
+    """A cell whose output is its state argument (no node: the next value read one step back)
+    compiles as a layer (it failed: output 'layer0.__state__' is not a node) and computes what
+    the same cell computes with an explicit copy of it, forward and backward."""
+    nets = [_net(cell, layers=2) for cell in (_lstm_returning_its_state, _lstm_returning_a_copy)]
+    rnns = [rg.compile_rnn(net, device="cpu", dtype="float64", seed=3) for net in nets]
+    x, h0, rng = _data(nets[0], 4, 2, seed=1)
+    (y, h_T), (y_copy, h_T_copy) = (rnn.forward(x, h0) for rnn in rnns)
+    np.testing.assert_array_equal(y[0], h0["layer1.h"][0])  # y[t] is layer 1's h at t-1
+    np.testing.assert_allclose(y, y_copy, rtol=0, atol=1e-15)
+    for name in h_T:
+        np.testing.assert_allclose(h_T[name], h_T_copy[name], rtol=0, atol=1e-15)
+    dy, dh_T = rng.standard_normal(y.shape), {"layer1.h": rng.standard_normal(h_T["layer1.h"].shape)}
+    (dx, dh0, dparams), (dx_copy, dh0_copy, dparams_copy) = (rnn.backward(dy, dh_T) for rnn in rnns)
+    np.testing.assert_allclose(dx, dx_copy, rtol=0, atol=1e-14)
+    for name in dh0:
+        np.testing.assert_allclose(dh0[name], dh0_copy[name], rtol=0, atol=1e-14)
+    for name in dparams:
+        np.testing.assert_allclose(dparams[name], dparams_copy[name], rtol=0, atol=1e-14)
+    assert np.abs(dparams["layer0.U.weight"]).max() > 1e-3 and np.abs(dx).max() > 1e-3
+
+
 def test_bad_input_is_named():
     rnn = rg.compile_rnn(_net(), device="cpu")
     x, h0, _ = _data(rnn.net, 3, 2)

@@ -128,6 +128,7 @@ class Cell:
         out, nexts = self._unpack(result)
         if b.length_masks is not None:
             out = hold_padded_steps(b, self.name, placeholders, nexts, out)
+        out = _output_node(b, out)
         for arg, ph in placeholders.items():
             del b.names[ph.id]
         self._bind_states(b, placeholders, nexts)
@@ -170,6 +171,16 @@ class Cell:
         for arg, ph in placeholders.items():
             depth = max([d for n in b.nodes.values() for i, d in n.args if i == ph.id] or [ph.delay])
             b.states.append((b.prefix + arg, ph.id, depth))
+
+
+def _output_node(b: Builder, out: Value) -> Value:
+    """The cell's output as a node of this step: ``out`` itself, or a copy of it (``y``) where it is
+    one of the cell's states as read (``return h, {"h": h_next}`` returns h at t-1). A state's read
+    is no node of the graph but a placeholder for its next value and a delay, which a layer after
+    the cell keeps in its arguments but a network output (rg.compile_rnn's, the schedule's) cannot."""
+    if out.delay == 0 and b.nodes[out.id].op != "__state__":
+        return out
+    return b.add("identity", [out], hint="y")
 
 
 def _cell_line(exc: BaseException, fn) -> str:
