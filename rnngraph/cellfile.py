@@ -3,10 +3,13 @@ the user's.
 
 A checkpoint stores a file cell's path *and its source text* (``cell_source`` of
 :class:`rnngraph.lm.LMConfig`), so sampling and evaluation do not depend on the file staying
-where it was: :func:`checkpoint_cell` decides which source a loaded checkpoint runs.
+where it was: :func:`checkpoint_cell` decides which source a loaded checkpoint runs. The source
+is the file's alone: modules it imports from its folder (first on ``sys.path`` while it runs)
+must stay importable.
 """
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 import sys
@@ -57,12 +60,15 @@ def resolve_cell(spec: str, flag: str = "--cell", source: str | None = None):
     ``file.py:function`` naming an ``@rg.cell`` function in a Python file.
 
     source: the file's text to run instead of reading the file (a checkpoint's stored copy);
-    the file then need not exist, and errors still name its path and line.
+    the file then need not exist, and errors still name its path and line. While the file runs,
+    its folder is first on ``sys.path`` (as for a script), so it imports modules beside it.
 
     Raises:
         CellFileError: an unknown name, a missing file, an error while importing the file
-            (one line: the file, line and exception), a file named without its function or no
-            such function (both listing the file's @rg.cell functions), or not an @rg.cell.
+            (one line: the file, line and exception; for a module missing where ``source`` runs
+            for a file no longer there, that a checkpoint stores only the file's own source), a
+            file named without its function or no such function (both listing the file's
+            @rg.cell functions), or not an @rg.cell.
         GraphError: raised by the file while it is imported (e.g. ``rg.State(delay=0)``).
     """
     parts = split_cell(spec)
@@ -78,9 +84,10 @@ def resolve_cell(spec: str, flag: str = "--cell", source: str | None = None):
                                 f"standard cells are {', '.join(sorted(STANDARD))}, or give file.py:function")
         return STANDARD[spec]
     path, fn = parts
+    moved = source is not None and not os.path.isfile(path)
     if source is None:
         source = read_cell_source(spec, flag)
-    module = _run_module(path, source)
+    module = _run_module(path, source, moved)
     factory = getattr(module, fn, None)
     if factory is None:
         raise CellFileError(f"{path}: no function {fn!r} ({_cell_names(module)})")
@@ -105,32 +112,58 @@ def _cells_listed(path: str) -> str:
         return ""
 
 
-def _run_module(path: str, source: str) -> types.ModuleType:
+def _run_module(path: str, source: str, moved: bool = False) -> types.ModuleType:
     """Run ``source`` as the module of file ``path`` (registered in ``sys.modules`` as an import
-    would: dataclasses, pickling and the like look there); errors as :func:`_raise_import_error`."""
+    would: dataclasses, pickling and the like look there), with the file's folder first on
+    ``sys.path`` meanwhile; errors as :func:`_raise_import_error` (``moved``: ``source`` is a
+    checkpoint's copy of a file no longer at ``path``)."""
     target = os.path.abspath(path)
     name = "_rnngraph_user_cells_" + "".join(c if c.isalnum() else "_" for c in target)
     module = types.ModuleType(name)
     module.__file__ = target
     sys.modules[name] = module
     try:
-        exec(compile(source, target, "exec", dont_inherit=True), module.__dict__)  # not our __future__ flags
+        with _folder_on_path(os.path.dirname(target)):
+            exec(compile(source, target, "exec", dont_inherit=True), module.__dict__)  # not our __future__ flags
     except BaseException as exc:
         sys.modules.pop(name, None)
-        _raise_import_error(exc, path)
+        _raise_import_error(exc, path, moved)
     return module
 
 
-def _raise_import_error(exc: BaseException, path: str):
-    """Re-raise what importing a cell file raised as one line naming the file (and line)."""
+@contextlib.contextmanager
+def _folder_on_path(folder: str):
+    """``folder`` first on ``sys.path`` inside the block, as Python puts a script's folder, so a
+    cell file imports the modules beside it; the entry is removed afterwards (by identity: the
+    same folder already elsewhere on the path, and entries the file added, stay)."""
+    sys.path.insert(0, folder)
+    try:
+        yield
+    finally:
+        for i, p in enumerate(sys.path):
+            if p is folder:
+                del sys.path[i]
+                break
+
+
+def _raise_import_error(exc: BaseException, path: str, moved: bool = False):
+    """Re-raise what importing a cell file raised as one line naming the file (and line); ``moved``
+    (a checkpoint's copy of a file no longer there): a missing module's with :func:`_moved_note`."""
     if isinstance(exc, GraphError):
         raise type(exc)(f"{path}{_user_line(exc, path)}: {exc}") from None
     if isinstance(exc, SyntaxError):
         raise CellFileError(f"{path}:{exc.lineno}: syntax error: {exc.msg}") from None
     if isinstance(exc, Exception):  # anything else the user's file raises while it is imported
+        note = _moved_note(exc.name, path) if moved and isinstance(exc, ModuleNotFoundError) and exc.name else ""
         raise CellFileError(f"{path}{_user_line(exc, path)}: {type(exc).__name__} while importing: "
-                            f"{exc}") from None
+                            f"{exc}{note}") from None
     raise exc  # KeyboardInterrupt, SystemExit
+
+
+def _moved_note(module: str, path: str) -> str:
+    """Why a checkpoint's copy of a moved cell file misses ``module``, and what to do."""
+    return (f" (the file is no longer there, and a checkpoint stores only the cell file's own source, not "
+            f"the modules it imports: put {module!r} back beside {path} or on PYTHONPATH)")
 
 
 def _user_line(exc: BaseException, path: str) -> str:

@@ -3,6 +3,7 @@ the file has moved or changed, ``--cell FILE`` overrides it, and older checkpoin
 still load."""
 import json
 import shutil
+import sys
 
 import pytest
 
@@ -115,3 +116,58 @@ def test_resume_with_the_cell_flag_of_a_deleted_file_trains_the_stored_source(ca
     cell.unlink()
     code, out, err = run(capsys, "train", "--checkpoint", ckpt, "--resume", "--steps", 4, "--cell", f"{cell}:mgu")
     assert code == 0 and f"resumed {ckpt} at step 3" in out, err
+
+
+#: MGU with its forget gate in a module beside the cell file (a name no other test imports).
+GATES = ("import rnngraph as rg\n\n"
+         "def forget_gate(x, h, hidden):\n"
+         "    return rg.sigmoid(rg.linear(x, hidden, name='Wf') + rg.linear(h, hidden, bias=False, name='Uf'))\n")
+MGU_OF_GATES = ("import rnngraph as rg\n"
+                "from mgu_sibling_gates import forget_gate\n\n"
+                "@rg.cell\n"
+                "def mgu(x, h: rg.State, *, hidden: int):\n"
+                "    f = forget_gate(x, h, hidden)\n"
+                "    n = rg.tanh(rg.linear(x, hidden, name='Wh') + rg.linear(f * h, hidden, bias=False, name='Uh'))\n"
+                "    h_next = (1 - f) * h + f * n\n"
+                "    return h_next, {'h': h_next}\n")
+
+
+def _cell_beside_its_gates(folder):
+    """The cell file ``folder/mycell.py`` (function mgu) and ``folder/mgu_sibling_gates.py``; the
+    gates module is dropped from sys.modules, as in a new process."""
+    folder.mkdir()
+    (folder / "mgu_sibling_gates.py").write_text(GATES, encoding="utf-8")
+    (folder / "mycell.py").write_text(MGU_OF_GATES, encoding="utf-8")
+    sys.modules.pop("mgu_sibling_gates", None)
+    return folder / "mycell.py"
+
+
+def test_a_cell_file_imports_a_module_beside_it_from_another_folder(capsys, tmp_path):
+    """Before: ``No module named 'mgu_sibling_gates'`` unless run from the file's folder. The folder
+    is on sys.path while the file runs only."""
+    cell, path_before = _cell_beside_its_gates(tmp_path / "cells"), list(sys.path)
+    code, out, err = run(capsys, "schedule", f"{cell}:mgu", "--hidden", 4, "--window", 3)
+    assert code == 0 and "layer0.Uf" in out, err
+    assert sys.path == path_before
+    assert sys.modules["mgu_sibling_gates"].__file__ == str(cell.with_name("mgu_sibling_gates.py"))
+
+
+def test_a_checkpoint_of_a_moved_cell_file_needs_the_modules_it_imports(capsys, tmp_path, text_file):
+    """Trained from another folder (it failed so before); after the cell file moves, sampling runs its
+    stored source, which imports the module still in the old folder; once that is gone too, the
+    error names the module and says the checkpoint stores only the cell file's own source."""
+    cell, ckpt = _cell_beside_its_gates(tmp_path / "cells"), tmp_path / "ck"
+    code, _, err = train(capsys, text_file, ckpt, "--cell", f"{cell}:mgu", steps=3)
+    assert code == 0, err
+    code, sampled, err = run(capsys, "sample", "--checkpoint", ckpt, *SAMPLE)
+    assert code == 0 and len(sampled) == len("she ") + 30 + 1, err
+    shutil.move(cell, tmp_path / "mycell.py")
+    sys.modules.pop("mgu_sibling_gates", None)
+    assert run(capsys, "sample", "--checkpoint", ckpt, *SAMPLE) == (0, sampled, "")
+    (tmp_path / "cells" / "mgu_sibling_gates.py").unlink()
+    sys.modules.pop("mgu_sibling_gates", None)
+    code, _, err = run(capsys, "sample", "--checkpoint", ckpt, *SAMPLE)
+    assert_one_line_error(code, err, f"{cell}:2: ModuleNotFoundError while importing: No module named "
+                          "'mgu_sibling_gates' (the file is no longer there, and a checkpoint stores only the cell "
+                          "file's own source, not the modules it imports: put 'mgu_sibling_gates' back beside "
+                          f"{cell} or on PYTHONPATH)")
