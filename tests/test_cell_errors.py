@@ -1,6 +1,7 @@
 """Errors in a user's cell function become one GraphError naming the cell and its source line
 (the command line prints them as one line): NumPy applied to a traced value, any exception of the
-cell's own code, a missing keyword argument."""
+cell's own code, a missing keyword argument, what a PyTorch tensor has and a Value has not
+(indexing, unpacking, powers other than 1 to 4)."""
 import numpy as np
 import pytest
 
@@ -112,3 +113,43 @@ def test_numpy_scalars_count_as_numbers_on_either_side():
 
     with pytest.raises(rg.OpError, match="NumPy's divide was applied to a traced Value"):
         rg.Sequential(divided(hidden=3), input_size=2).graph
+
+
+def _cell_of(expression):
+    """A tanh RNN cell whose pre-activation ``z`` goes through ``expression(z)`` first."""
+    @rg.cell
+    def custom(x, h: rg.State, *, hidden: int):
+        z = rg.linear(x, hidden, name="W") + rg.linear(h, hidden, name="U")
+        h_next = rg.tanh(expression(z))
+        return h_next, {"h": h_next}
+    return custom
+
+
+CELL_API = r"\. A cell has rg\.linear, rg\.param, rg\.tanh, rg\.sigmoid, rg\.relu, rg\.exp, rg\.layer_norm, rg\.slice"
+
+
+def _unpacked(z):
+    first, *rest = z
+    return first
+
+
+@pytest.mark.parametrize("expression, message", [
+    (lambda z: z[:2], r"z\[:2\]: indexing and slicing are not supported: a Value is one column's vector, with no "
+                      r"batch dimension; write rg\.slice\(z, 0, 2\) for elements 0:2 of its 3; rg\.split\(z, k\) cuts"),
+    (lambda z: z[-1], r"z\[-1\]: indexing .* rg\.slice\(z, 2, 3\) is element 2 as a Value of size 1"),
+    (lambda z: z[:, :2], r"z\[:, :2\]: indexing .* rg\.slice\(z, start, stop\) takes elements start:stop of its 3"),
+    (_unpacked, r"iterating or unpacking z: split it into k equal parts with rg\.split\(z, k\)"),
+    (lambda z: z ** 0.5, r"z \*\* 0\.5: a Value can be raised only to an integer power from 1 to 4 \(built as "
+                         r"products\); a cell has no power, square root or reciprocal op"),
+    (lambda z: z ** 0, r"z \*\* 0: a Value can be raised only to an integer power from 1 to 4"),
+    (lambda z: z ** 5, r"z \*\* 5: .* write it as a product of smaller powers \(z \*\* 4 \* z for z \*\* 5\)"),
+    (lambda z: 2 ** z, r"2 \*\* z: for a positive base b write rg\.exp\(math\.log\(b\) \* z\)"),
+], ids=["slice", "index", "two_axes", "unpack", "square_root", "power_0", "power_5", "base_2"])
+def test_what_a_value_cannot_do_names_the_operation_and_what_to_write(expression, message):
+    """Before: Python's own TypeError from the cell's code ('Value' object is not subscriptable,
+    unsupported operand type(s) for ** or pow()); now an OpError naming the expression as written,
+    what to write instead, the cell's line and the cell API."""
+    custom = _cell_of(expression)
+    where = rf"\(in cell 'custom', .*test_cell_errors\.py:{_line(custom, 'expression(z)')}\)"
+    with pytest.raises(rg.OpError, match=message + ".*" + where + CELL_API):
+        rg.Sequential(custom(hidden=3), input_size=2).graph

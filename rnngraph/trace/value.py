@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from numbers import Real
+from numbers import Integral, Real
 from typing import TYPE_CHECKING
 
 from ..errors import OpError, StateError
@@ -16,7 +16,10 @@ if TYPE_CHECKING:
 class Value:
     """A symbolic per-column vector inside a cell being traced (shape (size,) per column).
 
-    Supports ``+ - *`` with Values and numbers (Python's or NumPy scalars), unary ``-`` and ``/ number``.
+    Supports ``+ - *`` with Values and numbers (Python's or NumPy scalars), unary ``-``, ``/ number``,
+    ``abs()`` and ``** k`` for an integer k from 1 to :data:`MAX_POWER`; the other operators a
+    PyTorch tensor has (other powers, indexing and slicing, iteration) raise an OpError saying what
+    to write instead.
     """
 
     def __init__(self, builder: Builder, vid: int, delay: int = 0):
@@ -83,6 +86,58 @@ class Value:
     def __neg__(self):
         return self.builder.add("neg", [self])
 
+    def __abs__(self):
+        """``|x|`` as relu(x) + relu(-x): exact, and its gradient at 0 is 0 (PyTorch's abs'(0) = 0),
+        as relu's is."""
+        return self.builder.add("add", [self.builder.add("relu", [self]), self.builder.add("relu", [-self])])
+
+    def __pow__(self, k, modulo=None):
+        """``x ** k`` for an integer k from 1 to :data:`MAX_POWER` (Python's or NumPy's, or a float
+        such as 2.0 that is one), as products of x (so its gradient is the product rule's);
+        OpError for any other exponent: there is no power, square root or reciprocal op."""
+        if modulo is None and _small_power(k):
+            return self._power(int(k))
+        z = self._local()
+        instead = f"write it as a product of smaller powers ({z} ** {MAX_POWER} * {z} for {z} ** {MAX_POWER + 1})" \
+            if _whole_number(k) and k > MAX_POWER else "a cell has no power, square root or reciprocal op"
+        what = f"{z} ** {k!r}" if modulo is None else f"pow({z}, {k!r}, {modulo!r})"
+        self._refuse(what, f"a Value can be raised only to an integer power from 1 to {MAX_POWER} (built as "
+                           f"products); {instead}")
+
+    def _power(self, k: int) -> "Value":
+        """``x ** k`` for k in 1..4 by products: x, x*x, (x*x)*x, (x*x)*(x*x)."""
+        if k == 1:
+            return self
+        square = self * self
+        if k == 2:
+            return square
+        return square * self if k == 3 else square * square
+
+    def __rpow__(self, base):
+        """``b ** x``: OpError (there is no power op) showing it through rg.exp."""
+        z = self._local()
+        self._refuse(f"{base!r} ** {z}", f"for a positive base b write rg.exp(math.log(b) * {z})")
+
+    def __getitem__(self, key):
+        """``x[key]``: OpError naming the rg.slice or rg.split call to write instead."""
+        self._refuse(f"{self._local()}[{_key_text(key)}]",
+                     f"indexing and slicing are not supported: a Value is one column's vector, with no batch "
+                     f"dimension; {_slice_hint(self, key)}")
+
+    def __iter__(self):
+        """Iteration and unpacking (``a, b = z``): OpError pointing at rg.split."""
+        self._refuse(f"iterating or unpacking {self._local()}",
+                     f"split it into k equal parts with rg.split({self._local()}, k) (i, f, g, o = rg.split(z, 4))")
+
+    def _local(self) -> str:
+        """How messages name this Value: the cell's local variable (or op) without the layer prefix."""
+        return self.builder.provisional(self.id).removeprefix(self.builder.prefix)
+
+    def _refuse(self, what: str, instead: str):
+        """Raise the OpError of an operation a Value does not have: ``what``, ``instead`` (what to
+        write) and the cell API."""
+        raise OpError(f"{what}: {instead}{self.builder.where()}. {CELL_API}")
+
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         # a NumPy scalar on the left (np.float32(0.5) * z) reaches here: it counts as the number it is
         # (a number divided by a Value stays refused, as with Python numbers)
@@ -118,3 +173,53 @@ def _value(x, fn: str) -> Value:
 
 def _ids_of(xs, fn: str):
     return [_value(x, fn) for x in xs]
+
+
+#: The largest integer power ``x ** k`` builds (from products)
+MAX_POWER = 4
+#: What a cell can use, for the messages of what it cannot
+CELL_API = ("A cell has rg.linear, rg.param, rg.tanh, rg.sigmoid, rg.relu, rg.exp, rg.layer_norm, rg.slice, "
+            f"rg.split, rg.concat and the operators + - * (Values and numbers), / number, unary -, abs(), "
+            f"** 1 to {MAX_POWER}")
+
+
+def _whole_number(k) -> bool:
+    """Whether ``k`` is a real number equal to an integer (2, np.int64(2), 2.0), not a bool."""
+    if isinstance(k, bool) or not isinstance(k, Real):
+        return False
+    return _is_int(k) or (math.isfinite(k) and float(k).is_integer())
+
+
+def _small_power(k) -> bool:
+    """Whether ``x ** k`` is built: k a whole number from 1 to MAX_POWER."""
+    return _whole_number(k) and 1 <= k <= MAX_POWER
+
+
+def _key_text(key) -> str:
+    """An index as it was written: ``:2``, ``0``, ``:, :2``."""
+    def one(k):
+        if isinstance(k, slice):
+            text = f"{'' if k.start is None else k.start}:{'' if k.stop is None else k.stop}"
+            return text if k.step is None else f"{text}:{k.step}"
+        return "..." if k is Ellipsis else repr(k)
+    return ", ".join(one(k) for k in key) if isinstance(key, tuple) else one(key)
+
+
+def _slice_hint(x: Value, key) -> str:
+    """What to write instead of ``x[key]``: rg.slice with the bounds of a plain slice or of one
+    index, and rg.split."""
+    z = x._local()
+    split = f"rg.split({z}, k) cuts it into k equal parts (i, f, g, o = rg.split(z, 4))"
+    if _is_int(key) and -x.size <= key < x.size:
+        i = key % x.size
+        return f"rg.slice({z}, {i}, {i + 1}) is element {i} as a Value of size 1; {split}"
+    if isinstance(key, slice) and key.step in (None, 1) and all(b is None or _is_int(b) for b in (key.start, key.stop)):
+        start, stop, _ = key.indices(x.size)
+        if stop > start:
+            return f"write rg.slice({z}, {start}, {stop}) for elements {start}:{stop} of its {x.size}; {split}"
+    return f"rg.slice({z}, start, stop) takes elements start:stop of its {x.size}; {split}"
+
+
+def _is_int(k) -> bool:
+    """Whether ``k`` is an integer (Python's or NumPy's), not a bool."""
+    return isinstance(k, Integral) and not isinstance(k, bool)
