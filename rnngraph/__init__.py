@@ -49,9 +49,25 @@ def __getattr__(name: str):
     elif name in _SUBMODULES:
         value = _importlib.import_module(f"{__name__}.{name}")
     else:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        raise AttributeError(_missing(name))
     globals()[name] = value
     return value
+
+
+def _missing(name: str) -> str:
+    """The message of a missing attribute ``name``: for a public name, the closest public names and
+    the cell functions there are (a cell's ``rg.softplus(z)`` hears what it can write instead).
+    Imports no rnngraph module (difflib only, here): ``from rnngraph import X`` and ``hasattr``
+    come here too, mid-import as well."""
+    message = f"module {__name__!r} has no attribute {name!r}"
+    if name.startswith("_"):
+        return message
+    import difflib
+    close = difflib.get_close_matches(name, sorted(set(_EXPORTS) | _SUBMODULES | set(__all__)), n=3)
+    hint = f" Did you mean {' or '.join(f'rg.{n}' for n in close)}?" if close else ""
+    cell_api = ", ".join(f"rg.{n}" for n in sorted(_EXPORTS) if _EXPORTS[n] == "trace" and n.islower() and n != "cell")
+    return (f"{message}.{hint} The functions of a cell are {cell_api}, with the operators + - * / on Values, "
+            f"unary -, abs() and ** 1 to 4 (README.md, Declaring a cell)")
 
 
 def __dir__() -> list[str]:

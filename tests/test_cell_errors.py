@@ -1,7 +1,7 @@
 """Errors in a user's cell function become one GraphError naming the cell and its source line
 (the command line prints them as one line): NumPy applied to a traced value, any exception of the
 cell's own code, a missing keyword argument, what a PyTorch tensor has and a Value has not
-(indexing, unpacking, powers other than 1 to 4)."""
+(indexing, unpacking, powers other than 1 to 4) and a function rnngraph lacks (``rg.softplus``)."""
 import numpy as np
 import pytest
 
@@ -153,3 +153,34 @@ def test_what_a_value_cannot_do_names_the_operation_and_what_to_write(expression
     where = rf"\(in cell 'custom', .*test_cell_errors\.py:{_line(custom, 'expression(z)')}\)"
     with pytest.raises(rg.OpError, match=message + ".*" + where + CELL_API):
         rg.Sequential(custom(hidden=3), input_size=2).graph
+
+
+def test_a_missing_rnngraph_function_in_a_cell_lists_the_cell_functions():
+    """Before: ``rg.softplus(z)`` said only "module 'rnngraph' has no attribute 'softplus'"."""
+    custom = _cell_of(lambda z: rg.softplus(z))
+    with pytest.raises(rg.OpError, match=r"cell 'custom' raised AttributeError: module 'rnngraph' has no attribute "
+                                         r"'softplus'\. The functions of a cell are rg\.concat, rg\.exp, "
+                                         r"rg\.layer_norm, rg\.linear, rg\.param, rg\.relu, rg\.sigmoid, rg\.slice, "
+                                         r"rg\.split, rg\.tanh, with the operators \+ - \* / on Values, unary -, "
+                                         r"abs\(\) and \*\* 1 to 4"):
+        rg.Sequential(custom(hidden=3), input_size=2).graph
+
+
+def _import_softplus():
+    from rnngraph import softplus
+    return softplus
+
+
+def test_an_unknown_rnngraph_name_suggests_the_closest_and_stays_an_attribute_error():
+    """The module's ``__getattr__`` keeps AttributeError (hasattr, ``from rnngraph import``) and
+    Python's plain message for private names."""
+    with pytest.raises(AttributeError, match=r"no attribute 'sigmoud'\. Did you mean rg\.sigmoid\? The functions"):
+        rg.sigmoud
+    with pytest.raises(AttributeError, match=r"no attribute 'Relu'\. Did you mean rg\.relu\?"):
+        rg.Relu
+    assert not hasattr(rg, "softplus") and hasattr(rg, "relu") and hasattr(rg, "cells")
+    with pytest.raises(ImportError, match="cannot import name 'softplus'"):
+        _import_softplus()
+    with pytest.raises(AttributeError) as info:
+        rg.__no_such_dunder__
+    assert str(info.value) == "module 'rnngraph' has no attribute '__no_such_dunder__'"

@@ -290,8 +290,9 @@ print(json.dumps({"before": before, "distributed": callable(rg.distributed) and 
                                     cwd=Path(__file__).resolve().parent.parent).stdout)
     assert out == {"before": [], "distributed": "rnngraph.distributed", "compile": True, "Sequential": True,
                    "LoopTuning": True, "cells": "rnngraph.cells", "dir": [],
-                   "missing": "module 'rnngraph' has no attribute 'no_such_name'", "torch": [False, False],
-                   "optim": "rnngraph.optim", "private": []}, out
+                   "missing": out["missing"], "torch": [False, False], "optim": "rnngraph.optim", "private": []}, out
+    assert out["missing"].startswith("module 'rnngraph' has no attribute 'no_such_name'. The functions of a cell "
+                                     "are rg.concat, rg.exp, rg.layer_norm, rg.linear,"), out["missing"]
 
 
 #: the one module of rnngraph/ that holds inline PTX (a port off numba-cuda touches this file only)
