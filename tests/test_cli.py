@@ -719,6 +719,39 @@ def test_ctrl_c_on_python_m_rnngraph(tmp_path, text_file):
     assert load_checkpoint(ckpt).step == int(m.group(2).replace(",", ""))
 
 
+def test_sigterm_on_python_m_rnngraph_finishes_the_step_and_saves(tmp_path, text_file):
+    """SIGTERM (`kill`, `timeout`, a job scheduler) on a running `python -m rnngraph train` is
+    handled as Ctrl-C: exit 143 (128 + SIGTERM), one line, and the checkpoint it names loads
+    (regression: the process died at once, exit -15, with the last periodic checkpoint only)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, *sys.path])}
+    ckpt = tmp_path / "ck"
+
+    def default_signals():
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    proc = subprocess.Popen([sys.executable, "-m", "rnngraph", "train", "--corpus", str(text_file), *TINY,
+                             "--steps", "1000000", "--eval-every", "2", "--checkpoint", str(ckpt)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=default_signals)
+    try:
+        for line in proc.stdout:  # wait until training runs
+            if line.startswith("step"):
+                break
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err
+    assert "Traceback" not in err
+    m = re.fullmatch(rf"rnngraph: terminated at step ([\d,]+); {re.escape(str(ckpt))} holds step ([\d,]+) "
+                     rf"\(to go on: rnngraph train --checkpoint {re.escape(str(ckpt))} --resume\)",
+                     err.strip())
+    assert m, err
+    assert m.group(1) == m.group(2)  # the step under way was finished and saved
+    assert load_checkpoint(ckpt).step == int(m.group(2).replace(",", ""))
+    assert not [f for f in os.listdir(ckpt) if f.endswith(".tmp")]
+
 
 def test_a_closed_pipe_ends_the_command_quietly(monkeypatch, capsys):
     """`rnngraph ... | head`: when the reader of stdout goes away, writing raises BrokenPipeError;

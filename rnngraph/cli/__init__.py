@@ -9,9 +9,10 @@ Errors a user can cause (a missing, empty or non-UTF-8 file, a corpus too short 
 window, a bad checkpoint, a broken cell, a model too large for the machine's memory, a
 training loss that is not finite) print one line, ``rnngraph: error: ...``, on stderr, in the
 command line's words (its flags, not the Python API's arguments), and exit 1; bad flags exit 2;
-Ctrl-C exits 130. NumPy's floating-point warnings are off (a non-finite loss is such an error);
-rnngraph's own warnings (a cell's state or input never read) are ``rnngraph: note: ...`` lines,
-each text once.
+Ctrl-C exits 130, and SIGTERM during ``train``'s steps 143 (``train`` finishes the step under way
+and checkpoints first: rnngraph/cli/sigint.py). NumPy's floating-point warnings are off (a
+non-finite loss is such an error); rnngraph's own warnings (a cell's state or input never read)
+are ``rnngraph: note: ...`` lines, each text once.
 ``RNNGRAPH_DEBUG=1`` re-raises instead, for a traceback, and prints each GPU kernel's compile
 (or cache load) time on stderr (the ``rnngraph.compile`` logger, rnngraph/codegen/kernel_cache.py).
 
@@ -46,6 +47,7 @@ from .bench_command import _bench_arguments, bench_help, run_bench
 from .checkpoint_commands import _eval_arguments, _sample_arguments, run_eval, run_sample
 from .complete_command import _complete_arguments, run_complete
 from .schedule_command import _schedule_arguments, run_schedule
+from .sigint import exit_status, stopped_word
 from .train import run_train
 from .train_config import _train_arguments
 
@@ -147,8 +149,8 @@ def _log_compiles() -> _FirstOfEachKernel:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit code (0 ok, 1 error, 2 bad flags, 130 Ctrl-C,
-    141 when the reader of its output went away)."""
+    """Run the command line; returns the exit code (0 ok, 1 error, 2 bad flags, 130 Ctrl-C, 143
+    SIGTERM during train, 141 when the reader of its output went away)."""
     parser = build_parser()
     try:
         args, unknown = parser.parse_known_args(argv)
@@ -198,9 +200,9 @@ def _run(args, debug: int) -> int:
             return int(args.run(args) or 0)
     except Reported:  # another process of a --distributed run prints the line
         return 1
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as stop:  # Ctrl-C (130), or SIGTERM during train (143: rnngraph/cli/sigint.py)
+        print(f"{PROG}: {stopped_word(stop)}", file=sys.stderr)
+        return exit_status(stop)
     except BrokenPipeError:  # the reader of stdout went away (``rnngraph train | head``): stop quietly
         _silence_stdout()
         return 141  # 128 + SIGPIPE, what a shell reports for a command its pipe ended

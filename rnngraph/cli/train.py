@@ -1,5 +1,5 @@
 """``rnngraph train``: one run (:class:`_Trainer`): config, data, compiled step, the training loop,
-validation, checkpoints, and Ctrl-C deferred to the end of a step (rnngraph/cli/sigint.py); with
+validation, checkpoints, and Ctrl-C and SIGTERM deferred to the end of a step (rnngraph/cli/sigint.py); with
 ``--distributed`` one of torchrun's processes (rnngraph/cli/distributed_setup.py)."""
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from ..distributed import PeerFailure, global_state
 from .arguments import PROG, CLIError, Reported, note as cli_note, quiet_notes
 from .distributed_setup import (Processes, agree, any_process, first_process, in_process, join, leave, note_failure,
                                 peer_noted, sharded, wait_for_reporter)
-from .sigint import SigintGuard
+from .sigint import SigintGuard, exit_status, stopped_word
 from .step_setup import (_check_memory, _checkpoint_config, _checkpoint_corpus, _chunked, _compile, _corpus_note,
                          _device, _fits, vocabulary_differs)
 from .train_memory import lowering_advice, sizes_words, training_need
@@ -335,6 +335,21 @@ class _Trainer:
                          f"{self.step.last_grad_norm}): {advice} (a NaN or inf in the text or the cell can do it "
                          f"too); the parameters are those of step {good:,}{self.held()}")
 
+    def stopped(self, stop: KeyboardInterrupt, updating: bool) -> int:
+        """After Ctrl-C or SIGTERM (``stop``): a checkpoint of the last whole step where none holds it
+        yet, one line saying where the run stopped and how to go on; returns 130 (Ctrl-C) or 143 (SIGTERM)."""
+        if self.ckdir and not updating and self.saved_step != self.done and self.procs is None:
+            try:
+                self.checkpoint()
+            except KeyboardInterrupt:  # a second Ctrl-C or SIGTERM: the previous checkpoint stays
+                pass
+        held = self.held()
+        if self.saved_step is not None:  # how to go on: a resumed run trains to the total its checkpoint keeps
+            steps = f" --steps {self.args.steps}" if self.saved_total != self.args.steps else ""
+            held += f" (to go on: {PROG} train --checkpoint {self.ckdir} --resume{steps})"
+        print(f"{PROG}: {stopped_word(stop)} at step {self.done:,}{held}", file=sys.stderr)
+        return exit_status(stop)
+
     def held(self) -> str:
         """What --checkpoint holds as the run stops early, for its last line: ``; DIR holds step N``,
         ``; no checkpoint was written`` (a directory this run made and left empty is removed), or
@@ -423,19 +438,9 @@ class _Trainer:
                         bar.write(f"stopped at step {self.done:,}: --time-limit {args.time_limit:g} s reached",
                                   file=sys.stdout)
                         break
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM (sigint.Terminated)
                 bar.close()
-                if self.ckdir and not updating and self.saved_step != self.done and self.procs is None:
-                    try:
-                        self.checkpoint()
-                    except KeyboardInterrupt:  # a second Ctrl-C: the previous checkpoint stays
-                        pass
-                held = self.held()
-                if self.saved_step is not None:  # how to go on: a resumed run trains to the total its checkpoint keeps
-                    steps = f" --steps {self.args.steps}" if self.saved_total != self.args.steps else ""
-                    held += f" (to go on: {PROG} train --checkpoint {self.ckdir} --resume{steps})"
-                print(f"{PROG}: interrupted at step {self.done:,}{held}", file=sys.stderr)
-                return 130
+                return self.stopped(stop, updating)
             except (NotFinite, FloatingPointError) as exc:  # FloatingPointError: the GPU's error, surfacing
                 bar.close()  # where the step is read (a checkpoint's parameters)
                 raise self.not_finite(getattr(exc, "what", "its loss or gradients")) from None
