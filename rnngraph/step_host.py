@@ -21,15 +21,13 @@ def host_train(step, feed: dict) -> float:
     """One training call of ``step`` on its NumPy executor; returns the window's mean loss."""
     if step.dropout:
         feed.update(step.dropout_masks(train=True))
-    with step._lsh.training(step._executor, step._params) if step._lsh else nullcontext():
-        fwd = step._executor.forward(step._params, feed, step._state)
-        fwd.loss, scale = host_loss(step._executor, fwd, step._columns)
-        grads = step._executor.backward(fwd, loss_scale=scale).params
-    if step.gradient_reducer is not None:  # the global batch's mean loss and gradients, on every process
-        fwd.loss, grads = step.gradient_reducer(fwd.loss, grads, step._loss_columns(feed))
-    with np.errstate(over="ignore", invalid="ignore"):  # a non-finite norm is the answer, not a warning
+    # A NaN or inf in the inputs, targets, parameters or states makes the loss or the gradient norm not
+    # finite, which the check below reports (step._not_finite): NumPy's warnings about it on the way are
+    # silenced here, so that the error is all the user sees, and only here, up to the check.
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        fwd, grads = _loss_and_gradients(step, feed)
         squares = sum(float(np.sum(np.square(g, dtype=np.float64))) for g in grads.values())
-    step.last_grad_norm = float(np.sqrt(squares))
+        step.last_grad_norm = float(np.sqrt(squares))
     if not (np.isfinite(fwd.loss) and np.isfinite(step.last_grad_norm)):
         return step._not_finite(fwd.loss)
     if step.clip_norm is not None:
@@ -39,6 +37,18 @@ def host_train(step, feed: dict) -> float:
     if step._lsh:
         step._lsh.after_update(step._loss_columns(feed), step._params)
     return fwd.loss
+
+
+def _loss_and_gradients(step, feed: dict):
+    """The forward and the backward of one training call: ``(fwd, gradients)``, its loss in ``fwd.loss``
+    (with data parallelism the global batch's mean loss and gradients, on every process)."""
+    with step._lsh.training(step._executor, step._params) if step._lsh else nullcontext():
+        fwd = step._executor.forward(step._params, feed, step._state)
+        fwd.loss, scale = host_loss(step._executor, fwd, step._columns)
+        grads = step._executor.backward(fwd, loss_scale=scale).params
+    if step.gradient_reducer is not None:
+        fwd.loss, grads = step.gradient_reducer(fwd.loss, grads, step._loss_columns(feed))
+    return fwd, grads
 
 
 def host_forward(step, feed: dict, names, carry: bool, all_values: bool, with_loss: bool) -> StepForward:

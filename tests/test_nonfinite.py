@@ -4,6 +4,7 @@ state and step count, carried states — and raises FloatingPointError (or, with
 On the NumPy backend and on the CUDA backend (the check and the flag the update kernels read
 run on the device): in numba's simulator without a GPU, on the GPU in the GPU tier."""
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -142,3 +143,21 @@ def test_skip_mode_counts_and_returns_the_loss(device):
     _assert_same(_snapshot(step), before)
     with pytest.raises(ValueError, match="nonfinite must be"):
         _step("cpu", nonfinite="ignore")
+
+
+@pytest.mark.parametrize("nonfinite", ["raise", "skip"])
+@pytest.mark.parametrize("bad", ["nan-target", "inf-target", "nan-input", "inf-input"])
+def test_a_non_finite_window_on_the_numpy_backend_warns_nothing(bad, nonfinite):
+    """Regression: an inf target or input printed NumPy's RuntimeWarnings (invalid value encountered in
+    matmul, multiply) before the clean FloatingPointError. Only the error now (or, skipping, the count)."""
+    step = _step("cpu", nonfinite=nonfinite)
+    x, y = _batch(1)
+    (x if bad.endswith("input") else y)[1, 0, 0] = np.nan if bad.startswith("nan") else np.inf
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a warning fails the test (the module's filter ignores them)
+        if nonfinite == "raise":
+            with pytest.raises(FloatingPointError, match="not finite"):
+                step.train(x, y)
+        else:
+            assert not np.isfinite(step.train(x, y)) or not np.isfinite(step.last_grad_norm)
+            assert step.skipped_steps == 1
