@@ -96,6 +96,7 @@ class TrainingStep(StepFeed, StepState, TrainingOutcome):
         if nonfinite not in ("raise", "skip"):
             raise ValueError(f"nonfinite must be 'raise' or 'skip', got {nonfinite!r}")
         self.nonfinite, self.skipped_steps = nonfinite, 0
+        self._carried_nonfinite = False  # the states hold a NaN or inf (rnngraph/step_state.py)
         # an rg.LSHSoftmax head's index and sparse training loss (rnngraph/lsh_train.py), if it trains
         self._lsh = (lsh_training(net.head, self.graph, device) if isinstance(net.head, LSHSoftmax) and self.backward
                      else None)
@@ -200,7 +201,10 @@ class TrainingStep(StepFeed, StepState, TrainingOutcome):
         with_loss = self.graph.loss is not None and targets is not None
         names = value_names(self.net.masked_graph if self._masked else self.graph, all_values, with_loss)
         run = cuda_forward if self._cuda else host_forward
-        return run(self, feed, names, carry, all_values, with_loss)
+        result = run(self, feed, names, carry, all_values, with_loss)
+        if carry:  # a NaN or inf carried on is named by the next training call it makes not finite
+            self._note_carried(result.final_states)
+        return result
 
     def train(self, inputs, targets, lengths=None) -> float:
         """Forward, BPTT through the window, clip, optimizer update; states carry. Returns the

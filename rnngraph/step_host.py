@@ -34,6 +34,7 @@ def host_train(step, feed: dict) -> float:
         clip_grad_norm(grads, step.clip_norm)
     step.optimizer.step(step._params, grads)
     step._state = fwd.final_states
+    step._note_carried(step._state)
     if step._lsh:
         step._lsh.after_update(step._loss_columns(feed), step._params)
     return fwd.loss

@@ -2,7 +2,10 @@
 :class:`rnngraph.runtime.TrainingStep`, whose mixin this is.
 
 On the CPU backend the step holds them (``_params``, ``_state``); on CUDA its backend does
-(``_cuda``), and they are copied in and out. The mixin uses the step's ``graph``, ``dtype``,
+(``_cuda``), and they are copied in and out. ``_carried_nonfinite`` says whether the states the
+next call starts from hold a NaN or inf (a ``forward`` on such inputs carried them, or they were
+assigned so), for the error of a training call they make not finite (rnngraph/step_outcome.py);
+it is kept from host copies only (never read from the GPU). The mixin uses the step's ``graph``, ``dtype``,
 ``streams``, ``_cuda``, ``_settle`` and ``_lsh`` (an LSH head's index: rnngraph/lsh_train.py).
 """
 from __future__ import annotations
@@ -52,6 +55,7 @@ class StepState:
             self._cuda.set_state(value)
         else:
             self._state = {k: np.array(v, dtype=self.dtype) for k, v in value.items()}
+        self._note_carried(value)
 
     def reset_state(self, streams=None) -> None:
         """Zero the states of the given streams (ints or bool mask over S; all when None)."""
@@ -61,6 +65,12 @@ class StepState:
             self._state = zero_states(self.graph, self.streams, self.dtype)
         else:
             self.state = reset_streams(self.state, streams)
+        if streams is None:
+            self._carried_nonfinite = False
+
+    def _note_carried(self, states: dict[str, np.ndarray]) -> None:
+        """Record whether ``states`` (host arrays: those the next call starts from) hold a NaN or inf."""
+        self._carried_nonfinite = not all(np.isfinite(v).all() for v in states.values())
 
     def set_parameters(self, values: dict[str, np.ndarray]) -> None:
         """Copy arrays into the named parameters; KeyError/ValueError naming a wrong name or shape."""

@@ -161,3 +161,41 @@ def test_a_non_finite_window_on_the_numpy_backend_warns_nothing(bad, nonfinite):
         else:
             assert not np.isfinite(step.train(x, y)) or not np.isfinite(step.last_grad_norm)
             assert step.skipped_steps == 1
+
+
+CARRIED = r"the states it started from, carried from the previous call, are not finite.*step\.reset_state\(\)"
+
+
+@pytest.mark.parametrize("device", [pytest.param(d, marks=pytest.mark.slow) if d == "cuda" else d for d in DEVICES])
+def test_a_non_finite_state_carried_by_forward_is_named_by_the_next_train(device):
+    """Regression: forward(carry=True) on a NaN input left NaN states, and the next training call's error
+    blamed "the inputs, targets or parameters" of its clean window. It names the carried states and
+    step.reset_state() now; after the reset the window trains."""
+    step = _step(device)
+    x, y = _batch(1)
+    xb = x.copy()
+    xb[0, 1, 0] = np.nan
+    step.forward(xb, carry=False)  # not carried: nothing to name
+    assert np.isfinite(float(step.train(x, y)))
+    step.forward(xb)
+    before = _snapshot(step)
+    with pytest.raises(FloatingPointError, match=CARRIED):
+        float(step.train(x, y))
+    _assert_same(_snapshot(step), before)
+    step.reset_state()
+    assert np.isfinite(float(step.train(x, y)))
+    with pytest.raises(FloatingPointError, match="a NaN or inf in the inputs") as raised:  # the window's own NaN
+        float(step.train(xb, y))
+    assert "carried" not in str(raised.value)
+
+
+def test_an_assigned_non_finite_state_is_named_until_its_stream_is_reset():
+    step = _step("cpu")
+    x, y = _batch(1)
+    state = {k: np.array(v) for k, v in step.state.items()}
+    state["layer0.c"][0, 1, 0] = np.inf
+    step.state = state
+    with pytest.raises(FloatingPointError, match=CARRIED):
+        step.train(x, y)
+    step.reset_state([1])  # the stream holding the inf
+    assert np.isfinite(step.train(x, y))
