@@ -5,12 +5,16 @@ A checkpoint stores a file cell's path *and its source text* (``cell_source`` of
 :class:`rnngraph.lm.LMConfig`), so sampling and evaluation do not depend on the file staying
 where it was: :func:`checkpoint_cell` decides which source a loaded checkpoint runs. The source
 is the file's alone: modules it imports from its folder (first on ``sys.path`` while it runs)
-must stay importable.
+must stay importable. It also stores the cell's keyword arguments other than ``hidden``
+(``train --cell-arg NAME=VALUE``, ``cell_args``), which :func:`bind_cell_args` checks against the
+cell and gives it.
 """
 from __future__ import annotations
 
 import contextlib
 import difflib
+import functools
+import inspect
 import os
 import sys
 import types
@@ -176,6 +180,37 @@ def _user_line(exc: BaseException, path: str) -> str:
     return line
 
 
+def bind_cell_args(factory, spec: str, cell_args: dict):
+    """``factory`` giving every cell it makes ``cell_args`` (``--cell-arg NAME=VALUE``, stored in a
+    checkpoint) besides the ``hidden=`` that ``rg.stacked`` gives; ``factory`` itself when there are none.
+
+    Raises:
+        CellFileError: a NAME the cell's function does not take (listing its keywords), ``hidden``
+            (which is ``--hidden``), or a required keyword argument of the cell that neither
+            ``--hidden`` nor ``--cell-arg`` gives (naming the keyword and the option); ``spec``
+            names the cell.
+    """
+    try:
+        params = list(inspect.signature(factory.__wrapped__, eval_str=True).parameters.values())
+    except Exception:  # not an @rg.cell, or annotations that do not evaluate: rg.cell's Cell says why
+        return functools.partial(factory, **cell_args) if cell_args else factory
+    keywords = [p.name for p in params if p.kind == p.KEYWORD_ONLY]
+    any_keyword = any(p.kind == p.VAR_KEYWORD for p in params)
+    for name, value in cell_args.items():
+        if name == "hidden":
+            raise CellFileError(f"--cell-arg hidden={value!r}: the cells' hidden size is --hidden H")
+        if name not in keywords and not any_keyword:
+            raise CellFileError(f"--cell-arg {name}={value!r}: cell {spec} takes no keyword argument {name!r} "
+                                f"(its keyword arguments: {', '.join(keywords) or 'none'})")
+    missing = [p.name for p in params if p.kind == p.KEYWORD_ONLY and p.default is p.empty
+               and p.name != "hidden" and p.name not in cell_args]
+    if missing:
+        raise CellFileError(f"cell {spec} needs the keyword argument{'s' if len(missing) > 1 else ''} "
+                            f"{', '.join(missing)}: give it with "
+                            + " ".join(f"--cell-arg {name}=VALUE" for name in missing))
+    return functools.partial(factory, **cell_args) if cell_args else factory
+
+
 def checkpoint_cell(cell: str, source: str | None, override: str | None, where: str,
                     resumed: bool = False) -> tuple[str, str | None, str]:
     """Which cell a loaded checkpoint runs: ``(cell, source, note)``.
@@ -224,4 +259,5 @@ def checkpoint_cell(cell: str, source: str | None, override: str | None, where: 
     return cell, source, note
 
 
-__all__ = ["CellFileError", "canonical_cell", "read_cell_source", "resolve_cell", "checkpoint_cell", "split_cell"]
+__all__ = ["CellFileError", "canonical_cell", "read_cell_source", "resolve_cell", "bind_cell_args", "checkpoint_cell",
+           "split_cell"]

@@ -4,7 +4,9 @@ it finds)."""
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
+import keyword
 import math
 import sys
 from dataclasses import dataclass
@@ -99,6 +101,58 @@ def chunk_choice(text: str):
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer (classes per chunk), auto or none, got {text!r}")
     return value
+
+
+def cell_arg(text: str) -> tuple[str, object]:
+    """``--cell-arg``'s type: ``NAME=VALUE`` -> ``(NAME, VALUE)``, VALUE a Python literal where it
+    reads as one (``0.5``, ``3``, ``True``, ``None``, ``'x'``, ``[1, 2]``; a tuple becomes a list, as the
+    checkpoint's JSON gives it back), else the text itself (``act=tanh``: ``"tanh"``).
+    ArgumentTypeError for a NAME that is not a Python identifier, or a literal JSON cannot hold."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.isidentifier() or keyword.iskeyword(name):
+        raise argparse.ArgumentTypeError(f"must be NAME=VALUE, NAME a keyword argument of the cell, got {text!r}")
+    try:
+        value = ast.literal_eval(value)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return name, value  # not a literal: the text
+    if not _json_value(value):
+        raise argparse.ArgumentTypeError(f"{text!r}: the value must be a number, True, False, None, a string, or a "
+                                         f"list or dict of those (the checkpoint keeps it as JSON), not "
+                                         f"{type(value).__name__}")
+    return name, _lists(value)
+
+
+def cell_args_given(pairs: list | None) -> dict:
+    """The ``(NAME, VALUE)`` pairs of the ``--cell-arg`` options as a dict ({} for none); CLIError
+    for a NAME given twice."""
+    out: dict = {}
+    for name, value in pairs or ():
+        if name in out:
+            raise CLIError(f"--cell-arg {name} given twice ({out[name]!r} and {value!r})")
+        out[name] = value
+    return out
+
+
+#: ``--cell-arg``'s help (train and schedule).
+CELL_ARG_HELP = ("a keyword argument of the cell function besides hidden (def cell(x, h, *, hidden, alpha): "
+                 "--cell-arg alpha=0.5), repeated for each; VALUE a Python literal (0.5, 3, True, 'x', [1, 2]), "
+                 "else the text itself")
+
+
+def _json_value(value) -> bool:
+    """Whether JSON holds ``value`` (tuples as lists): the checkpoint keeps ``--cell-arg`` values so."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_json_value(v) for v in value)
+    return isinstance(value, dict) and all(isinstance(k, str) and _json_value(v) for k, v in value.items())
+
+
+def _lists(value):
+    """``value`` with its tuples made lists (what JSON reads back), so a resumed run's cell gets the same."""
+    if isinstance(value, (list, tuple)):
+        return [_lists(v) for v in value]
+    return {k: _lists(v) for k, v in value.items()} if isinstance(value, dict) else value
 
 
 #: ``--chunk``'s help, less its default.

@@ -5,9 +5,9 @@ import argparse
 import os
 import sys
 
-from ..cellfile import resolve_cell
+from ..cellfile import bind_cell_args, resolve_cell
 from ..precision import PRECISIONS
-from .arguments import CLIError, positive_int, precision_flag, probability
+from .arguments import CELL_ARG_HELP, CLIError, cell_arg, cell_args_given, positive_int, precision_flag, probability
 
 
 FORMATS = ("text", "json", "dot", "gantt")
@@ -17,6 +17,8 @@ def _schedule_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("cell", metavar="CELL", nargs="?", default=None,
                    help="a standard cell name or file.py:function (or --cell, as train takes it)")
     p.add_argument("--cell", dest="cell_flag", metavar="CELL", default=None, help="the same as CELL")
+    p.add_argument("--cell-arg", dest="cell_args", metavar="NAME=VALUE", type=cell_arg, action="append",
+                   help=CELL_ARG_HELP)
     p.add_argument("--layers", type=positive_int, default=1, help="stacked cells (default 1)")
     p.add_argument("--hidden", type=positive_int, default=512, help="hidden size H (default 512)")
     p.add_argument("--window", type=positive_int, default=100, help="timesteps T per window (default 100)")
@@ -58,7 +60,9 @@ def run_schedule(args) -> int:
     folder = os.path.dirname(args.out) if args.out else ""
     if folder and not os.path.isdir(folder):
         raise CLIError(f"--out {args.out}: no folder {folder}")
-    factory = resolve_cell(args.cell or args.cell_flag, flag="CELL" if args.cell else "--cell")
+    spec = args.cell or args.cell_flag
+    factory = bind_cell_args(resolve_cell(spec, flag="CELL" if args.cell else "--cell"), spec,
+                             cell_args_given(args.cell_args))
     net = stacked(factory, args.layers, args.hidden, input_size=args.input_size, vocab=args.vocab,
                   dropout=args.dropout)
     precision = precision_flag(args.precision, args.dtype)

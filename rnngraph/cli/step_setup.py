@@ -71,7 +71,13 @@ def _apply(ck, step, override: str | None) -> None:
 
 def _model(cfg: LMConfig) -> str:
     """The checkpoint's sizes in words, for messages."""
-    return f"{os.path.basename(cfg.cell)} x{cfg.layers}, hidden {cfg.hidden}, embed {cfg.embed}"
+    return f"{cell_words(cfg)} x{cfg.layers}, hidden {cfg.hidden}, embed {cfg.embed}"
+
+
+def cell_words(cfg: LMConfig) -> str:
+    """The cell's name (a file cell's without its folder) and its ``--cell-arg`` values: ``mgu.py:mgu(alpha=0.5)``."""
+    args = ", ".join(f"{k}={v!r}" for k, v in cfg.cell_args.items())
+    return os.path.basename(cfg.cell) + (f"({args})" if args else "")
 
 
 def _chunked(cfg: LMConfig, choice, vocab_size: int, note=None) -> LMConfig:

@@ -24,7 +24,7 @@ from .distributed_setup import (Processes, agree, any_process, first_process, in
                                 peer_noted, sharded, wait_for_reporter)
 from .sigint import SigintGuard, exit_status, stopped_word
 from .step_setup import (_check_memory, _checkpoint_config, _checkpoint_corpus, _chunked, _compile, _corpus_note,
-                         _device, _fits, vocabulary_differs)
+                         _device, _fits, cell_words, vocabulary_differs)
 from .train_memory import lowering_advice, sizes_words, training_need
 from .train_config import DEFAULT_STEPS, _config_from_args, _resumed_config
 
@@ -248,7 +248,7 @@ class _Trainer:
     # ------------------------------------------------------------------ pieces
     def banner(self) -> None:
         cfg, args = self.cfg, self.args
-        print(f"train {os.path.basename(cfg.cell)} x{cfg.layers}, hidden {cfg.hidden}, embed {cfg.embed}"
+        print(f"train {cell_words(cfg)} x{cfg.layers}, hidden {cfg.hidden}, embed {cfg.embed}"
               f"{' (tied to the output layer)' if cfg.tie_weights else ''} on "
               f"{self.corpus.name} ({cfg.level} level, vocab {len(self.vocab):,}, {len(self.train_ids):,} "
               f"training {unit(cfg.level)}s, {counted(self.data.windows_per_epoch, 'window')} an epoch"

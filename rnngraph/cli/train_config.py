@@ -9,8 +9,9 @@ from ..precision import PRECISIONS
 from ..cellfile import canonical_cell, read_cell_source, split_cell
 from ..lm import (DEFAULT_LR_FINAL, LR_SCHEDULES, CheckpointError, LMConfig, canonical_corpus, make_lr_schedule,
                   make_optimizer)
-from .arguments import (CHUNK_HELP, CLIError, chunk_choice, directory, fraction, nonnegative_float, nonnegative_int,
-                        positive_float, positive_int, precision_flag, probability)
+from .arguments import (CELL_ARG_HELP, CHUNK_HELP, CLIError, cell_arg, cell_args_given, chunk_choice, directory,
+                        fraction, nonnegative_float, nonnegative_int, positive_float, positive_int, precision_flag,
+                        probability)
 
 
 #: --steps when not given (a resumed cosine run: the step its schedule ends at).
@@ -27,6 +28,8 @@ def _train_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cell", metavar="NAME|FILE.py:FUNCTION",
                    help=f"a standard cell (lstm, gru, peephole_lstm, ...) or file.py:function naming an "
                         f"@rg.cell function (default {d['cell']})")
+    g.add_argument("--cell-arg", dest="cell_args", metavar="NAME=VALUE", type=cell_arg, action="append",
+                   help=CELL_ARG_HELP + "; kept in the checkpoint, so --resume, sample and eval make the same cell")
     g.add_argument("--layers", metavar="L", type=positive_int, help=f"stacked cells (default {d['layers']})")
     g.add_argument("--hidden", metavar="H", type=positive_int,
                    help=f"hidden size of each cell (default {d['hidden']})")
@@ -145,7 +148,8 @@ def _config_from_args(args) -> LMConfig:
     precision = precision_flag(args.precision or "fp32", d["dtype"])
     optimizer = make_optimizer(d["optimizer"], d["lr"], args.weight_decay).config()
     source = read_cell_source(d["cell"])  # stored with the checkpoints (see rnngraph.cellfile)
-    return LMConfig(cell=canonical_cell(d["cell"]), cell_source=source, layers=d["layers"], hidden=d["hidden"],
+    return LMConfig(cell=canonical_cell(d["cell"]), cell_source=source, cell_args=cell_args_given(args.cell_args),
+                    layers=d["layers"], hidden=d["hidden"],
                     embed=d["embed"],
                     window=d["window"], streams=d["streams"], level=d["level"],
                     corpus=canonical_corpus(d["corpus"]), seed=d["seed"], dtype=d["dtype"],
@@ -169,7 +173,7 @@ def _mismatch(directory: str, flag: str, was, given) -> CheckpointError:
 def _resumed_config(args, saved: LMConfig, directory: str) -> LMConfig:
     """The checkpoint's config, with lr/weight decay/lr schedule/clip/dropout overridden where given,
     and the corpus where the checkpoint's file has moved and --corpus names it; CheckpointError
-    when a flag that fixes shapes or the data layout disagrees with it, and for ``--cell FILE`` of
+    when a flag that fixes shapes or the data layout (or ``--cell-arg``) disagrees with it, and for ``--cell FILE`` of
     the checkpoint's own file edited since (a resumed run trains the source stored in it)."""
     canon = {"cell": canonical_cell, "corpus": canonical_corpus}
     for name in LMConfig.FIXED:
@@ -194,6 +198,12 @@ def _resumed_config(args, saved: LMConfig, directory: str) -> LMConfig:
                     f"drop {flag} to resume it, or train into a new --checkpoint directory")
             was = "unset (every word type)" if was is None and name == "max_words" else was
             raise _mismatch(directory, flag, was, given)
+    given = cell_args_given(args.cell_args)
+    if args.cell_args and given != saved.cell_args:
+        was = " ".join(f"--cell-arg {k}={v!r}" for k, v in saved.cell_args.items()) or "no --cell-arg"
+        raise CheckpointError(f"{directory}: the checkpoint was trained with {was}, not "
+                              f"{' '.join(f'--cell-arg {k}={v!r}' for k, v in given.items())}: drop --cell-arg to "
+                              f"resume it, or train into a new --checkpoint directory")
     cfg = LMConfig(**{**saved.to_json()})
     if args.corpus is not None and _moved(saved.corpus):
         cfg.corpus = canonical_corpus(args.corpus)

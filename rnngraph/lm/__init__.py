@@ -30,7 +30,7 @@ import os
 
 import numpy as np
 
-from ..cellfile import CellFileError, resolve_cell
+from ..cellfile import CellFileError, bind_cell_args, resolve_cell
 from ..data import CharVocab, Corpus, WordVocab, batches
 from ..errors import GraphError
 from ..heads import SoftmaxCrossEntropy
@@ -46,7 +46,9 @@ def build_network(cfg: LMConfig, vocab_size: int, dropout: float | None = None, 
     chunk=cfg.chunk, tie_weights=cfg.tie_weights), with ``rg.Dropout(p)`` after the embedding,
     between the cells and before the head when p > 0 (``rg.stacked(..., vocab=V, dropout=p)``: Zaremba et al. 2014's
     placement), traced and validated (GraphError from the cell is raised here, prefixed with its
-    name). A file cell runs ``cfg.cell_source`` where it is set, else the file at its path.
+    name). A file cell runs ``cfg.cell_source`` where it is set, else the file at its path; the
+    cells get ``cfg.cell_args`` too (CellFileError for one the cell does not take or a required
+    one missing: :func:`rnngraph.cellfile.bind_cell_args`).
 
     dropout: p, default ``cfg.dropout``. Evaluation and sampling pass 0: the same parameters
     (Dropout has none) in a graph without masks, which computes what ``forward`` computes with
@@ -54,7 +56,7 @@ def build_network(cfg: LMConfig, vocab_size: int, dropout: float | None = None, 
     dense: True builds the dense head whatever ``cfg.chunk`` says (same parameters), so the
     network's output is the logits (T, S, V), as sampling needs; with a chunked head it is the
     hidden state the head follows."""
-    factory = resolve_cell(cfg.cell, source=cfg.cell_source)
+    factory = bind_cell_args(resolve_cell(cfg.cell, source=cfg.cell_source), cfg.cell, cfg.cell_args)
     p = cfg.dropout if dropout is None else dropout
     net = stacked(factory, cfg.layers, cfg.hidden, vocab=vocab_size, embed=cfg.embed, dropout=p,
                   tie_weights=cfg.tie_weights)

@@ -48,7 +48,10 @@ class LMConfig:
     :meth:`rnngraph.data.Corpus.fingerprint` of the text it last trained on (None in checkpoints
     written before it was kept), for a note when the corpus file has changed since; steps: the
     total steps the run was last started or resumed to train (``rnngraph train --steps``; None
-    in checkpoints written before it was kept), where a resumed run without ``--steps`` goes on to.
+    in checkpoints written before it was kept), where a resumed run without ``--steps`` goes on to;
+    cell_args: the cell's keyword arguments besides ``hidden`` (``rnngraph train --cell-arg
+    NAME=VALUE``; JSON values; checkpoints written before it existed load as none),
+    :func:`rnngraph.cellfile.bind_cell_args`.
     """
 
     cell: str = "lstm"
@@ -72,10 +75,12 @@ class LMConfig:
     precision: str = "fp32"
     corpus_sha256: str | None = None
     steps: int | None = None
+    cell_args: dict = field(default_factory=dict)
 
     #: Fields that older checkpoints lack, with the value that reproduces what they trained.
     OPTIONAL = {"dropout": 0.0, "lr_schedule": {"name": "constant"}, "cell_source": None, "chunk": None,
-                "tie_weights": False, "precision": "fp32", "corpus_sha256": None, "steps": None}
+                "tie_weights": False, "precision": "fp32", "corpus_sha256": None, "steps": None,
+                "cell_args": {}}
     #: Fields that fix the parameters' shapes or the data layout: a resumed run must agree.
     FIXED = ("cell", "layers", "hidden", "embed", "window", "streams", "level", "corpus", "dtype",
              "max_words", "tie_weights")
@@ -98,6 +103,7 @@ class LMConfig:
             if not ok(d[name]):
                 raise ValueError(f"{name} must be {what}, got {_json(d[name])}")
         _check_optimizer(d["optimizer"])
+        d["cell_args"] = dict(d["cell_args"])  # not OPTIONAL's own dict
         try:
             d["lr_schedule"] = make_lr_schedule(**d["lr_schedule"])  # a copy
         except (TypeError, ValueError) as exc:
@@ -162,6 +168,8 @@ _FIELDS = {
                                               and all(c in "0123456789abcdef" for c in v)),
                       "null or a SHA-256 digest in hex"),
     "steps": (lambda v: v is None or (_integer(v) and v >= 0), "null or an integer >= 0"),
+    "cell_args": (lambda v: isinstance(v, dict) and all(isinstance(k, str) and k.isidentifier() for k in v),
+                  "an object of keyword argument names"),
 }
 
 

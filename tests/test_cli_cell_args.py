@@ -1,0 +1,98 @@
+"""``--cell-arg NAME=VALUE``: a cell's keyword arguments besides ``hidden`` from the command line, kept in
+the checkpoint so that ``train --resume``, ``sample`` and ``eval`` make the same cell (regression: a cell
+``def cell(x, h, *, hidden, alpha)`` could not be given ``alpha`` at all)."""
+import json
+
+import pytest
+
+from cli_helpers import assert_one_line_error, run, train
+from rnngraph.lm import load_checkpoint
+
+#: A leaky cell whose ``alpha`` is required; it refuses any value but 0.25, so a cell rebuilt without the
+#: stored value (or with another) fails loudly.
+LEAKY = ("import rnngraph as rg\n\n"
+         "@rg.cell\n"
+         "def leaky(x, h: rg.State, *, hidden: int, alpha: float, act: str = 'tanh'):\n"
+         "    if alpha != 0.25 or act != 'tanh':\n"
+         "        raise ValueError(f'alpha={alpha!r}, act={act!r}')\n"
+         "    n = rg.tanh(rg.linear(x, hidden, name='W') + rg.linear(h, hidden, bias=False, name='U'))\n"
+         "    h_next = (1 - alpha) * h + alpha * n\n"
+         "    return h_next, {'h': h_next}\n")
+
+
+@pytest.fixture
+def leaky(tmp_path):
+    path = tmp_path / "cells.py"
+    path.write_text(LEAKY, encoding="utf-8")
+    return f"{path}:leaky"
+
+
+def test_a_required_keyword_is_given_and_kept_for_resume_sample_and_eval(capsys, tmp_path, text_file, leaky):
+    ckpt = tmp_path / "ck"
+    code, out, err = train(capsys, text_file, ckpt, "--cell", leaky, "--cell-arg", "alpha=0.25",
+                           "--cell-arg", "act=tanh", steps=3)
+    assert code == 0, err
+    assert out.startswith("train cells.py:leaky(alpha=0.25, act='tanh') x1"), out
+    config = json.loads((ckpt / "config.json").read_text(encoding="utf-8"))
+    assert config["cell_args"] == {"alpha": 0.25, "act": "tanh"}
+    code, out, err = run(capsys, "train", "--checkpoint", ckpt, "--resume", "--steps", 4, "--no-progress")
+    assert code == 0, err
+    assert load_checkpoint(ckpt).step == 4 and load_checkpoint(ckpt).config.cell_args["alpha"] == 0.25
+    code, out, err = run(capsys, "sample", "--checkpoint", ckpt, "--length", 5, "--seed", 1)
+    assert code == 0, err
+    code, out, err = run(capsys, "eval", "--checkpoint", ckpt, "--split", "valid")
+    assert code == 0 and "bits/char" in out, err
+
+
+def test_a_resumed_run_refuses_other_cell_args(capsys, tmp_path, text_file, leaky):
+    ckpt = tmp_path / "ck"
+    assert train(capsys, text_file, ckpt, "--cell", leaky, "--cell-arg", "alpha=0.25", steps=1)[0] == 0
+    code, out, err = run(capsys, "train", "--checkpoint", ckpt, "--resume", "--steps", 2, "--cell-arg", "alpha=0.5")
+    assert_one_line_error(code, err, "trained with --cell-arg alpha=0.25, not --cell-arg alpha=0.5",
+                          "drop --cell-arg")
+
+
+def test_a_missing_required_keyword_names_it_and_the_option(capsys, tmp_path, text_file, leaky):
+    """Before: `cell 'leaky' needs the keyword argument(s) alpha (given: hidden)`, with no way to give it."""
+    code, out, err = train(capsys, text_file, tmp_path / "ck", "--cell", leaky, steps=1)
+    assert_one_line_error(code, err, "needs the keyword argument alpha", "--cell-arg alpha=VALUE", exit_code=1)
+
+
+@pytest.mark.parametrize("arg, needles", [
+    ("beta=1", ["--cell-arg beta=1", "no keyword argument 'beta'", "its keyword arguments: hidden, alpha, act"]),
+    ("hidden=3", ["--cell-arg hidden=3", "--hidden"]),
+])
+def test_a_keyword_the_cell_does_not_take_names_its_keywords(capsys, tmp_path, text_file, leaky, arg, needles):
+    code, out, err = train(capsys, text_file, tmp_path / "ck", "--cell", leaky, "--cell-arg", "alpha=0.25",
+                           "--cell-arg", arg, steps=1)
+    assert_one_line_error(code, err, *needles, exit_code=1)
+
+
+@pytest.mark.parametrize("args, needles, exit_code", [
+    (["alpha"], ["argument --cell-arg", "NAME=VALUE", "'alpha'"], 2),
+    (["alpha={1, 2}"], ["argument --cell-arg", "not set"], 2),
+    (["alpha=0.25", "alpha=0.5"], ["--cell-arg alpha given twice (0.25 and 0.5)"], 1),
+])
+def test_malformed_cell_args(capsys, tmp_path, text_file, leaky, args, needles, exit_code):
+    extra = [a for value in args for a in ("--cell-arg", value)]
+    code, out, err = train(capsys, text_file, tmp_path / "ck", "--cell", leaky, *extra, steps=1)
+    assert_one_line_error(code, err, *needles, exit_code=exit_code)
+
+
+def test_values_are_python_literals_else_text():
+    from rnngraph.cli.arguments import cell_arg
+    assert cell_arg("a=0.5") == ("a", 0.5) and cell_arg("a=3") == ("a", 3) and cell_arg("a=True") == ("a", True)
+    assert cell_arg("a=tanh") == ("a", "tanh") and cell_arg("a='3'") == ("a", "3") and cell_arg("a=") == ("a", "")
+    assert cell_arg("a=(1, 2)") == ("a", [1, 2])  # as the checkpoint's JSON gives it back
+
+
+def test_schedule_takes_cell_args(capsys, leaky):
+    code, out, err = run(capsys, "schedule", leaky, "--hidden", 8, "--cell-arg", "alpha=0.25")
+    assert code == 0 and out, err
+    code, out, err = run(capsys, "schedule", leaky, "--hidden", 8)
+    assert_one_line_error(code, err, "--cell-arg alpha=VALUE")
+
+
+def test_train_help_lists_cell_arg(capsys):
+    code, out, err = run(capsys, "train", "--help")
+    assert code == 0 and "--cell-arg NAME=VALUE" in out, out
