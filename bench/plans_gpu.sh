@@ -9,7 +9,8 @@
 #   small   the 2 x 512 LSTM at S = 1 and 4, both plans (about 60 s)
 #   knobs   the 2 x 512 LSTM at S = 8, both plans, at the default loop shape and with
 #           RNNGRAPH_LOOP=$KNOBS, one process each (default: without the backward loops' flags and
-#           early loads, flags=0,prefetch=0; threads=1024; rows=4,cols=8; ksplit=2)
+#           early loads, flags=0,prefetch=0; threads=1024; rows=4,cols=8; ksplit=2); KNOB_PLANS
+#           (e.g. scc-sequential) times only those plans
 #   profile bench/loop_profile.py's knock-outs of the 512-unit LSTM loop kernels at S = 8 (about 60 s):
 #           which part of a timestep (grid sync, products, their vector loads, pointwise) costs what
 #   ncu     Nsight Compute's warp stall reasons and source counters of that forward loop kernel (lineinfo),
@@ -37,7 +38,7 @@ for part in ${PARTS:-cells layers}; do
     knobs)
       for knob in "" ${KNOBS:-flags=0,prefetch=0 threads=1024 rows=4,cols=8 ksplit=2}; do
         name=${knob//[=,]/-}  # (a file name with '=' does not come back from the device)
-        RNNGRAPH_LOOP=$knob timeout 60 $PLANS --out "$OUT/lm-step-plans-2x512-s8-loop-${name:-default}.json" 2>&1 \
+        RNNGRAPH_LOOP=$knob timeout 60 $PLANS ${KNOB_PLANS:+--plans $KNOB_PLANS} --out "$OUT/lm-step-plans-2x512-s8-loop-${name:-default}.json" 2>&1 \
           | tee "$OUT/knobs-${name:-default}.log" | grep "ms read\|rror" | sed "s/^/${knob:-default}: /"
       done ;;
     profile)

@@ -96,6 +96,18 @@ def test_tiled_loops_match_float64_reference(cell, layers, S):
     assert "# tiled GEMM partial sums" in step.kernels and "load_f32x4_2d(sw" in step.kernels
 
 
+BLOCK_CASES = [("lstm", 2, 8, "blocks=66"), ("layernorm_lstm", 1, 8, "blocks=66"), ("gru", 1, 64, "blocks=100")]
+
+
+@pytest.mark.parametrize("cell, layers, S, knobs", BLOCK_CASES, ids=[f"{c}-{n}l-s{s}-{k}" for c, n, s, k in BLOCK_CASES])
+def test_loops_on_fewer_blocks_than_multiprocessors_match_float64_reference(cell, layers, S, knobs):
+    """blocks=B (LoopTuning ``blocks``): the persistent loop kernels on a grid of B blocks, each
+    owning more units (S = 8: the backward flagged, early loads; S = 64: four stream groups of 25)."""
+    step = _check_against_float64(cell, layers, S, 10 if cell == "layernorm_lstm" else 4, knobs=knobs)
+    plans = step._cuda.program.loop_plans.values()
+    assert plans and {p.nblocks for p in plans} == {int(knobs.split("=")[1])}
+
+
 GROUP_CASES = [("lstm", 1, "groups=4,groupbar=0,fwdgroups=0"), ("lstm", 4, "groups=4,groupbar=0"),
                ("gru", 1, "groups=4,tiles=1"), ("lstm", 4, "groups=4,tiles=1,fwdgroups=0"),
                ("layernorm_lstm", 1, "groups=4,lngroups=1,groupbar=0"),

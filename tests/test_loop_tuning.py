@@ -73,7 +73,8 @@ def test_budget_limits_the_shared_arrays():
 
 @pytest.mark.parametrize("text, msg", [("threads=100", "multiple of 32"), ("unroll=0", "unroll"),
                                        ("smem_kib=64", "smem_kib"), ("rows=17", "rows"),
-                                       ("cols=0", "cols must be in"), ("cols=17", "cols must be in"), ("blocks=3", "keys"),
+                                       ("cols=0", "cols must be in"), ("cols=17", "cols must be in"), ("warps=3", "keys"),
+                                       ("blocks=2000", "blocks must be"),
                                        ("threads=lots", "integer"), ("barrier=4", "barrier must be 0, 1, 2 or 3"), ("lnsum=3", "lnsum must be 0, 1 or 2"),
                                        ("bounds=2", "bounds must be 0 or 1"), ("carveout=101", "carveout must be"),
                                        ("ksplit=0", "ksplit must be in"), ("ksplit=33", "ksplit must be in"),
@@ -124,9 +125,9 @@ def test_resolve_overrides_the_defaults_of_each_streams():
     assert loop_env.resolve(65, overrides=loop_env.parse("ln=1,lngrad=0"))[0] == ScheduleOptions(
         persistent_layer_norms=True, post_loop_sums=False)
     assert loop_env.resolve(2) == (ScheduleOptions(persistent_layer_norms=True, flagged_exchange=True),
-                                   LoopTuning(prefetch=2))
+                                   LoopTuning(prefetch=2, threads=256))
     assert loop_env.resolve(9) == (ScheduleOptions(persistent_layer_norms=True), LoopTuning())
-    assert loop_env.as_keys(*loop_env.resolve(1))["flags"] == 1 and len(loop_env.as_keys(*loop_env.resolve(1))) == 27  # 6 schedule keys, 21 code-shape knobs
+    assert loop_env.as_keys(*loop_env.resolve(1))["flags"] == 1 and len(loop_env.as_keys(*loop_env.resolve(1))) == 28  # 6 schedule keys, 22 code-shape knobs
     with pytest.raises(TypeError, match="tuning must be an rg.LoopTuning, got dict"):
         loop_env.resolve(1, tuning={"rows": 2})
     with pytest.raises(TypeError, match="options must be an rg.ScheduleOptions, got LoopTuning"):
@@ -136,7 +137,7 @@ def test_resolve_overrides_the_defaults_of_each_streams():
 def test_defaults_depend_on_the_streams():
     assert LoopTuning.defaults(65) == LoopTuning(groups=4, lngroups=1, groupbar=1, fwdgroups=1)
     assert LoopTuning.defaults(9) == LoopTuning()
-    assert LoopTuning.defaults(2) == LoopTuning.defaults(8) == LoopTuning(prefetch=2)
+    assert LoopTuning.defaults(2) == LoopTuning.defaults(8) == LoopTuning(prefetch=2, threads=256)
     assert LoopTuning.defaults(1).rows == 4 and LoopTuning.defaults(2).rows == 8
     assert (LoopTuning.defaults(1).unroll, LoopTuning.defaults(1).prefetch) == (16, 1)
     assert LoopTuning.defaults(9).prefetch == 0

@@ -32,7 +32,7 @@ class LoopLaunches:
         factory of its launch (one cooperative grid of one block per multiprocessor)."""
         name = f"{loop.name.split(' ')[0]}_{'bwd' if loop.reverse else 'fwd'}_{len(self.sources)}"
         tuning = self.tuning if self.sim else self.device_tuning()
-        nblocks = 1 if self.sim else cuda.get_current_device().MULTIPROCESSOR_COUNT
+        nblocks = 1 if self.sim else self.loop_blocks(tuning)
         virtual = self.virtual_blocks
         plan = plan_loop_kernel(self.g, loop, name, coop=not self.sim, recompute=self.kernel_of, streams=self.S,
                                 nblocks=nblocks, tuning=tuning, virtual_blocks=virtual, precision=self.lib.loop_precision)
@@ -60,7 +60,7 @@ class LoopLaunches:
             dynamic = plan.dynamic_smem  # bytes a block (weight rows: codegen/loop_plan.py)
             while not self.sim and self._cooperative_blocks(kern, threads, arrays, dynamic) < nblocks:
                 if threads <= 64:
-                    raise RuntimeError(f"{name}: a cooperative grid of {nblocks} blocks (one per multiprocessor) "
+                    raise RuntimeError(f"{name}: a cooperative grid of {nblocks} blocks (at most one a multiprocessor) "
                                        f"does not fit even with {threads} threads a block "
                                        f"and {dynamic} bytes of dynamic shared memory (LoopTuning.dsmem_kib)")
                 threads //= 2
@@ -75,6 +75,13 @@ class LoopLaunches:
             return launch
 
         return make
+
+    @staticmethod
+    def loop_blocks(tuning) -> int:
+        """The persistent loop kernels' grid: one block a multiprocessor of the current device, or
+        ``tuning.blocks`` where that is fewer (LoopTuning ``blocks``)."""
+        sms = cuda.get_current_device().MULTIPROCESSOR_COUNT
+        return min(sms, tuning.blocks) if tuning.blocks else sms
 
     def device_tuning(self):
         """The program's tuning with ``dsmem_kib`` lowered to what a block of the current device may

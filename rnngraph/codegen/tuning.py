@@ -14,7 +14,12 @@ how each default came to be: bench/HISTORY.md):
 threads   threads a block (a multiple of 32, at most 1024); the grid is one block a multiprocessor.
           A kernel whose registers don't allow it is launched with half as many (and so on).
           256 / 512: at S=1 512 was slower (LSTM 1.052 vs 0.986, h200-20261201-ksplit-sweep-ksplit.json);
-          512 from S=2 with ``bounds`` (16 warps an SM; see bounds).
+          512 with ``bounds`` (16 warps an SM; see bounds) was measured at S = 64; 256 for S = 2 to 8
+          (``SMALL_BLOCK_STREAMS``; under ``bounds`` a lane may then hold 255 registers, not 128): the
+          2 x 512 char-LM step on an H100, ms unread, 512 / 256 threads: LSTM S = 2 1.941 / 1.853,
+          S = 4 2.507 / 2.081, S = 8 2.815 / 2.516 (128: 2.651, 384: 2.728), S = 16 3.666 / 3.659 (so
+          512 from there), GRU S = 8 2.520 / 2.444, peephole LSTM 3.466 / 3.110, layer-norm LSTM
+          8.264 / 7.075 (h100-20261206-lm-step-threads-s2-s16.json).
 unroll    inner-product iterations a loop trip (independent loads in flight a lane).
           16 / 8: S=1 LSTM 0.945 vs 0.963 with 8 (h200-20261201-prefetch-sweep-lstm1.json);
           S=64 LSTM 4.93 vs 5.21 with 4 (h200-20261201-launch-bounds-sweep-unroll.json).
@@ -161,6 +166,12 @@ groupbar  1: in stream groups (``groups`` > 1) with an inline barrier (``barrier
           against 14.75 / 14.46 with one barrier over the grid, its forward 15.49 / 15.53 against
           15.23 / 15.60 (h100-20261206-loop-groupbar-lstm-s64.json; the same forward took 14.17 in
           one group there: groups cost the LSTM's forward, not its backward).
+blocks    B > 0: the persistent loop kernels' grid has B blocks where the device has more
+          multiprocessors (each block then owns more units: more of its warps share the pointwise work
+          at small S, fewer blocks meet at each grid barrier); 0: one block a multiprocessor. 0: the
+          2 x 512 LSTM char-LM step at S = 8 on an H100 (132 multiprocessors) took 2.815 ms unread,
+          3.158 / 2.982 / 3.257 with 66 / 88 / 110 blocks
+          (h100-20261206-lm-step-loop-knobs-2x512-s8-blocks-threads.json).
 """
 from __future__ import annotations
 
@@ -170,6 +181,8 @@ from ..schedule_options import check_streams
 
 #: Streams up to which a loop kernel takes the small-S code shape.
 SMALL_SHAPE_STREAMS = 1
+#: Streams up to which the loop kernels of S >= 2 run 256 threads a block (512 above)
+SMALL_BLOCK_STREAMS = 8
 #: Streams from which the layer norms' row sums take the register code shape (``lnsum=2``).
 LN_SMEM_SUM_STREAMS = 2
 #: Streams up to which the loop kernels of S >= 2 issue their early loads, flagged levels included
@@ -203,6 +216,7 @@ _RANGES = {
     "lngroups": ("0 or 1", lambda v: v in (0, 1)),
     "groupbar": ("0 or 1", lambda v: v in (0, 1)),
     "fwdgroups": ("0 (as groups), 1, 2, 4 or 8", lambda v: v in (0, 1, 2, 4, 8)),
+    "blocks": ("0 (one a multiprocessor) or in [1, 1024]", lambda v: 0 <= v <= 1024),
 }
 
 
@@ -218,7 +232,8 @@ def knob_problem(name: str, value) -> str | None:
 @dataclass(frozen=True)
 class LoopTuning:
     """The persistent loop kernels' code shape: the knobs of the module docstring, each an int.
-    The class defaults are the shape of S in (8, 64) (for S = 2 to 8 ``prefetch`` is 2; from S = 64
+    The class defaults are the shape of S in (8, 64) (for S = 2 to 8 ``prefetch`` is 2 and
+    ``threads`` 256; from S = 64
     ``groups`` is 4, ``lngroups`` and ``groupbar`` 1); :meth:`defaults` gives that of any S.
     Raises ValueError naming the knob and the value for one out of its range."""
 
@@ -243,6 +258,7 @@ class LoopTuning:
     lngroups: int = 0
     groupbar: int = 0
     fwdgroups: int = 0
+    blocks: int = 0
 
     def __post_init__(self):
         for f in fields(self):
@@ -258,8 +274,10 @@ class LoopTuning:
             return cls(threads=256, unroll=16, rows=4, cols=8, xreduce=0, barrier=0, bounds=0, prefetch=1, dsmem_kib=0,
                        lnsum=0 if streams < LN_SMEM_SUM_STREAMS else 2)
         grouped = streams >= GROUP_STREAMS
+        small = streams <= SMALL_BLOCK_STREAMS
         return cls(lnsum=0 if streams < LN_SMEM_SUM_STREAMS else 2, groups=4 if grouped else 1, lngroups=int(grouped),
-                   groupbar=int(grouped), fwdgroups=int(grouped), prefetch=2 if streams <= EARLY_LOAD_STREAMS else 0)
+                   groupbar=int(grouped), fwdgroups=int(grouped), prefetch=2 if streams <= EARLY_LOAD_STREAMS else 0,
+                   threads=256 if small else 512)
 
     def replace(self, **changes) -> "LoopTuning":
         """A copy with ``changes`` (validated like the constructor)."""
