@@ -320,3 +320,15 @@ def test_dynamic_shared_memory_is_lowered_to_what_the_device_allows(monkeypatch)
     assert on(163, LoopTuning.defaults(64)) == 163 - 44 - 1
     assert on(99, LoopTuning.defaults(64).replace(smem_kib=48)) == 99 - 48 - 1
     assert on(40, LoopTuning.defaults(64)) == 0
+
+
+def test_the_loop_grid_is_one_block_a_multiprocessor_unless_blocks_asks_for_fewer(monkeypatch):
+    """LoopTuning ``blocks``: the persistent loop kernels' grid (codegen/program_loops.py) on a
+    device of 132 multiprocessors."""
+    from types import SimpleNamespace
+
+    from rnngraph.codegen import program_loops
+    monkeypatch.setattr(program_loops.cuda, "get_current_device", lambda: SimpleNamespace(MULTIPROCESSOR_COUNT=132))
+    grid = program_loops.LoopLaunches.loop_blocks
+    assert [grid(LoopTuning(blocks=b)) for b in (0, 66, 132, 200)] == [132, 66, 132, 132]
+    assert LoopTuning.defaults(8).blocks == LoopTuning.defaults(64).blocks == 0

@@ -2,8 +2,8 @@
 
 A loop the persistent emitter takes (and the schedule runs ``persistent``) becomes one persistent
 cooperative kernel per window: planned (codegen/loop_plan.py), emitted (codegen/loop.py) into the
-program's module, and launched with one block per multiprocessor, its block halved until the
-grid can be co-resident. Any other loop runs per timestep (graph mode): each of its kernels
+program's module, and launched with one block per multiprocessor (or LoopTuning ``blocks``, where
+fewer), its block halved until the grid can be co-resident. Any other loop runs per timestep (graph mode): each of its kernels
 launched in tick / level / stage order, pointwise segments as generated step kernels, GEMMs,
 embeddings, losses and row reductions from the library (codegen/library_launches.py).
 
@@ -29,7 +29,7 @@ class LoopLaunches:
 
     def _persistent(self, loop: Loop):
         """Plan and emit ``loop``'s persistent kernel into the program's sources; returns the
-        factory of its launch (one cooperative grid of one block per multiprocessor)."""
+        factory of its launch (one cooperative grid of :meth:`loop_blocks` blocks)."""
         name = f"{loop.name.split(' ')[0]}_{'bwd' if loop.reverse else 'fwd'}_{len(self.sources)}"
         tuning = self.tuning if self.sim else self.device_tuning()
         nblocks = 1 if self.sim else self.loop_blocks(tuning)
@@ -56,7 +56,7 @@ class LoopLaunches:
             kern = getattr(self.module, name)
             arrays = arguments()
             threads = SIM_THREADS * max(1, virtual) if self.sim else tuning.threads
-            # one block per multiprocessor must be co-resident: halve the block until its registers fit
+            # the grid's blocks must be co-resident: halve the block until its registers fit
             dynamic = plan.dynamic_smem  # bytes a block (weight rows: codegen/loop_plan.py)
             while not self.sim and self._cooperative_blocks(kern, threads, arrays, dynamic) < nblocks:
                 if threads <= 64:

@@ -6,12 +6,13 @@ from ``RNNGRAPH_LOOP``, which only the API reads (rnngraph/loop_env.py). What th
 (persistent layer norms, the flagged exchange, post-loop gradient sums) is
 ``rnngraph.schedule_options.ScheduleOptions``. This module loads no numba (the API imports it).
 
-The knobs, each with its defaults (S = 1 / S >= 2; ``prefetch`` 2 for S = 2 to 8, ``groups`` 4 from
-S = 64), the reason in one line and the results file behind it (H200, forward+backward ms, H=512
+The knobs, each with its defaults (S = 1 / S >= 2; ``prefetch`` 2 and ``threads`` 256 for S = 2 to 8,
+``groups`` 4 from S = 64), the reason in one line and the results file behind it (H200, forward+backward ms, H=512
 T=100, bench/loop_sweep.py; files in bench/results/;
 how each default came to be: bench/HISTORY.md):
 
-threads   threads a block (a multiple of 32, at most 1024); the grid is one block a multiprocessor.
+threads   threads a block (a multiple of 32, at most 1024); the grid is one block a multiprocessor
+          (unless ``blocks``).
           A kernel whose registers don't allow it is launched with half as many (and so on).
           256 / 512: at S=1 512 was slower (LSTM 1.052 vs 0.986, h200-20261201-ksplit-sweep-ksplit.json);
           512 with ``bounds`` (16 warps an SM; see bounds) was measured at S = 64; 256 for S = 2 to 8
