@@ -65,9 +65,8 @@ def _missing(name: str) -> str:
     import difflib
     close = difflib.get_close_matches(name, sorted(set(_EXPORTS) | _SUBMODULES | set(__all__)), n=3)
     hint = f" Did you mean {' or '.join(f'rg.{n}' for n in close)}?" if close else ""
-    cell_api = ", ".join(f"rg.{n}" for n in sorted(_EXPORTS) if _EXPORTS[n] == "trace" and n.islower() and n != "cell")
-    return (f"{message}.{hint} The functions of a cell are {cell_api}, with the operators + - * / on Values, "
-            f"unary -, abs() and ** 1 to 4 (README.md, Declaring a cell)")
+    from .cell_api import CELL_API
+    return f"{message}.{hint} {CELL_API} (README.md, Declaring a cell)"
 
 
 def __dir__() -> list[str]:

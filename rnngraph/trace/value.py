@@ -5,6 +5,7 @@ import math
 from numbers import Integral, Real
 from typing import TYPE_CHECKING
 
+from ..cell_api import CELL_API, CELL_FUNCTIONS, MAX_POWER
 from ..errors import OpError, StateError
 from ..ir import check_delay
 from .active import _ACTIVE
@@ -146,8 +147,11 @@ class Value:
             a, b = (x if isinstance(x, Value) or not isinstance(x, Real) else float(x) for x in inputs)
             if all(isinstance(x, (Value, float)) for x in (a, b)):
                 return op(a, b)
-        raise OpError(f"NumPy's {ufunc.__name__} was applied to a traced Value{self.builder.where()}; inside a cell "
-                      f"use rnngraph's operations (rg.tanh, rg.sigmoid, rg.exp, rg.relu, rg.linear, + - *)")
+        name = ufunc.__name__
+        instead = f"write rg.{name}({self._local()})" if name in CELL_FUNCTIONS else \
+            "use rnngraph's functions and operators"
+        raise OpError(f"NumPy's {name} was applied to a traced Value{self.builder.where()}; inside a cell "
+                      f"{instead}. {CELL_API}")
 
     def __bool__(self):
         raise OpError("a traced Value has no truth value: Python control flow (if, while, and, or, comparisons) "
@@ -175,12 +179,6 @@ def _ids_of(xs, fn: str):
     return [_value(x, fn) for x in xs]
 
 
-#: The largest integer power ``x ** k`` builds (from products)
-MAX_POWER = 4
-#: What a cell can use, for the messages of what it cannot
-CELL_API = ("A cell has rg.linear, rg.param, rg.tanh, rg.sigmoid, rg.relu, rg.exp, rg.layer_norm, rg.slice, "
-            f"rg.split, rg.concat and the operators + - * (Values and numbers), / number, unary -, abs(), "
-            f"** 1 to {MAX_POWER}")
 
 
 def _whole_number(k) -> bool:
