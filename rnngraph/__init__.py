@@ -55,18 +55,36 @@ def __getattr__(name: str):
 
 
 def _missing(name: str) -> str:
-    """The message of a missing attribute ``name``: for a public name, the closest public names and
-    the cell functions there are (a cell's ``rg.softplus(z)`` hears what it can write instead).
-    Imports no rnngraph module (difflib only, here): ``from rnngraph import X`` and ``hasattr``
-    come here too, mid-import as well."""
+    """The message of a missing attribute ``name``. A submodule imported by name (``rg.torch``)
+    says ``import rnngraph.torch``; any other public name gets the closest public names of its
+    kind (a lowercase name: functions and submodules; a capitalized one: classes) and, where it
+    looks like a function, what a cell can use (a cell's ``rg.softplus(z)`` hears what it can write
+    instead). ``hasattr`` comes here too, mid-import as well, and so does ``from rnngraph import X``,
+    but Python replaces that message with its own ImportError ("cannot import name 'X'").
+    Imports rnngraph.cell_api only (which imports nothing), difflib and importlib.util."""
     message = f"module {__name__!r} has no attribute {name!r}"
-    if name.startswith("_"):
+    if name.startswith("_") or not name.isidentifier():
         return message
-    import difflib
-    close = difflib.get_close_matches(name, sorted(set(_EXPORTS) | _SUBMODULES | set(__all__)), n=3)
+    import importlib.util
+    if importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return f"{message}; rnngraph.{name} is a submodule imported by name: import rnngraph.{name}"
+    close = _closest(name)
     hint = f" Did you mean {' or '.join(f'rg.{n}' for n in close)}?" if close else ""
+    if name[0].isupper():
+        return f"{message}.{hint}"
     from .cell_api import CELL_API
     return f"{message}.{hint} {CELL_API} (README.md, Declaring a cell)"
+
+
+def _closest(name: str) -> list[str]:
+    """Up to 3 public names close to ``name``: one equal to it but for case first (``Relu``:
+    ``relu``), then difflib's closest among those of its kind: capitalized (classes) for a
+    capitalized name, else lowercase (functions, submodules)."""
+    import difflib
+    public = set(_EXPORTS) | _SUBMODULES | set(globals().get("__all__", ()))  # __all__ comes last
+    same_case = [n for n in sorted(public) if n.lower() == name.lower()]
+    kind = sorted(n for n in public if n[0].isupper() == name[0].isupper())
+    return list(dict.fromkeys(same_case + difflib.get_close_matches(name, kind, n=3)))[:3]
 
 
 def __dir__() -> list[str]:

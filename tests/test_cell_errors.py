@@ -197,11 +197,35 @@ def test_an_unknown_rnngraph_name_suggests_the_closest_and_stays_an_attribute_er
     Python's plain message for private names."""
     with pytest.raises(AttributeError, match=r"no attribute 'sigmoud'\. Did you mean rg\.sigmoid\? A cell has"):
         rg.sigmoud
-    with pytest.raises(AttributeError, match=r"no attribute 'Relu'\. Did you mean rg\.relu\?"):
-        rg.Relu
     assert not hasattr(rg, "softplus") and hasattr(rg, "relu") and hasattr(rg, "cells")
     with pytest.raises(ImportError, match="cannot import name 'softplus'"):
         _import_softplus()
     with pytest.raises(AttributeError) as info:
         rg.__no_such_dunder__
     assert str(info.value) == "module 'rnngraph' has no attribute '__no_such_dunder__'"
+
+
+def _missing_message(name: str) -> str:
+    with pytest.raises(AttributeError) as info:
+        getattr(rg, name)
+    return str(info.value)
+
+
+def test_an_unknown_rnngraph_name_hears_of_its_own_kind():
+    """Before: every public name got the cell functions and difflib's closest of all names:
+    ``rg.torch`` "Did you mean rg.trace?", ``rg.softmax`` "Did you mean rg.LSHSoftmax?". A submodule
+    imported by name says so; a capitalized name (a class) gets the closest classes and no cell
+    functions, a lowercase one the closest functions (and submodules) and the cell functions;
+    a name equal to an export but for case is suggested first."""
+    for module in ("torch", "lm"):
+        assert _missing_message(module) == (f"module 'rnngraph' has no attribute '{module}'; rnngraph.{module} is a "
+                                            f"submodule imported by name: import rnngraph.{module}")
+    cell_api = ("A cell has rg.linear, rg.param, rg.tanh, rg.sigmoid, rg.relu, rg.exp, rg.layer_norm, rg.slice, "
+                "rg.split, rg.concat and the operators + - * (Values and numbers), / number, unary -, abs(), ** 1 to 4 "
+                "(README.md, Declaring a cell)")
+    assert _missing_message("softmax") == f"module 'rnngraph' has no attribute 'softmax'. {cell_api}"
+    assert _missing_message("compil") == (f"module 'rnngraph' has no attribute 'compil'. Did you mean rg.compile or "
+                                          f"rg.compile_rnn? {cell_api}")
+    assert _missing_message("Relu") == "module 'rnngraph' has no attribute 'Relu'. Did you mean rg.relu?"
+    assert _missing_message("Sequentail") == "module 'rnngraph' has no attribute 'Sequentail'. Did you mean " \
+                                             "rg.Sequential?"
