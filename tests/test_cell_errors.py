@@ -126,10 +126,11 @@ def test_numpy_scalars_count_as_numbers_on_either_side():
 
     @rg.cell
     def divided(x, h: rg.State, *, hidden: int):
-        h_next = np.float32(2.0) / rg.tanh(rg.linear(x, hidden, name="W") + rg.linear(h, hidden, name="U"))
+        z = rg.tanh(rg.linear(x, hidden, name="W") + rg.linear(h, hidden, name="U"))
+        h_next = np.float32(2.0) / z
         return h_next, {"h": h_next}
 
-    with pytest.raises(rg.OpError, match="NumPy's divide was applied to a traced Value"):
+    with pytest.raises(rg.OpError, match=r"2\.0 / z: nothing can be divided by a Value"):
         rg.Sequential(divided(hidden=3), input_size=2).graph
 
 
@@ -159,14 +160,34 @@ def _unpacked(z):
     (_unpacked, r"iterating or unpacking z: split it into k equal parts with rg\.split\(z, k\)"),
     (lambda z: z ** 0.5, r"z \*\* 0\.5: a Value can be raised only to an integer power from 1 to 4 \(built as "
                          r"products\); a cell has no power, square root or reciprocal op"),
-    (lambda z: z ** 0, r"z \*\* 0: a Value can be raised only to an integer power from 1 to 4"),
+    (lambda z: z ** 0, r"z \*\* 0: a Value can be raised only to an integer power from 1 to 4 \(built as products\); "
+                       r"z \*\* 0 is the constant 1: write 1 \(or drop the factor\)"),
+    (lambda z: z ** z, r"z \*\* z: a Value can be raised only to an integer power from 1 to 4 \(built as products\); "
+                       r"a cell has no power, square root or reciprocal op"),
     (lambda z: z ** 5, r"z \*\* 5: .* write it as a product of smaller powers \(z \*\* 4 \* z for z \*\* 5\)"),
     (lambda z: 2 ** z, r"2 \*\* z: for a positive base b write rg\.exp\(math\.log\(b\) \* z\)"),
-], ids=["slice", "index", "two_axes", "unpack", "square_root", "power_0", "power_5", "base_2"])
+    (lambda z: np.float64(2) ** z, r"2\.0 \*\* z: for a positive base b write rg\.exp\(math\.log\(b\) \* z\)"),
+    (lambda z: 1 / z, r"1 / z: nothing can be divided by a Value: a cell has no reciprocal op \(a Value can be divided "
+                      r"by a nonzero number\)"),
+    (lambda z: z / z, r"z / z: a Value can be divided only by a nonzero number \(a cell has no reciprocal op\)"),
+    (lambda z: z > 0, r"z > 0: a cell has no comparisons \(nor max or min, which compare\): max\(z, 0\) is "
+                      r"rg\.relu\(z\), min\(z, 0\) is -rg\.relu\(-z\), a smooth step is rg\.sigmoid\(k \* z\)"),
+    (lambda z: np.float64(0) <= z, r"z >= 0\.0: a cell has no comparisons"),
+    (lambda z: max(z, 0), r"z < 0: a cell has no comparisons \(nor max or min, which compare\): max\(z, 0\) is "
+                          r"rg\.relu\(z\)"),
+    (lambda z: z @ z, r"z @ z: a weight matrix times a Value is rg\.linear\(z, n\) \(its own trainable n x 3 weight, "
+                      r"PyTorch's layout\)"),
+    (lambda z: np.ones((3, 3)) @ z, r"ndarray @ z: a weight matrix times a Value is rg\.linear\(z, n\)"),
+    (lambda z: len(z), r"len\(z\): a Value is one column's vector: its size is z\.size \(3\)"),
+], ids=["slice", "index", "two_axes", "unpack", "square_root", "power_0", "power_value", "power_5", "base_2",
+        "numpy_base", "reciprocal", "value_divisor", "compare", "numpy_compare", "max", "matmul", "numpy_matmul",
+        "len"])
 def test_what_a_value_cannot_do_names_the_operation_and_what_to_write(expression, message):
     """Before: Python's own TypeError from the cell's code ('Value' object is not subscriptable,
-    unsupported operand type(s) for ** or pow()); now an OpError naming the expression as written,
-    what to write instead, the cell's line and the cell API."""
+    unsupported operand type(s) for ** or pow(), for /, '>' not supported, object of type 'Value'
+    has no len()), ``z ** z`` naming Value('layer0.z', size=3) and NumPy's message for
+    ``np.float64(2) ** z``; now an OpError naming the expression as written, what to write instead,
+    the cell's line and the cell API."""
     custom = _cell_of(expression)
     where = rf"\(in cell 'custom', .*test_cell_errors\.py:{_line(custom, 'expression(z)')}\)"
     with pytest.raises(rg.OpError, match=message + ".*" + where + CELL_API):

@@ -18,9 +18,10 @@ class Value:
     """A symbolic per-column vector inside a cell being traced (shape (size,) per column).
 
     Supports ``+ - *`` with Values and numbers (Python's or NumPy scalars), unary ``-``, ``/ number``,
-    ``abs()`` and ``** k`` for an integer k from 1 to :data:`MAX_POWER`; the other operators a
-    PyTorch tensor has (other powers, indexing and slicing, iteration) raise an OpError saying what
-    to write instead.
+    ``abs()`` and ``** k`` for an integer k from 1 to :data:`MAX_POWER`. Other powers, ``b ** x``,
+    ``b / x``, ``x / Value``, the orderings (``<``: max and min too), ``@``, ``len``, indexing and
+    slicing, iteration and NumPy's functions raise an OpError saying what to write instead (where
+    a cell has something); ``==`` is Python's identity.
     """
 
     def __init__(self, builder: Builder, vid: int, delay: int = 0):
@@ -82,7 +83,50 @@ class Value:
     def __truediv__(self, other):
         if isinstance(other, Real) and float(other) != 0.0:
             return self * (1.0 / float(other))
-        raise OpError(f"a Value can only be divided by a nonzero number, not {other!r}{self.builder.where()}")
+        self._refuse(f"{self._local()} / {_text(other)}", "a Value can be divided only by a nonzero number (a cell "
+                                                          "has no reciprocal op)")
+
+    def __rtruediv__(self, other):
+        """``b / x``: OpError (there is no reciprocal op)."""
+        self._refuse(f"{_text(other)} / {self._local()}", "nothing can be divided by a Value: a cell has no "
+                                                          "reciprocal op (a Value can be divided by a nonzero number)")
+
+    def _compare(self, op: str, other):
+        """``x < b`` and the other orderings (Python's max and min compare too): OpError naming
+        rg.relu and rg.sigmoid, what a cell has instead."""
+        z = self._local()
+        self._refuse(f"{z} {op} {_text(other)}",
+                     f"a cell has no comparisons (nor max or min, which compare): max({z}, 0) is rg.relu({z}), "
+                     f"min({z}, 0) is -rg.relu(-{z}), a smooth step is rg.sigmoid(k * {z})")
+
+    def __lt__(self, other):
+        self._compare("<", other)
+
+    def __le__(self, other):
+        self._compare("<=", other)
+
+    def __gt__(self, other):
+        self._compare(">", other)
+
+    def __ge__(self, other):
+        self._compare(">=", other)
+
+    def __matmul__(self, other):
+        """``x @ W``: OpError naming rg.linear, a cell's product with a weight matrix."""
+        self._refuse_matmul(f"{self._local()} @ {_text(other)}")
+
+    def __rmatmul__(self, other):
+        self._refuse_matmul(f"{_text(other)} @ {self._local()}")
+
+    def _refuse_matmul(self, what: str):
+        z = self._local()
+        self._refuse(what, f"a weight matrix times a Value is rg.linear({z}, n) (its own trainable n x {self.size} "
+                           f"weight, PyTorch's layout)")
+
+    def __len__(self):
+        """``len(x)``: OpError naming ``x.size``."""
+        z = self._local()
+        self._refuse(f"len({z})", f"a Value is one column's vector: its size is {z}.size ({self.size})")
 
     def __neg__(self):
         return self.builder.add("neg", [self])
@@ -99,9 +143,13 @@ class Value:
         if modulo is None and _small_power(k):
             return self._power(int(k))
         z = self._local()
-        instead = f"write it as a product of smaller powers ({z} ** {MAX_POWER} * {z} for {z} ** {MAX_POWER + 1})" \
-            if _whole_number(k) and k > MAX_POWER else "a cell has no power, square root or reciprocal op"
-        what = f"{z} ** {k!r}" if modulo is None else f"pow({z}, {k!r}, {modulo!r})"
+        if _whole_number(k) and k > MAX_POWER:
+            instead = f"write it as a product of smaller powers ({z} ** {MAX_POWER} * {z} for {z} ** {MAX_POWER + 1})"
+        elif _whole_number(k) and k == 0:
+            instead = f"{z} ** 0 is the constant 1: write 1 (or drop the factor)"
+        else:
+            instead = "a cell has no power, square root or reciprocal op"
+        what = f"{z} ** {_text(k)}" if modulo is None else f"pow({z}, {_text(k)}, {_text(modulo)})"
         self._refuse(what, f"a Value can be raised only to an integer power from 1 to {MAX_POWER} (built as "
                            f"products); {instead}")
 
@@ -141,13 +189,15 @@ class Value:
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         # a NumPy scalar on the left (np.float32(0.5) * z) reaches here: it counts as the number it is
-        # (a number divided by a Value stays refused, as with Python numbers)
+        # (2 / z, 2 ** z and 0 < z are refused by the Value's operators, as with Python numbers)
         op = _SCALAR_UFUNCS.get(ufunc.__name__)
         if op is not None and method == "__call__" and not kwargs and len(inputs) == 2:
-            a, b = (x if isinstance(x, Value) or not isinstance(x, Real) else float(x) for x in inputs)
+            a, b = (_number(x) for x in inputs)
             if all(isinstance(x, (Value, float)) for x in (a, b)):
                 return op(a, b)
         name = ufunc.__name__
+        if name == "matmul":
+            self._refuse_matmul(" @ ".join(_text(x) for x in inputs))
         instead = f"write rg.{name}({self._local()})" if name in CELL_FUNCTIONS else \
             "use rnngraph's functions and operators"
         raise OpError(f"NumPy's {name} was applied to a traced Value{self.builder.where()}; inside a cell "
@@ -162,7 +212,26 @@ class Value:
 
 
 #: NumPy ufuncs a Value takes with a NumPy scalar on its left, as Python's operators
-_SCALAR_UFUNCS = {"add": lambda a, b: a + b, "subtract": lambda a, b: a - b, "multiply": lambda a, b: a * b}
+_SCALAR_UFUNCS = {"add": lambda a, b: a + b, "subtract": lambda a, b: a - b, "multiply": lambda a, b: a * b,
+                  "divide": lambda a, b: a / b, "power": lambda a, b: a ** b, "less": lambda a, b: a < b,
+                  "less_equal": lambda a, b: a <= b, "greater": lambda a, b: a > b,
+                  "greater_equal": lambda a, b: a >= b}
+
+
+def _number(x):
+    """A NumPy scalar (or the 0-d array NumPy hands a comparison) as the Python float it holds; a
+    Value or anything else as it is."""
+    if not isinstance(x, Value) and getattr(x, "ndim", None) == 0:
+        x = x.item()
+    return float(x) if isinstance(x, Real) else x
+
+
+def _text(x) -> str:
+    """How a message writes an operand: a Value as the cell's local name, a number as written,
+    anything else as its type (``ndarray``)."""
+    if isinstance(x, Value):
+        return x._local()
+    return repr(x) if isinstance(x, Real) else type(x).__name__
 
 
 def _value(x, fn: str) -> Value:
