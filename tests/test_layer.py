@@ -116,6 +116,21 @@ def test_a_cell_returning_one_of_its_states_equals_one_returning_a_copy():
     assert np.abs(dparams["layer0.U.weight"]).max() > 1e-3 and np.abs(dx).max() > 1e-3
 
 
+@rg.cell
+def _elman_returning_its_state_beside_a_y(x, h: rg.State, *, hidden: int):
+    y = rg.tanh(rg.linear(x, hidden, name="W") + rg.linear(h, hidden, name="U"))
+    return h, {"h": y}
+
+
+def test_the_copy_of_a_returned_state_is_named_after_y():
+    """README's name of the copy node: ``layer0.y``, or ``layer0.y_1`` where the cell's own
+    local ``y`` has the name."""
+    graphs = [rg.Sequential(cell(hidden=3), input_size=2).graph
+              for cell in (_lstm_returning_its_state, _elman_returning_its_state_beside_a_y)]
+    assert [[n.name for n in g.nodes if n.op == "identity"] for g in graphs] == [["layer0.y"], ["layer0.y_1"]]
+    assert [g.outputs for g in graphs] == [("layer0.y",), ("layer0.y_1",)]
+
+
 def test_bad_input_is_named():
     rnn = rg.compile_rnn(_net(), device="cpu")
     x, h0, _ = _data(rnn.net, 3, 2)
