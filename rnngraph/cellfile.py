@@ -180,9 +180,11 @@ def _user_line(exc: BaseException, path: str) -> str:
     return line
 
 
-def bind_cell_args(factory, spec: str, cell_args: dict):
+def bind_cell_args(factory, spec: str, cell_args: dict, stored_in: str | None = None):
     """``factory`` giving every cell it makes ``cell_args`` (``--cell-arg NAME=VALUE``, stored in a
     checkpoint) besides the ``hidden=`` that ``rg.stacked`` gives; ``factory`` itself when there are none.
+    ``stored_in``: the checkpoint directory ``cell_args`` were read from, where a command runs another
+    cell than the checkpoint's with them (the errors then say so, and how to replace them).
 
     Raises:
         CellFileError: a NAME the cell's function does not take (listing its keywords), ``hidden``
@@ -196,19 +198,31 @@ def bind_cell_args(factory, spec: str, cell_args: dict):
         return functools.partial(factory, **cell_args) if cell_args else factory
     keywords = [p.name for p in params if p.kind == p.KEYWORD_ONLY]
     any_keyword = any(p.kind == p.VAR_KEYWORD for p in params)
+    stored = f", stored in {stored_in}" if stored_in else ""
     for name, value in cell_args.items():
         if name == "hidden":
-            raise CellFileError(f"--cell-arg hidden={value!r}: the cells' hidden size is --hidden H")
+            raise CellFileError(f"--cell-arg hidden={value!r}{stored}: the cells' hidden size is --hidden H")
         if name not in keywords and not any_keyword:
-            raise CellFileError(f"--cell-arg {name}={value!r}: cell {spec} takes no keyword argument {name!r} "
-                                f"(its keyword arguments: {', '.join(keywords) or 'none'})")
+            raise CellFileError(f"--cell-arg {name}={value!r}{stored}: cell {spec} takes no keyword argument "
+                                f"{name!r} (its keyword arguments: {', '.join(keywords) or 'none'})"
+                                f"{_replace_stored(stored_in)}")
     missing = [p.name for p in params if p.kind == p.KEYWORD_ONLY and p.default is p.empty
                and p.name != "hidden" and p.name not in cell_args]
     if missing:
         raise CellFileError(f"cell {spec} needs the keyword argument{'s' if len(missing) > 1 else ''} "
                             f"{', '.join(missing)}: give it with "
-                            + " ".join(f"--cell-arg {name}=VALUE" for name in missing))
+                            + " ".join(f"--cell-arg {name}=VALUE" for name in missing)
+                            + _replace_stored(stored_in))
     return functools.partial(factory, **cell_args) if cell_args else factory
+
+
+def _replace_stored(stored_in: str | None) -> str:
+    """How sample, eval and complete replace the ``--cell-arg`` values stored in checkpoint ``stored_in``
+    (``""`` for None: the values were given on the command line)."""
+    if not stored_in:
+        return ""
+    return (f"; the values are those {stored_in} was trained with: --cell-arg NAME=VALUE replaces them all, "
+            f"--no-cell-args gives none")
 
 
 def checkpoint_cell(cell: str, source: str | None, override: str | None, where: str,

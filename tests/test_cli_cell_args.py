@@ -96,3 +96,58 @@ def test_schedule_takes_cell_args(capsys, leaky):
 def test_train_help_lists_cell_arg(capsys):
     code, out, err = run(capsys, "train", "--help")
     assert code == 0 and "--cell-arg NAME=VALUE" in out, out
+
+
+#: Cells with leaky's parameters (W with a bias, U without): ``plain`` takes no keyword but hidden, ``beta`` a
+#: required ``beta`` it refuses unless 0.5.
+OTHERS = ("import rnngraph as rg\n\n"
+          "@rg.cell\n"
+          "def plain(x, h: rg.State, *, hidden: int):\n"
+          "    n = rg.tanh(rg.linear(x, hidden, name='W') + rg.linear(h, hidden, bias=False, name='U'))\n"
+          "    return n, {'h': n}\n\n"
+          "@rg.cell\n"
+          "def beta(x, h: rg.State, *, hidden: int, beta: float):\n"
+          "    if beta != 0.5:\n"
+          "        raise ValueError(f'beta={beta!r}')\n"
+          "    n = rg.tanh(rg.linear(x, hidden, name='W') + rg.linear(h, hidden, bias=False, name='U'))\n"
+          "    return n, {'h': n}\n")
+
+
+def _checkpoint_commands(ckpt, tmp_path):
+    """sample's, eval's and complete's argv on ``ckpt``."""
+    questions = tmp_path / "q.txt"
+    words = ["cat", "dog", "hat", "mat", "rat"]
+    questions.write_text("".join(f"1{c}) the [{w}] sat\n" for c, w in zip("abcde", words)), encoding="utf-8")
+    return [["sample", "--checkpoint", ckpt, "--length", 5], ["eval", "--checkpoint", ckpt, "--split", "valid"],
+            ["complete", "--checkpoint", ckpt, "--questions", questions]]
+
+
+def test_another_cell_is_given_other_cell_args_or_none(capsys, tmp_path, text_file, leaky):
+    """Regression: ``sample --cell gru`` of a checkpoint trained with --cell-arg failed with `cell gru takes no
+    keyword argument 'alpha'`, and sample, eval and complete had no --cell-arg to replace the stored values."""
+    ckpt = tmp_path / "ck"
+    assert train(capsys, text_file, ckpt, "--cell", leaky, "--cell-arg", "alpha=0.25", steps=1)[0] == 0
+    others = tmp_path / "others.py"
+    others.write_text(OTHERS, encoding="utf-8")
+    for argv in _checkpoint_commands(ckpt, tmp_path):
+        code, out, err = run(capsys, *argv, "--cell", "gru")
+        assert_one_line_error(code, err, f"--cell-arg alpha=0.25, stored in {ckpt}: cell gru takes no keyword "
+                              "argument 'alpha'", f"those {ckpt} was trained with: --cell-arg NAME=VALUE replaces "
+                              "them all, --no-cell-args gives none", exit_code=1)
+        code, out, err = run(capsys, *argv, "--cell", f"{others}:plain", "--no-cell-args")
+        assert code == 0 and out, err
+        code, out, err = run(capsys, *argv, "--cell", f"{others}:beta", "--cell-arg", "beta=0.5")
+        assert code == 0 and out, err
+        code, out, err = run(capsys, *argv, "--cell", f"{others}:beta")
+        assert_one_line_error(code, err, "takes no keyword argument 'alpha' (its keyword arguments: hidden, beta)",
+                              "--cell-arg NAME=VALUE replaces them all", exit_code=1)
+        code, out, err = run(capsys, *argv, "--cell-arg", "alpha=0.5")  # the stored cell, another value
+        assert_one_line_error(code, err, "alpha=0.5", exit_code=1)
+
+
+@pytest.mark.parametrize("command", ["sample", "eval", "complete"])
+def test_checkpoint_commands_help_lists_cell_arg(capsys, command):
+    code, out, err = run(capsys, command, "--help")
+    words = " ".join(out.split())
+    assert code == 0 and "--cell-arg NAME=VALUE" in out and "--no-cell-args" in out, out
+    assert "replace the checkpoint's stored --cell-arg values wholesale" in words, out

@@ -139,6 +139,31 @@ CELL_ARG_HELP = ("a keyword argument of the cell function besides hidden (def ce
                  "else the text itself")
 
 
+#: ``--cell-arg``'s help where a checkpoint runs (sample, eval, complete).
+CELL_ARG_OVERRIDE_HELP = (CELL_ARG_HELP + "; given at all, these replace the checkpoint's stored --cell-arg values "
+                          "wholesale, none of which is kept (for a --cell that takes other keyword arguments; "
+                          "default: the stored values)")
+
+
+def checkpoint_cell_arg_options(p: argparse.ArgumentParser) -> None:
+    """sample's, eval's and complete's ``--cell-arg`` (replacing the checkpoint's stored values) and
+    ``--no-cell-args`` (none of them), one or the other."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--cell-arg", dest="cell_args", metavar="NAME=VALUE", type=cell_arg, action="append",
+                   help=CELL_ARG_OVERRIDE_HELP)
+    g.add_argument("--no-cell-args", action="store_true",
+                   help="give the cell none of the checkpoint's stored --cell-arg values (for a --cell that "
+                        "takes no keyword argument besides hidden)")
+
+
+def checkpoint_cell_args(args: argparse.Namespace) -> dict | None:
+    """The cell's keyword arguments a checkpoint command gives instead of the checkpoint's: those of
+    its ``--cell-arg`` options ({} for ``--no-cell-args``), or None (neither given: the stored ones)."""
+    if args.no_cell_args:
+        return {}
+    return None if args.cell_args is None else cell_args_given(args.cell_args)
+
+
 def _json_value(value) -> bool:
     """Whether JSON holds ``value`` (tuples as lists): the checkpoint keeps ``--cell-arg`` values so."""
     if value is None or isinstance(value, (bool, int, float, str)):

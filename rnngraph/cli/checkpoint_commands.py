@@ -7,7 +7,8 @@ import sys
 from ..data import CorpusError, tokenize_words
 from ..lm import (Evaluator, LMConfig, build_network, canonical_corpus, describe_loss, generate, load_checkpoint,
                   load_corpus, unit)
-from .arguments import CHUNK_HELP, chunk_choice, directory, nonnegative_int, note as cli_note, positive_float, positive_int
+from .arguments import (CHUNK_HELP, checkpoint_cell_arg_options, checkpoint_cell_args, chunk_choice, directory,
+                        nonnegative_int, note as cli_note, positive_float, positive_int)
 from .step_setup import (_apply, _check_memory, _checkpoint_config, _checkpoint_corpus, _chunked, _compile,
                          _corpus_note, _device, _footprint, _head_words, _model, vocabulary_differs)
 
@@ -23,6 +24,7 @@ CHUNK_OVERRIDE = CHUNK_HELP + " (default: the checkpoint's, the dense head for o
 def _sample_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", metavar="DIR", type=directory, required=True)
     p.add_argument("--cell", metavar="FILE.py[:FUNCTION]", help=CELL_OVERRIDE)
+    checkpoint_cell_arg_options(p)
     p.add_argument("--prime", metavar="TEXT", default="",
                    help="text fed to the network before sampling (default: none)")
     p.add_argument("--length", metavar="N", type=nonnegative_int, default=200, help="tokens to draw (default 200)")
@@ -56,7 +58,7 @@ def run_sample(args) -> int:
     """Print --prime, then each token as it is drawn (flushed: the text appears as it comes).
     Notes on stderr: a --prime with tokens outside the vocabulary; --chunk (the dense head samples)."""
     ck = load_checkpoint(args.checkpoint)
-    cfg = _checkpoint_config(ck, args.cell)
+    cfg = _checkpoint_config(ck, args.cell, cell_args=checkpoint_cell_args(args))
     if args.chunk is not None:
         cli_note("--chunk changes nothing in sample: it draws from the dense head's logits (the same parameters)")
     note = _prime_note(ck.vocab, args.prime, cfg.level)
@@ -82,6 +84,7 @@ def run_sample(args) -> int:
 def _eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", metavar="DIR", type=directory, required=True)
     p.add_argument("--cell", metavar="FILE.py[:FUNCTION]", help=CELL_OVERRIDE)
+    checkpoint_cell_arg_options(p)
     p.add_argument("--split", choices=("valid", "test", "train"), default="test", help="(default test)")
     p.add_argument("--corpus", "--text", dest="corpus", metavar="austen|FILE",
                    help="evaluate on this corpus's split instead of the checkpoint's corpus (--text: the same)")
@@ -95,7 +98,8 @@ def _eval_arguments(p: argparse.ArgumentParser) -> None:
 
 def run_eval(args) -> int:
     ck = load_checkpoint(args.checkpoint)
-    cfg = _chunked(_checkpoint_config(ck, args.cell), args.chunk, len(ck.vocab))
+    cfg = _chunked(_checkpoint_config(ck, args.cell, cell_args=checkpoint_cell_args(args)), args.chunk,
+                   len(ck.vocab))
     net = build_network(cfg, len(ck.vocab), dropout=0.0)  # evaluation never drops
     corpus = (load_corpus(canonical_corpus(args.corpus)) if args.corpus else
               _checkpoint_corpus(cfg.corpus, "give --corpus FILE"))

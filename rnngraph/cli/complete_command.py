@@ -12,7 +12,8 @@ import argparse
 
 from ..completion import LETTERS, complete, encode_sentences, read_answers, read_questions
 from ..lm import LMConfig, build_network, load_checkpoint, unit
-from .arguments import CLIError, chunk_choice, directory, positive_int
+from .arguments import (CLIError, checkpoint_cell_arg_options, checkpoint_cell_args, chunk_choice, directory,
+                        positive_int)
 from .checkpoint_commands import CELL_OVERRIDE, CHUNK_OVERRIDE
 from .step_setup import _apply, _check_memory, _checkpoint_config, _chunked, _compile, _device, _footprint, _model
 
@@ -28,6 +29,7 @@ def _complete_arguments(p: argparse.ArgumentParser) -> None:
                    help="the right letters: '1c) ...' lines (the challenge's answers file), '1) [c] word', '1 c' "
                         "or the CSV table test_answer.csv (id,answer); with them the accuracy is printed")
     p.add_argument("--cell", metavar="FILE.py[:FUNCTION]", help=CELL_OVERRIDE)
+    checkpoint_cell_arg_options(p)
     p.add_argument("--streams", metavar="S", type=positive_int, default=40,
                    help="candidate sentences scored side by side (default 40)")
     p.add_argument("--window", metavar="T", type=positive_int, default=32,
@@ -57,7 +59,8 @@ def run_complete(args) -> int:
     if answers is not None:
         _check_answers(answers, questions, args)
     ck = load_checkpoint(args.checkpoint)
-    cfg = _chunked(_checkpoint_config(ck, args.cell), args.chunk, len(ck.vocab))  # the loss is all it reads
+    cfg = _checkpoint_config(ck, args.cell, cell_args=checkpoint_cell_args(args))
+    cfg = _chunked(cfg, args.chunk, len(ck.vocab))  # the loss is all it reads
     sentences = [s for q in questions for s in q.sentences]
     # a candidate is never empty (the reader sees to it), so no sentence lacks tokens
     longest = max(x.size for x in encode_sentences(ck.vocab, sentences))

@@ -6,7 +6,7 @@ import dataclasses
 import os
 import re
 
-from ..cellfile import checkpoint_cell
+from ..cellfile import bind_cell_args, checkpoint_cell, resolve_cell
 from ..data import CorpusError
 from ..lm import LMConfig, build_vocab, choose_chunk, load_corpus, unit
 from ..memory import available_device_bytes, available_host_bytes, check_fits, estimate
@@ -103,14 +103,23 @@ def _head_words(cfg: LMConfig, vocab_size: int) -> str:
     return f"softmax head in chunks of {cfg.chunk:,} of the {vocab_size:,} classes"
 
 
-def _checkpoint_config(ck, override: str | None, resumed: bool = False) -> LMConfig:
+def _checkpoint_config(ck, override: str | None, resumed: bool = False, cell_args: dict | None = None) -> LMConfig:
     """The loaded checkpoint's config with the cell it runs (``--cell`` ``override``, else the stored
     source, else the file; rnngraph.cellfile.checkpoint_cell, ``resumed`` for train --resume), printing
-    its note, if any, on stderr."""
+    its note, if any, on stderr. ``cell_args``: the cell's keyword arguments instead of the stored ones
+    (sample's, eval's and complete's ``--cell-arg``, rnngraph.cli.arguments.checkpoint_cell_args), or None.
+
+    Raises CellFileError where an ``override`` cell does not take the stored keyword arguments (the
+    message says that they are the checkpoint's and how to replace them)."""
     cell, source, note = checkpoint_cell(ck.config.cell, ck.config.cell_source, override, ck.directory, resumed)
     if note:
         cli_note(note)
-    return dataclasses.replace(ck.config, cell=cell, cell_source=source)
+    stored = cell_args is None
+    cfg = dataclasses.replace(ck.config, cell=cell, cell_source=source,
+                              cell_args=dict(ck.config.cell_args) if stored else cell_args)
+    if override is not None and stored and cfg.cell_args:  # another cell given the stored values: checked here
+        bind_cell_args(resolve_cell(cell, source=source), cell, cfg.cell_args, stored_in=ck.directory)
+    return cfg
 
 
 def _checkpoint_corpus(spec: str, hint: str):
