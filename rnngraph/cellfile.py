@@ -119,7 +119,8 @@ def _cells_listed(path: str) -> str:
 def _run_module(path: str, source: str, moved: bool = False) -> types.ModuleType:
     """Run ``source`` as the module of file ``path`` (registered in ``sys.modules`` as an import
     would: dataclasses, pickling and the like look there), with the file's folder first on
-    ``sys.path`` meanwhile; errors as :func:`_raise_import_error` (``moved``: ``source`` is a
+    ``sys.path`` meanwhile and the modules it imports from there forgotten afterwards
+    (:func:`_forgetting_imports_from`); errors as :func:`_raise_import_error` (``moved``: ``source`` is a
     checkpoint's copy of a file no longer at ``path``)."""
     target = os.path.abspath(path)
     name = "_rnngraph_user_cells_" + "".join(c if c.isalnum() else "_" for c in target)
@@ -127,12 +128,40 @@ def _run_module(path: str, source: str, moved: bool = False) -> types.ModuleType
     module.__file__ = target
     sys.modules[name] = module
     try:
-        with _folder_on_path(os.path.dirname(target)):
+        with _folder_on_path(os.path.dirname(target)), _forgetting_imports_from(os.path.dirname(target)):
             exec(compile(source, target, "exec", dont_inherit=True), module.__dict__)  # not our __future__ flags
     except BaseException as exc:
         sys.modules.pop(name, None)
         _raise_import_error(exc, path, moved)
     return module
+
+
+@contextlib.contextmanager
+def _forgetting_imports_from(folder: str):
+    """The modules the block imports from ``folder`` (the cell file's ``from helpers import gate``) are
+    dropped from ``sys.modules`` afterwards (the cell's functions keep them through their globals), so
+    the next cell file imports its own: another folder's ``helpers.py`` of the same name, or the edited
+    one. Dropped: each module new in ``sys.modules`` whose top-level package is new too and whose file
+    lies in ``folder`` (a package's submodules with it); a module imported before, or a new submodule of
+    a package imported before (``rnngraph.torch``), stays."""
+    before = set(sys.modules)
+    try:
+        yield
+    finally:
+        new = set(sys.modules) - before
+        for name in [n for n in new if n.partition(".")[0] in new and _lies_in(sys.modules[n], folder)]:
+            del sys.modules[name]
+
+
+def _lies_in(module, folder: str) -> bool:
+    """Whether ``module``'s file (a namespace package's first folder) is in ``folder`` or below it."""
+    where = getattr(module, "__file__", None) or next(iter(getattr(module, "__path__", None) or ()), None)
+    if not isinstance(where, str):
+        return False
+    try:
+        return os.path.commonpath([os.path.abspath(where), folder]) == folder
+    except ValueError:  # on another drive
+        return False
 
 
 @contextlib.contextmanager

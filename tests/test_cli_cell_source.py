@@ -133,23 +133,22 @@ MGU_OF_GATES = ("import rnngraph as rg\n"
 
 
 def _cell_beside_its_gates(folder):
-    """The cell file ``folder/mycell.py`` (function mgu) and ``folder/mgu_sibling_gates.py``; the
-    gates module is dropped from sys.modules, as in a new process."""
+    """The cell file ``folder/mycell.py`` (function mgu) and ``folder/mgu_sibling_gates.py``."""
     folder.mkdir()
     (folder / "mgu_sibling_gates.py").write_text(GATES, encoding="utf-8")
     (folder / "mycell.py").write_text(MGU_OF_GATES, encoding="utf-8")
-    sys.modules.pop("mgu_sibling_gates", None)
     return folder / "mycell.py"
 
 
 def test_a_cell_file_imports_a_module_beside_it_from_another_folder(capsys, tmp_path):
     """Before: ``No module named 'mgu_sibling_gates'`` unless run from the file's folder. The folder
-    is on sys.path while the file runs only."""
+    is on sys.path while the file runs only, and the module it imported from there is not kept in
+    sys.modules afterwards."""
     cell, path_before = _cell_beside_its_gates(tmp_path / "cells"), list(sys.path)
     code, out, err = run(capsys, "schedule", f"{cell}:mgu", "--hidden", 4, "--window", 3)
     assert code == 0 and "layer0.Uf" in out, err
     assert sys.path == path_before
-    assert sys.modules["mgu_sibling_gates"].__file__ == str(cell.with_name("mgu_sibling_gates.py"))
+    assert "mgu_sibling_gates" not in sys.modules
 
 
 def test_a_checkpoint_of_a_moved_cell_file_needs_the_modules_it_imports(capsys, tmp_path, text_file):
@@ -162,12 +161,40 @@ def test_a_checkpoint_of_a_moved_cell_file_needs_the_modules_it_imports(capsys, 
     code, sampled, err = run(capsys, "sample", "--checkpoint", ckpt, *SAMPLE)
     assert code == 0 and len(sampled) == len("she ") + 30 + 1, err
     shutil.move(cell, tmp_path / "mycell.py")
-    sys.modules.pop("mgu_sibling_gates", None)
     assert run(capsys, "sample", "--checkpoint", ckpt, *SAMPLE) == (0, sampled, "")
     (tmp_path / "cells" / "mgu_sibling_gates.py").unlink()
-    sys.modules.pop("mgu_sibling_gates", None)
     code, _, err = run(capsys, "sample", "--checkpoint", ckpt, *SAMPLE)
     assert_one_line_error(code, err, f"{cell}:2: ModuleNotFoundError while importing: No module named "
                           "'mgu_sibling_gates' (the file is no longer there, and a checkpoint stores only the cell "
                           "file's own source, not the modules it imports: put 'mgu_sibling_gates' back beside "
                           f"{cell} or on PYTHONPATH)")
+
+
+#: A helper module's gate: its weight's name tells which file it came from.
+TWIN_HELPER = ("import rnngraph as rg\n\n"
+               "def gate(x, hidden):\n"
+               "    return rg.sigmoid(rg.linear(x, hidden, name={name!r}))\n")
+TWIN_CELL = ("import rnngraph as rg\n"
+             "from twin_helpers import gate\n\n"
+             "@rg.cell\n"
+             "def c(x, h: rg.State, *, hidden: int):\n"
+             "    h_next = gate(x, hidden) * rg.tanh(rg.linear(h, hidden, name='U'))\n"
+             "    return h_next, {'h': h_next}\n")
+
+
+def test_each_cell_file_imports_its_own_helpers_and_their_edits(capsys, tmp_path):
+    """Two folders, each with a cell file importing ``twin_helpers`` beside it. Before, the second
+    cell file got the first's helpers (sys.modules kept them), and an edited helper was never read."""
+    cells = {}
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "twin_helpers.py").write_text(TWIN_HELPER.format(name=f"W{folder}"), encoding="utf-8")
+        (tmp_path / folder / "cell.py").write_text(TWIN_CELL, encoding="utf-8")
+        cells[folder] = f"{tmp_path / folder / 'cell.py'}:c"
+    for folder, other in (("a", "b"), ("b", "a")):
+        code, out, err = run(capsys, "schedule", cells[folder], "--hidden", 4, "--window", 3)
+        assert code == 0 and f"layer0.W{folder}" in out and f"layer0.W{other}." not in out, (out, err)
+    (tmp_path / "a" / "twin_helpers.py").write_text(TWIN_HELPER.format(name="Wedited"), encoding="utf-8")
+    code, out, err = run(capsys, "schedule", cells["a"], "--hidden", 4, "--window", 3)
+    assert code == 0 and "layer0.Wedited" in out and "layer0.Wa." not in out, (out, err)
+    assert "twin_helpers" not in sys.modules
