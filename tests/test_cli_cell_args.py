@@ -70,7 +70,8 @@ def test_a_keyword_the_cell_does_not_take_names_its_keywords(capsys, tmp_path, t
 
 @pytest.mark.parametrize("args, needles, exit_code", [
     (["alpha"], ["argument --cell-arg", "NAME=VALUE", "'alpha'"], 2),
-    (["alpha={1, 2}"], ["argument --cell-arg", "not set"], 2),
+    (["alpha={1, 2}"], ["argument --cell-arg", "a set is not a value JSON holds"], 2),
+    (["alpha=1e999"], ["argument --cell-arg", "'alpha=1e999': inf is not a finite number"], 2),
     (["alpha=0.25", "alpha=0.5"], ["--cell-arg alpha given twice (0.25 and 0.5)"], 1),
 ])
 def test_malformed_cell_args(capsys, tmp_path, text_file, leaky, args, needles, exit_code):
@@ -82,8 +83,46 @@ def test_malformed_cell_args(capsys, tmp_path, text_file, leaky, args, needles, 
 def test_values_are_python_literals_else_text():
     from rnngraph.cli.arguments import cell_arg
     assert cell_arg("a=0.5") == ("a", 0.5) and cell_arg("a=3") == ("a", 3) and cell_arg("a=True") == ("a", True)
-    assert cell_arg("a=tanh") == ("a", "tanh") and cell_arg("a='3'") == ("a", "3") and cell_arg("a=") == ("a", "")
+    assert cell_arg("a=tanh") == ("a", "tanh") and cell_arg("a='3'") == ("a", "3") and cell_arg("a=''") == ("a", "")
     assert cell_arg("a=(1, 2)") == ("a", [1, 2])  # as the checkpoint's JSON gives it back
+    assert cell_arg("a=-1") == ("a", -1) and cell_arg("a=.5") == ("a", 0.5) and cell_arg("a=None") == ("a", None)
+    assert cell_arg("a={'k': (1,)}") == ("a", {"k": [1]})
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("a=", "'a=': the value is empty"),
+    ("a= ", "the value is empty"),
+    ("flag=false", "'flag=false': write False, not false"),
+    ("flag=true", "write True, not true"),
+    ("a=null", "write None, not null"),
+    ("a=nan", "'a=nan': nan is not a finite number"),
+    ("a=-inf", "-inf is not a finite number"),
+    ("a=Infinity", "Infinity is not a finite number"),
+    ("a=1e999", "inf is not a finite number"),
+    ("a=[1.0, -1e999]", "-inf is not a finite number"),
+    ("a=[1,2", "'a=[1,2': [1,2 is not a Python literal"),
+    ("a=(1", "(1 is not a Python literal"),
+    ("a='x", "'x is not a Python literal"),
+    ("a=3x", "3x is not a Python literal"),
+    ("a=-tanh", "-tanh is not a Python literal"),
+    ("a=+", "+ is not a Python literal"),
+    ("a={1: 2}", "dict keys must be strings (quoted: '1'), not 1"),
+    ("a=1j", "a complex is not a value JSON holds"),
+])
+def test_values_that_are_refused(text, needle):
+    """Before, each of these was text (``false`` a truthy string, a typo such as ``[1,2`` the string
+    itself), an empty string, or a non-finite float written as non-standard JSON (``Infinity``)."""
+    import argparse
+
+    from rnngraph.cli.arguments import cell_arg
+    with pytest.raises(argparse.ArgumentTypeError) as exc:
+        cell_arg(text)
+    assert needle in str(exc.value)
+
+
+def test_a_refused_value_is_a_usage_error_naming_the_option(capsys):
+    code, out, err = run(capsys, "schedule", "lstm", "--hidden", 4, "--cell-arg", "flag=false")
+    assert_one_line_error(code, err, "argument --cell-arg: 'flag=false': write False, not false", exit_code=2)
 
 
 def test_schedule_takes_cell_args(capsys, leaky):

@@ -104,22 +104,67 @@ def chunk_choice(text: str):
 
 
 def cell_arg(text: str) -> tuple[str, object]:
-    """``--cell-arg``'s type: ``NAME=VALUE`` -> ``(NAME, VALUE)``, VALUE a Python literal where it
-    reads as one (``0.5``, ``3``, ``True``, ``None``, ``'x'``, ``[1, 2]``; a tuple becomes a list, as the
-    checkpoint's JSON gives it back), else the text itself (``act=tanh``: ``"tanh"``).
-    ArgumentTypeError for a NAME that is not a Python identifier, or a literal JSON cannot hold."""
+    """``--cell-arg``'s type: ``NAME=VALUE`` -> ``(NAME, VALUE)``, VALUE a Python literal (``0.5``, ``3``,
+    ``True``, ``None``, ``'x'``, ``[1, 2]``; a tuple becomes a list, as the checkpoint's JSON gives it back),
+    or a plain word as text (``act=tanh``: ``"tanh"``). ArgumentTypeError (naming the text) for a NAME
+    that is not a Python identifier and for the values of :func:`_cell_arg_value`."""
     name, sep, value = text.partition("=")
     if not sep or not name.isidentifier() or keyword.iskeyword(name):
         raise argparse.ArgumentTypeError(f"must be NAME=VALUE, NAME a keyword argument of the cell, got {text!r}")
+    return name, _cell_arg_value(value.strip(), text)
+
+
+#: How a ``--cell-arg`` VALUE meant as a literal starts: one ``ast.literal_eval`` cannot read is an
+#: error (a typo such as ``[1,2``), never text.
+_LITERAL_START = tuple("[{('\"0123456789-+.")
+#: JSON's words, which Python spells otherwise.
+_JSON_WORDS = {"true": "True", "false": "False", "null": "None"}
+#: What ``--cell-arg``'s VALUE may be, for its errors.
+_LITERALS = "a number, True, False, None, a quoted string, or a list or dict of those"
+
+
+def _cell_arg_value(value: str, text: str):
+    """``--cell-arg``'s VALUE (``text`` being the whole option's): a Python literal JSON holds (tuples as
+    lists), or a plain word as text. ArgumentTypeError for an empty value, JSON's true, false and
+    null (write True, False, None), a number that is not finite (nan, inf, 1e999), a value starting
+    as a literal does (``[{('"``, a digit, ``-``, ``+``, ``.``) that is not one, and a literal JSON
+    cannot hold (a set, bytes, a dict key that is not a string)."""
+    def refuse(why: str):
+        return argparse.ArgumentTypeError(f"{text!r}: {why}")
+
+    if not value:
+        raise refuse(f"the value is empty: give {_LITERALS} (NAME='' for the empty string)")
+    if value.lower() in _JSON_WORDS and value not in ("True", "False"):
+        raise refuse(f"write {_JSON_WORDS[value.lower()]}, not {value} (VALUE is a Python literal, not JSON)")
+    if value.lower().lstrip("+-") in ("nan", "inf", "infinity"):
+        raise refuse(f"{value} is not a finite number (the checkpoint keeps --cell-arg values as JSON)")
     try:
-        value = ast.literal_eval(value)
+        parsed = ast.literal_eval(value)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return name, value  # not a literal: the text
-    if not _json_value(value):
-        raise argparse.ArgumentTypeError(f"{text!r}: the value must be a number, True, False, None, a string, or a "
-                                         f"list or dict of those (the checkpoint keeps it as JSON), not "
-                                         f"{type(value).__name__}")
-    return name, _lists(value)
+        if value.startswith(_LITERAL_START):
+            raise refuse(f"{value} is not a Python literal ({_LITERALS}); quote text: NAME='...'") from None
+        return value  # a plain word: the text
+    problem = _json_problem(parsed)
+    if problem:
+        raise refuse(f"{problem} (the checkpoint keeps --cell-arg values as JSON: {_LITERALS})")
+    return _lists(parsed)
+
+
+def _json_problem(value) -> str | None:
+    """Why JSON does not hold ``value`` (tuples as lists) the way the checkpoint keeps ``--cell-arg``
+    values, or None where it does."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{value!r} is not a finite number"
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return None
+    if isinstance(value, (list, tuple)):
+        return next(filter(None, map(_json_problem, value)), None)
+    if isinstance(value, dict):
+        bad = [k for k in value if not isinstance(k, str)]
+        if bad:
+            return f"dict keys must be strings (quoted: {str(bad[0])!r}), not {bad[0]!r}"
+        return next(filter(None, map(_json_problem, value.values())), None)
+    return f"a {type(value).__name__} is not a value JSON holds"
 
 
 def cell_args_given(pairs: list | None) -> dict:
@@ -135,8 +180,8 @@ def cell_args_given(pairs: list | None) -> dict:
 
 #: ``--cell-arg``'s help (train and schedule).
 CELL_ARG_HELP = ("a keyword argument of the cell function besides hidden (def cell(x, h, *, hidden, alpha): "
-                 "--cell-arg alpha=0.5), repeated for each; VALUE a Python literal (0.5, 3, True, 'x', [1, 2]), "
-                 "else the text itself")
+                 "--cell-arg alpha=0.5), repeated for each; VALUE a Python literal (0.5, 3, True, None, 'x', [1, 2], "
+                 "{'k': 1}) or a plain word, taken as text (act=tanh)")
 
 
 #: ``--cell-arg``'s help where a checkpoint runs (sample, eval, complete).
@@ -162,15 +207,6 @@ def checkpoint_cell_args(args: argparse.Namespace) -> dict | None:
     if args.no_cell_args:
         return {}
     return None if args.cell_args is None else cell_args_given(args.cell_args)
-
-
-def _json_value(value) -> bool:
-    """Whether JSON holds ``value`` (tuples as lists): the checkpoint keeps ``--cell-arg`` values so."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return True
-    if isinstance(value, (list, tuple)):
-        return all(_json_value(v) for v in value)
-    return isinstance(value, dict) and all(isinstance(k, str) and _json_value(v) for k, v in value.items())
 
 
 def _lists(value):
