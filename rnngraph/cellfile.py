@@ -21,6 +21,7 @@ import types
 
 from .cells import STANDARD
 from .errors import GraphError
+from .trace.cell_function import missing_keywords
 
 
 class CellFileError(ValueError):
@@ -225,7 +226,7 @@ def bind_cell_args(factory, spec: str, cell_args: dict, stored_in: str | None = 
         params = list(inspect.signature(factory.__wrapped__, eval_str=True).parameters.values())
     except Exception:  # not an @rg.cell, or annotations that do not evaluate: rg.cell's Cell says why
         return functools.partial(factory, **cell_args) if cell_args else factory
-    keywords = [p.name for p in params if p.kind == p.KEYWORD_ONLY]
+    keywords = [p.name for p in params if p.kind == p.KEYWORD_ONLY and p.name != "hidden"]  # hidden: --hidden's
     any_keyword = any(p.kind == p.VAR_KEYWORD for p in params)
     stored = f", stored in {stored_in}" if stored_in else ""
     for name, value in cell_args.items():
@@ -233,10 +234,9 @@ def bind_cell_args(factory, spec: str, cell_args: dict, stored_in: str | None = 
             raise CellFileError(f"--cell-arg hidden={value!r}{stored}: the cells' hidden size is --hidden H")
         if name not in keywords and not any_keyword:
             raise CellFileError(f"--cell-arg {name}={value!r}{stored}: cell {spec} takes no keyword argument "
-                                f"{name!r} (its keyword arguments: {', '.join(keywords) or 'none'})"
+                                f"{name!r} (its keyword arguments besides hidden: {', '.join(keywords) or 'none'})"
                                 f"{_replace_stored(stored_in)}")
-    missing = [p.name for p in params if p.kind == p.KEYWORD_ONLY and p.default is p.empty
-               and p.name != "hidden" and p.name not in cell_args]
+    missing = missing_keywords(params, {*cell_args, "hidden"})  # rg.stacked gives hidden
     if missing:
         raise CellFileError(f"cell {spec} needs the keyword argument{'s' if len(missing) > 1 else ''} "
                             f"{', '.join(missing)}: give it with "

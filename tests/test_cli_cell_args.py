@@ -59,7 +59,8 @@ def test_a_missing_required_keyword_names_it_and_the_option(capsys, tmp_path, te
 
 
 @pytest.mark.parametrize("arg, needles", [
-    ("beta=1", ["--cell-arg beta=1", "no keyword argument 'beta'", "its keyword arguments: hidden, alpha, act"]),
+    ("beta=1", ["--cell-arg beta=1", "no keyword argument 'beta'",
+                "its keyword arguments besides hidden: alpha, act)"]),
     ("hidden=3", ["--cell-arg hidden=3", "--hidden"]),
 ])
 def test_a_keyword_the_cell_does_not_take_names_its_keywords(capsys, tmp_path, text_file, leaky, arg, needles):
@@ -171,14 +172,16 @@ def test_another_cell_is_given_other_cell_args_or_none(capsys, tmp_path, text_fi
     for argv in _checkpoint_commands(ckpt, tmp_path):
         code, out, err = run(capsys, *argv, "--cell", "gru")
         assert_one_line_error(code, err, f"--cell-arg alpha=0.25, stored in {ckpt}: cell gru takes no keyword "
-                              "argument 'alpha'", f"those {ckpt} was trained with: --cell-arg NAME=VALUE replaces "
-                              "them all, --no-cell-args gives none", exit_code=1)
+                              "argument 'alpha' (its keyword arguments besides hidden: none)",
+                              f"those {ckpt} was trained with: --cell-arg NAME=VALUE replaces them all, "
+                              "--no-cell-args gives none", exit_code=1)
         code, out, err = run(capsys, *argv, "--cell", f"{others}:plain", "--no-cell-args")
         assert code == 0 and out, err
         code, out, err = run(capsys, *argv, "--cell", f"{others}:beta", "--cell-arg", "beta=0.5")
         assert code == 0 and out, err
         code, out, err = run(capsys, *argv, "--cell", f"{others}:beta")
-        assert_one_line_error(code, err, "takes no keyword argument 'alpha' (its keyword arguments: hidden, beta)",
+        assert_one_line_error(code, err,
+                              "takes no keyword argument 'alpha' (its keyword arguments besides hidden: beta)",
                               "--cell-arg NAME=VALUE replaces them all", exit_code=1)
         code, out, err = run(capsys, *argv, "--cell-arg", "alpha=0.5")  # the stored cell, another value
         assert_one_line_error(code, err, "alpha=0.5", exit_code=1)

@@ -46,6 +46,13 @@ def _profiler(builder: Builder, fn):
     return prof, previous, captured
 
 
+def missing_keywords(params, given) -> list[str]:
+    """The names of the keyword-only parameters among ``params`` (a cell function's signature's)
+    that have no default and are not in ``given`` (names): what making the cell lacks (:class:`Cell`,
+    and the command line's ``--cell-arg`` check, rnngraph.cellfile.bind_cell_args)."""
+    return [p.name for p in params if p.kind == p.KEYWORD_ONLY and p.default is p.empty and p.name not in given]
+
+
 # ------------------------------------------------------------------------------- cells
 class Cell:
     """A cell function bound to its configuration (``rg.cells.lstm(hidden=512)``); a layer of Sequential.
@@ -79,8 +86,7 @@ class Cell:
                     "declare it as a keyword-only argument (def cell(x, h: rg.State, *, hidden))"
                     if "hidden" in kwargs and "hidden" not in sig.parameters else "")
             raise GraphError(f"cell {self.name!r}: {e}{hint}") from None
-        missing = [p.name for p in sig.parameters.values()
-                   if p.kind == p.KEYWORD_ONLY and p.default is p.empty and p.name not in kwargs]
+        missing = missing_keywords(sig.parameters.values(), kwargs)
         if missing:
             raise GraphError(f"cell {self.name!r} needs the keyword argument(s) {', '.join(missing)} "
                              f"(given: {', '.join(sorted(kwargs)) or 'none'})")
