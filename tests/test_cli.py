@@ -753,6 +753,41 @@ def test_sigterm_on_python_m_rnngraph_finishes_the_step_and_saves(tmp_path, text
     assert not [f for f in os.listdir(ckpt) if f.endswith(".tmp")]
 
 
+#: ``python -c`` of `rnngraph train` (argv) whose setup sends the process a signal (argv[1]) as it compiles the
+#: step, before any training step.
+_SIGNAL_IN_SETUP = """
+import os, signal, sys, time
+import rnngraph.cli.train as train
+from rnngraph import cli
+
+def compile_then_stop(*args, **kwargs):
+    os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+    time.sleep(60)
+
+train._compile = compile_then_stop
+sys.exit(cli.main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize("signum, code, word", [("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "terminated")])
+def test_a_signal_while_train_sets_up_is_one_line(tmp_path, text_file, signum, code, word):
+    """Ctrl-C and SIGTERM before the first step: one line alike, ``rnngraph: interrupted`` (130) or
+    ``rnngraph: terminated`` (143); no checkpoint directory is left (regression: SIGTERM there killed
+    the process at once, exit -15, without a line)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, *sys.path])}
+    ckpt = tmp_path / "ck"
+
+    def default_signals():
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    res = subprocess.run([sys.executable, "-c", _SIGNAL_IN_SETUP, signum, "train", "--corpus", str(text_file),
+                          *TINY, "--steps", "3", "--checkpoint", str(ckpt)],
+                         capture_output=True, text=True, env=env, timeout=120, preexec_fn=default_signals)
+    assert (res.returncode, res.stderr) == (code, f"rnngraph: {word}\n")
+    assert res.stdout == "" and not ckpt.exists()
+
+
 def test_a_closed_pipe_ends_the_command_quietly(monkeypatch, capsys):
     """`rnngraph ... | head`: when the reader of stdout goes away, writing raises BrokenPipeError;
     the command ends with 141 (128 + SIGPIPE, a shell's status for it) and nothing on stderr,

@@ -9,8 +9,8 @@ Errors a user can cause (a missing, empty or non-UTF-8 file, a corpus too short 
 window, a bad checkpoint, a broken cell, a model too large for the machine's memory, a
 training loss that is not finite) print one line, ``rnngraph: error: ...``, on stderr, in the
 command line's words (its flags, not the Python API's arguments), and exit 1; bad flags exit 2;
-Ctrl-C exits 130, and SIGTERM during ``train``'s steps 143 (``train`` finishes the step under way
-and checkpoints first: rnngraph/cli/sigint.py). NumPy's floating-point warnings are off (a
+Ctrl-C exits 130, and SIGTERM during ``train`` 143 (during its steps ``train`` finishes the step under
+way and checkpoints first: rnngraph/cli/sigint.py). NumPy's floating-point warnings are off (a
 non-finite loss is such an error); rnngraph's own warnings (a cell's state or input never read)
 are ``rnngraph: note: ...`` lines, each text once.
 ``RNNGRAPH_DEBUG=1`` re-raises instead, for a traceback, and prints each GPU kernel's compile

@@ -22,7 +22,7 @@ from ..distributed import PeerFailure, global_state
 from .arguments import PROG, CLIError, Reported, note as cli_note, quiet_notes
 from .distributed_setup import (Processes, agree, any_process, first_process, in_process, join, leave, note_failure,
                                 peer_noted, sharded, wait_for_reporter)
-from .sigint import SigintGuard, exit_status, stopped_word
+from .sigint import SigintGuard, exit_status, sigterm_raises, stopped_word
 from .step_setup import (_check_memory, _checkpoint_config, _checkpoint_corpus, _chunked, _compile, _corpus_note,
                          _device, _fits, cell_words, vocabulary_differs)
 from .train_memory import lowering_advice, sizes_words, training_need
@@ -34,6 +34,13 @@ LONG_VALIDATION = 100_000
 
 
 def run_train(args) -> int:
+    """Train (rnngraph/cli/train_config.py: the flags); SIGTERM raises sigint.Terminated throughout, as
+    Ctrl-C raises KeyboardInterrupt (deferred to the end of a step during the steps)."""
+    with sigterm_raises():
+        return _run_train(args)
+
+
+def _run_train(args) -> int:
     if not args.distributed:
         if args.distributed_timeout is not None:
             raise CLIError("--distributed-timeout applies to --distributed runs only")
