@@ -227,8 +227,10 @@ def test_an_unknown_rnngraph_name_suggests_the_closest_and_stays_an_attribute_er
 
 
 def _missing_message(name: str) -> str:
+    """The module ``__getattr__``'s message for ``name`` (called directly: a test before may have
+    imported rnngraph.torch or rnngraph.lm, which binds them as attributes of the package)."""
     with pytest.raises(AttributeError) as info:
-        getattr(rg, name)
+        rg.__getattr__(name)
     return str(info.value)
 
 
