@@ -692,37 +692,12 @@ def test_python_m_rnngraph_without_traceback(tmp_path, text_file):
     assert "Traceback" not in res.stderr
 
 
-def test_ctrl_c_on_python_m_rnngraph(tmp_path, text_file):
-    """A real Ctrl-C (SIGINT) on a running `python -m rnngraph train`: exit 130, one line, and
-    the checkpoint it names loads."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, *sys.path])}
-    ckpt = tmp_path / "ck"
-    proc = subprocess.Popen([sys.executable, "-m", "rnngraph", "train", "--corpus", str(text_file), *TINY,
-                             "--steps", "1000000", "--eval-every", "2", "--checkpoint", str(ckpt)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    try:
-        for line in proc.stdout:  # wait until training runs
-            if line.startswith("step"):
-                break
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
-    assert proc.returncode == 130, err
-    assert "Traceback" not in err
-    m = re.fullmatch(rf"rnngraph: interrupted at step ([\d,]+); {re.escape(str(ckpt))} holds step ([\d,]+) "
-                     rf"\(to go on: rnngraph train --checkpoint {re.escape(str(ckpt))} --resume\)",
-                     err.strip())
-    assert m, err
-    assert m.group(1) == m.group(2)  # the step under way was finished and saved
-    assert load_checkpoint(ckpt).step == int(m.group(2).replace(",", ""))
-
-
-def test_sigterm_on_python_m_rnngraph_finishes_the_step_and_saves(tmp_path, text_file):
-    """SIGTERM (`kill`, `timeout`, a job scheduler) on a running `python -m rnngraph train` is
-    handled as Ctrl-C: exit 143 (128 + SIGTERM), one line, and the checkpoint it names loads
-    (regression: the process died at once, exit -15, with the last periodic checkpoint only)."""
+@pytest.mark.parametrize("signum, status, word", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")],
+                         ids=["ctrl-c", "sigterm"])
+def test_a_signal_on_python_m_rnngraph_finishes_the_step_and_saves(tmp_path, text_file, signum, status, word):
+    """A real Ctrl-C (SIGINT) or SIGTERM (`kill`, `timeout`, a job scheduler) on a running
+    `python -m rnngraph train`: exit 128 + the signal, one line, and the checkpoint it names loads
+    (regression for SIGTERM: the process died at once, exit -15, with the last periodic checkpoint only)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, *sys.path])}
     ckpt = tmp_path / "ck"
 
@@ -738,13 +713,13 @@ def test_sigterm_on_python_m_rnngraph_finishes_the_step_and_saves(tmp_path, text
         for line in proc.stdout:  # wait until training runs
             if line.startswith("step"):
                 break
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signum)
         out, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
-    assert proc.returncode == 143, err
+    assert proc.returncode == status, err
     assert "Traceback" not in err
-    m = re.fullmatch(rf"rnngraph: terminated at step ([\d,]+); {re.escape(str(ckpt))} holds step ([\d,]+) "
+    m = re.fullmatch(rf"rnngraph: {word} at step ([\d,]+); {re.escape(str(ckpt))} holds step ([\d,]+) "
                      rf"\(to go on: rnngraph train --checkpoint {re.escape(str(ckpt))} --resume\)",
                      err.strip())
     assert m, err
