@@ -16,7 +16,8 @@ threads   threads a block (a multiple of 32, at most 1024); the grid is one bloc
           A kernel whose registers don't allow it is launched with half as many (and so on).
           256 / 512: at S=1 512 was slower (LSTM 1.052 vs 0.986, h200-20261201-ksplit-sweep-ksplit.json);
           512 with ``bounds`` (16 warps an SM; see bounds) was measured at S = 64; 256 for S = 2 to 8
-          (``SMALL_BLOCK_STREAMS``; under ``bounds`` a lane may then hold 255 registers, not 128): the
+          (``SMALL_BLOCK_STREAMS``; under ``bounds`` a lane may then hold 255 registers, not 128: fewer
+          spills, inferred, not profiled): the
           2 x 512 char-LM step on an H100, ms unread, 512 / 256 threads: LSTM S = 2 1.941 / 1.853,
           S = 4 2.507 / 2.081, S = 8 2.815 / 2.516 (128: 2.651, 384: 2.728), S = 16 3.666 / 3.659 (so
           512 from there), GRU S = 8 2.520 / 2.444, peephole LSTM 3.466 / 3.110, layer-norm LSTM
