@@ -170,6 +170,11 @@ def _mismatch(directory: str, flag: str, was, given) -> CheckpointError:
                            f"drop {flag} to resume it, or train into a new --checkpoint directory")
 
 
+def _cell_arg_flags(cell_args: dict) -> str:
+    """``cell_args`` as the command line gives them: ``--cell-arg alpha=0.5 --cell-arg act='tanh'``."""
+    return " ".join(f"--cell-arg {k}={v!r}" for k, v in cell_args.items())
+
+
 def _resumed_config(args, saved: LMConfig, directory: str) -> LMConfig:
     """The checkpoint's config, with lr/weight decay/lr schedule/clip/dropout overridden where given,
     and the corpus where the checkpoint's file has moved and --corpus names it; CheckpointError
@@ -200,10 +205,9 @@ def _resumed_config(args, saved: LMConfig, directory: str) -> LMConfig:
             raise _mismatch(directory, flag, was, given)
     given = cell_args_given(args.cell_args)
     if args.cell_args and given != saved.cell_args:
-        was = " ".join(f"--cell-arg {k}={v!r}" for k, v in saved.cell_args.items()) or "no --cell-arg"
-        raise CheckpointError(f"{directory}: the checkpoint was trained with {was}, not "
-                              f"{' '.join(f'--cell-arg {k}={v!r}' for k, v in given.items())}: drop --cell-arg to "
-                              f"resume it, or train into a new --checkpoint directory")
+        raise CheckpointError(f"{directory}: the checkpoint was trained with "
+                              f"{_cell_arg_flags(saved.cell_args) or 'no --cell-arg'}, not {_cell_arg_flags(given)}: "
+                              f"drop --cell-arg to resume it, or train into a new --checkpoint directory")
     cfg = LMConfig(**{**saved.to_json()})
     if args.corpus is not None and _moved(saved.corpus):
         cfg.corpus = canonical_corpus(args.corpus)

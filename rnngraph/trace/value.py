@@ -165,7 +165,7 @@ class Value:
     def __rpow__(self, base):
         """``b ** x``: OpError (there is no power op) showing it through rg.exp."""
         z = self._local()
-        self._refuse(f"{base!r} ** {z}", f"for a positive base b write rg.exp(math.log(b) * {z})")
+        self._refuse(f"{_text(base)} ** {z}", f"for a positive base b write rg.exp(math.log(b) * {z})")
 
     def __getitem__(self, key):
         """``x[key]``: OpError naming the rg.slice or rg.split call to write instead."""
@@ -246,8 +246,6 @@ def _value(x, fn: str) -> Value:
 
 def _ids_of(xs, fn: str):
     return [_value(x, fn) for x in xs]
-
-
 
 
 def _whole_number(k) -> bool:
